@@ -1,0 +1,8 @@
+"""``tfpipe`` subcommands of the sharding package."""
+from __future__ import annotations
+
+__all__ = ["register"]
+
+
+def register(sub) -> None:
+    pass
