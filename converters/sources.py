@@ -1,0 +1,188 @@
+"""Find inputs (files, directories, globs) and open them as byte streams (.gz, .bz2, .zst, plain).
+
+Compression is chosen by extension and checked against the file's magic bytes, so a plain file named
+``.zst`` gives a clear error instead of garbage. ``.zst`` streams are read across frames to the end.
+"""
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import io
+import os
+from typing import BinaryIO, Iterable, Iterator
+
+from .errors import InputError, TfpipeError
+
+__all__ = ["expand_inputs", "open_input", "compression_of", "iter_blocks", "COMPRESSED_SUFFIXES"]
+
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
+_MAGIC = {"gzip": b"\x1f\x8b", "bz2": b"BZh", "zstd": b"\x28\xb5\x2f\xfd"}
+_BLOCK = 8 << 20  # 8 MiB
+
+
+def compression_of(path: str) -> str | None:
+    for suffix, kind in COMPRESSED_SUFFIXES.items():
+        if str(path).endswith(suffix):
+            return kind
+    return None
+
+
+def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, ...] | None = None) -> list[str]:
+    """Expand files, directories (recursively, hidden files skipped) and globs into a sorted, de-duplicated
+    list of files. Order: the inputs in the order given, each expanded in sorted order."""
+    out: list[str] = []
+    seen: set[str] = set()
+    inputs = [str(i) for i in inputs]
+    if not inputs:
+        raise TfpipeError("no inputs given")
+    for item in inputs:
+        if os.path.isdir(item):
+            found = []
+            for root, dirs, files in os.walk(item):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(os.path.join(root, f) for f in files if not f.startswith("."))
+            found.sort()
+            if suffixes:
+                found = [f for f in found if _matches(f, suffixes)]
+        elif os.path.isfile(item):
+            found = [item]
+        elif any(c in item for c in "*?["):
+            found = sorted(p for p in glob.glob(item, recursive=True) if os.path.isfile(p))
+            if not found:
+                raise TfpipeError(f"input pattern {item!r} matches no files")
+        else:
+            raise TfpipeError(f"input {item!r} does not exist")
+        if not found:
+            raise TfpipeError(f"input directory {item!r} holds no input files")
+        for f in found:
+            key = os.path.abspath(f)
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def _matches(path: str, suffixes: tuple[str, ...]) -> bool:
+    base = path
+    kind = compression_of(path)
+    if kind:
+        base = path[: path.rfind(".")]
+    return any(base.endswith(s) for s in suffixes)
+
+
+def open_input(path: str) -> BinaryIO:
+    """Open ``path`` for binary reading, decompressing by extension after checking its magic bytes."""
+    kind = compression_of(path)
+    try:
+        raw = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror}", path=path) from exc
+    if kind is None:
+        return raw
+    head = raw.read(4)
+    raw.seek(0)
+    if not head.startswith(_MAGIC[kind]):
+        raw.close()
+        actual = next((k for k, m in _MAGIC.items() if head.startswith(m)), None)
+        what = f"{actual} data" if actual else ("an empty file" if not head else "not compressed data")
+        raise InputError(f"named like a {kind} file but holds {what}: rename it or recompress it", path=path,
+                         offset=0)
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.BZ2File(raw, mode="rb")  # type: ignore[return-value]
+    return _ZstdReader(raw)  # type: ignore[return-value]
+
+
+class _ZstdReader(io.RawIOBase):
+    """Multi-frame zstd decompression that reads every frame to the end of the file and raises OSError on a
+    truncated last frame (zstandard's stream reader would end silently)."""
+
+    def __init__(self, raw: BinaryIO):
+        import zstandard
+
+        self._zstd = zstandard
+        self._raw = raw
+        self._dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
+        self._obj = self._dctx.decompressobj()
+        self._in_frame = False
+        self._buf = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self, want: int) -> None:
+        while len(self._buf) < want and not self._eof:
+            chunk = self._raw.read(1 << 20)
+            if not chunk:
+                self._eof = True
+                if self._in_frame:
+                    raise OSError("zstd stream ends inside a frame")
+                return
+            out = []
+            while chunk:
+                try:
+                    out.append(self._obj.decompress(chunk))
+                except self._zstd.ZstdError as exc:
+                    raise OSError(f"corrupt zstd data: {exc}") from exc
+                self._in_frame = True
+                if self._obj.eof:
+                    chunk = self._obj.unused_data
+                    self._obj = self._dctx.decompressobj()
+                    self._in_frame = False
+                else:
+                    chunk = b""
+            self._buf += b"".join(out)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            chunks = []
+            while True:
+                c = self.read(_BLOCK)
+                if not c:
+                    return b"".join(chunks)
+                chunks.append(c)
+        self._fill(size)
+        data, self._buf = self._buf[:size], self._buf[size:]
+        return data
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def iter_blocks(path: str, block_size: int = _BLOCK) -> Iterator[tuple[bytes, int, int]]:
+    """Yield ``(block, first_line_number, byte_offset)`` with each block ending at a newline (the last one
+    may lack it). Memory stays at about one block. Decompression errors become InputError naming the file
+    and the uncompressed byte offset reached. A stream that ends in the middle of compressed data
+    (truncated file) is an error, not a silent short read."""
+    line = 1
+    offset = 0
+    carry = b""
+    with open_input(path) as f:
+        while True:
+            try:
+                chunk = f.read(block_size)
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                raise InputError(f"cannot decompress ({exc}); the file is truncated or corrupt", path=path,
+                                 offset=offset + len(carry)) from exc
+            if not chunk:
+                if carry:
+                    yield carry, line, offset
+                return
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                carry = data
+                continue
+            block, carry = data[:cut], data[cut:]
+            yield block, line, offset
+            line += block.count(b"\n")
+            offset += len(block)
