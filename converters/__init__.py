@@ -4,7 +4,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .errors import InputError, IntegrityError, OutputExistsError, TfpipeError
-from .examples import FeatureSpec, Schema
+from .schema import FeatureSpec, Schema
 from .manifest import InputStats, Manifest, ShardInfo, read_manifest
 from .units import DEFAULT_SHARD_BYTES, format_size, parse_size
 

@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .examples import Schema
+from .schema import Schema
 from .errors import TfpipeError
 
 __all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "ShardInfo", "InputStats", "Manifest", "read_manifest",

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .errors import OutputExistsError, TfpipeError
-from .examples import Schema
+from .schema import Schema
 from .manifest import MANIFEST_NAME, InputStats, Manifest, ShardInfo, manifest_bytes
 from .naming import ShardName
 from .storage import TMP_PREFIX, Storage, open_storage

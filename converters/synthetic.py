@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from .examples import FeatureSpec, Schema
+from .schema import FeatureSpec, Schema
 
 __all__ = ["criteo_arrays", "criteo_lines", "write_criteo_libsvm", "libsvm_schema", "write_criteo_shards"]
 

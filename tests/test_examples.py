@@ -1,0 +1,82 @@
+import numpy as np
+import pytest
+
+from converters.examples import FeatureSpec, Schema, serialize_batch
+from converters.synthetic import criteo_arrays, libsvm_schema
+
+
+def _payloads(framed, lengths):
+    out, pos = [], 0
+    for ln in lengths:
+        out.append(framed[pos + 12:pos + ln - 4].tobytes())
+        pos += ln
+    return out
+
+
+@pytest.mark.parametrize("arrays", [
+    criteo_arrays(50, seed=1),
+    {"label": np.array([0.0, 1.0], np.float32), "ids": np.array([[0] * 39, [2**62] * 39]),
+     "values": np.array([[np.inf] * 39, [-0.0] * 39], np.float32)},
+])
+def test_bytes_equal_protobuf_deterministic_serialization(arrays):
+    import tensorflow as tf
+
+    schema = libsvm_schema(39)
+    framed, lengths = serialize_batch(schema, arrays)
+    for i, payload in enumerate(_payloads(framed, lengths)):
+        ex = tf.train.Example(features=tf.train.Features(feature={
+            "label": tf.train.Feature(float_list=tf.train.FloatList(value=[arrays["label"][i]])),
+            "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=arrays["ids"][i])),
+            "values": tf.train.Feature(float_list=tf.train.FloatList(value=arrays["values"][i])),
+        }))
+        assert payload == ex.SerializeToString(deterministic=True)
+
+
+def test_round_trip_through_parse_example(tmp_path):
+    import tensorflow as tf
+
+    schema = Schema((FeatureSpec("input_ids", "int64", (9,)), FeatureSpec("neg", "int64", (2,)),
+                     FeatureSpec("w", "float32")))
+    rng = np.random.default_rng(0)
+    cols = {"input_ids": rng.integers(0, 2**40, (100, 9)), "neg": rng.integers(-5, 5, (100, 2)),
+            "w": rng.random(100).astype(np.float32)}
+    framed, lengths = serialize_batch(schema, cols)
+    assert framed.size == lengths.sum()
+    path = tmp_path / "x.tfrecord"
+    path.write_bytes(framed.tobytes())
+    spec = {"input_ids": tf.io.FixedLenFeature([9], tf.int64), "neg": tf.io.FixedLenFeature([2], tf.int64),
+            "w": tf.io.FixedLenFeature([], tf.float32)}
+    batch = next(iter(tf.data.TFRecordDataset(str(path)).batch(1000).map(lambda x: tf.io.parse_example(x, spec))))
+    for k in cols:
+        np.testing.assert_array_equal(batch[k].numpy(), cols[k].reshape(batch[k].shape))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"name": "", "dtype": "int64"}, "name"),
+    ({"name": "a", "dtype": "string"}, "string"),
+    ({"name": "a", "dtype": "int64", "shape": (0,)}, r"\(0,\)"),
+    ({"name": "a", "dtype": "int64", "shape": (2, 3)}, r"\(2, 3\)"),
+])
+def test_feature_spec_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        FeatureSpec(**kwargs)
+
+
+def test_schema_validation_and_json():
+    with pytest.raises(ValueError, match="duplicate"):
+        Schema((FeatureSpec("a", "int64"), FeatureSpec("a", "float32")))
+    with pytest.raises(ValueError, match="label"):
+        Schema((FeatureSpec("a", "int64"),), label="y")
+    s = libsvm_schema(7)
+    assert Schema.from_json(s.to_json()) == s
+    assert [f.name for f in s.features] == ["ids", "label", "values"]
+
+
+@pytest.mark.parametrize("cols,match", [
+    ({"label": np.zeros(3), "ids": np.zeros((3, 39))}, "missing"),
+    ({"label": np.zeros(3), "ids": np.zeros((3, 38)), "values": np.zeros((3, 39))}, "width"),
+    ({"label": np.zeros(3), "ids": np.zeros((4, 39)), "values": np.zeros((3, 39))}, "rows"),
+])
+def test_serialize_rejects_bad_columns(cols, match):
+    with pytest.raises(ValueError, match=match):
+        serialize_batch(libsvm_schema(39), cols)

@@ -1,0 +1,57 @@
+import json
+
+import pytest
+
+from converters.errors import TfpipeError
+from converters.manifest import InputStats, Manifest, ShardInfo, manifest_bytes, read_manifest
+from converters.synthetic import libsvm_schema, write_criteo_shards
+
+
+def test_required_keys(tmp_path):
+    write_criteo_shards(str(tmp_path / "o"), 100, shard_bytes=10_000)
+    data = json.loads((tmp_path / "o" / "index.json").read_text())
+    for key in ("format_version", "records", "shards", "schema", "inputs", "options", "tfpipe_version"):
+        assert key in data
+    assert set(data["shards"][0]) == {"name", "records", "bytes", "sha256"}
+    assert data["schema"]["features"]["ids"] == {"dtype": "int64", "shape": [39]}
+    assert data["inputs"][0]["records_read"] == 100
+
+
+def test_round_trip(tmp_path):
+    m = write_criteo_shards(str(tmp_path / "o"), 100, shard_bytes=10_000)
+    assert read_manifest(tmp_path / "o") == m
+    assert read_manifest(tmp_path / "o" / "index.json") == m
+    assert Manifest.from_json(json.loads(manifest_bytes(m))) == m
+
+
+def test_records_must_add_up():
+    with pytest.raises(ValueError, match="records 5"):
+        Manifest(records=5, shards=(ShardInfo("a", 3, 10, "x"),), schema=libsvm_schema(3))
+
+
+@pytest.mark.parametrize("content,match", [
+    ("{not json", "not valid JSON"),
+    ('{"format_version": 99}', "format_version 99"),
+    ('{"format_version": 1}', "invalid manifest"),
+])
+def test_bad_manifest(tmp_path, content, match):
+    (tmp_path / "index.json").write_text(content)
+    with pytest.raises(TfpipeError, match=match):
+        read_manifest(tmp_path)
+
+
+def test_missing_manifest(tmp_path):
+    with pytest.raises(TfpipeError, match="no manifest"):
+        read_manifest(tmp_path)
+
+
+def test_input_stats_accounting():
+    s = InputStats("f")
+    s.records_read = 5
+    s.records_written = 3
+    s.skip("bad_label", example="f:2: bad_label")
+    s.skip("nan", 1)
+    other = InputStats("f", records_read=2, records_written=2)
+    s.merge(other)
+    assert s.records_read == s.records_written + s.records_skipped == 7
+    assert s.to_json()["skipped"] == {"bad_label": 1, "nan": 1}

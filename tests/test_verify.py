@@ -1,0 +1,81 @@
+import shutil
+
+import pytest
+
+from converters.errors import IntegrityError
+from converters.verify import verify
+from converters.synthetic import write_criteo_shards
+
+
+@pytest.fixture()
+def shard_set(tmp_path):
+    out = tmp_path / "set"
+    m = write_criteo_shards(str(out), 300, shard_bytes=30_000)
+    return out, m
+
+
+def test_clean_set_verifies(shard_set):
+    out, m = shard_set
+    r = verify(str(out))
+    assert r.ok and r.records == m.records and r.shards == len(m.shards)
+
+
+def _truncate_at_record_boundary(path, keep_records):
+    data = path.read_bytes()
+    pos = 0
+    for _ in range(keep_records):
+        pos += int.from_bytes(data[pos:pos + 8], "little") + 16
+    path.write_bytes(data[:pos])
+    return pos
+
+
+def test_truncated_at_record_boundary_caught_by_count(shard_set):
+    import tensorflow as tf
+
+    out, m = shard_set
+    shard = out / m.shards[1].name
+    end = _truncate_at_record_boundary(shard, m.shards[1].records - 2)
+    assert sum(1 for _ in tf.data.TFRecordDataset(str(shard))) == m.shards[1].records - 2  # TF sees no error
+    with pytest.raises(IntegrityError, match=rf"{m.shards[1].name}: {m.shards[1].records - 2} records read, "
+                                             rf"manifest says {m.shards[1].records}.*byte {end}"):
+        verify(str(out))
+
+
+@pytest.mark.parametrize("offset,what", [(3, "header"), (20, "data"), (-2, "data")])
+def test_flipped_byte_named_with_offset(shard_set, offset, what):
+    out, m = shard_set
+    shard = out / m.shards[0].name
+    data = bytearray(shard.read_bytes())
+    data[offset] ^= 0x40
+    shard.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match=rf"{m.shards[0].name}: corrupt record {what}.*at byte \d+"):
+        verify(str(out))
+
+
+def test_truncated_inside_record(shard_set):
+    out, m = shard_set
+    shard = out / m.shards[0].name
+    shard.write_bytes(shard.read_bytes()[:-5])
+    with pytest.raises(IntegrityError, match="truncated record"):
+        verify(str(out))
+
+
+def test_missing_and_all_problems_listed(shard_set):
+    out, m = shard_set
+    (out / m.shards[0].name).unlink()
+    shutil.copy(out / m.shards[2].name, out / m.shards[1].name)
+    r = verify(str(out), raise_on_error=False)
+    assert len(r.problems) == 2
+    assert "missing" in r.problems[0]
+
+
+def test_gzip_damage(tmp_path):
+    out = tmp_path / "gz"
+    m = write_criteo_shards(str(out), 200, shard_bytes=30_000, compression="gzip")
+    assert verify(str(out)).ok
+    shard = out / m.shards[0].name
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match=m.shards[0].name):
+        verify(str(out))
