@@ -42,10 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for load in _registrars():
-        try:
-            load()(sub)
-        except (ImportError, AttributeError) as exc:  # a package without a CLI yet
-            logging.getLogger(__name__).debug("skipping CLI registrar: %s", exc)
+        load()(sub)
     return parser
 
 
