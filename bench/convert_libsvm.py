@@ -1,0 +1,200 @@
+"""``tfpipe bench convert-libsvm``: our LibSVM converter vs a naive one, same file, same single core.
+
+In one process run: generate a Criteo-like LibSVM file (39 fields), convert it with ``convert_libsvm``
+(``workers=1``) and with a naive converter (per-line Python parse, ``tf.train.Example``,
+``tf.io.TFRecordWriter``), both pinned to the same CPU core, and report throughputs (MB/s of input text,
+records/s) and their ratio; then the scaling of ``convert_libsvm`` with ``--workers`` (all cores allowed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+
+__all__ = ["add_parser", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO"]
+
+TARGET_RATIO = 8.0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("convert-libsvm", help="LibSVM converter vs naive tf.train.Example converter (1 core)",
+                       description=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--lines", type=int, default=100_000, help="lines in the generated file (default 100000)")
+    p.add_argument("--field-size", type=int, default=39, help="fields per line (default 39)")
+    p.add_argument("--workers-list", default="1,2", help="worker counts for the scaling run (default 1,2)")
+    p.add_argument("--cpu", type=int, default=None, help="core to pin the 1-core comparison to (default: "
+                                                         "the lowest allowed)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    try:
+        workers = [int(w) for w in args.workers_list.split(",") if w.strip()]
+    except ValueError:
+        raise ValueError(f"--workers-list must be comma-separated integers, got {args.workers_list!r}") from None
+    if args.lines <= 0 or any(w <= 0 for w in workers):
+        raise ValueError("--lines and --workers-list entries must be positive")
+    report = run_benchmark(lines=args.lines, field_size=args.field_size, workers_list=workers, cpu=args.cpu,
+                           log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+def naive_convert(src: str, dst: str, field_size: int) -> int:
+    """The baseline: one line at a time in Python, one ``tf.train.Example`` per line, TF's writer."""
+    import tensorflow as tf
+
+    n = 0
+    with open(src, "rb") as f, tf.io.TFRecordWriter(dst) as w:
+        for line in f:
+            parts = line.split(b"#", 1)[0].split()
+            if not parts:
+                continue
+            ids, vals = [], []
+            for tok in parts[1:]:
+                i, v = tok.split(b":", 1)
+                ids.append(int(i) - 1)
+                vals.append(float(v))
+            if len(ids) != field_size:
+                raise ValueError(f"line {n + 1}: {len(ids)} pairs")
+            ex = tf.train.Example(features=tf.train.Features(feature={
+                "label": tf.train.Feature(float_list=tf.train.FloatList(value=[float(parts[0])])),
+                "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
+                "values": tf.train.Feature(float_list=tf.train.FloatList(value=vals)),
+            }))
+            w.write(ex.SerializeToString())
+            n += 1
+    return n
+
+
+@contextmanager
+def pinned(cpu: int | None):
+    """Pin every thread of this process (TensorFlow's pools included) to one core; restore afterwards."""
+    if not hasattr(os, "sched_setaffinity"):
+        yield None
+        return
+    allowed = os.sched_getaffinity(0)
+    core = min(allowed) if cpu is None else cpu
+    if core not in allowed:
+        raise ValueError(f"--cpu {core} is not one of the allowed cores {sorted(allowed)}")
+    tids = [int(t) for t in os.listdir("/proc/self/task")] if os.path.isdir("/proc/self/task") else [0]
+    old = {}
+    for t in tids:
+        try:
+            old[t] = os.sched_getaffinity(t)
+            os.sched_setaffinity(t, {core})
+        except OSError:  # a thread that ended meanwhile
+            pass
+    try:
+        yield core
+    finally:
+        for t, cpus in old.items():
+            try:
+                os.sched_setaffinity(t, cpus)
+            except OSError:
+                pass
+
+
+def _rate(nbytes: int, records: int, secs: float, cpu: float | None = None) -> dict:
+    r = {"seconds": round(secs, 4), "mb_per_s": round(nbytes / secs / 1e6, 2),
+         "records_per_s": round(records / secs, 1)}
+    if cpu is not None:  # process CPU time: robust to other load on a shared machine
+        r["cpu_seconds"] = round(cpu, 4)
+        r["records_per_cpu_s"] = round(records / max(cpu, 1e-9), 1)
+    return r
+
+
+def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1, 2), cpu: int | None = None,
+                  workdir: str | None = None, log=None) -> dict:
+    """Run the comparison; returns the report as a dict (see ``format_report``)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from converters.libsvm_convert import convert_libsvm
+    from converters.synthetic import write_criteo_libsvm
+
+    say = log or (lambda s: None)
+    tmp = tempfile.mkdtemp(prefix="tfpipe-bench-libsvm-", dir=workdir)
+    try:
+        src = os.path.join(tmp, "criteo.libsvm")
+        say(f"generating {lines:,} Criteo-like lines ...")
+        nbytes = write_criteo_libsvm(src, lines, field_size=field_size, seed=0)
+        warm = os.path.join(tmp, "warm.libsvm")
+        write_criteo_libsvm(warm, 200, field_size=field_size, seed=1)
+
+        import tensorflow as tf  # noqa: F401  (imported before pinning, like a trainer's process)
+        from google.protobuf.internal import api_implementation
+
+        backend = api_implementation.Type()
+        with pinned(cpu) as core:
+            # warm-up (numba kernels from cache, TF graph-free writer): not timed
+            convert_libsvm(warm, os.path.join(tmp, "w0"), field_size=field_size, workers=1)
+            naive_convert(warm, os.path.join(tmp, "w1.tfrecord"), field_size)
+
+            say("tfpipe convert_libsvm, workers=1 ...")
+            t, c = time.perf_counter(), time.process_time()
+            m = convert_libsvm(src, os.path.join(tmp, "ours"), field_size=field_size, workers=1)
+            ours = _rate(nbytes, m.records, time.perf_counter() - t, time.process_time() - c)
+
+            say(f"naive converter (protobuf {backend}) ...")
+            t, c = time.perf_counter(), time.process_time()
+            n = naive_convert(src, os.path.join(tmp, "naive.tfrecord"), field_size)
+            naive = _rate(nbytes, n, time.perf_counter() - t, time.process_time() - c)
+        if n != m.records:
+            raise RuntimeError(f"record counts differ: naive {n}, tfpipe {m.records}")
+
+        scaling = []
+        for w in workers_list:
+            say(f"tfpipe convert_libsvm, workers={w} (all cores allowed) ...")
+            out = os.path.join(tmp, f"scale{w}")
+            t = time.perf_counter()
+            convert_libsvm(src, out, field_size=field_size, workers=w)
+            scaling.append({"workers": w, **_rate(nbytes, m.records, time.perf_counter() - t)})
+            shutil.rmtree(out, ignore_errors=True)
+        base = next((s["seconds"] for s in scaling if s["workers"] == 1), scaling[0]["seconds"] if scaling else 0)
+        for s in scaling:
+            s["speedup_vs_1"] = round(base / s["seconds"], 2)
+        return {
+            "benchmark": "convert-libsvm",
+            "lines": lines,
+            "field_size": field_size,
+            "input_bytes": nbytes,
+            "pinned_cpu": core,
+            "cores_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "protobuf_backend": backend,
+            "tfpipe_workers_1": ours,
+            "naive": naive,
+            "ratio": round(naive["seconds"] / ours["seconds"], 2),
+            "ratio_cpu": round(naive["cpu_seconds"] / max(ours["cpu_seconds"], 1e-9), 2),
+            "target_ratio": TARGET_RATIO,
+            "scaling": scaling,
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def format_report(r: dict) -> str:
+    o, nv = r["tfpipe_workers_1"], r["naive"]
+    lines = [
+        f"convert-libsvm: {r['lines']:,} Criteo-like lines, {r['field_size']} fields, "
+        f"{r['input_bytes'] / 1e6:.1f} MB of text; 1-core runs pinned to CPU {r['pinned_cpu']}",
+        f"  {'converter':<44} {'seconds':>8} {'MB/s':>8} {'records/s':>11} {'CPU s':>7} {'rec/CPU-s':>11}",
+        f"  {'naive (per-line Python, protobuf ' + r['protobuf_backend'] + ')':<44}"
+        f" {nv['seconds']:>8.2f} {nv['mb_per_s']:>8.1f} {nv['records_per_s']:>11,.0f} {nv['cpu_seconds']:>7.2f}"
+        f" {nv['records_per_cpu_s']:>11,.0f}",
+        f"  {'tfpipe convert libsvm --workers 1':<44} {o['seconds']:>8.2f} {o['mb_per_s']:>8.1f} "
+        f"{o['records_per_s']:>11,.0f} {o['cpu_seconds']:>7.2f} {o['records_per_cpu_s']:>11,.0f}",
+        f"  ratio: {r['ratio']:.1f}x the naive converter on one core, wall clock ({r['ratio_cpu']:.1f}x by CPU "
+        f"time; target >= {r['target_ratio']:.0f}x)" + ("" if r["ratio"] >= r["target_ratio"] else "  [BELOW TARGET]"),
+    ]
+    if r["protobuf_backend"] != "upb":
+        lines.append(f"  note: protobuf backend is {r['protobuf_backend']!r}, not 'upb': the naive baseline is slow")
+    if r["scaling"]:
+        lines.append(f"scaling with --workers ({r['cores_allowed']} core(s) allowed):")
+        for s in r["scaling"]:
+            lines.append(f"  workers {s['workers']:>2}: {s['seconds']:>7.2f} s {s['mb_per_s']:>8.1f} MB/s "
+                         f"{s['records_per_s']:>11,.0f} rec/s  {s['speedup_vs_1']:.2f}x")
+    return "\n".join(lines)

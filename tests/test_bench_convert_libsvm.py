@@ -1,0 +1,35 @@
+"""Smoke run of ``tfpipe bench convert-libsvm`` (tiny: checks it runs and reports, not the speed)."""
+import json
+
+from bench.convert_libsvm import format_report, naive_convert, run_benchmark
+from converters.cli import main
+from converters.synthetic import criteo_arrays, write_criteo_libsvm
+
+
+def test_naive_baseline_writes_the_same_records(tmp_path):
+    import tensorflow as tf
+
+    src = tmp_path / "in.libsvm"
+    write_criteo_libsvm(src, 50, seed=4)
+    assert naive_convert(str(src), str(tmp_path / "n.tfrecord"), 39) == 50
+    feats = {"ids": tf.io.FixedLenFeature([39], tf.int64), "values": tf.io.FixedLenFeature([39], tf.float32)}
+    got = next(iter(tf.data.TFRecordDataset(str(tmp_path / "n.tfrecord")).batch(50)
+                    .map(lambda x: tf.io.parse_example(x, feats))))
+    a = criteo_arrays(50, seed=4)
+    assert (got["ids"].numpy() == a["ids"]).all() and (got["values"].numpy() == a["values"]).all()
+
+
+def test_smoke_run(tmp_path):
+    r = run_benchmark(lines=2000, workers_list=(1, 2), workdir=str(tmp_path))
+    assert r["protobuf_backend"] == "upb"
+    assert r["tfpipe_workers_1"]["records_per_s"] > 0 and r["naive"]["records_per_s"] > 0
+    assert r["ratio"] > 0 and [s["workers"] for s in r["scaling"]] == [1, 2]
+    text = format_report(r)
+    assert "ratio:" in text and "workers  2" in text
+    assert list(tmp_path.iterdir()) == []  # cleans up after itself
+
+
+def test_cli_json(capsys):
+    assert main(["bench", "convert-libsvm", "--lines", "500", "--workers-list", "1", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["lines"] == 500 and r["benchmark"] == "convert-libsvm"

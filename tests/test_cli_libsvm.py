@@ -1,0 +1,105 @@
+"""``tfpipe convert libsvm`` and ``tfpipe quickstart``: argv -> exit code and message."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from converters.cli import main
+from converters.manifest import read_manifest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "good.txt").write_bytes(b"1 1:0.5 2:1\n0 1:1 3:2\n# c\n\n")
+    (tmp_path / "bad.txt").write_bytes(b"1 1:1 2:1\n\n1 2:1 1:1\nabc 1:1 2:2\n")
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("x")
+    return tmp_path
+
+
+CASES = [
+    # argv, exit code, stdout has, stderr has (one line when it is an error)
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2"], 0,
+     ["converted 1 input(s): 2 records read, 2 written, 0 skipped, 2 blank", "wrote 1 shard(s)", "index.json"], []),
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2", "--compression", "gzip", "--shard-size", "1KiB",
+      "--workers", "2", "--prefix", "part"], 0, ["GZIP"], []),
+    (["{d}/bad.txt", "--out", "{d}/o", "--field-size", "2"], 2, [],
+     ["tfpipe: error: {d}/bad.txt:3: unsorted_index: indices are not sorted", "--on-error skip"]),
+    (["{d}/bad.txt", "--out", "{d}/o", "--field-size", "2", "--on-error", "skip"], 0,
+     ["3 records read, 1 written, 2 skipped"],
+     ["skipped 2 bad line(s): bad_label 1, unsorted_index 1", "{d}/bad.txt:3: unsorted_index",
+      "{d}/bad.txt:4: bad_label"]),
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "3"], 2, [], ["good.txt:1: pair_count: wrong number"]),
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "3", "--pad"], 0, ["2 written"], []),
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2", "--max-index", "2"], 2, [],
+     ["good.txt:2: index_too_large"]),
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2", "--index-base", "0"], 0, ["index base 0"], []),
+    (["{d}/empty.txt", "--out", "{d}/o", "--field-size", "2"], 2, [], ["no records to write"]),
+    (["{d}/missing.txt", "--out", "{d}/o", "--field-size", "2"], 1, [], ["does not exist"]),
+    (["{d}/good.txt", "--out", "{d}/taken", "--field-size", "2"], 3, [], ["is not empty", "--overwrite"]),
+    (["{d}/good.txt", "--out", "{d}/taken", "--field-size", "2", "--overwrite"], 3, [], ["did not write"]),
+]
+
+
+@pytest.mark.parametrize("argv,code,out_has,err_has", CASES)
+def test_convert_argv_table(files, capsys, argv, code, out_has, err_has):
+    argv = ["convert", "libsvm", *[a.format(d=files) for a in argv], "--no-progress"]
+    assert main(argv) == code
+    out, err = capsys.readouterr()
+    for s in out_has:
+        assert s.format(d=files) in out
+    for s in err_has:
+        assert s.format(d=files) in err
+    assert "Traceback" not in err
+    manifest = files / "o" / "index.json"
+    if code:
+        assert len(err.strip().splitlines()) == 1
+        assert not manifest.exists()
+    elif "taken" not in argv:
+        assert read_manifest(files / "o").records == int(out.split(" written")[0].split()[-1])
+
+
+@pytest.mark.parametrize("bad_args", [
+    ["--field-size", "0"], ["--field-size", "x"], ["--field-size", "2", "--shard-size", "lots"],
+    ["--field-size", "2", "--index-base", "2"], ["--field-size", "2", "--workers", "0"],
+    ["--field-size", "2", "--on-error", "ignore"], ["--field-size", "2", "--max-index", "-1"],
+    [],  # --field-size is required
+])
+def test_usage_errors_exit_2(files, capsys, bad_args):
+    with pytest.raises(SystemExit) as e:
+        main(["convert", "libsvm", str(files / "good.txt"), "--out", str(files / "o"), *bad_args])
+    assert e.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_real_process_exit_code_and_one_line(files):
+    r = subprocess.run([sys.executable, "-c", "from converters.cli import main; raise SystemExit(main())",
+                        "convert", "libsvm", str(files / "bad.txt"), "--out", str(files / "o"), "--field-size", "2"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        f"tfpipe: error: {files}/bad.txt:3: unsorted_index: indices are not sorted in increasing order ('1:1') "
+        "(use --on-error skip to skip bad lines)"]
+    assert not (files / "o" / "index.json").exists()
+
+
+def test_quickstart_runs_and_reruns(tmp_path, capsys):
+    out = tmp_path / "qs"
+    assert main(["quickstart", "--out", str(out), "--lines", "1500"]) == 0
+    text = capsys.readouterr().out
+    assert "read all 1,500 records back through tf.data" in text
+    assert str(out / "shards") in text and "verified" in text
+    assert read_manifest(out / "shards").records == 1500
+    # quickstart may replace its own output
+    assert main(["quickstart", "--out", str(out), "--lines", "700"]) == 0
+    assert read_manifest(out / "shards").records == 700
+
+
+def test_quickstart_refuses_a_directory_it_did_not_make(files, capsys):
+    assert main(["quickstart", "--out", str(files / "taken"), "--lines", "100"]) == 3
+    assert "not made by quickstart" in capsys.readouterr().err
+    assert (files / "taken" / "notes.txt").exists()

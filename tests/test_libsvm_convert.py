@@ -1,0 +1,347 @@
+"""LibSVM files -> shard set: round trips through real TensorFlow, determinism across workers, shard
+limits, GZIP, compressed inputs, skip accounting, errors, kill/rerun and bounded memory."""
+import bz2
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from converters.errors import InputError, OutputExistsError
+from converters.libsvm_convert import ConvertOptions, _ranges, convert_libsvm, read_range
+from converters.manifest import MANIFEST_NAME, read_manifest
+from converters.naming import ShardName
+from converters.synthetic import criteo_arrays, criteo_lines
+from converters.verify import verify
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def criteo_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("in") / "criteo.libsvm"
+    p.write_bytes(criteo_lines(3000, seed=0))
+    return p
+
+
+def read_back(manifest, field_size, keys=("label", "ids", "values")):
+    import tensorflow as tf
+
+    lk, ik, vk = keys
+    feats = {lk: tf.io.FixedLenFeature([], tf.float32), ik: tf.io.FixedLenFeature([field_size], tf.int64),
+             vk: tf.io.FixedLenFeature([field_size], tf.float32)}
+    ds = tf.data.TFRecordDataset(manifest.shard_paths(), compression_type="GZIP" if manifest.compression else "")
+    ds = ds.batch(512).map(lambda x: tf.io.parse_example(x, feats))
+    out = {k: [] for k in feats}
+    for b in ds:
+        for k in feats:
+            out[k].append(b[k].numpy())
+    return {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
+
+
+def dir_bytes(path):
+    return {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
+
+
+# -- round trips -----------------------------------------------------------------------------------------
+
+def test_round_trip_through_tensorflow(criteo_file, tmp_path):
+    m = convert_libsvm(criteo_file, tmp_path / "out", field_size=39, shard_size=200_000, workers=1)
+    a = criteo_arrays(3000, seed=0)
+    got = read_back(m, 39)
+    assert np.array_equal(got["label"], a["label"])
+    assert np.array_equal(got["ids"], a["ids"])
+    assert np.array_equal(got["values"].view(np.uint32), a["values"].view(np.uint32))
+    assert m.records == 3000 and len(m.shards) > 1
+    assert all(s.bytes <= 200_000 for s in m.shards)
+    assert m.options["index_base_used"] == 1 and m.kind == "libsvm"
+    assert m.inputs[0].records_read == m.inputs[0].records_written == 3000
+    assert verify(str(tmp_path / "out")).records == 3000
+    assert read_manifest(tmp_path / "out").to_json() == m.to_json()
+
+
+def test_edge_cases_equal_sklearn_through_tensorflow(tmp_path):
+    from sklearn.datasets import load_svmlight_file
+
+    from test_libsvm import EDGE_FILE
+
+    p = tmp_path / "edge.libsvm"
+    p.write_bytes(EDGE_FILE)
+    m = convert_libsvm(p, tmp_path / "out", field_size=3, workers=1, label_key="y", ids_key="i",
+                       values_key="v")
+    X, y = load_svmlight_file(str(p), dtype=np.float64)  # index base 'auto' in both
+    got = read_back(m, 3, keys=("y", "i", "v"))
+    assert np.array_equal(got["y"].view(np.uint32), y.astype(np.float32).view(np.uint32))
+    assert np.array_equal(got["i"].ravel(), X.indices)
+    assert np.array_equal(got["v"].ravel().view(np.uint32), X.data.astype(np.float32).view(np.uint32))
+    assert m.inputs[0].blank_lines == 3 and m.extra["blank_lines"] == 3
+    assert sorted(m.schema.to_json()["features"]) == ["i", "v", "y"]
+
+
+def test_byte_identical_whatever_the_workers(criteo_file, tmp_path):
+    runs = []
+    for workers, block in ((1, 64 << 10), (2, 64 << 10), (2, 200 << 10), (1, 1 << 20)):
+        out = tmp_path / f"w{workers}-{block}"
+        convert_libsvm(criteo_file, out, field_size=39, shard_size=150_000, workers=workers, block_size=block)
+        runs.append(dir_bytes(out))
+    assert len(runs[0]) > 3
+    assert all(r == runs[0] for r in runs[1:])
+
+
+@pytest.mark.parametrize("limit", [1_000, 50_000, 333_333])
+def test_shards_are_closed_before_the_limit(criteo_file, tmp_path, limit):
+    m = convert_libsvm(criteo_file, tmp_path / "o", field_size=39, shard_size=limit, workers=1)
+    sizes = [s.bytes for s in m.shards]
+    assert all(b <= limit or s.records == 1 for b, s in zip(sizes, m.shards))
+    assert sum(s.records for s in m.shards) == 3000
+    names = [ShardName.parse(s.name) for s in m.shards]
+    assert len(names) == len(m.shards)
+
+
+def test_gzip_shards(criteo_file, tmp_path):
+    m = convert_libsvm(criteo_file, tmp_path / "gz", field_size=39, compression="gzip", workers=1,
+                       shard_size=300_000)
+    assert all(s.name.endswith(".tfrecord.gz") for s in m.shards)
+    assert np.array_equal(read_back(m, 39)["ids"], criteo_arrays(3000, seed=0)["ids"])
+    assert verify(str(tmp_path / "gz")).records == 3000
+
+
+def test_compressed_inputs_give_the_same_shards(criteo_file, tmp_path):
+    import zstandard
+
+    raw = criteo_file.read_bytes()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in/a.libsvm.gz").write_bytes(gzip.compress(raw))
+    (tmp_path / "in/b.libsvm.bz2").write_bytes(bz2.compress(raw))
+    (tmp_path / "in/c.libsvm.zst").write_bytes(zstandard.ZstdCompressor().compress(raw[:100_000])
+                                               + zstandard.ZstdCompressor().compress(raw[100_000:]))
+    m = convert_libsvm(tmp_path / "in", tmp_path / "out", field_size=39, workers=2, block_size=100_000)
+    plain = convert_libsvm([criteo_file] * 1, tmp_path / "plain", field_size=39, workers=1)
+    assert m.records == 9000
+    assert [i.records_written for i in m.inputs] == [3000, 3000, 3000]
+    got = read_back(m, 39)
+    want = read_back(plain, 39)
+    for k in got:
+        assert np.array_equal(got[k], np.concatenate([want[k]] * 3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=20), st.booleans(),
+       st.integers(1, 64))
+def test_worker_ranges_partition_the_file_into_whole_lines(tmp_path_factory, lines, final_newline, block):
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    p = tmp_path_factory.mktemp("r") / "f.txt"
+    p.write_bytes(data)
+    pieces = [read_range(str(p), a, b) for a, b in _ranges(str(p), block)]
+    assert b"".join(pieces) == data
+    full = [x for x in pieces if x]
+    assert all(x.endswith(b"\n") for x in full[:-1])
+
+
+def test_long_lines_and_many_workers_number_lines_like_one_worker(tmp_path):
+    long = b"1 " + b" ".join(b"%d:1" % i for i in range(1, 400)) + b"\n"   # longer than a block
+    p = tmp_path / "x.txt"
+    p.write_bytes(b"1 1:1\n" * 7 + long + b"1 2:1 1:1\n" + long * 3 + b"abc\n" + b"1 1:1\n" * 5)
+    ms = [convert_libsvm(p, tmp_path / f"o{w}", field_size=1, workers=w, block_size=300, on_error="skip",
+                         truncate=True) for w in (1, 3)]
+    assert ms[0].inputs[0].examples == ms[1].inputs[0].examples == [
+        f"{p}:9: unsorted_index: indices are not sorted in increasing order ('1:1')",
+        f"{p}:13: bad_label: label is not a number ('abc')"]
+    assert dir_bytes(tmp_path / "o1") == dir_bytes(tmp_path / "o3")
+
+
+# -- options, index base ------------------------------------------------------------------------------
+
+def test_index_base_auto_is_decided_over_all_inputs(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"1 1:1 2:1\n" * 3)
+    (tmp_path / "b.txt").write_bytes(b"0 0:1 5:1\n")
+    m = convert_libsvm([tmp_path / "a.txt", tmp_path / "b.txt"], tmp_path / "o", field_size=2, workers=1)
+    assert m.options["index_base"] == "auto" and m.options["index_base_used"] == 0
+    assert read_back(m, 2)["ids"].tolist() == [[1, 2]] * 3 + [[0, 5]]
+    m1 = convert_libsvm(tmp_path / "a.txt", tmp_path / "o1", field_size=2, workers=1)
+    assert m1.options["index_base_used"] == 1
+    assert read_back(m1, 2)["ids"].tolist() == [[0, 1]] * 3
+
+
+@pytest.mark.parametrize("kw", [
+    {"index_base": 2}, {"on_error": "ignore"}, {"field_size": 0}, {"compression": "zstd"},
+    {"label_key": "x", "ids_key": "x"}, {"max_index": -2}, {"shard_size": 0}, {"prefix": ""},
+])
+def test_options_are_validated(kw):
+    args = {"field_size": 3, **kw}
+    with pytest.raises(ValueError):
+        ConvertOptions(**args)
+
+
+def test_pad_and_truncate(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_bytes(b"1 1:1\n0 1:1 2:2 3:3 4:4\n1 1:5 2:6\n")
+    m = convert_libsvm(p, tmp_path / "o", field_size=2, pad=True, truncate=True, workers=1)
+    got = read_back(m, 2)
+    assert got["ids"].tolist() == [[0, 0], [0, 1], [0, 1]]
+    assert got["values"].tolist() == [[1, 0], [1, 2], [5, 6]]
+    with pytest.raises(InputError, match=r"x.txt:1: pair_count"):
+        convert_libsvm(p, tmp_path / "o2", field_size=2, workers=1)
+
+
+# -- bad input ----------------------------------------------------------------------------------------------
+
+BAD_FILE = (b"1 1:1 2:1\n"
+            b"\n"
+            b"1 2:1 1:1\n"          # 3 unsorted
+            b"# comment\n"
+            b"abc 1:1 2:1\n"        # 5 bad_label
+            b"1 1:1 2:nan\n"        # 6 nonfinite
+            b"0 1:1 2:2\n")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_raise_names_file_and_line_and_leaves_nothing(tmp_path, workers):
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"1 1:1 2:1\n" * 2000 + BAD_FILE)
+    out = tmp_path / "out"
+    with pytest.raises(InputError) as e:
+        convert_libsvm(p, out, field_size=2, workers=workers, block_size=4096, shard_size=1000)
+    assert str(e.value).startswith(f"{p}:2003: unsorted_index")
+    assert e.value.line == 2003 and e.value.reason == "unsorted_index" and e.value.path == str(p)
+    assert not out.exists() or os.listdir(out) == []
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_skip_counts_every_bad_line(tmp_path, workers):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in/a.txt").write_bytes(BAD_FILE)
+    (tmp_path / "in/b.txt").write_bytes(b"1 1:1 2:1\n" * 100 + b"1 0:1 2:1\n" + b"1 1:1 2:x\n" * 30)
+    m = convert_libsvm(tmp_path / "in", tmp_path / "out", field_size=2, on_error="skip", workers=workers, index_base=1,
+                       block_size=512)
+    a, b = m.inputs
+    assert (a.records_read, a.records_written, a.blank_lines) == (5, 2, 2)
+    assert a.skipped == {"bad_label": 1, "nonfinite": 1, "unsorted_index": 1}
+    assert [e.split(": ")[0] for e in a.examples] == [f"{a.path}:3", f"{a.path}:5", f"{a.path}:6"]
+    assert (b.records_read, b.records_written) == (131, 100)
+    assert b.skipped == {"index_zero": 1, "bad_value": 30}
+    assert len(b.examples) == 20 and b.examples[0].startswith(f"{b.path}:101: index_zero")
+    assert m.skipped == {"bad_label": 1, "bad_value": 30, "index_zero": 1, "nonfinite": 1, "unsorted_index": 1}
+    for s in m.inputs:
+        assert s.records_read == s.records_written + s.records_skipped
+    assert m.records == 102 == len(read_back(m, 2)["label"])
+    stored = json.loads((tmp_path / "out" / MANIFEST_NAME).read_text())
+    assert stored["skipped"]["bad_value"] == 30
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n# nothing here\n   \n"])
+def test_empty_input_is_an_error(tmp_path, content):
+    p = tmp_path / "empty.txt"
+    p.write_bytes(content)
+    with pytest.raises(InputError, match="no records to write") as e:
+        convert_libsvm(p, tmp_path / "out", field_size=2, workers=1)
+    assert e.value.reason == "empty_input"
+    assert not (tmp_path / "out" / MANIFEST_NAME).exists()
+
+
+def test_all_lines_skipped_is_an_error(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_bytes(b"a\nb\n")
+    with pytest.raises(InputError, match="2 bad line"):
+        convert_libsvm(p, tmp_path / "out", field_size=2, workers=1, on_error="skip")
+
+
+def test_an_empty_file_among_others_is_fine(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in/a.txt").write_bytes(b"")
+    (tmp_path / "in/b.txt").write_bytes(b"1 1:1\n")
+    m = convert_libsvm(tmp_path / "in", tmp_path / "out", field_size=1, workers=1)
+    assert [i.records_read for i in m.inputs] == [0, 1]
+
+
+def test_non_empty_output_is_refused(criteo_file, tmp_path):
+    convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1)
+    with pytest.raises(OutputExistsError):
+        convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1)
+    convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1, overwrite=True)
+
+
+def test_truncated_compressed_input_names_the_file(criteo_file, tmp_path):
+    p = tmp_path / "t.libsvm.gz"
+    p.write_bytes(gzip.compress(criteo_file.read_bytes())[:-100])
+    with pytest.raises(InputError, match="t.libsvm.gz"):
+        convert_libsvm(p, tmp_path / "out", field_size=39, workers=1)
+    assert not (tmp_path / "out" / MANIFEST_NAME).exists()
+
+
+# -- interruption and memory (real subprocesses) ----------------------------------------------------
+
+CONVERT_SCRIPT = textwrap.dedent("""
+    import sys
+    from converters.libsvm_convert import convert_libsvm
+    convert_libsvm(sys.argv[1], sys.argv[2], field_size=39, workers=1, index_base=1, overwrite=True,
+                   shard_size=int(sys.argv[3]), block_size=int(sys.argv[4]))
+    # VmHWM: this process's peak RSS (ru_maxrss would include the parent's peak from before exec)
+    hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+    print(int(hwm.split()[1]) * 1024)
+""")
+
+
+def _big_file(path, copies, base=criteo_lines(10_000, seed=5)):
+    with open(path, "wb") as f:
+        for _ in range(copies):
+            f.write(base)
+    return path
+
+
+def test_kill_mid_run_leaves_no_final_shard_and_rerun_is_identical(tmp_path):
+    src = _big_file(tmp_path / "big.libsvm", 12)   # ~44 MB, 120k lines
+    out = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    proc = subprocess.Popen([sys.executable, "-c", CONVERT_SCRIPT, str(src), str(out), "300000", str(256 << 10)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline:
+            if out.exists() and len([n for n in os.listdir(out) if n.startswith(".tfpipe-tmp-")]) >= 3:
+                break
+            if proc.poll() is not None:
+                pytest.fail(f"converter ended before it could be killed: {proc.stderr.read()[-500:]!r}")
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    names = os.listdir(out)
+    assert proc.returncode == -signal.SIGKILL
+    assert MANIFEST_NAME not in names
+    assert not any(n.startswith("train-") for n in names), names
+    assert any(n.startswith(".tfpipe-tmp-") for n in names)
+    with pytest.raises(OutputExistsError, match="interrupted"):
+        convert_libsvm(src, out, field_size=39, workers=1)
+    convert_libsvm(src, out, field_size=39, workers=2, index_base=1, overwrite=True, shard_size=300_000)
+    convert_libsvm(src, tmp_path / "clean", field_size=39, workers=1, index_base=1, shard_size=300_000)
+    assert dir_bytes(out) == dir_bytes(tmp_path / "clean")
+    assert verify(str(out)).records == 120_000
+
+
+def _peak_rss(src, out, block):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    r = subprocess.run([sys.executable, "-c", CONVERT_SCRIPT, str(src), str(out), str(64 << 20), str(block)],
+                       env=env, capture_output=True, text=True, check=True)
+    return int(r.stdout.strip().splitlines()[-1])
+
+
+def test_memory_scales_with_block_size_not_input_size(tmp_path):
+    small = _big_file(tmp_path / "s.libsvm", 4)    # ~15 MB
+    large = _big_file(tmp_path / "l.libsvm", 16)   # ~59 MB
+    rss_small = _peak_rss(small, tmp_path / "o1", 1 << 20)
+    rss_large = _peak_rss(large, tmp_path / "o2", 1 << 20)
+    rss_big_block = _peak_rss(small, tmp_path / "o3", 16 << 20)
+    print(f"peak RSS: 15 MB input {rss_small >> 20} MiB, 59 MB input {rss_large >> 20} MiB, "
+          f"15 MB input with 16 MiB blocks {rss_big_block >> 20} MiB")
+    assert rss_large < 1 << 30
+    assert rss_large - rss_small < 24 << 20        # 4x the input: about the same peak
+    assert rss_big_block - rss_small > 24 << 20    # 16x the block: a visibly larger peak
