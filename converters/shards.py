@@ -166,6 +166,10 @@ class ShardSetWriter:
             self._records += stop - start
             self.records += stop - start
 
+    def close_shard(self) -> None:
+        """Close the open shard now, whatever its size: the next ``write`` starts a new one (exact counts)."""
+        self._close()
+
     def finish(self, *, schema: Schema, inputs: Iterable[InputStats] = (), options: dict[str, Any] | None = None,
                kind: str = "libsvm", extra: dict[str, Any] | None = None) -> Manifest:
         """Close the open shard, give every shard its final name, and write the manifest last."""

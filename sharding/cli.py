@@ -1,8 +1,179 @@
-"""``tfpipe`` subcommands of the sharding package."""
+"""``tfpipe`` subcommands of the sharding package: ``shard plan``, ``shard topology``, ``reshard``, ``upload``,
+``download``."""
 from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
 
 __all__ = ["register"]
 
 
+def _endpoint(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoint-url", default=None, metavar="URL",
+                   help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL, else AWS S3)")
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _size(text: str) -> int:
+    from converters.units import parse_size
+
+    try:
+        v = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
+    return v
+
+
 def register(sub) -> None:
-    pass
+    shard = sub.add_parser("shard", help="plan which rank reads which shards (and print cluster settings)")
+    ssub = shard.add_subparsers(dest="shard_command", metavar="SUBCOMMAND")
+    ssub.required = True
+
+    p = ssub.add_parser("plan", help="print who reads what, with equal steps per rank (or why that is impossible)",
+                        description="Plan per-rank files / shard(n, i) for a shard set and a cluster. Cases: "
+                                    "--channel-per-worker without --s3-sharded: shard(hosts, rank // wph); with it: "
+                                    "no shard; --s3-sharded alone: shard(wph, local_rank); neither: "
+                                    "shard(world, rank) (Pipe or --record-sharding) or per-rank files (File mode).")
+    p.add_argument("path", help="shard-set directory (or its index.json), local or s3://")
+    p.add_argument("--hosts", type=_positive, default=None, help="number of hosts (default: from the environment)")
+    p.add_argument("--workers-per-host", type=_positive, default=None,
+                   help="data-parallel workers per host, e.g. GPUs (default: from the environment, else 1)")
+    p.add_argument("--batch-size", type=_positive, required=True, help="batch size per worker")
+    p.add_argument("--pipe", action="store_true", help="SageMaker Pipe mode (default: File, or the channel's mode)")
+    p.add_argument("--s3-sharded", action="store_true", help="S3DistributionType ShardedByS3Key")
+    p.add_argument("--channel-per-worker", action="store_true", help="one input channel per worker (multi-path)")
+    p.add_argument("--record-sharding", action="store_true",
+                   help="File mode: every rank reads all files and keeps shard(world, rank) instead of its own files")
+    p.add_argument("--remainder", choices=("drop", "pad"), default="drop",
+                   help="equal steps by dropping each rank's surplus (default) or padding by repeating records")
+    p.add_argument("--channel", default="train", help="channel name (default: train)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    _endpoint(p)
+    p.set_defaults(func=_cmd_plan)
+
+    p = ssub.add_parser("topology", help="print the topology read from the environment, and its TF_CONFIG")
+    p.add_argument("--config-dir", default="/opt/ml/input/config", help="SageMaker config directory")
+    p.set_defaults(func=_cmd_topology)
+
+    p = sub.add_parser("reshard", help="rewrite a shard set into N record-balanced shards (or by size)")
+    p.add_argument("path", help="source shard set (directory or index.json), local or s3://")
+    p.add_argument("--out", required=True, help="output directory or s3://bucket/prefix (must be empty)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--num-shards", type=_positive, help="exact number of shards, record-balanced")
+    g.add_argument("--shard-size", type=_size, help="target shard size, e.g. 256MiB")
+    p.add_argument("--compression", choices=("same", "none", "gzip"), default="same",
+                   help="output compression (default: same as the source)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing shard set at --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _endpoint(p)
+    p.set_defaults(func=_cmd_reshard)
+
+    for name, helptext in (("upload", "upload a local shard set to s3:// (shards, then the manifest)"),
+                           ("download", "download a shard set from s3:// (each shard checked against the manifest)")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("src", help="local shard-set directory" if name == "upload" else "s3://bucket/prefix")
+        p.add_argument("dest", help="s3://bucket/prefix" if name == "upload" else "local directory (must be empty)")
+        p.add_argument("--overwrite", action="store_true",
+                       help="replace an existing shard set (manifest included) at the destination")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        _endpoint(p)
+        p.set_defaults(func=_cmd_transfer, transfer=name)
+
+
+def _progress(args) -> bool:
+    return not args.no_progress and sys.stderr.isatty()
+
+
+def _opts(url: str, args) -> dict:
+    from converters.storage import is_s3
+
+    return {"endpoint_url": args.endpoint_url} if is_s3(url) and args.endpoint_url else {}
+
+
+def _cmd_plan(args) -> int:
+    from .plan import plan
+    from .topology import Topology
+    from .transfer import read_manifest_at
+
+    manifest, _ = read_manifest_at(args.path, **_opts(args.path, args))
+    topo = Topology.from_env(hosts=args.hosts, workers_per_host=args.workers_per_host)
+    result = plan(manifest, topo, batch_size=args.batch_size, pipe=True if args.pipe else None,
+                  s3_sharded=True if args.s3_sharded else None,
+                  channel_per_worker=True if args.channel_per_worker else None, remainder=args.remainder,
+                  channel=args.channel, record_sharding=args.record_sharding)
+    if args.json:
+        print(result.to_json_str())
+        return 0
+    H, W = topo.num_hosts, topo.workers_per_host
+    print(f"shard set  {manifest.location}: {manifest.records:,} records in {len(manifest.shards)} shard(s)")
+    print(f"cluster    {H} host(s) x {W} worker(s) = {H * W} rank(s), batch {args.batch_size} per rank")
+    print(f"strategy   {result.strategy}   remainder={result.remainder}")
+    print(f"steps      {result.steps_per_epoch} per epoch, every rank")
+    rows = [("rank", "host", "local", "channel", "files", "shard", "records", "steps")]
+    for r, n in zip(result.ranks, result.records_per_rank):
+        rows.append((str(r.rank), r.host, str(r.local_rank), r.channel, _files(r.files),
+                     f"shard({r.shard[0]}, {r.shard[1]})" if r.shard else "-", f"{n:,}", str(r.steps)))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    for note in result.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def _files(files) -> str:
+    if files is None:
+        return "all"
+    short = [f.split(".tfrecord")[0] for f in files]
+    if len(short) <= 2:
+        return ", ".join(short)
+    return f"{len(short)} ({short[0]} .. {short[-1]})"
+
+
+def _cmd_topology(args) -> int:
+    from .configs import tf_config
+    from .topology import Topology
+
+    topo = Topology.from_env(config_dir=args.config_dir)
+    print(json.dumps({"topology": topo.to_json(), "TF_CONFIG": tf_config(topo)}, indent=2, sort_keys=True))
+    return 0
+
+
+def _cmd_reshard(args) -> int:
+    from .reshard import reshard
+
+    m = reshard(args.path, args.out, num_shards=args.num_shards, shard_size=args.shard_size,
+                overwrite=args.overwrite, progress=_progress(args),
+                compression=None if args.compression == "none" else args.compression,
+                endpoint_url=args.endpoint_url or None)
+    sizes = [s.records for s in m.shards]
+    print(f"wrote {m.records:,} records in {len(m.shards)} shard(s) to {args.out} "
+          f"({min(sizes):,}..{max(sizes):,} records per shard)")
+    return 0
+
+
+def _cmd_transfer(args) -> int:
+    from converters.units import format_size
+
+    from . import transfer
+
+    fn = transfer.upload if args.transfer == "upload" else transfer.download
+    m = fn(args.src, args.dest, overwrite=args.overwrite, progress=_progress(args),
+           endpoint_url=args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None)
+    verb = "uploaded" if args.transfer == "upload" else "downloaded"
+    print(f"{verb} {len(m.shards)} shard(s), {m.records:,} records, {format_size(m.total_bytes)} to {args.dest} "
+          "(sha256 checked, manifest written last)")
+    return 0

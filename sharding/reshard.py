@@ -1,0 +1,152 @@
+"""Rewrite a shard set into N record-balanced shards (or shards of a target size), with a new manifest.
+
+Use it to make the shard count divisible by hosts x workers (file sharding, ShardedByS3Key). Records are
+copied in order with their TFRecord framing as it is (CRC-checked on the way by the converters' scan kernel,
+never re-serialized); shard i of N gets records ``[i*R//N, (i+1)*R//N)``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from typing import Iterator
+
+import numpy as np
+
+from converters._crc import CRC_TABLE, FRAME_OVERHEAD
+from converters.errors import IntegrityError, TfpipeError
+from converters.manifest import Manifest
+from converters.naming import ShardName
+from converters.shards import ShardSetWriter
+from converters.storage import is_s3, open_storage
+from converters.tfrecord import _CHUNK, _MESSAGES, _TRUNCATED, _scan, open_shard_reader
+
+from .transfer import read_manifest_at
+
+__all__ = ["reshard", "balanced_bounds"]
+
+log = logging.getLogger(__name__)
+
+_NO_SIZE_LIMIT = 1 << 62
+
+
+def balanced_bounds(records: int, num_shards: int) -> list[int]:
+    """Pure: record boundaries of ``num_shards`` shards differing by at most one record."""
+    return [i * records // num_shards for i in range(num_shards + 1)]
+
+
+def _same_location(a: str, b: str) -> bool:
+    if is_s3(a) or is_s3(b):
+        return str(a).rstrip("/") == str(b).rstrip("/")
+    return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _framed_chunks(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield (framed bytes, framed lengths) of the CRC-checked records of one shard, chunk by chunk: records are
+    copied with their framing as they are, never re-serialized. Damage raises IntegrityError with the offset."""
+    with open_shard_reader(path) as stream:
+        carry, base = b"", 0
+        while True:
+            chunk = stream.read(_CHUNK)
+            data = carry + chunk if carry else chunk
+            if not data:
+                return
+            buf = np.frombuffer(data, dtype=np.uint8)
+            starts = np.empty(len(data) // FRAME_OVERHEAD + 1, dtype=np.int64)
+            count, end, code, epos = _scan(CRC_TABLE, buf, len(data), starts, starts.shape[0])
+            if count:
+                spans = np.empty(count + 1, dtype=np.int64)
+                spans[:count] = starts[:count] - 12  # a record's frame starts 12 bytes before its payload
+                spans[count] = end
+                yield buf[:end], np.diff(spans)
+            if code:
+                raise IntegrityError(f"{path}: {_MESSAGES[int(code)]} at byte {base + int(epos)}")
+            if not chunk:
+                if end < len(data):
+                    raise IntegrityError(f"{path}: {_MESSAGES[_TRUNCATED]} at byte {base + int(end)}")
+                return
+            carry = data[end:]
+            base += int(end)
+
+
+def _batches(manifest: Manifest, storage_options: dict) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    source = open_storage(manifest.location, **storage_options)
+    staging = tempfile.mkdtemp(prefix="tfpipe-reshard-")
+    try:
+        for info in manifest.shards:
+            path = source.local_path(info.name)
+            if path is None:
+                path = os.path.join(staging, info.name)
+                source.fetch(info.name, path)
+            n = 0
+            for framed, lengths in _framed_chunks(path):
+                n += len(lengths)
+                yield framed, lengths
+            if n != info.records:
+                raise IntegrityError(f"{manifest.location}/{info.name}: {n} records read, manifest says "
+                                     f"{info.records} (run `tfpipe verify`)")
+            if path.startswith(staging):
+                os.unlink(path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int | None = None, *,
+            overwrite: bool = False, progress: bool = False, prefix: str | None = None,
+            compression: str | None = "same", endpoint_url: str | None = None) -> Manifest:
+    """Rewrite the shard set at ``src`` into ``out`` with exactly ``num_shards`` record-balanced shards, or
+    with shards cut before ``shard_size`` bytes. Schema, kind, inputs and extra totals carry over; options
+    gain ``reshard``. ``compression="same"`` keeps the source's."""
+    if (num_shards is None) == (shard_size is None):
+        raise ValueError("give exactly one of num_shards and shard_size")
+    if num_shards is not None and (not isinstance(num_shards, int) or num_shards < 1):
+        raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
+    if shard_size is not None and shard_size < 1:
+        raise ValueError(f"shard_size must be positive, got {shard_size!r}")
+    if _same_location(src, out):
+        raise TfpipeError(f"reshard output {out} is the input: choose another location")
+    opts = {"endpoint_url": endpoint_url} if endpoint_url else {}
+    manifest, _ = read_manifest_at(src, **(opts if is_s3(src) else {}))
+    R = manifest.records
+    if num_shards is not None and num_shards > R:
+        raise TfpipeError(f"cannot make {num_shards} non-empty shards from {R} records")
+    if prefix is None:
+        prefix = ShardName.parse(manifest.shards[0].name)[0] if manifest.shards else "train"
+    if compression == "same":
+        compression = manifest.compression
+    bounds = balanced_bounds(R, num_shards) if num_shards is not None else None
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=R, desc="reshard", unit="rec", unit_scale=True, leave=False)
+    written, shard = 0, 0
+    with ShardSetWriter(out, prefix=prefix, shard_bytes=shard_size or _NO_SIZE_LIMIT, compression=compression,
+                        overwrite=overwrite, **(opts if is_s3(out) else {})) as writer:
+        for framed, lengths in _batches(manifest, opts if is_s3(src) else {}):
+            offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            i, n = 0, len(lengths)
+            while i < n:
+                take = n - i if bounds is None else min(n - i, bounds[shard + 1] - written)
+                writer.write(framed[offsets[i]:offsets[i + take]], lengths[i:i + take])
+                i += take
+                written += take
+                if bar is not None:
+                    bar.update(take)
+                if bounds is not None and written == bounds[shard + 1] and shard < num_shards - 1:
+                    writer.close_shard()
+                    shard += 1
+        if bar is not None:
+            bar.close()
+        if written != R:
+            raise IntegrityError(f"{manifest.location}: read {written} records, manifest says {R}")
+        options = dict(manifest.options)
+        options["reshard"] = ({"from": manifest.location, "num_shards": num_shards} if num_shards is not None
+                              else {"from": manifest.location, "shard_size": shard_size})
+        result = writer.finish(schema=manifest.schema, inputs=manifest.inputs, options=options, kind=manifest.kind,
+                               extra=manifest.extra)
+    log.info("resharded %s (%d shards) into %s (%d shards)", manifest.location, len(manifest.shards), out,
+             len(result.shards))
+    return result

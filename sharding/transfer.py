@@ -1,0 +1,166 @@
+"""Move a whole shard set between a local directory and S3 (either direction; local to local works too).
+
+Upload: every shard, then the manifest last (the commit marker); an existing manifest (or any other content)
+at the destination is never replaced without ``overwrite=True``. Download: every shard to a temporary name,
+checked against the manifest's byte count and sha256, renamed, then the manifest last.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from typing import Callable
+
+from converters.errors import IntegrityError, TfpipeError
+from converters.manifest import MANIFEST_NAME, Manifest
+from converters.shards import prepare_output
+from converters.storage import TMP_PREFIX, is_s3, open_storage, split_manifest_path
+from converters.tfrecord import fsync_dir
+
+__all__ = ["upload", "download", "copy_set", "read_manifest_at"]
+
+log = logging.getLogger(__name__)
+
+_HASH_CHUNK = 8 << 20
+
+
+def read_manifest_at(location: str, **storage_options) -> tuple[Manifest, bytes]:
+    """Read a shard set's manifest (and its raw bytes) with explicit storage options (e.g. endpoint_url)."""
+    import json
+
+    base, name = split_manifest_path(location)
+    storage = open_storage(base, **storage_options)
+    try:
+        raw = storage.read_bytes(name)
+    except FileNotFoundError:
+        raise TfpipeError(f"no manifest at {base.rstrip('/')}/{name}: not a tfpipe shard set "
+                          "(or its conversion did not finish)") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TfpipeError(f"manifest {base}/{name} is not valid JSON: {exc}") from exc
+    return Manifest.from_json(data, location=base), raw
+
+
+def _options(url: str, endpoint_url: str | None) -> dict:
+    return {"endpoint_url": endpoint_url} if is_s3(url) and endpoint_url else {}
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _bar(total: int, desc: str, progress: bool):
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
+
+
+def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = False, check: bool = True,
+             endpoint_url: str | None = None) -> Manifest:
+    """Copy a shard set from ``src`` to ``dest`` (local dir or s3://): shards first, manifest last.
+
+    Each shard is checked against the manifest (size and sha256) before it is published at the destination,
+    so a damaged source or a corrupted transfer never ends under a final name with a manifest."""
+    manifest, raw = read_manifest_at(src, **_options(src, endpoint_url))
+    source = open_storage(manifest.location, **_options(src, endpoint_url))
+    target = prepare_output(dest, overwrite=overwrite, **_options(dest, endpoint_url))
+    bar = _bar(manifest.total_bytes, f"{'upload' if is_s3(dest) else 'download'}", progress)
+    tick: Callable[[int], None] | None = bar.update if bar is not None else None
+    local_target = target.local_path(MANIFEST_NAME) is not None
+    if local_target:
+        os.makedirs(target.local_path(""), exist_ok=True)
+    staging = None if local_target else tempfile.mkdtemp(prefix="tfpipe-transfer-")
+    try:
+        for info in manifest.shards:
+            local = source.local_path(info.name)
+            fetched = None
+            if local is None:  # remote source: fetch to a temporary name (in the target dir when it is local)
+                fetched = (target.local_path(TMP_PREFIX + info.name) if local_target
+                           else os.path.join(staging, info.name))
+                source.fetch(info.name, fetched, callback=tick)
+                local = fetched
+            elif not os.path.exists(local):
+                raise IntegrityError(f"{manifest.location}: {info.name} listed in the manifest is missing")
+            try:
+                if check:
+                    _check(local, info, source.url)
+                if fetched is not None and local_target:
+                    with open(fetched, "rb+") as f:
+                        os.fsync(f.fileno())
+                    os.replace(fetched, target.local_path(info.name))
+                else:
+                    _put(target, local, info.name, info.sha256, None if fetched else tick)
+            finally:
+                if fetched is not None and os.path.exists(fetched):
+                    os.unlink(fetched)
+        if local_target:
+            fsync_dir(target.local_path(""))
+        target.write_bytes_atomic(MANIFEST_NAME, raw)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if bar is not None:
+            bar.close()
+    log.info("copied %d shards (%d records) from %s to %s", len(manifest.shards), manifest.records,
+             manifest.location, dest)
+    return dataclasses.replace(manifest, location=str(dest).rstrip("/"))
+
+
+def _check(local: str, info, where: str) -> None:
+    size = os.path.getsize(local)
+    if size != info.bytes:
+        raise IntegrityError(f"{where}/{info.name}: {size} bytes, manifest says {info.bytes}")
+    digest = _sha256(local)
+    if digest != info.sha256:
+        raise IntegrityError(f"{where}/{info.name}: sha256 {digest[:12]}... differs from the manifest's "
+                             f"{info.sha256[:12]}... (damaged in storage or in transfer)")
+
+
+def _put(target, local: str, name: str, sha256: str, tick) -> None:
+    """Place a local file under ``name`` at the target: S3 upload, or copy + fsync + rename locally."""
+    upload_file = getattr(target, "upload_file", None)
+    if upload_file is not None:
+        upload_file(local, name, callback=tick, sha256=sha256)
+        return
+    final = target.local_path(name)
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(final), TMP_PREFIX + name)
+    with open(local, "rb") as fin, open(tmp, "wb") as fout:
+        while chunk := fin.read(_HASH_CHUNK):
+            fout.write(chunk)
+            if tick is not None:
+                tick(len(chunk))
+        fout.flush()
+        os.fsync(fout.fileno())
+    os.replace(tmp, final)
+    fsync_dir(os.path.dirname(final))
+
+
+def upload(src_dir: str, dest_url: str, *, overwrite: bool = False, progress: bool = False,
+           endpoint_url: str | None = None) -> Manifest:
+    """Upload a local shard set to ``s3://bucket/prefix``: shards (checked against the manifest), then the
+    manifest; refuses a non-empty destination unless ``overwrite``."""
+    if not is_s3(dest_url):
+        raise TfpipeError(f"upload destination must be an s3:// URL, got {dest_url!r}")
+    return copy_set(src_dir, dest_url, overwrite=overwrite, progress=progress, endpoint_url=endpoint_url)
+
+
+def download(src_url: str, dest_dir: str, *, overwrite: bool = False, progress: bool = False,
+             endpoint_url: str | None = None) -> Manifest:
+    """Download a shard set from ``s3://bucket/prefix`` into a local directory, checking every shard's size
+    and sha256 against the manifest; the manifest is written last."""
+    if not is_s3(src_url):
+        raise TfpipeError(f"download source must be an s3:// URL, got {src_url!r}")
+    if is_s3(dest_dir):
+        raise TfpipeError(f"download destination must be a local directory, got {dest_dir!r}")
+    return copy_set(src_url, dest_dir, overwrite=overwrite, progress=progress, endpoint_url=endpoint_url)
