@@ -10,7 +10,7 @@ import hashlib
 import io
 import os
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 import numpy as np
 
@@ -18,8 +18,8 @@ from ._crc import CRC_TABLE, FRAME_OVERHEAD, _crc_update, _mask
 from ._jit import njit
 from .errors import IntegrityError
 
-__all__ = ["ScanResult", "scan_stream", "scan_file", "read_records", "open_shard_reader", "HashingFile",
-           "fsync_dir", "FRAME_OVERHEAD"]
+__all__ = ["ScanResult", "RecordChunk", "iter_record_chunks", "scan_file", "iter_framed", "read_records",
+           "open_shard_reader", "HashingFile", "fsync_dir", "FRAME_OVERHEAD"]
 
 _CHUNK = 16 << 20  # 16 MiB read size
 
@@ -120,41 +120,67 @@ def open_shard_reader(path: str | os.PathLike) -> BinaryIO:
     return open(path, "rb")
 
 
-def scan_stream(stream: BinaryIO, *, collect: bool = False) -> Iterator[tuple[int, int, int, str | None, list]]:
-    """Scan a TFRecord byte stream chunk by chunk.
+@dataclass(frozen=True)
+class RecordChunk:
+    """The complete, CRC-checked records found in one chunk of a TFRecord stream.
 
-    Yields (records_so_far, offset_so_far, error_offset, error, payloads) after each chunk; ``payloads``
-    is a list of bytes when ``collect``. Stops after the first error.
+    Record k's payload is ``data[starts[k]:starts[k] + lengths[k]]``; ``data[starts[0] - 12:end]`` is exactly these
+    records with their framing (framed lengths ``lengths + 16``); ``offset`` is where ``data`` begins in the stream.
+    """
+
+    data: bytes
+    starts: np.ndarray
+    lengths: np.ndarray
+    end: int
+    offset: int
+
+    def framed(self) -> tuple[np.ndarray, np.ndarray]:
+        """(framed bytes, framed lengths) of the records, ready for ``ShardSetWriter.write``."""
+        buf = np.frombuffer(self.data, dtype=np.uint8)
+        return buf[int(self.starts[0]) - 12:self.end], self.lengths + FRAME_OVERHEAD
+
+    def payloads(self) -> list[bytes]:
+        return [self.data[s:s + n] for s, n in zip(self.starts.tolist(), self.lengths.tolist())]
+
+
+def iter_record_chunks(chunks: Iterable[bytes], *, name: str) -> Iterator[RecordChunk]:
+    """CRC-check a TFRecord stream given as byte chunks of any size; yield the complete records chunk by chunk.
+
+    The good records before a problem are yielded first; then IntegrityError is raised naming ``name``, the byte
+    offset of the problem in the stream (``.offset``) and what is wrong (``.reason``).
     """
     carry = b""
     base = 0
-    total = 0
-    while True:
-        chunk = stream.read(_CHUNK)
+    for chunk in chunks:
+        if not chunk:
+            continue
         data = carry + chunk if carry else chunk
-        if not data:
-            return
         buf = np.frombuffer(data, dtype=np.uint8)
         starts = np.empty(len(data) // FRAME_OVERHEAD + 1, dtype=np.int64)
         count, end, code, epos = _scan(CRC_TABLE, buf, len(data), starts, starts.shape[0])
-        payloads = []
-        if collect:
-            for s in starts[:count]:
-                ln = int.from_bytes(data[s - 12:s - 4], "little")
-                payloads.append(data[s:s + ln])
-        total += count
+        if count:
+            starts = starts[:count]
+            lengths = np.empty(count, dtype=np.int64)
+            lengths[:-1] = starts[1:] - starts[:-1] - FRAME_OVERHEAD
+            lengths[-1] = end - starts[-1] - 4
+            yield RecordChunk(data, starts, lengths, int(end), base)
         if code:
-            yield total, base + end, base + epos, _MESSAGES[int(code)], payloads
-            return
-        if not chunk:  # end of stream with leftover bytes
-            if end < len(data):
-                yield total, base + end, base + end, _MESSAGES[_TRUNCATED], payloads
-            else:
-                yield total, base + end, -1, None, payloads
-            return
-        yield total, base + end, -1, None, payloads
+            raise _damage(name, _MESSAGES[int(code)], base + int(epos))
         carry = data[end:]
-        base += end
+        base += int(end)
+    if carry:
+        raise _damage(name, _MESSAGES[_TRUNCATED], base)
+
+
+def _damage(name: str, reason: str, offset: int) -> IntegrityError:
+    exc = IntegrityError(f"{name}: {reason} at byte {offset}")
+    exc.reason, exc.offset = reason, offset
+    return exc
+
+
+def _read_chunks(stream: BinaryIO, size: int = _CHUNK) -> Iterator[bytes]:
+    while chunk := stream.read(size):
+        yield chunk
 
 
 def scan_file(path: str | os.PathLike) -> ScanResult:
@@ -167,10 +193,10 @@ def scan_file(path: str | os.PathLike) -> ScanResult:
         stream = gzip.GzipFile(fileobj=buffered, mode="rb") if gz else buffered
         records, error, error_offset = 0, None, None
         try:
-            for records, _, epos, err, _ in scan_stream(stream):
-                if err:
-                    error, error_offset = err, epos
-                    break
+            for chunk in iter_record_chunks(_read_chunks(stream), name=str(path)):
+                records += len(chunk.starts)
+        except IntegrityError as exc:
+            error, error_offset = exc.reason, exc.offset
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             error, error_offset = f"corrupt GZIP stream ({exc})", None
         while buffered.read(_CHUNK):  # hash the rest of the file
@@ -178,13 +204,19 @@ def scan_file(path: str | os.PathLike) -> ScanResult:
     return ScanResult(records, hashed.nbytes, hashed.sha.hexdigest(), error, error_offset)
 
 
+def iter_framed(path: str | os.PathLike) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield (framed bytes, framed lengths) of a shard's CRC-checked records, chunk by chunk: records copied with
+    their framing as they are (for resharding), never re-serialized. Damage raises IntegrityError."""
+    with open_shard_reader(path) as stream:
+        for chunk in iter_record_chunks(_read_chunks(stream), name=str(path)):
+            yield chunk.framed()
+
+
 def read_records(path: str | os.PathLike) -> Iterator[bytes]:
     """Yield every record payload of a shard (plain or GZIP), checking CRCs; raise IntegrityError on damage."""
     with open_shard_reader(path) as stream:
-        for _, _, epos, err, payloads in scan_stream(stream, collect=True):
-            yield from payloads
-            if err:
-                raise IntegrityError(f"{path}: {err} at byte {epos}")
+        for chunk in iter_record_chunks(_read_chunks(stream), name=str(path)):
+            yield from chunk.payloads()
 
 
 def fsync_dir(path: str | os.PathLike) -> None:

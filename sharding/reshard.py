@@ -14,13 +14,12 @@ from typing import Iterator
 
 import numpy as np
 
-from converters._crc import CRC_TABLE, FRAME_OVERHEAD
 from converters.errors import IntegrityError, TfpipeError
 from converters.manifest import Manifest
 from converters.naming import ShardName
 from converters.shards import ShardSetWriter
 from converters.storage import is_s3, open_storage
-from converters.tfrecord import _CHUNK, _MESSAGES, _TRUNCATED, _scan, open_shard_reader
+from converters.tfrecord import iter_framed
 
 from .transfer import read_manifest_at
 
@@ -42,34 +41,6 @@ def _same_location(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
 
 
-def _framed_chunks(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield (framed bytes, framed lengths) of the CRC-checked records of one shard, chunk by chunk: records are
-    copied with their framing as they are, never re-serialized. Damage raises IntegrityError with the offset."""
-    with open_shard_reader(path) as stream:
-        carry, base = b"", 0
-        while True:
-            chunk = stream.read(_CHUNK)
-            data = carry + chunk if carry else chunk
-            if not data:
-                return
-            buf = np.frombuffer(data, dtype=np.uint8)
-            starts = np.empty(len(data) // FRAME_OVERHEAD + 1, dtype=np.int64)
-            count, end, code, epos = _scan(CRC_TABLE, buf, len(data), starts, starts.shape[0])
-            if count:
-                spans = np.empty(count + 1, dtype=np.int64)
-                spans[:count] = starts[:count] - 12  # a record's frame starts 12 bytes before its payload
-                spans[count] = end
-                yield buf[:end], np.diff(spans)
-            if code:
-                raise IntegrityError(f"{path}: {_MESSAGES[int(code)]} at byte {base + int(epos)}")
-            if not chunk:
-                if end < len(data):
-                    raise IntegrityError(f"{path}: {_MESSAGES[_TRUNCATED]} at byte {base + int(end)}")
-                return
-            carry = data[end:]
-            base += int(end)
-
-
 def _batches(manifest: Manifest, storage_options: dict) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     source = open_storage(manifest.location, **storage_options)
     staging = tempfile.mkdtemp(prefix="tfpipe-reshard-")
@@ -80,7 +51,7 @@ def _batches(manifest: Manifest, storage_options: dict) -> Iterator[tuple[np.nda
                 path = os.path.join(staging, info.name)
                 source.fetch(info.name, path)
             n = 0
-            for framed, lengths in _framed_chunks(path):
+            for framed, lengths in iter_framed(path):
                 n += len(lengths)
                 yield framed, lengths
             if n != info.records:
