@@ -14,7 +14,7 @@ from .schema import Schema
 from .errors import TfpipeError
 
 __all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "ShardInfo", "InputStats", "Manifest", "read_manifest",
-           "manifest_bytes"]
+           "read_manifest_raw", "manifest_bytes"]
 
 MANIFEST_NAME = "index.json"
 FORMAT_VERSION = 1
@@ -159,12 +159,13 @@ def manifest_bytes(manifest: Manifest) -> bytes:
     return (json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def read_manifest(path: str | os.PathLike) -> Manifest:
-    """Read ``index.json`` from a shard-set directory (or the file itself), local or ``s3://``."""
+def read_manifest_raw(path: str | os.PathLike, **storage_options) -> tuple[Manifest, bytes]:
+    """Read ``index.json`` (and its raw bytes) from a shard-set directory or the file itself, local or ``s3://``
+    (``storage_options`` such as ``endpoint_url`` go to the S3 client)."""
     from .storage import open_storage, split_manifest_path
 
     base, name = split_manifest_path(str(path))
-    storage = open_storage(base)
+    storage = open_storage(base, **storage_options)
     try:
         raw = storage.read_bytes(name)
     except FileNotFoundError:
@@ -174,4 +175,9 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise TfpipeError(f"manifest {base}/{name} is not valid JSON: {exc}") from exc
-    return Manifest.from_json(data, location=base)
+    return Manifest.from_json(data, location=base), raw
+
+
+def read_manifest(path: str | os.PathLike, **storage_options) -> Manifest:
+    """Read ``index.json`` from a shard-set directory (or the file itself), local or ``s3://``."""
+    return read_manifest_raw(path, **storage_options)[0]

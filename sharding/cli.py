@@ -106,9 +106,9 @@ def _opts(url: str, args) -> dict:
 def _cmd_plan(args) -> int:
     from .plan import plan
     from .topology import Topology
-    from .transfer import read_manifest_at
+    from converters.manifest import read_manifest_raw
 
-    manifest, _ = read_manifest_at(args.path, **_opts(args.path, args))
+    manifest, _ = read_manifest_raw(args.path, **_opts(args.path, args))
     topo = Topology.from_env(hosts=args.hosts, workers_per_host=args.workers_per_host)
     result = plan(manifest, topo, batch_size=args.batch_size, pipe=True if args.pipe else None,
                   s3_sharded=True if args.s3_sharded else None,

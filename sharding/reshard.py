@@ -21,7 +21,7 @@ from converters.shards import ShardSetWriter
 from converters.storage import is_s3, open_storage
 from converters.tfrecord import iter_framed
 
-from .transfer import read_manifest_at
+from converters.manifest import read_manifest_raw
 
 __all__ = ["reshard", "balanced_bounds"]
 
@@ -78,7 +78,7 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
     if _same_location(src, out):
         raise TfpipeError(f"reshard output {out} is the input: choose another location")
     opts = {"endpoint_url": endpoint_url} if endpoint_url else {}
-    manifest, _ = read_manifest_at(src, **(opts if is_s3(src) else {}))
+    manifest, _ = read_manifest_raw(src, **(opts if is_s3(src) else {}))
     R = manifest.records
     if num_shards is not None and num_shards > R:
         raise TfpipeError(f"cannot make {num_shards} non-empty shards from {R} records")

@@ -15,34 +15,16 @@ import tempfile
 from typing import Callable
 
 from converters.errors import IntegrityError, TfpipeError
-from converters.manifest import MANIFEST_NAME, Manifest
+from converters.manifest import MANIFEST_NAME, Manifest, read_manifest_raw
 from converters.shards import prepare_output
-from converters.storage import TMP_PREFIX, is_s3, open_storage, split_manifest_path
+from converters.storage import TMP_PREFIX, is_s3, open_storage
 from converters.tfrecord import fsync_dir
 
-__all__ = ["upload", "download", "copy_set", "read_manifest_at"]
+__all__ = ["upload", "download", "copy_set"]
 
 log = logging.getLogger(__name__)
 
 _HASH_CHUNK = 8 << 20
-
-
-def read_manifest_at(location: str, **storage_options) -> tuple[Manifest, bytes]:
-    """Read a shard set's manifest (and its raw bytes) with explicit storage options (e.g. endpoint_url)."""
-    import json
-
-    base, name = split_manifest_path(location)
-    storage = open_storage(base, **storage_options)
-    try:
-        raw = storage.read_bytes(name)
-    except FileNotFoundError:
-        raise TfpipeError(f"no manifest at {base.rstrip('/')}/{name}: not a tfpipe shard set "
-                          "(or its conversion did not finish)") from None
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise TfpipeError(f"manifest {base}/{name} is not valid JSON: {exc}") from exc
-    return Manifest.from_json(data, location=base), raw
 
 
 def _options(url: str, endpoint_url: str | None) -> dict:
@@ -71,7 +53,7 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
 
     Each shard is checked against the manifest (size and sha256) before it is published at the destination,
     so a damaged source or a corrupted transfer never ends under a final name with a manifest."""
-    manifest, raw = read_manifest_at(src, **_options(src, endpoint_url))
+    manifest, raw = read_manifest_raw(src, **_options(src, endpoint_url))
     source = open_storage(manifest.location, **_options(src, endpoint_url))
     target = prepare_output(dest, overwrite=overwrite, **_options(dest, endpoint_url))
     bar = _bar(manifest.total_bytes, f"{'upload' if is_s3(dest) else 'download'}", progress)
