@@ -68,7 +68,11 @@ def _write(table, ints, fbytes, kinds, starts, ends, keys, keyoffs, ex, payload,
     for r in range(n):
         data_start = pos + 12
         q = data_start
-        total = ex[r] - 1 - _varint_len(ex[r] - 1)
+        # Features length t solves 1 + varint_len(t) + t == ex (strictly increasing in t; the one-step
+        # inverse ex - 1 - varint_len(ex - 1) is off by one at varint boundaries, e.g. t = 127)
+        total = ex[r] - 2
+        while 1 + _varint_len(total) + total != ex[r]:
+            total -= 1
         out[q] = 0x0A
         q = _put_varint(out, q + 1, total)
         for f in range(nf):

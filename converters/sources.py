@@ -109,6 +109,7 @@ class _ZstdReader(io.RawIOBase):
         self._in_frame = False
         self._buf = b""
         self._eof = False
+        self._error: OSError | None = None
 
     def readable(self) -> bool:
         return True
@@ -144,7 +145,14 @@ class _ZstdReader(io.RawIOBase):
                 if not c:
                     return b"".join(chunks)
                 chunks.append(c)
-        self._fill(size)
+        if self._error is not None and not self._buf:
+            raise self._error
+        try:
+            self._fill(size)
+        except OSError as exc:
+            if not self._buf:
+                raise
+            self._error = exc  # hand out what was decoded before the damage first; raise on the next read
         data, self._buf = self._buf[:size], self._buf[size:]
         return data
 

@@ -5,6 +5,7 @@ Used by tests, the quickstart and ``tfpipe bench convert-text``.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -26,19 +27,30 @@ _CODAS = ("", "", "", "n", "r", "s", "t", "l", "m", "nd", "ng", "nt", "rd", "st"
 _PUNCT = (".", ".", ".", ".", "?", "!", ";", ":")
 
 
-def word_list(n: int = 20_000, *, seed: int = 0) -> list[str]:
-    """``n`` distinct pseudo-English words (1-4 syllables), most frequent first."""
+@functools.lru_cache(maxsize=8)
+def _words(n: int, seed: int) -> tuple[str, ...]:
     rng = np.random.default_rng(seed)
     words: list[str] = []
     seen: set[str] = set()
     while len(words) < n:
-        k = int(rng.choice(4, p=(0.35, 0.35, 0.2, 0.1))) + 1
-        w = "".join(_ONSETS[rng.integers(len(_ONSETS))] + _VOWELS[rng.integers(len(_VOWELS))] +
-                    _CODAS[rng.integers(len(_CODAS))] for _ in range(k))
-        if w not in seen:
-            seen.add(w)
-            words.append(w)
-    return words
+        m = 2 * (n - len(words)) + 16
+        k = rng.choice(4, size=m, p=(0.35, 0.35, 0.2, 0.1)) + 1
+        on = rng.integers(len(_ONSETS), size=(m, 4))
+        vo = rng.integers(len(_VOWELS), size=(m, 4))
+        co = rng.integers(len(_CODAS), size=(m, 4))
+        for i in range(m):
+            w = "".join(_ONSETS[on[i, j]] + _VOWELS[vo[i, j]] + _CODAS[co[i, j]] for j in range(k[i]))
+            if w not in seen:
+                seen.add(w)
+                words.append(w)
+                if len(words) == n:
+                    break
+    return tuple(words)
+
+
+def word_list(n: int = 20_000, *, seed: int = 0) -> list[str]:
+    """``n`` distinct pseudo-English words (1-4 syllables), most frequent first."""
+    return list(_words(n, seed))
 
 
 def pile_documents(n: int, *, seed: int = 0, mean_words: int = 300, unicode: bool = True):
@@ -48,14 +60,14 @@ def pile_documents(n: int, *, seed: int = 0, mean_words: int = 300, unicode: boo
     rng = np.random.default_rng(seed)
     words = np.array(word_list(seed=seed), dtype=object)
     ranks = np.arange(1, len(words) + 1)
-    p = 1.0 / ranks ** 1.07
-    p /= p.sum()
+    cdf = np.cumsum(1.0 / ranks ** 1.07)
+    cdf /= cdf[-1]
     extras = ("café", "naïve", "Zürich", "日本語", "データ", "😀", "αβγ", "–", "“quoted”")
-    subset_p = np.linspace(2.0, 0.5, len(PILE_SUBSETS))
-    subset_p /= subset_p.sum()
+    subset_cdf = np.cumsum(np.linspace(2.0, 0.5, len(PILE_SUBSETS)))
+    subset_cdf /= subset_cdf[-1]
     for _ in range(n):
         nw = max(1, int(rng.lognormal(np.log(mean_words), 0.8)))
-        toks = list(words[rng.choice(len(words), size=nw, p=p)])
+        toks = list(words[np.minimum(np.searchsorted(cdf, rng.random(nw)), len(words) - 1)])
         pos = 0
         out: list[str] = []
         while pos < nw:
@@ -70,7 +82,8 @@ def pile_documents(n: int, *, seed: int = 0, mean_words: int = 300, unicode: boo
             out.append(" ".join(sent) + _PUNCT[rng.integers(len(_PUNCT))])
             out.append("\n\n" if rng.random() < 0.12 else " ")
         text = "".join(out).rstrip()
-        yield {"text": text, "meta": {"pile_set_name": PILE_SUBSETS[rng.choice(len(PILE_SUBSETS), p=subset_p)]}}
+        subset = PILE_SUBSETS[min(int(np.searchsorted(subset_cdf, rng.random())), len(PILE_SUBSETS) - 1)]
+        yield {"text": text, "meta": {"pile_set_name": subset}}
 
 
 def write_pile_jsonl(path: str | os.PathLike, n: int, *, seed: int = 0, mean_words: int = 300,

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EOD_TOKEN = "<|endoftext|>"
 # tried in order when a tokenizer.json is loaded without an explicit end-of-document token
+_SUB_BATCH_CHARS = 1 << 18
 EOD_CANDIDATES = (DEFAULT_EOD_TOKEN, "</s>", "<eos>", "<|end_of_text|>", "[SEP]")
 
 
@@ -128,8 +129,14 @@ class HFTokenizer:
         """``(ids int32, lengths int64)`` from one ``encode_batch`` call (no offsets computed)."""
         texts = list(texts)
         enc = self._tok.encode_batch_fast if self._fast else self._tok.encode_batch
-        encs = enc(texts, add_special_tokens=False)
-        idl = [e.ids for e in encs]
+        idl: list[list[int]] = []
+        # sub-batches of ~256 Ki characters: the Encoding objects (~80 bytes per token) of only one are alive
+        start, size = 0, 0
+        for i, t in enumerate(texts):
+            size += len(t)
+            if size >= _SUB_BATCH_CHARS or i == len(texts) - 1:
+                idl.extend(e.ids for e in enc(texts[start:i + 1], add_special_tokens=False))
+                start, size = i + 1, 0
         lengths = np.fromiter(map(len, idl), dtype=np.int64, count=len(idl))
         ids = np.fromiter(itertools.chain.from_iterable(idl), dtype=np.int32, count=int(lengths.sum()))
         return ids, lengths
@@ -158,9 +165,10 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
               max_chars: int | None = None, min_frequency: int = 2, eod_token: str = DEFAULT_EOD_TOKEN,
               on_error: str = "skip", txt_mode: str = "block", overwrite: bool = False) -> TokenizerInfo:
     """Train a byte-level BPE (GPT-2 style: byte-level pre-tokenizer and decoder, all 256 bytes in the
-    initial alphabet, so any text encodes and decodes exactly) on the documents of ``inputs`` (same
-    readers and formats as the converter), stopping after ``max_chars`` characters of text if given. ``eod_token``
-    is added as a special token. Writes ``out`` atomically and returns its fingerprint."""
+    initial alphabet, so any text encodes and decodes exactly) on the documents of ``inputs`` (same readers
+    and formats as the converter; bad records are skipped and logged), stopping after ``max_chars``
+    characters of text if given. ``eod_token`` is added as a special token. Writes ``out`` atomically and
+    returns its fingerprint."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     from .manifest import InputStats
@@ -176,10 +184,12 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
     files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)
     opts = ReadOptions(text_key=text_key, on_error=on_error, txt_mode=txt_mode)
     seen = {"chars": 0, "docs": 0}
+    all_stats: list[InputStats] = []
 
     def batches():
         for path in files:
             stats = InputStats(path)
+            all_stats.append(stats)
             for batch in iter_documents(path, opts, stats):
                 texts = batch.texts
                 if max_chars is not None:
@@ -202,6 +212,12 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[eod_token],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(batches(), trainer)
+    skipped: dict[str, int] = {}
+    for st in all_stats:
+        for k, v in st.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    if skipped:
+        log.warning("tokenizer training skipped records: %s", ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
     if seen["docs"] == 0:
         raise TfpipeError(f"no documents to train on in {', '.join(files)}")
     tmp = f"{out}.tmp-{os.getpid()}"

@@ -1,0 +1,216 @@
+"""Text/Pile -> TFRecord: read documents, tokenize in parallel, pack into windows, write shards + manifest.
+
+Stages (one process, threads): the calling thread reads and parses documents in batches and submits each
+batch to a pool of ``workers`` tokenizer threads (Hugging Face ``encode_batch`` runs in Rust without the
+GIL); results are taken back strictly in submission order, packed (``packing.Packer``), serialized
+(``examples.serialize_batch``) and written (``shards.ShardSetWriter``). At most ``2 * workers`` batches
+are in flight, so memory is bounded by a few batches whatever the input size, and the output is
+byte-identical whatever ``workers`` is.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from .examples import FeatureSpec, Schema, serialize_batch
+from .manifest import InputStats, Manifest
+from .packing import Packed, Packer, PackSpec
+from .shards import ShardSetWriter
+from .sources import expand_inputs
+from .text import DEFAULT_BATCH_CHARS, INPUT_SUFFIXES, DocBatch, ReadOptions, format_of, iter_documents
+from .tokenizers import load_tokenizer
+from .units import DEFAULT_SHARD_BYTES
+
+__all__ = ["TextConvertOptions", "convert_text", "text_schema", "FEATURE"]
+
+log = logging.getLogger(__name__)
+
+FEATURE = "input_ids"
+
+
+@dataclass(frozen=True)
+class TextConvertOptions:
+    """Everything that determines the output bytes (recorded in the manifest), validated up front."""
+
+    seq_len: int
+    tokenizer: str = "byte"
+    eod_token: str | None = None
+    text_key: str = "text"
+    include_subsets: tuple[str, ...] | None = None
+    exclude_subsets: tuple[str, ...] | None = None
+    no_cross_doc: bool = False
+    pad_last: bool = False
+    mask_name: str = "loss_mask"
+    txt_mode: str = "block"
+    on_error: str = "raise"
+    shard_size: int = DEFAULT_SHARD_BYTES
+    compression: str | None = None
+    prefix: str = "train"
+
+    def __post_init__(self):
+        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, (int, np.integer)) or self.seq_len < 1:
+            raise ValueError(f"seq_len must be a positive integer, got {self.seq_len!r}")
+        if isinstance(self.shard_size, bool) or not isinstance(self.shard_size, (int, np.integer)) \
+                or self.shard_size <= 0:
+            raise ValueError(f"shard_size must be a positive number of bytes, got {self.shard_size!r}")
+        if self.compression not in (None, "none", "gzip"):
+            raise ValueError(f"compression must be None, 'none' or 'gzip', got {self.compression!r}")
+        for name in ("include_subsets", "exclude_subsets"):
+            v = getattr(self, name)
+            if v is not None:
+                if isinstance(v, str):
+                    raise ValueError(f"{name} must be a list of subset names, got the string {v!r}")
+                object.__setattr__(self, name, tuple(sorted(set(v))))
+        if self.compression == "none":
+            object.__setattr__(self, "compression", None)
+        ReadOptions(text_key=self.text_key, on_error=self.on_error, txt_mode=self.txt_mode)  # validates
+
+    def read_options(self, batch_chars: int) -> ReadOptions:
+        return ReadOptions(text_key=self.text_key, include_subsets=self.include_subsets,
+                           exclude_subsets=self.exclude_subsets, on_error=self.on_error,
+                           txt_mode=self.txt_mode, batch_chars=batch_chars)
+
+
+def text_schema(seq_len: int, mask_name: str | None = None) -> Schema:
+    feats = [FeatureSpec(FEATURE, "int64", (seq_len + 1,))]
+    if mask_name:
+        feats.append(FeatureSpec(mask_name, "int64", (seq_len + 1,)))
+    return Schema(tuple(feats))
+
+
+def _ordered_map(pool: ThreadPoolExecutor, fn, items: Iterable, inflight: int) -> Iterator:
+    """``(item, fn(item))`` in input order with at most ``inflight`` calls pending."""
+    pending: deque = deque()
+    for item in items:
+        pending.append((item, pool.submit(fn, item)))
+        if len(pending) >= inflight:
+            it, fut = pending.popleft()
+            yield it, fut.result()
+    while pending:
+        it, fut = pending.popleft()
+        yield it, fut.result()
+
+
+def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_size: int = DEFAULT_SHARD_BYTES,
+                 workers: int | None = None, text_key: str = "text",
+                 include_subsets: Iterable[str] | None = None, exclude_subsets: Iterable[str] | None = None,
+                 tokenizer: str = "byte", eod_token: str | None = None, no_cross_doc: bool = False,
+                 pad_last: bool = False, mask_name: str = "loss_mask", txt_mode: str = "block",
+                 on_error: str = "raise", compression: str | None = None, overwrite: bool = False,
+                 prefix: str = "train", progress: bool = False,
+                 batch_chars: int = DEFAULT_BATCH_CHARS) -> Manifest:
+    """Convert jsonl / jsonl.zst / jsonl.gz / parquet / txt documents into TFRecord shards of packed token
+    windows (feature ``input_ids`` int64[seq_len + 1], plus ``mask_name`` in padded modes) and a manifest.
+
+    ``tokenizer`` is ``"byte"`` or a path to a Hugging Face ``tokenizer.json`` (``eod_token`` names its
+    end-of-document token; by default ``<|endoftext|>`` and a few common ones are tried). ``workers``
+    tokenizer threads (default: CPU count); the output does not depend on it. See ``converters.text`` for
+    the accounting and skip reasons, ``converters.packing`` for the window layout.
+    """
+    opts = TextConvertOptions(
+        seq_len=seq_len, tokenizer=str(tokenizer), eod_token=eod_token, text_key=text_key,
+        include_subsets=_names(include_subsets), exclude_subsets=_names(exclude_subsets),
+        no_cross_doc=no_cross_doc, pad_last=pad_last, mask_name=mask_name, txt_mode=txt_mode,
+        on_error=on_error, shard_size=int(shard_size), compression=compression, prefix=prefix)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 16)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)
+    for f in files:
+        format_of(f)  # unknown formats fail before any output is created
+    tok = load_tokenizer(opts.tokenizer, eod_token=opts.eod_token)
+    info = tok.info
+    spec = PackSpec(seq_len=opts.seq_len, eod_id=info.eod_id, no_cross_doc=opts.no_cross_doc,
+                    pad_last=opts.pad_last, mask_name=opts.mask_name)
+    schema = text_schema(opts.seq_len, spec.mask_name if spec.masked else None)
+    read_opts = opts.read_options(batch_chars)
+    packer = Packer(spec)
+    stats: list[InputStats] = []
+    subset_docs: dict[str, int] = {}
+    subset_tokens: dict[str, int] = {}
+
+    def batches() -> Iterator[DocBatch]:
+        for path in files:
+            st = InputStats(path)
+            stats.append(st)
+            for b in iter_documents(path, read_opts, st):
+                if b.texts or b.nbytes:
+                    yield b
+
+    def encode(batch: DocBatch):
+        return tok.encode_batch(batch.texts) if batch.texts else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(unit="B", unit_scale=True, unit_divisor=1024, desc="convert text", dynamic_ncols=True)
+
+    def write(writer: ShardSetWriter, packed: Packed) -> None:
+        if len(packed) == 0:
+            return
+        cols = {FEATURE: packed.windows}
+        if packed.mask is not None:
+            cols[spec.mask_name] = packed.mask
+        framed, lengths = serialize_batch(schema, cols)
+        writer.write(framed, lengths)
+
+    try:
+        with ShardSetWriter(out, prefix=opts.prefix, shard_bytes=opts.shard_size, compression=opts.compression,
+                            overwrite=overwrite) as writer, \
+                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tfpipe-tok") as pool:
+            for batch, (ids, lengths) in _ordered_map(pool, encode, batches(), inflight=2 * workers):
+                if batch.texts:
+                    _count_subsets(batch.subsets, lengths, subset_docs, subset_tokens)
+                    write(writer, packer.add(ids, lengths))
+                if bar is not None:
+                    bar.update(batch.nbytes)
+                    bar.set_postfix(docs=f"{packer.documents:,}", tokens=f"{packer.tokens:,}", refresh=False)
+            write(writer, packer.finish())
+            subsets = {k: {"documents": subset_docs[k], "tokens": subset_tokens[k]} for k in sorted(subset_docs)}
+            extra = {
+                "documents": packer.documents,
+                "tokens": packer.tokens,
+                "tokens_dropped": packer.tokens_dropped,
+                "padding_tokens": packer.padding,
+                "windows": packer.windows,
+                "seq_len": opts.seq_len,
+                "eod_id": info.eod_id,
+                "pad_id": spec.pad_id,
+                "mask": spec.mask_name if spec.masked else None,
+                "tokenizer": info.to_json(),
+                "subsets": subsets,
+            }
+            options = asdict(opts)
+            options["include_subsets"] = list(opts.include_subsets) if opts.include_subsets is not None else None
+            options["exclude_subsets"] = list(opts.exclude_subsets) if opts.exclude_subsets is not None else None
+            manifest = writer.finish(schema=schema, inputs=stats, options=options, kind="text", extra=extra)
+    finally:
+        if bar is not None:
+            bar.close()
+    log.info("text: %d documents, %d tokens (%d dropped) -> %d windows of %d", packer.documents, packer.tokens,
+             packer.tokens_dropped, packer.windows, spec.window)
+    return manifest
+
+
+def _names(v):
+    return v if v is None or isinstance(v, str) else tuple(v)
+
+
+def _count_subsets(subsets: list[str], lengths: np.ndarray, docs: dict[str, int], tokens: dict[str, int]) -> None:
+    """Per-subset documents and tokens (document ids + its EOD)."""
+    names, inv = np.unique(np.asarray(subsets, dtype=object), return_inverse=True)
+    nd = np.bincount(inv, minlength=len(names))
+    nt = np.bincount(inv, weights=(lengths + 1).astype(np.float64), minlength=len(names))
+    for k, name in enumerate(names):
+        docs[name] = docs.get(name, 0) + int(nd[k])
+        tokens[name] = tokens.get(name, 0) + int(round(nt[k]))

@@ -1,0 +1,35 @@
+"""Smoke run of ``tfpipe bench convert-text`` (tiny: checks it runs and reports, not the speed)."""
+import json
+
+import pytest
+
+from bench.convert_text import format_report, run_benchmark
+from converters.cli import main
+
+
+def test_smoke_run(tmp_path):
+    r = run_benchmark(docs=60, vocab_size=400, threads=1, repeats=1, seq_len=64, mean_words=40,
+                      workdir=str(tmp_path))
+    assert r["documents"] == 60 and r["vocab_size"] == 400 and r["tokens"] > 0
+    assert r["tokenizer"]["seconds"] > 0 and r["convert"]["seconds"] > 0
+    assert r["ratio"] == pytest.approx(r["convert"]["seconds"] / r["tokenizer"]["seconds"], rel=1e-2)
+    assert r["records"] > 0 and r["shards"] == 1
+    text = format_report(r)
+    assert "ratio:" in text and "tokenizer alone" in text and "convert_text end to end" in text
+    assert list(tmp_path.iterdir()) == []  # cleans up after itself
+
+
+def test_cli_json(capsys):
+    assert main(["bench", "convert-text", "--docs", "40", "--vocab-size", "300", "--threads", "1",
+                 "--repeats", "1", "--seq-len", "32", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["benchmark"] == "convert-text" and r["documents"] == 40 and r["target_ratio"] == 1.5
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--docs", "0"], "--docs must be positive"),
+    (["--threads", "0"], "--threads must be positive"),
+])
+def test_cli_rejects_bad_numbers(capsys, argv, match):
+    assert main(["bench", "convert-text", *argv]) == 2
+    assert match in capsys.readouterr().err
