@@ -1,0 +1,192 @@
+"""``tfpipe bench pipeline [DIR]``: every pipeline variant, in one run, with no step and against a step.
+
+For each variant of ``bench.variants.VARIANTS`` (naive per-record parse, the vectorized ``build_dataset``
+defaults, hand-tuned candidates, no prefetch, cache placement, Pipe mode, shuffle):
+
+1. pure pipeline throughput (records/s with no training step), with its ratio to the naive graph and to
+   the best hand-tuned graph;
+2. against a simulated accelerator step of ``--step-ms``: input-wait %, verdict, records/s, step times.
+
+Prints a table and SageMaker-style metric lines; ``--json`` and ``--png`` write the results and the chart.
+Without DIR (or with ``--generate N``) a Criteo-like shard set is generated in a temporary directory.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+
+__all__ = ["add_parser", "run", "load_variants", "DEFAULT_GENERATE"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GENERATE = 200_000  # records generated when no DIR is given
+
+
+def add_parser(bench_sub) -> argparse.ArgumentParser:
+    p = bench_sub.add_parser(
+        "pipeline", help="pipeline variants: records/s with no step, and input-wait %% against a simulated step",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", nargs="?", metavar="DIR", help="shard set (directory with index.json); omitted: generate one")
+    p.add_argument("--generate", type=int, metavar="N", default=None,
+                   help=f"generate N Criteo-like records in a temp dir (default {DEFAULT_GENERATE:,} when DIR is omitted)")
+    p.add_argument("--step-ms", type=float, default=20.0, help="simulated accelerator step time (default 20)")
+    p.add_argument("--batch-size", type=int, default=512, help="batch size (default 512)")
+    p.add_argument("--steps", type=int, default=100, help="measured steps per variant (default 100)")
+    p.add_argument("--warmup", type=int, default=10, help="unmeasured warmup steps per variant (default 10)")
+    p.add_argument("--throughput-batches", type=int, default=None, metavar="N",
+                   help="batches read per variant for the no-step throughput (default: one epoch, at most 400)")
+    p.add_argument("--variants", default=None, help="comma-separated variant names (default: all)")
+    p.add_argument("--device", choices=("auto", "host", "gpu"), default="auto",
+                   help="where the simulated step runs (default auto: GPU if TensorFlow sees one)")
+    p.add_argument("--json", dest="json_out", metavar="PATH", help="write results as JSON")
+    p.add_argument("--png", dest="png_out", metavar="PATH", help="write the where-the-time-goes chart (PNG)")
+    p.add_argument("--price-per-hour", type=float, default=None, metavar="USD",
+                   help="accelerator instance price; adds idle GPU-hours and dollars per epoch")
+    p.add_argument("--no-throughput", action="store_true", help="skip the no-step throughput pass")
+    p.set_defaults(func=run)
+    return p
+
+
+# -- variants ------------------------------------------------------------------------------------------
+
+def load_variants():
+    """The pipeline engineer's registry module ``bench.variants`` (``VARIANTS``, ``HAND_TUNED``,
+    ``run_speed_suite``)."""
+    from converters.errors import TfpipeError
+
+    V = importlib.import_module(f"{__package__}.variants")
+    missing = [n for n in ("VARIANTS", "HAND_TUNED", "run_speed_suite") if not hasattr(V, n)]
+    if missing:
+        raise TfpipeError(f"bench.variants lacks {', '.join(missing)}")
+    return V
+
+
+def _epochs_for(batches: int, batch_size: int, records: int) -> int:
+    """Epochs needed to serve ``batches`` batches (plus one for short final batches)."""
+    per_epoch = max(1, -(-records // batch_size))
+    return -(-batches // per_epoch) + 1
+
+
+# -- command -------------------------------------------------------------------------------------------
+
+def run(args) -> int:
+    from converters.errors import TfpipeError
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep C++ INFO/WARNING off the table
+
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.steps < 1 or args.warmup < 0:
+        raise ValueError(f"--steps must be >= 1 and --warmup >= 0, got {args.steps} and {args.warmup}")
+    if args.step_ms < 0:
+        raise ValueError(f"--step-ms must be >= 0, got {args.step_ms}")
+    if args.generate is not None and args.generate < 1:
+        raise ValueError(f"--generate must be >= 1, got {args.generate}")
+
+    tmp = tempfile.mkdtemp(prefix="tfpipe-bench-")
+    try:
+        data_dir = args.dir
+        if data_dir is None or args.generate is not None:
+            if data_dir is not None:
+                raise TfpipeError("give either DIR or --generate N, not both")
+            from converters.synthetic import write_criteo_shards
+
+            n = args.generate or DEFAULT_GENERATE
+            data_dir = os.path.join(tmp, "criteo")
+            print(f"generating {n:,} Criteo-like records in {data_dir}", file=sys.stderr)
+            write_criteo_shards(data_dir, n, shard_bytes=16 << 20)
+        return _run(args, data_dir, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(args, data_dir: str, scratch: str) -> int:
+    from converters.errors import TfpipeError
+    from converters.manifest import read_manifest
+
+    from .compare import compare, format_table, reports_to_json
+    from .steps import simulated_step
+
+    manifest = read_manifest(data_dir)
+    V = load_variants()
+    registry = V.VARIANTS
+    names = list(registry)
+    if args.variants:
+        names = [s.strip() for s in args.variants.split(",") if s.strip()]
+        unknown = [n for n in names if n not in registry]
+        if unknown:
+            raise TfpipeError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(registry)}")
+    hand_tuned = [n for n in V.HAND_TUNED if n in names]
+
+    # 1. pure pipeline throughput, no step (issue 4's benchmark): the variants' own suite, one run
+    tput: dict[str, dict] = {}
+    if not args.no_throughput:
+        epoch_batches = max(1, manifest.records // args.batch_size)
+        max_batches = args.throughput_batches or min(epoch_batches, 400)
+        print(f"throughput with no step: {len(names)} variants, up to {max_batches} batches each", file=sys.stderr)
+        rows = V.run_speed_suite(data_dir, args.batch_size, names, max_batches=max_batches,
+                                 options={"pipe": {"pipe_dir": os.path.join(scratch, "pipe-throughput")}})
+        tput = {row["variant"]: row for row in rows}
+
+    # 2. against the simulated step: input wait, verdict, cost
+    step = simulated_step(args.step_ms, device=args.device)
+    device = getattr(step, "device", "host")
+    need = args.steps + args.warmup
+
+    def factory(name):
+        if name == "pipe":  # one FIFO per epoch: ask for enough epochs instead of repeat()
+            epochs = _epochs_for(need, args.batch_size, manifest.records)
+            pipe_dir = tempfile.mkdtemp(prefix="pipe-step-", dir=scratch)
+            return lambda: registry[name](data_dir, args.batch_size, epochs=epochs, pipe_dir=pipe_dir)
+        return lambda: registry[name](data_dir, args.batch_size).repeat()
+
+    def show(r):
+        print(f"  {r.name}: input wait {r.input_wait_pct:.1f}% ({r.verdict})", file=sys.stderr)
+
+    print(f"against a {args.step_ms:g} ms step on {device}: {args.steps} steps after {args.warmup} warmup",
+          file=sys.stderr)
+    reports = compare({n: factory(n) for n in names}, step, steps=args.steps, warmup=args.warmup,
+                      price_per_hour=args.price_per_hour, records_per_epoch=manifest.records,
+                      gpu_sampler="auto", on_report=show)
+
+    extra_cols = {}
+    if tput:
+        def ratio(v):
+            return "-" if v is None else f"{v:.2f}x"
+        extra_cols["no-step rec/s"] = {n: f"{t['records_per_s']:,.0f}" for n, t in tput.items()}
+        extra_cols["vs naive"] = {n: ratio(t.get("vs_naive")) for n, t in tput.items()}
+        extra_cols["vs best tuned"] = {n: ratio(t.get("vs_best_hand_tuned")) for n, t in tput.items()}
+    print(f"{manifest.records:,} records in {len(manifest.shards)} shards; batch {args.batch_size}; "
+          f"simulated step {args.step_ms:g} ms on {device}; {os.cpu_count()} vCPUs")
+    print(format_table(reports, extra_columns=extra_cols))
+    for r in reports:
+        print(r.metric_line())
+
+    meta = {"dir": data_dir, "records": manifest.records, "shards": len(manifest.shards),
+            "batch_size": args.batch_size, "step_ms": args.step_ms, "step_device": device,
+            "steps": args.steps, "warmup": args.warmup, "price_per_hour": args.price_per_hour,
+            "hand_tuned": hand_tuned, "cpu_count": os.cpu_count(), "throughput": tput}
+    if args.json_out:
+        _write_atomic(args.json_out, reports_to_json(reports, meta=meta))
+        print(f"wrote {args.json_out}", file=sys.stderr)
+    if args.png_out:
+        from .plot import plot_reports
+
+        plot_reports(reports, args.png_out,
+                     title=f"Input wait per step: batch {args.batch_size}, step {args.step_ms:g} ms")
+        print(f"wrote {args.png_out}", file=sys.stderr)
+    return 0
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

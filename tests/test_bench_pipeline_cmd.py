@@ -1,0 +1,71 @@
+"""`tfpipe bench pipeline`: smoke run on a tiny generated set (JSON + PNG), a given DIR, and bad arguments."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from bench.pipeline_cmd import _epochs_for
+from converters.cli import main
+from converters.synthetic import write_criteo_shards
+
+
+def test_generated_smoke_json_and_png(tmp_path, capsys):
+    js, png = tmp_path / "out.json", tmp_path / "out.png"
+    rc = main(["bench", "pipeline", "--generate", "3000", "--batch-size", "256", "--step-ms", "5",
+               "--steps", "6", "--warmup", "2", "--throughput-batches", "4",
+               "--variants", "naive,vectorized,pipe", "--price-per-hour", "3.06",
+               "--json", str(js), "--png", str(png)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    table = out.split("\n")
+    head = next(line for line in table if line.startswith("variant"))
+    for col in ("no-step rec/s", "vs naive", "input wait %", "verdict", "idle $/epoch"):
+        assert col in head
+    assert len(re.findall(r"^tfpipe: variant=(naive|vectorized|pipe); input_wait_pct=[0-9.]+;", out, re.M)) == 3
+
+    doc = json.loads(js.read_text())
+    assert [v["name"] for v in doc["variants"]] == ["naive", "vectorized", "pipe"]
+    for v in doc["variants"]:
+        assert v["steps"] == 6 and v["records"] == 6 * 256
+        assert v["verdict"] in ("not input-bound", "moderately input-bound", "highly input-bound")
+        assert "idle_dollars_per_epoch" in v["extra"]
+    meta = doc["meta"]
+    assert meta["records"] == 3000 and meta["batch_size"] == 256 and meta["step_ms"] == 5
+    assert meta["throughput"]["naive"]["vs_naive"] == pytest.approx(1.0)
+    assert meta["throughput"]["vectorized"]["records_per_s"] > 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_existing_dir_without_throughput(tmp_path, capsys):
+    write_criteo_shards(str(tmp_path / "set"), 1000, field_size=5)
+    rc = main(["bench", "pipeline", str(tmp_path / "set"), "--batch-size", "100", "--step-ms", "1",
+               "--steps", "3", "--warmup", "1", "--variants", "vectorized", "--no-throughput"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "no-step rec/s" not in out and "vectorized" in out
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["SET", "--variants", "nope", "--steps", "1"], "unknown variant"),
+    (["SET", "--batch-size", "0"], "batch-size"),
+    (["SET", "--steps", "0"], "steps"),
+    (["SET", "--step-ms", "-1"], "step-ms"),
+    (["SET", "--generate", "10"], "either DIR or --generate"),
+    ([str("/nonexistent/set"), "--steps", "1"], "nonexistent"),
+])
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, match):
+    write_criteo_shards(str(tmp_path / "set"), 200, field_size=3)
+    argv = [str(tmp_path / "set") if a == "SET" else a for a in argv]
+    rc = main(["bench", "pipeline", *argv, "--no-throughput"])
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert re.search(r"tfpipe: error: .*" + re.escape(match), err), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("batches, batch, records, want", [(10, 100, 1000, 2), (11, 100, 1000, 3),
+                                                           (50, 512, 100, 51), (1, 10, 5, 2)])
+def test_epochs_for(batches, batch, records, want):
+    assert _epochs_for(batches, batch, records) == want
