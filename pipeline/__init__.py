@@ -1,1 +1,31 @@
-"""tfpipe pipeline."""
+"""tfpipe pipeline: the tf.data input graphs trainers import.
+
+``PipelineSpec.from_manifest(dir, batch_size, ...)`` → ``build_dataset(spec)`` yields ``(features, label)``
+batches; ``describe(spec)`` explains the stages; ``lint(dataset)`` names order mistakes in any tf.data graph;
+``configure_threads()`` sets TF/OpenMP threading. TensorFlow is imported only when a function needs it.
+"""
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["PipelineSpec", "build_dataset", "describe", "plan_stages", "lint", "Finding", "configure_threads",
+           "parse_fn", "feature_spec", "keras_dataset", "distributed_dataset_fn"]
+
+_WHERE = {
+    "PipelineSpec": "spec", "build_dataset": "build", "plan_stages": "build", "parse_fn": "build",
+    "feature_spec": "build", "describe": "describe", "lint": "lint", "Finding": "lint",
+    "configure_threads": "threads", "keras_dataset": "helpers", "distributed_dataset_fn": "helpers",
+}
+
+
+def __getattr__(name: str):
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

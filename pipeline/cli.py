@@ -1,8 +1,87 @@
-"""``tfpipe`` subcommands of the pipeline package."""
+"""``tfpipe pipeline explain DIR`` (stages, settings and why) and ``tfpipe pipeline lint script.py:function``."""
 from __future__ import annotations
+
+import argparse
+
+from converters.errors import TfpipeError
 
 __all__ = ["register"]
 
 
+def _epochs(text: str) -> int | None:
+    if text in ("forever", "0", "none", "None"):
+        return None
+    return int(text)
+
+
 def register(sub) -> None:
-    pass
+    p = sub.add_parser("pipeline", help="explain or lint tf.data input pipelines")
+    psub = p.add_subparsers(dest="pipeline_command", metavar="COMMAND")
+    psub.required = True
+
+    e = psub.add_parser("explain", help="print the stages build_dataset would build, with settings and why")
+    e.add_argument("manifest", help="shard-set directory or its index.json (local or s3://)")
+    e.add_argument("--batch-size", type=int, required=True)
+    e.add_argument("--mode", choices=("file", "pipe"), default="file")
+    e.add_argument("--channel", help="Pipe-mode channel name")
+    e.add_argument("--pipe-dir", default="/opt/ml/input/data")
+    e.add_argument("--shuffle-buffer", type=int, default=0)
+    e.add_argument("--seed", type=int)
+    e.add_argument("--epochs", type=_epochs, default=1, help="number of epochs, or 'forever'")
+    e.add_argument("--cache", default="auto", help="auto|memory|none|file:PATH")
+    e.add_argument("--drop-remainder", action="store_true")
+    e.add_argument("--num-shards", type=int, default=1)
+    e.add_argument("--shard-index", type=int, default=0)
+    e.add_argument("--read", choices=("auto", "sequential", "interleave", "parallel_reads"), default="auto")
+    e.add_argument("--cores", type=int, help="cores to plan for (default: this host's)")
+    e.set_defaults(func=_explain)
+
+    lt = psub.add_parser("lint", help="lint the tf.data graph returned by a function: script.py:function")
+    lt.add_argument("target", help="path/to/script.py:function (called without arguments, returns a Dataset)")
+    lt.set_defaults(func=_lint)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from .describe import describe
+    from .spec import PipelineSpec
+
+    extra = {"cores": args.cores} if args.cores else {}
+    spec = PipelineSpec.from_manifest(
+        args.manifest, args.batch_size, mode=args.mode, channel=args.channel, pipe_dir=args.pipe_dir,
+        shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs, cache=args.cache,
+        drop_remainder=args.drop_remainder, num_shards=args.num_shards, shard_index=args.shard_index,
+        read=args.read, **extra)
+    print(describe(spec))
+    return 0
+
+
+def _load_target(target: str):
+    import importlib.util
+    import os
+
+    path, sep, func = target.rpartition(":")
+    if not sep or not path or not func:
+        raise TfpipeError(f"lint target must be script.py:function, got {target!r}")
+    if not os.path.isfile(path):
+        raise TfpipeError(f"lint target {path}: no such file")
+    spec = importlib.util.spec_from_file_location("_tfpipe_lint_target", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise TfpipeError(f"lint target {path}: no function {func!r}")
+    return fn
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from .lint import lint
+
+    dataset = _load_target(args.target)()
+    if not hasattr(dataset, "_as_serialized_graph"):
+        raise TfpipeError(f"{args.target} returned {type(dataset).__name__}, not a tf.data.Dataset")
+    findings = lint(dataset)
+    for f in findings:
+        print(f)
+    if not findings:
+        print("no findings")
+    return 1 if findings else 0

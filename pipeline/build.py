@@ -1,0 +1,324 @@
+"""``build_dataset(spec)``: a :class:`~pipeline.spec.PipelineSpec` turned into a tf.data graph in the proven order.
+
+source → (shard) → cache → shuffle → batch → map(vectorized ``tf.io.parse_example``, AUTOTUNE) → repeat →
+prefetch(AUTOTUNE). The decisions (read strategy, cache policy, steps) are pure functions of the spec —
+``plan_stages`` — so ``describe`` explains exactly what ``build_dataset`` builds.
+
+Read strategy (File mode), measured on 2 cores with ~300-byte Criteo records: a sequential reader →
+batch → parse reaches ~310k rec/s; ``num_parallel_reads`` hands records over one by one across threads and
+drops to ~90k; an interleave over files of per-file *batched* readers reaches ~425k. So small records with
+several files and cores use the batched interleave — chunks of ~4 MiB of records, each parsed in one
+``parse_example`` call, the parsed tensors re-cut to uniform batches with ``rebatch`` (~20% less CPU per
+record than one parse call per 512-record batch) — records
+that must pass one by one (shuffle, record-level ``shard``) use one sequential reader, and large records
+(≥ 4 KiB, where per-record handover is cheap next to the bytes) use ``num_parallel_reads``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from converters.errors import TfpipeError
+from converters.units import format_size
+
+from .spec import PipelineSpec
+
+__all__ = ["Stage", "plan_stages", "choose_read", "choose_cache", "build_dataset", "feature_spec", "parse_fn",
+           "LARGE_RECORD_BYTES", "MEMORY_CACHE_FRACTION", "total_memory"]
+
+log = logging.getLogger(__name__)
+
+LARGE_RECORD_BYTES = 4 << 10      # 4 KiB: above this, parallel per-record reads pay off
+MEMORY_CACHE_FRACTION = 0.25      # memory cache only for data under 25% of RAM
+MAX_INTERLEAVE = 16               # most files read at once by the batched interleave
+CHUNK_BYTES = 4 << 20             # 4 MiB of records per parse call before rebatch (interleave, Pipe mode)
+MAX_CHUNK_RECORDS = 1 << 16
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the graph: its name, its settings and why it is there (or why it is off)."""
+
+    name: str
+    enabled: bool
+    settings: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
+
+
+def total_memory() -> int:
+    """Physical RAM in bytes (psutil, else /proc/meminfo)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    return 0
+
+
+def choose_read(spec: PipelineSpec) -> tuple[str, int, str]:
+    """(strategy, parallelism, why) for File mode."""
+    k = spec.num_parallel_reads or max(1, min(len(spec.files), spec.cores))
+    if spec.read in ("auto", "interleave") and not spec.num_parallel_reads:
+        # batched readers wait on I/O between batches: two per core keeps the cores busy (capped)
+        k = max(1, min(len(spec.files), 2 * spec.cores, MAX_INTERLEAVE))
+    rb = spec.record_bytes
+    size = f"~{format_size(int(rb))} records" if rb else "records of unknown size"
+    if spec.read != "auto":
+        if spec.read == "sequential":
+            k = 1
+        return spec.read, k, f"asked for (read={spec.read!r})"
+    if len(spec.files) < 2 or spec.cores < 2:
+        return "sequential", 1, (f"{len(spec.files)} file(s), {spec.cores} core(s): one sequential reader with a "
+                                 f"{format_size(spec.buffer_size)} buffer")
+    if rb is not None and rb >= LARGE_RECORD_BYTES:
+        return "parallel_reads", k, (f"{size} (≥ {format_size(LARGE_RECORD_BYTES)}): per-record handover is cheap "
+                                     f"next to the bytes, so read {k} files at once")
+    if spec.shuffle_buffer or spec.num_shards > 1:
+        why = "shuffle" if spec.shuffle_buffer else f"shard({spec.num_shards}, {spec.shard_index})"
+        return "sequential", 1, (f"{why} needs records one by one, and with {size} a parallel reader's per-record "
+                                 f"handover costs more than it gains (measured ~90k vs ~310k rec/s): one "
+                                 f"sequential reader")
+    return "interleave", k, (f"{size}, {len(spec.files)} files, {spec.cores} cores: interleave {k} per-file "
+                             f"batched readers, then rebatch to uniform batches (measured ~425k vs ~310k rec/s "
+                             f"sequential)")
+
+
+def choose_cache(spec: PipelineSpec) -> tuple[str, str | None, str]:
+    """(policy "memory"|"file"|"none", file path or None, why)."""
+    if spec.mode == "pipe":
+        return "none", None, "Pipe mode streams every epoch from a new FIFO"
+    if spec.cache == "none":
+        return "none", None, "asked for (cache='none')"
+    if spec.cache == "memory":
+        return "memory", None, "asked for (cache='memory')"
+    if spec.cache.startswith("file:"):
+        path = spec.cache[5:]
+        if spec.num_shards > 1:  # ranks on one host must not share a cache file
+            path = f"{path}.{spec.shard_index}-of-{spec.num_shards}"
+        return "file", path, "asked for (cache='file:PATH'; one file per rank when sharded)"
+    if spec.epochs == 1:
+        return "none", None, "one epoch: a cache would be filled once and never read back"
+    if not spec.total_bytes:
+        return "none", None, "dataset size unknown"
+    data = spec.total_bytes // (spec.num_shards if spec.num_shards > 1 else 1)
+    ram = spec.memory_bytes or total_memory()
+    limit = int(ram * MEMORY_CACHE_FRACTION)
+    if data < limit:
+        return "memory", None, (f"dataset {format_size(data)} < {MEMORY_CACHE_FRACTION:.0%} of RAM "
+                                f"({format_size(ram)})")
+    return "none", None, (f"dataset {format_size(data)} ≥ {MEMORY_CACHE_FRACTION:.0%} of RAM ({format_size(ram)}): "
+                          f"a memory cache could exhaust RAM; re-read from disk (or cache='file:PATH')")
+
+
+def plan_stages(spec: PipelineSpec) -> list[Stage]:
+    """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
+    stages: list[Stage] = []
+    sharded = spec.num_shards > 1
+    if spec.mode == "pipe":
+        from .pipe import fifo_path
+
+        first = fifo_path(spec.pipe_dir, spec.channel, spec.first_epoch)
+        reader = "sagemaker_tensorflow.PipeModeDataset" if spec.use_sagemaker_pipe else "tfpipe FIFO reader"
+        stages.append(Stage("source", True, {"mode": "pipe", "reader": reader, "fifo": first,
+                                             "timeout_s": spec.pipe_timeout, "compression": spec.compression},
+                            "sequential read of one FIFO per epoch; framing and CRCs checked in bulk, records "
+                            "handed to tf.data a chunk at a time"))
+        stages.append(Stage("shard", sharded, {"num_shards": spec.num_shards, "index": spec.shard_index},
+                            "record-level shard before any random op" if sharded else "one reader of this channel"))
+        strategy = "pipe"
+    else:
+        strategy, k, why = choose_read(spec)
+        file_shuffle = _file_shuffle(spec)
+        stages.append(Stage("source", True, {"mode": "file", "files": len(spec.files), "read": strategy,
+                                             "parallelism": k, "buffer": format_size(spec.buffer_size),
+                                             "compression": spec.compression,
+                                             "file_order": (f"shuffled per epoch (seed={spec.seed})" if file_shuffle
+                                                            else "manifest order")}, why))
+        stages.append(Stage("shard", sharded, {"num_shards": spec.num_shards, "index": spec.shard_index},
+                            "record-level shard(n, i) before any random op, so ranks never overlap" if sharded
+                            else "single rank (or per-rank file list)"))
+    policy, path, why = choose_cache(spec)
+    stages.append(Stage("cache", policy != "none", {"policy": policy, **({"path": path} if path else {})}, why))
+    stages.append(Stage("shuffle", bool(spec.shuffle_buffer), {"buffer": spec.shuffle_buffer, "seed": spec.seed},
+                        "per-record shuffle (has its own per-record cost)" if spec.shuffle_buffer
+                        else "off (shuffle_buffer=0)"))
+    how = "batch"
+    if not spec.shuffle_buffer and strategy in ("interleave", "pipe") and not spec.use_sagemaker_pipe:
+        how = (("per-file chunks of ~4 MiB parsed in one call each, then rebatched" if spec.parse
+                else "rebatch of per-file chunks") if strategy == "interleave" else
+               "each stream chunk parsed in one call, then rebatched" if spec.parse else "rebatch of stream chunks")
+    stages.append(Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder,
+                                        "how": how}, "batch before parse: one vectorized parse call per batch"))
+    steps = spec.epoch_steps
+    if steps is not None:
+        why = ("explicit steps" if spec.steps is not None else
+               f"equal steps on every rank so allreduce never waits: the smallest rank has "
+               f"{spec.records // spec.num_shards} records")
+        if spec.rank_records is not None:
+            kept = min(spec.rank_records, steps * spec.batch_size)
+            why += f"; this rank uses {kept} of its {spec.rank_records} records per epoch"
+        stages.append(Stage("take", True, {"steps": steps}, why))
+    stages.append(Stage("parse", spec.parse, {"fn": "tf.io.parse_example", "num_parallel_calls": "AUTOTUNE",
+                                              "deterministic": spec.deterministic, "output": spec.output},
+                        "vectorized parse from the manifest's schema" if spec.parse else "off: serialized batches"))
+    repeat = spec.epochs != 1
+    stages.append(Stage("repeat", repeat, {"epochs": spec.epochs if spec.epochs else "forever"},
+                        ("next epoch = next FIFO" if spec.mode == "pipe" else "after cache, so memory does not grow")
+                        if repeat else "one epoch"))
+    stages.append(Stage("prefetch", spec.prefetch != 0,
+                        {"buffer": "AUTOTUNE" if spec.prefetch is None else spec.prefetch},
+                        "last: overlaps input with the training step" if spec.prefetch != 0 else "off (prefetch=0)"))
+    return stages
+
+
+def feature_spec(schema) -> dict:
+    """``tf.io.FixedLenFeature`` per feature of a manifest schema."""
+    import tensorflow as tf
+
+    dt = {"int64": tf.int64, "float32": tf.float32}
+    return {f.name: tf.io.FixedLenFeature(list(f.shape), dt[f.dtype]) for f in schema.features}
+
+
+def parse_fn(schema, output: str = "keras"):
+    """A function parsing a *batch* of serialized Examples into ``(features, label)`` or a dict."""
+    import tensorflow as tf
+
+    spec = feature_spec(schema)
+    label = schema.label
+
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        if output == "dict" or label is None:
+            return parsed
+        label_t = parsed.pop(label)
+        return parsed, label_t
+
+    return parse
+
+
+def _file_shuffle(spec: PipelineSpec) -> bool:
+    """Shuffle the file order per epoch (seeded) when records are shuffled — but never under a record-level
+    shard (every rank must see the same order) nor before a cache (it would freeze one order)."""
+    return (bool(spec.shuffle_buffer) and spec.num_shards == 1 and len(spec.files) > 1
+            and choose_cache(spec)[0] == "none")
+
+
+def _chunk_records(spec: PipelineSpec) -> int:
+    """Records per read chunk of the batched interleave: about CHUNK_BYTES of records, at least one batch."""
+    rb = spec.record_bytes or 512
+    return max(spec.batch_size, min(MAX_CHUNK_RECORDS, int(CHUNK_BYTES // rb)))
+
+
+def _file_source(spec: PipelineSpec, strategy: str, k: int):
+    import tensorflow as tf
+
+    files = list(spec.files)
+    ctype = "GZIP" if spec.compression == "gzip" else ""
+    names = tf.data.Dataset.from_tensor_slices(files)
+    if _file_shuffle(spec):
+        names = names.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
+    if strategy == "interleave":
+        if spec.num_shards > 1:
+            raise TfpipeError("read='interleave' cannot apply a record-level shard(n, i); use read='sequential' "
+                              "or per-rank file lists (plan)")
+        b = _chunk_records(spec)
+        return names.interleave(lambda f: tf.data.TFRecordDataset(f, ctype, spec.buffer_size).batch(b),
+                                cycle_length=k, num_parallel_calls=k, deterministic=spec.deterministic), True
+    npr = k if strategy == "parallel_reads" else None
+    return tf.data.TFRecordDataset(names, ctype, spec.buffer_size, num_parallel_reads=npr), False
+
+
+def _cache(ds, spec: PipelineSpec):
+    policy, path, _ = choose_cache(spec)
+    if policy == "memory":
+        return ds.cache()
+    if policy == "file":
+        return ds.cache(path)
+    return ds
+
+
+def _shuffle_batch(ds, spec: PipelineSpec, batched: bool, seed=None):
+    """shuffle → batch of a record stream (``batched``: elements are already vectors of records)."""
+    seed = spec.seed if seed is None else seed
+    if spec.shuffle_buffer:
+        if batched:
+            ds = ds.unbatch()
+        ds = ds.shuffle(spec.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        return ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
+    if batched:
+        return ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
+    return ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
+
+
+def _pipe_epochs(spec: PipelineSpec):
+    import tensorflow as tf
+
+    from .pipe import pipe_records_dataset, sagemaker_pipe_dataset
+
+    steps = spec.epoch_steps
+    if spec.use_sagemaker_pipe:
+        ds = sagemaker_pipe_dataset(spec)
+        if spec.num_shards > 1:
+            ds = ds.shard(spec.num_shards, spec.shard_index)
+        ds = _shuffle_batch(ds, spec, batched=False)
+        return (ds.take(steps) if steps else ds), True, False
+
+    parse_chunks = spec.parse and not spec.shuffle_buffer
+
+    def epoch(e):
+        ds = pipe_records_dataset(spec, e)
+        if parse_chunks:
+            # parse each stream chunk (thousands of records) in one call, then cut the parsed tensors into
+            # batches: cheaper than cutting strings first (measured ~+20% on 2 cores)
+            ds = ds.map(parse_fn(spec.schema, spec.output), num_parallel_calls=tf.data.AUTOTUNE,
+                        deterministic=spec.deterministic)
+            ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
+        else:
+            seed = None
+            if spec.shuffle_buffer and spec.seed is not None:
+                seed = tf.constant(spec.seed, tf.int64) * 1_000_003 + e  # per-epoch seed from (seed, epoch)
+            ds = _shuffle_batch(ds, spec, batched=True, seed=seed)
+        return ds.take(steps) if steps else ds
+
+    last = spec.first_epoch + spec.epochs if spec.epochs else (1 << 62)
+    return tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch), False, parse_chunks
+
+
+def build_dataset(spec: PipelineSpec):
+    """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records)."""
+    import tensorflow as tf
+
+    repeat_left, parsed = True, False
+    if spec.mode == "pipe":
+        ds, repeat_left, parsed = _pipe_epochs(spec)
+    else:
+        strategy, k, _ = choose_read(spec)
+        ds, batched = _file_source(spec, strategy, k)
+        if spec.num_shards > 1:
+            ds = ds.shard(spec.num_shards, spec.shard_index)
+        ds = _cache(ds, spec)
+        if batched and spec.parse and not spec.shuffle_buffer:
+            # parse ~4 MiB chunks of records in one call each, then cut the parsed tensors into batches:
+            # fewer, larger parse calls cost less CPU per record than one call per batch
+            ds = ds.map(parse_fn(spec.schema, spec.output), num_parallel_calls=tf.data.AUTOTUNE,
+                        deterministic=spec.deterministic)
+            ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
+            parsed = True
+        else:
+            ds = _shuffle_batch(ds, spec, batched)
+        steps = spec.epoch_steps
+        if steps is not None:
+            ds = ds.take(steps)
+    if spec.parse and not parsed:
+        ds = ds.map(parse_fn(spec.schema, spec.output), num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=spec.deterministic)
+    if repeat_left and spec.epochs != 1:
+        ds = ds.repeat(spec.epochs)
+    if spec.prefetch != 0:
+        ds = ds.prefetch(tf.data.AUTOTUNE if spec.prefetch is None else spec.prefetch)
+    return ds

@@ -1,0 +1,29 @@
+"""Helpers for Keras ``fit`` and ``tf.distribute`` input contexts."""
+from __future__ import annotations
+
+from typing import Any
+
+from .build import build_dataset
+from .spec import PipelineSpec
+
+__all__ = ["keras_dataset", "distributed_dataset_fn"]
+
+
+def keras_dataset(manifest: str, batch_size: int, **options: Any):
+    """``build_dataset(PipelineSpec.from_manifest(manifest, batch_size, **options))``: ready for ``model.fit``."""
+    return build_dataset(PipelineSpec.from_manifest(manifest, batch_size, **options))
+
+
+def distributed_dataset_fn(manifest: str, global_batch_size: int, **options: Any):
+    """A ``dataset_fn(input_context)`` for ``strategy.distribute_datasets_from_function``.
+
+    Each input pipeline reads ``shard(num_input_pipelines, input_pipeline_id)`` of the records (before any
+    random op) with the per-replica batch size, and runs the same number of steps as every other pipeline.
+    """
+    def dataset_fn(input_context):
+        per_replica = input_context.get_per_replica_batch_size(global_batch_size)
+        spec = PipelineSpec.from_manifest(manifest, per_replica, num_shards=input_context.num_input_pipelines,
+                                          shard_index=input_context.input_pipeline_id, **options)
+        return build_dataset(spec)
+
+    return dataset_fn

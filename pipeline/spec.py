@@ -1,0 +1,313 @@
+"""``PipelineSpec``: everything that decides a tf.data input graph, in one frozen, self-checking dataclass.
+
+``PipelineSpec.from_manifest`` fills the file list and the parse schema from a shard set's ``index.json``
+(local, or ``s3://`` — shards are then fetched to a local cache directory first, as SageMaker File mode
+does, because TensorFlow >= 2.16 has no S3 filesystem of its own). No TensorFlow here.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from converters.errors import TfpipeError
+
+if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
+    from converters.examples import Schema
+
+__all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "DEFAULT_PIPE_DIR",
+           "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cpu_count",
+           "per_rank_records", "equal_steps"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("file", "pipe")
+READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
+OUTPUTS = ("keras", "dict")
+CACHE_POLICIES = ("auto", "memory", "none", "file:PATH")
+DEFAULT_PIPE_DIR = "/opt/ml/input/data"
+DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
+DEFAULT_BUFFER_BYTES = 8 << 20         # 8 MiB TFRecordDataset read buffer
+
+
+def cpu_count() -> int:
+    """vCPUs available to this process: ``SM_NUM_CPUS`` on SageMaker, else the affinity mask."""
+    env = os.environ.get("SM_NUM_CPUS")
+    if env and env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_cache_dir(url: str) -> str:
+    """Local directory for shards fetched from ``url`` (``$TFPIPE_CACHE`` or ``~/.cache/tfpipe``)."""
+    root = os.environ.get("TFPIPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfpipe")
+    key = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+    return os.path.join(root, key)
+
+
+def per_rank_records(records: int, num_shards: int, shard_index: int) -> int:
+    """Records that ``dataset.shard(num_shards, shard_index)`` keeps out of ``records``."""
+    return max(0, -(-(records - shard_index) // num_shards))
+
+
+def equal_steps(records: int, num_shards: int, batch_size: int, drop_remainder: bool) -> int:
+    """Steps per epoch every rank can run under record-level ``shard(n, i)``: the smallest rank's count."""
+    smallest = records // num_shards
+    return smallest // batch_size if drop_remainder else -(-smallest // batch_size)
+
+
+def _check_cache(cache: str) -> None:
+    if cache in ("auto", "memory", "none"):
+        return
+    if cache.startswith("file:") and len(cache) > 5:
+        return
+    raise ValueError(f"cache must be one of auto|memory|none|file:PATH, got {cache!r}")
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """One input pipeline. Build it with :func:`pipeline.build_dataset`; explain it with :func:`pipeline.describe`.
+
+    Stage switches: ``shuffle_buffer=0`` (no shuffle), ``cache="none"``, ``prefetch=0`` (no prefetch),
+    ``parse=False`` (yield batches of serialized records), ``epochs=None`` (repeat forever).
+    """
+
+    schema: "Schema"
+    batch_size: int
+    files: tuple[str, ...] = ()
+    mode: str = "file"
+    channel: str | None = None
+    pipe_dir: str = DEFAULT_PIPE_DIR
+    pipe_timeout: float = DEFAULT_PIPE_TIMEOUT
+    first_epoch: int = 0                   # Pipe mode: FIFO suffix of the first epoch read
+    use_sagemaker_pipe: bool = False
+    compression: str | None = None
+    records: int | None = None             # records in `files` (or in the channel), when known
+    total_bytes: int | None = None         # bytes on disk of `files`, when known
+    shuffle_buffer: int = 0
+    seed: int | None = None
+    epochs: int | None = 1
+    cache: str = "auto"
+    drop_remainder: bool = False
+    num_shards: int = 1
+    shard_index: int = 0
+    steps: int | None = None               # per-epoch `take`; None: derived (equal steps) when sharded
+    equal_steps: bool = True
+    read: str = "auto"
+    num_parallel_reads: int | None = None  # None: min(files, cores)
+    buffer_size: int = DEFAULT_BUFFER_BYTES
+    prefetch: int | None = None            # None: AUTOTUNE; 0: no prefetch stage
+    deterministic: bool = True             # False: parallel stages may reorder batches (a little faster)
+    parse: bool = True
+    output: str = "keras"
+    cores: int = field(default_factory=cpu_count)
+    memory_bytes: int | None = None        # RAM used by the auto cache policy; None: detected
+
+    def __post_init__(self):
+        from converters.examples import Schema
+
+        if not isinstance(self.schema, Schema):
+            raise ValueError(f"schema must be a converters.examples.Schema, got {type(self.schema).__name__}")
+        if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        object.__setattr__(self, "files", tuple(str(f) for f in self.files))
+        if self.mode == "file":
+            if not self.files:
+                raise ValueError("file mode needs at least one file (files=())")
+            if self.use_sagemaker_pipe:
+                raise ValueError("use_sagemaker_pipe=True needs mode='pipe'")
+        else:
+            if not self.channel or "/" in self.channel:
+                raise ValueError(f"pipe mode needs a channel name without '/', got {self.channel!r}")
+            if self.cache not in ("auto", "none"):
+                raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
+                                 f"got {self.cache!r}")
+            if self.first_epoch < 0:
+                raise ValueError(f"first_epoch must be >= 0, got {self.first_epoch!r}")
+        if not self.pipe_timeout or self.pipe_timeout <= 0:
+            raise ValueError(f"pipe_timeout must be > 0 seconds, got {self.pipe_timeout!r}")
+        if self.compression not in (None, "gzip"):
+            raise ValueError(f"compression must be None or 'gzip', got {self.compression!r}")
+        if self.shuffle_buffer < 0:
+            raise ValueError(f"shuffle_buffer must be >= 0, got {self.shuffle_buffer!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+        if self.epochs is not None and (not isinstance(self.epochs, int) or self.epochs <= 0):
+            raise ValueError(f"epochs must be a positive integer or None (forever), got {self.epochs!r}")
+        _check_cache(self.cache)
+        if self.num_shards < 1:
+            raise ValueError(f"num_shards must be >= 1, got {self.num_shards!r}")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise ValueError(f"shard_index must be in [0, {self.num_shards}), got {self.shard_index!r}")
+        if self.steps is not None and self.steps <= 0:
+            raise ValueError(f"steps must be a positive integer or None, got {self.steps!r}")
+        if self.read not in READ_STRATEGIES:
+            raise ValueError(f"read must be one of {READ_STRATEGIES}, got {self.read!r}")
+        if self.num_parallel_reads is not None and self.num_parallel_reads < 1:
+            raise ValueError(f"num_parallel_reads must be >= 1 or None, got {self.num_parallel_reads!r}")
+        if self.buffer_size < 0:
+            raise ValueError(f"buffer_size must be >= 0 bytes, got {self.buffer_size!r}")
+        if self.prefetch is not None and self.prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0 or None (AUTOTUNE), got {self.prefetch!r}")
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+        if self.cores < 1:
+            raise ValueError(f"cores must be >= 1, got {self.cores!r}")
+        if self.records is not None and self.records < 0:
+            raise ValueError(f"records must be >= 0, got {self.records!r}")
+
+    # -- derived facts (pure) ------------------------------------------------------------------------
+
+    @property
+    def record_bytes(self) -> float | None:
+        """Mean bytes per record on disk (framing included), when known."""
+        if self.records and self.total_bytes:
+            return self.total_bytes / self.records
+        return None
+
+    @property
+    def rank_records(self) -> int | None:
+        """Records this rank reads per epoch (before ``take``), when known."""
+        if self.records is None:
+            return None
+        return per_rank_records(self.records, self.num_shards, self.shard_index)
+
+    @property
+    def epoch_steps(self) -> int | None:
+        """The per-epoch ``take(steps)``: explicit ``steps``, or equal steps across ranks when sharded."""
+        if self.steps is not None:
+            return self.steps
+        if self.num_shards > 1 and self.equal_steps and self.records is not None:
+            return equal_steps(self.records, self.num_shards, self.batch_size, self.drop_remainder)
+        return None
+
+    def with_(self, **changes: Any) -> "PipelineSpec":
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    # -- construction from a manifest ----------------------------------------------------------------
+
+    @classmethod
+    def from_manifest(cls, path_or_dir: str | os.PathLike, batch_size: int, *, mode: str = "file",
+                      channel: str | None = None, pipe_dir: str = DEFAULT_PIPE_DIR,
+                      pipe_timeout: float = DEFAULT_PIPE_TIMEOUT, shuffle_buffer: int = 0,
+                      seed: int | None = None, epochs: int | None = 1, cache: str = "auto",
+                      drop_remainder: bool = False, num_shards: int = 1, shard_index: int = 0,
+                      plan: Any = None, rank: int | None = None, cache_dir: str | None = None,
+                      **overrides: Any) -> "PipelineSpec":
+        """A spec reading the shard set at ``path_or_dir`` (a directory or its ``index.json``; local or s3://).
+
+        ``plan``: a sharding plan (``ShardPlan`` with ``.ranks``/``.for_rank(rank)``) or a single rank's entry
+        — any object with ``files``, ``shard``, ``steps`` and ``channel`` attributes (duck typed). Its file
+        list (names relative to the manifest) or ``shard=(n, i)`` and its ``steps`` override
+        ``num_shards``/``shard_index``. Remaining keyword arguments are :class:`PipelineSpec` fields.
+        """
+        from converters.manifest import read_manifest
+        from converters.storage import is_s3
+
+        manifest = read_manifest(path_or_dir)
+        base = manifest.location
+        by_name = {s.name: s for s in manifest.shards}
+        names = [s.name for s in manifest.shards]
+        steps = overrides.pop("steps", None)
+        if plan is not None:
+            entry = _rank_entry(plan, rank)
+            if getattr(entry, "files", None) is not None:
+                names = [_shard_name(f, by_name) for f in entry.files]
+            shard = getattr(entry, "shard", None)
+            if shard is not None:
+                num_shards, shard_index = int(shard[0]), int(shard[1])
+            else:
+                num_shards, shard_index = 1, 0
+            if getattr(entry, "channel", None) and channel is None and mode == "pipe":
+                channel = entry.channel
+            if getattr(entry, "steps", None) is not None and steps is None:
+                steps = int(entry.steps)
+        records = sum(by_name[n].records for n in names)
+        total = sum(by_name[n].bytes for n in names)
+        if mode == "pipe":
+            files: list[str] = []
+            if plan is None or getattr(_rank_entry(plan, rank), "files", None) is None:
+                records, total = manifest.records, manifest.total_bytes
+        elif is_s3(base):
+            files = _fetch_all(base, names, by_name, cache_dir or default_cache_dir(base))
+        else:
+            files = [os.path.join(base, n) for n in names]
+        if mode == "file" and not files:
+            raise TfpipeError(f"{base}: no shards for this rank (plan gave an empty file list)")
+        return cls(schema=manifest.schema, batch_size=batch_size, files=tuple(files), mode=mode,
+                   channel=channel, pipe_dir=pipe_dir, pipe_timeout=pipe_timeout,
+                   compression=manifest.compression, records=records, total_bytes=total,
+                   shuffle_buffer=shuffle_buffer, seed=seed, epochs=epochs, cache=cache,
+                   drop_remainder=drop_remainder, num_shards=num_shards, shard_index=shard_index,
+                   steps=steps, **overrides)
+
+
+def _rank_entry(plan: Any, rank: int | None) -> Any:
+    """A single rank's entry from a whole plan (``for_rank``/``ranks``) or the entry itself."""
+    if hasattr(plan, "steps") and (hasattr(plan, "files") or hasattr(plan, "shard")):
+        return plan
+    if rank is None:
+        from sharding.topology import Topology  # lazily: pipeline sits above sharding
+
+        rank = Topology.from_env().rank
+    if hasattr(plan, "for_rank"):
+        return plan.for_rank(rank)
+    ranks = getattr(plan, "ranks", None)
+    if ranks is None:
+        raise ValueError(f"plan must be a ShardPlan (with .ranks) or a rank entry, got {type(plan).__name__}")
+    for entry in ranks:
+        if getattr(entry, "rank", None) == rank:
+            return entry
+    raise ValueError(f"plan has no entry for rank {rank}")
+
+
+def _shard_name(f: str, by_name: dict) -> str:
+    name = os.path.basename(str(f))
+    if name not in by_name:
+        raise TfpipeError(f"plan names {f!r}, which is not a shard of this manifest")
+    return name
+
+
+def _size_sha256(path: str) -> tuple[int, str]:
+    sha = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(8 << 20)
+            if not block:
+                return size, sha.hexdigest()
+            sha.update(block)
+            size += len(block)
+
+
+def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> list[str]:
+    """Fetch shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest (files
+    already there with the manifest's size are reused)."""
+    from converters.storage import open_storage
+
+    storage = open_storage(base)
+    os.makedirs(cache_dir, exist_ok=True)
+    out = []
+    for name in names:
+        local = os.path.join(cache_dir, name)
+        if not (os.path.exists(local) and os.path.getsize(local) == by_name[name].bytes):
+            tmp = local + ".part"
+            log.info("fetching %s/%s -> %s", base.rstrip("/"), name, local)
+            storage.fetch(name, tmp)
+            size, digest = _size_sha256(tmp)
+            want = by_name[name]
+            if size != want.bytes or digest != want.sha256:
+                os.unlink(tmp)
+                raise TfpipeError(f"{base.rstrip('/')}/{name}: fetched {size} bytes with sha256 {digest[:12]}…, "
+                                  f"manifest says {want.bytes} bytes, {want.sha256[:12]}…")
+            os.replace(tmp, local)
+        out.append(local)
+    return out

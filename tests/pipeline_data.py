@@ -1,0 +1,36 @@
+"""Shared by the pipeline tests: small shard sets whose records are identifiable (label = record index)."""
+from __future__ import annotations
+
+import numpy as np
+
+from converters.examples import serialize_batch
+from converters.manifest import InputStats
+from converters.shards import ShardSetWriter
+from converters.synthetic import libsvm_schema
+
+FIELDS = 3
+
+
+def write_indexed_set(out, n: int, *, shard_bytes: int = 8 << 10, compression=None):
+    """``n`` records with label = float(index), ids = [index, index+1, index+2]; returns the Manifest."""
+    schema = libsvm_schema(FIELDS)
+    idx = np.arange(n, dtype=np.int64)
+    arrays = {"label": idx.astype(np.float32), "ids": idx[:, None] + np.arange(FIELDS, dtype=np.int64),
+              "values": np.ones((n, FIELDS), dtype=np.float32)}
+    framed, lengths = serialize_batch(schema, arrays)
+    stats = InputStats("synthetic:indexed", records_read=n, records_written=n)
+    with ShardSetWriter(str(out), shard_bytes=shard_bytes, compression=compression) as w:
+        w.write(framed, lengths)
+        return w.finish(schema=schema, inputs=[stats], kind="libsvm", options={"indexed": True})
+
+
+def labels_of(dataset) -> list[int]:
+    """Record indices (labels) in the order ``dataset`` yields them (keras output)."""
+    out: list[int] = []
+    for features, label in dataset:
+        out.extend(int(x) for x in label.numpy())
+    return out
+
+
+def batches_of(dataset) -> list[list[int]]:
+    return [[int(x) for x in label.numpy()] for _, label in dataset]

@@ -1,0 +1,276 @@
+"""build_dataset: every record exactly once per epoch (File mode), strategies, cache policy, determinism,
+sharding hooks, and the README's Keras / tf.distribute examples."""
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from converters.errors import TfpipeError
+from pipeline import PipelineSpec, build_dataset
+from pipeline.build import choose_cache, choose_read, plan_stages
+from pipeline_data import batches_of, labels_of, write_indexed_set
+
+tf = pytest.importorskip("tensorflow")  # imported first: TF raises the recursion limit on import
+
+N = 1000
+B = 64
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("indexed")
+    write_indexed_set(d, N)
+    return str(d)
+
+
+@pytest.fixture(scope="module")
+def gz_data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("indexed_gz")
+    write_indexed_set(d, N, compression="gzip")
+    return str(d)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+@pytest.mark.parametrize("shuffle", [0, 100])
+@pytest.mark.parametrize("read", ["auto", "sequential", "parallel_reads"])
+def test_every_record_exactly_once_per_rank_set(data, ranks, shuffle, read):
+    seen = Counter()
+    for i in range(ranks):
+        spec = PipelineSpec.from_manifest(data, B, shuffle_buffer=shuffle, seed=7, num_shards=ranks,
+                                          shard_index=i, equal_steps=False, read=read)
+        seen.update(labels_of(build_dataset(spec)))
+    assert sorted(seen) == list(range(N))
+    assert max(seen.values()) == 1
+
+
+def test_interleave_strategy_exactly_once_and_uniform_batches(data):
+    spec = PipelineSpec.from_manifest(data, B)
+    assert choose_read(spec)[0] == "interleave"
+    batches = batches_of(build_dataset(spec))
+    assert [len(b) for b in batches[:-1]] == [B] * (len(batches) - 1)
+    assert sorted(x for b in batches for x in b) == list(range(N))
+
+
+def test_interleave_refuses_record_shard(data):
+    spec = PipelineSpec.from_manifest(data, B, read="interleave", num_shards=2, shard_index=0)
+    with pytest.raises(TfpipeError, match="interleave"):
+        build_dataset(spec)
+
+
+def test_gzip_from_manifest(gz_data):
+    spec = PipelineSpec.from_manifest(gz_data, B)
+    assert spec.compression == "gzip"
+    assert sorted(labels_of(build_dataset(spec))) == list(range(N))
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 7])
+def test_equal_steps_per_rank(data, ranks):
+    counts, steps = [], []
+    seen = Counter()
+    for i in range(ranks):
+        spec = PipelineSpec.from_manifest(data, B, num_shards=ranks, shard_index=i, shuffle_buffer=50, seed=1)
+        batches = batches_of(build_dataset(spec))
+        steps.append(len(batches))
+        counts.append(sum(len(b) for b in batches))
+        seen.update(x for b in batches for x in b)
+    assert len(set(steps)) == 1 and steps[0] == spec.epoch_steps
+    assert max(seen.values()) == 1                         # no duplicates
+    smallest = N // ranks
+    assert N - sum(counts) <= ranks * (smallest % B or B)  # only remainders dropped
+
+
+def test_drop_remainder(data):
+    spec = PipelineSpec.from_manifest(data, B, drop_remainder=True)
+    batches = batches_of(build_dataset(spec))
+    assert all(len(b) == B for b in batches) and len(batches) == N // B
+
+
+def test_seeded_shuffle_is_deterministic_and_reshuffles_per_epoch(data):
+    spec = PipelineSpec.from_manifest(data, B, shuffle_buffer=200, seed=3, epochs=2)
+    a, b = labels_of(build_dataset(spec)), labels_of(build_dataset(spec))
+    assert a == b
+    assert sorted(a[:N]) == list(range(N)) and sorted(a[N:]) == list(range(N))
+    assert a[:N] != a[N:]
+    other = labels_of(build_dataset(spec.with_(seed=4)))
+    assert other != a
+
+
+def test_no_shuffle_keeps_manifest_order(data):
+    spec = PipelineSpec.from_manifest(data, B, read="sequential")
+    assert labels_of(build_dataset(spec)) == list(range(N))
+
+
+@pytest.mark.parametrize("output", ["keras", "dict"])
+def test_output_structure(data, output):
+    spec = PipelineSpec.from_manifest(data, B, output=output)
+    first = next(iter(build_dataset(spec)))
+    if output == "keras":
+        features, label = first
+        assert sorted(features) == ["ids", "values"]
+        assert label.dtype.name == "float32" and features["ids"].shape == (B, 3)
+        np.testing.assert_array_equal(features["ids"].numpy()[:, 0], label.numpy().astype(np.int64))
+    else:
+        assert sorted(first) == ["ids", "label", "values"]
+
+
+def test_parse_off_yields_serialized(data):
+    spec = PipelineSpec.from_manifest(data, B, parse=False, prefetch=0)
+    first = next(iter(build_dataset(spec)))
+    assert first.dtype.name == "string" and first.shape == (B,)
+
+
+@pytest.mark.parametrize("kw,policy", [
+    ({"epochs": 1}, "none"),
+    ({"epochs": 2}, "memory"),
+    ({"epochs": None}, "memory"),
+    ({"epochs": 2, "memory_bytes": 1000}, "none"),          # dataset far above 25% of this "RAM"
+    ({"epochs": 2, "cache": "none"}, "none"),
+    ({"epochs": 1, "cache": "memory"}, "memory"),
+    ({"epochs": 2, "cache": "file:/tmp/x"}, "file"),
+])
+def test_cache_policy(data, kw, policy):
+    spec = PipelineSpec.from_manifest(data, B, **kw)
+    assert choose_cache(spec)[0] == policy
+
+
+def test_file_cache_is_per_rank_when_sharded(data):
+    paths = {choose_cache(PipelineSpec.from_manifest(data, B, cache="file:/tmp/c", num_shards=3, shard_index=i))[1]
+             for i in range(3)}
+    assert paths == {"/tmp/c.0-of-3", "/tmp/c.1-of-3", "/tmp/c.2-of-3"}
+
+
+def test_cache_reason_mentions_ram(data):
+    spec = PipelineSpec.from_manifest(data, B, epochs=2)
+    why = choose_cache(spec)[2]
+    assert "< 25% of RAM" in why
+
+
+def test_file_cache_two_epochs(data, tmp_path):
+    path = str(tmp_path / "cache")
+    spec = PipelineSpec.from_manifest(data, B, epochs=2, cache=f"file:{path}", shuffle_buffer=100, seed=0)
+    got = labels_of(build_dataset(spec))
+    assert sorted(got) == sorted(list(range(N)) * 2)
+    assert any(p.name.startswith("cache") for p in tmp_path.iterdir())
+
+
+def test_memory_cache_two_epochs(data):
+    spec = PipelineSpec.from_manifest(data, B, epochs=2, cache="memory")
+    assert sorted(labels_of(build_dataset(spec))) == sorted(list(range(N)) * 2)
+
+
+@pytest.mark.parametrize("files,cores,shuffle,shards,rb,want", [
+    (1, 8, 0, 1, 300, "sequential"),
+    (8, 1, 0, 1, 300, "sequential"),
+    (8, 2, 0, 1, 300, "interleave"),
+    (8, 2, 100, 1, 300, "sequential"),
+    (8, 2, 0, 2, 300, "sequential"),
+    (8, 2, 100, 1, 16384, "parallel_reads"),
+    (8, 2, 0, 1, 16384, "parallel_reads"),
+])
+def test_choose_read_table(files, cores, shuffle, shards, rb, want):
+    from converters.synthetic import libsvm_schema
+
+    spec = PipelineSpec(schema=libsvm_schema(3), batch_size=B, files=tuple(f"f{i}" for i in range(files)),
+                        cores=cores, shuffle_buffer=shuffle, num_shards=shards, records=1000,
+                        total_bytes=1000 * rb)
+    assert choose_read(spec)[0] == want
+
+
+def test_plan_per_rank_files(data):
+    from converters.manifest import read_manifest
+
+    names = [s.name for s in read_manifest(data).shards]
+    seen = Counter()
+    for r in range(2):
+        entry = SimpleNamespace(rank=r, host="algo-1", local_rank=r, channel=None, files=tuple(names[r::2]),
+                                shard=None, steps=None)
+        spec = PipelineSpec.from_manifest(data, B, plan=entry)
+        seen.update(labels_of(build_dataset(spec)))
+    assert sorted(seen) == list(range(N)) and max(seen.values()) == 1
+
+
+def test_plan_steps_take(data):
+    plan = SimpleNamespace(ranks=[SimpleNamespace(rank=r, host="h", local_rank=r, channel=None, files=None,
+                                                  shard=(2, r), steps=3) for r in range(2)])
+    spec = PipelineSpec.from_manifest(data, B, plan=plan, rank=1)
+    assert (spec.num_shards, spec.shard_index, spec.epoch_steps) == (2, 1, 3)
+    assert len(batches_of(build_dataset(spec))) == 3
+
+
+def test_stages_in_proven_order(data):
+    spec = PipelineSpec.from_manifest(data, B, epochs=2, shuffle_buffer=10, num_shards=2, shard_index=0)
+    names = [s.name for s in plan_stages(spec)]
+    assert names == ["source", "shard", "cache", "shuffle", "batch", "take", "parse", "repeat", "prefetch"]
+
+
+# -- README examples ---------------------------------------------------------------------------------
+
+def test_readme_keras_fit(data):
+    import tensorflow as tf
+
+    from pipeline import PipelineSpec, build_dataset
+
+    spec = PipelineSpec.from_manifest(data, batch_size=64, shuffle_buffer=1000, seed=42, epochs=None)
+    train = build_dataset(spec)                          # (features, label) batches, forever
+
+    ids = tf.keras.Input(shape=(3,), dtype=tf.int64, name="ids")
+    values = tf.keras.Input(shape=(3,), dtype=tf.float32, name="values")
+    emb = tf.keras.layers.Embedding(input_dim=N + 3, output_dim=4)(ids)
+    weights = tf.keras.layers.Reshape((3, 1))(values)
+    x = tf.keras.layers.Flatten()(tf.keras.layers.Multiply()([emb, weights]))
+    out = tf.keras.layers.Dense(1)(x)
+    model = tf.keras.Model({"ids": ids, "values": values}, out)
+    model.compile(optimizer="adam", loss="mse")
+    history = model.fit(train, epochs=2, steps_per_epoch=5, verbose=0)
+    assert len(history.history["loss"]) == 2
+
+
+def test_readme_distribute_datasets_from_function(data):
+    import tensorflow as tf
+
+    from pipeline import distributed_dataset_fn
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    dataset_fn = distributed_dataset_fn(data, global_batch_size=64)
+    dist = strategy.distribute_datasets_from_function(dataset_fn)
+    n = 0
+    for features, label in dist:
+        n += int(strategy.experimental_local_results(label)[0].shape[0])
+    assert n == N
+
+    # what each input pipeline gets: shard(num_input_pipelines, input_pipeline_id), equal steps
+    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
+    per_pipeline = labels_of(dataset_fn(ctx))
+    assert per_pipeline and all(x % 2 == 1 for x in per_pipeline)
+
+
+def test_nondeterministic_option_still_exactly_once(data):
+    spec = PipelineSpec.from_manifest(data, B, deterministic=False)
+    assert sorted(labels_of(build_dataset(spec))) == list(range(N))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 400), shard_kib=st.integers(1, 8), ranks=st.integers(1, 4), batch=st.integers(1, 50),
+       shuffle=st.sampled_from([0, 7]), drop=st.booleans())
+def test_property_ranks_partition_the_set(tmp_path_factory, n, shard_kib, ranks, batch, shuffle, drop):
+    d = tmp_path_factory.mktemp("prop")
+    write_indexed_set(d, n, shard_bytes=shard_kib << 10)
+    seen = Counter()
+    steps = set()
+    for i in range(ranks):
+        spec = PipelineSpec.from_manifest(str(d), batch, num_shards=ranks, shard_index=i, shuffle_buffer=shuffle,
+                                          seed=1, drop_remainder=drop)
+        batches = batches_of(build_dataset(spec))
+        steps.add(len(batches))
+        seen.update(x for b in batches for x in b)
+        if drop:
+            assert all(len(b) == batch for b in batches)
+    assert len(steps) == 1                                   # equal steps on every rank
+    assert max(seen.values(), default=1) == 1                # never a duplicate
+    assert set(seen) <= set(range(n))
+    if ranks == 1 and not drop:
+        assert len(seen) == n                                # nothing lost

@@ -1,0 +1,96 @@
+"""tfpipe pipeline explain / lint: argv -> output and exit code."""
+from __future__ import annotations
+
+import pytest
+
+from converters.cli import main
+from pipeline_data import write_indexed_set
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("indexed")
+    write_indexed_set(d, 300)
+    return str(d)
+
+
+@pytest.mark.parametrize("extra,needles", [
+    ([], ["1. source", "read=interleave", "prefetch on"]),
+    (["--epochs", "3"], ["policy=memory", "< 25% of RAM", "epochs=3"]),
+    (["--epochs", "forever"], ["epochs=forever"]),
+    (["--shuffle-buffer", "100", "--seed", "4"], ["buffer=100 seed=4", "read=sequential"]),
+    (["--num-shards", "2", "--shard-index", "1"], ["shard    on", "take     on"]),
+    (["--mode", "pipe", "--channel", "train"], ["reader=tfpipe FIFO reader", "fifo=/opt/ml/input/data/train_0"]),
+])
+def test_explain(data, capsys, extra, needles):
+    assert main(["pipeline", "explain", data, "--batch-size", "32", *extra]) == 0
+    out = capsys.readouterr().out
+    for n in needles:
+        assert n in out
+
+
+@pytest.mark.parametrize("argv,code,msg", [
+    (["--batch-size", "0"], 2, "batch_size must be a positive integer, got 0"),
+    (["--batch-size", "8", "--shard-index", "3", "--num-shards", "2"], 2, "shard_index must be in [0, 2), got 3"),
+    (["--batch-size", "8", "--cache", "disk"], 2, "cache must be one of"),
+    (["--batch-size", "8", "--mode", "pipe"], 2, "pipe mode needs a channel"),
+])
+def test_explain_errors(data, capsys, argv, code, msg):
+    assert main(["pipeline", "explain", data, *argv]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("tfpipe: error:") and msg in err
+
+
+def test_explain_missing_manifest(tmp_path, capsys):
+    assert main(["pipeline", "explain", str(tmp_path), "--batch-size", "8"]) != 0
+    assert "no manifest" in capsys.readouterr().err
+
+
+SCRIPT = '''
+import tensorflow as tf
+from pipeline.build import feature_spec
+from pipeline import PipelineSpec, build_dataset
+
+DATA = {data!r}
+
+def bad():
+    spec = PipelineSpec.from_manifest(DATA, 8)
+    fs = feature_spec(spec.schema)
+    return tf.data.TFRecordDataset(list(spec.files)).map(lambda x: tf.io.parse_single_example(x, fs)).batch(8)
+
+def good():
+    return build_dataset(PipelineSpec.from_manifest(DATA, 8))
+
+def not_a_dataset():
+    return 3
+'''
+
+
+@pytest.fixture(scope="module")
+def script(data, tmp_path_factory):
+    p = tmp_path_factory.mktemp("script") / "train.py"
+    p.write_text(SCRIPT.format(data=data))
+    return str(p)
+
+
+@pytest.mark.parametrize("func,code,needles", [
+    ("bad", 1, ["map-before-batch:", "no-prefetch:"]),
+    ("good", 0, ["no findings"]),
+])
+def test_lint(script, capsys, func, code, needles):
+    assert main(["pipeline", "lint", f"{script}:{func}"]) == code
+    out = capsys.readouterr().out
+    for n in needles:
+        assert n in out
+
+
+@pytest.mark.parametrize("target,msg", [
+    ("nope.py:f", "no such file"),
+    ("{script}:missing", "no function 'missing'"),
+    ("{script}", "script.py:function"),
+    ("{script}:not_a_dataset", "not a tf.data.Dataset"),
+])
+def test_lint_errors(script, capsys, target, msg):
+    assert main(["pipeline", "lint", target.format(script=script)]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("tfpipe: error:") and msg in err

@@ -1,0 +1,188 @@
+"""PipelineSpec: validation table, from_manifest (local, plan entries, s3:// fetched to a local cache)."""
+from __future__ import annotations
+
+import os
+import uuid
+from types import SimpleNamespace as NS
+
+import pytest
+from hypothesis import given, strategies as st
+
+from converters.errors import TfpipeError
+from converters.manifest import read_manifest
+from converters.synthetic import libsvm_schema
+from pipeline.spec import PipelineSpec, _fetch_all, equal_steps, per_rank_records
+from pipeline_data import write_indexed_set
+
+SCHEMA = libsvm_schema(3)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("indexed")
+    write_indexed_set(d, 500)
+    return str(d)
+
+
+def _spec(**kw):
+    base = {"schema": SCHEMA, "batch_size": 8, "files": ("a",)}
+    return PipelineSpec(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"batch_size": 0}, "batch_size must be a positive integer, got 0"),
+    ({"batch_size": 2.5}, "got 2.5"),
+    ({"mode": "stream"}, "mode must be one of ('file', 'pipe'), got 'stream'"),
+    ({"files": ()}, "file mode needs at least one file"),
+    ({"mode": "pipe", "channel": None}, "pipe mode needs a channel name"),
+    ({"mode": "pipe", "channel": "a/b"}, "got 'a/b'"),
+    ({"mode": "pipe", "channel": "train", "cache": "memory"}, "cache must be auto or none, got 'memory'"),
+    ({"pipe_timeout": 0}, "pipe_timeout must be > 0 seconds, got 0"),
+    ({"compression": "zstd"}, "compression must be None or 'gzip', got 'zstd'"),
+    ({"shuffle_buffer": -1}, "shuffle_buffer must be >= 0, got -1"),
+    ({"seed": -3}, "got -3"),
+    ({"epochs": 0}, "epochs must be a positive integer or None (forever), got 0"),
+    ({"cache": "disk"}, "cache must be one of auto|memory|none|file:PATH, got 'disk'"),
+    ({"cache": "file:"}, "got 'file:'"),
+    ({"num_shards": 0}, "num_shards must be >= 1, got 0"),
+    ({"num_shards": 2, "shard_index": 2}, "shard_index must be in [0, 2), got 2"),
+    ({"steps": 0}, "steps must be a positive integer or None, got 0"),
+    ({"read": "fast"}, "read must be one of"),
+    ({"num_parallel_reads": 0}, "num_parallel_reads must be >= 1 or None, got 0"),
+    ({"prefetch": -1}, "prefetch must be >= 0 or None (AUTOTUNE), got -1"),
+    ({"output": "tuple"}, "output must be one of ('keras', 'dict'), got 'tuple'"),
+    ({"use_sagemaker_pipe": True}, "use_sagemaker_pipe=True needs mode='pipe'"),
+])
+def test_validation(kw, msg):
+    with pytest.raises(ValueError) as e:
+        _spec(**kw)
+    assert msg in str(e.value)
+
+
+def test_frozen():
+    s = _spec()
+    with pytest.raises(AttributeError):
+        s.batch_size = 3
+
+
+def test_from_manifest(data):
+    m = read_manifest(data)
+    s = PipelineSpec.from_manifest(os.path.join(data, "index.json"), 16, shuffle_buffer=10, seed=1)
+    assert s.files == tuple(m.shard_paths())
+    assert s.schema == m.schema and s.records == 500 and s.total_bytes == m.total_bytes
+    assert s.compression is None and s.record_bytes == pytest.approx(m.total_bytes / 500)
+
+
+def test_from_manifest_pipe_has_no_files(data):
+    s = PipelineSpec.from_manifest(data, 16, mode="pipe", channel="train")
+    assert s.files == () and s.records == 500
+
+
+def test_from_manifest_rejects_unknown_option(data):
+    with pytest.raises(TypeError):
+        PipelineSpec.from_manifest(data, 16, shufle_buffer=3)
+
+
+def test_missing_manifest(tmp_path):
+    with pytest.raises(TfpipeError, match="no manifest"):
+        PipelineSpec.from_manifest(str(tmp_path), 8)
+
+
+def test_plan_entry_files_and_unknown_file(data):
+    names = [s.name for s in read_manifest(data).shards]
+    entry = NS(rank=0, host="algo-1", local_rank=0, channel=None, files=tuple(names[:2]), shard=None, steps=4)
+    s = PipelineSpec.from_manifest(data, 8, plan=entry)
+    assert [os.path.basename(f) for f in s.files] == names[:2] and s.epoch_steps == 4
+    assert s.records == sum(x.records for x in read_manifest(data).shards[:2])
+    with pytest.raises(TfpipeError, match="not a shard of this manifest"):
+        PipelineSpec.from_manifest(data, 8, plan=NS(files=("nope.tfrecord",), shard=None, steps=1, channel=None))
+
+
+def test_plan_channel_for_pipe(data):
+    plan = NS(ranks=[NS(rank=r, host="algo-1", local_rank=r, channel=f"train_{r}", files=None, shard=None,
+                        steps=5) for r in range(2)])
+    s = PipelineSpec.from_manifest(data, 8, mode="pipe", plan=plan, rank=1)
+    assert s.channel == "train_1" and s.epoch_steps == 5
+    with pytest.raises(ValueError, match="no entry for rank 7"):
+        PipelineSpec.from_manifest(data, 8, plan=plan, rank=7)
+
+
+@given(records=st.integers(0, 10_000), n=st.integers(1, 64), b=st.integers(1, 512), drop=st.booleans())
+def test_equal_steps_fit_every_rank(records, n, b, drop):
+    counts = [per_rank_records(records, n, i) for i in range(n)]
+    assert sum(counts) == records and max(counts) - min(counts) <= 1
+    steps = equal_steps(records, n, b, drop)
+    for c in counts:       # every rank can produce `steps` batches
+        assert (c // b if drop else -(-c // b)) >= steps
+
+
+def test_fetch_all_uses_storage_and_skips_cached(data, tmp_path):
+    m = read_manifest(data)
+    by_name = {s.name: s for s in m.shards}
+    names = [s.name for s in m.shards]
+    out = _fetch_all(data, names, by_name, str(tmp_path / "c"))
+    assert [open(p, "rb").read() for p in out] == [open(p, "rb").read() for p in m.shard_paths()]
+    mtimes = [os.stat(p).st_mtime_ns for p in out]
+    _fetch_all(data, names, by_name, str(tmp_path / "c"))
+    assert [os.stat(p).st_mtime_ns for p in out] == mtimes
+
+
+def test_fetch_all_rejects_checksum_mismatch(data, tmp_path):
+    import dataclasses
+
+    m = read_manifest(data)
+    first = m.shards[0]
+    by_name = {first.name: dataclasses.replace(first, sha256="0" * 64)}
+    with pytest.raises(TfpipeError, match="manifest says"):
+        _fetch_all(data, [first.name], by_name, str(tmp_path / "c"))
+    assert not os.listdir(tmp_path / "c")
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    pytest.importorskip("boto3")
+    server_mod = pytest.importorskip("moto.server")
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+def test_s3_manifest_fetched_to_local_cache(data, moto_endpoint, monkeypatch, tmp_path):
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto_endpoint,
+                 "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    bucket = f"tfpipe-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    for name in sorted(os.listdir(data)):
+        client.upload_file(os.path.join(data, name), bucket, f"set/{name}")
+    url = f"s3://{bucket}/set"
+    s = PipelineSpec.from_manifest(url, 32, cache_dir=str(tmp_path / "cache"))
+    assert all(f.startswith(str(tmp_path / "cache")) for f in s.files)
+    from pipeline import build_dataset
+    from pipeline_data import labels_of
+
+    assert sorted(labels_of(build_dataset(s))) == list(range(500))
+
+
+def test_package_import_is_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, pipeline, pipeline.spec, pipeline.cli\n"
+            "from pipeline import PipelineSpec\n"
+            "print(sorted(m for m in ('tensorflow', 'numba', 'boto3') if m in sys.modules))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
