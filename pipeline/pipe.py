@@ -157,34 +157,19 @@ def iter_chunks(fd: int, *, name: str, compression: str | None = None, chunk_byt
     ``data[starts[k]:starts[k] + lengths[k]]``, CRC-checked; with ``num_shards > 1`` only the records whose
     index in the stream is ``shard_index`` modulo ``num_shards`` (the same records as ``shard(n, i)``).
     Raises IntegrityError naming ``name`` and the byte offset on damage or truncation."""
-    from converters._crc import CRC_TABLE
-    from converters.tfrecord import _MESSAGES, _TRUNCATED, _scan
+    from converters.tfrecord import iter_record_chunks
 
-    carry = b""
-    base = 0
     index = 0
-    for chunk in _raw_chunks(fd, chunk_bytes, compression, name):
-        data = carry + chunk if carry else chunk
-        buf = np.frombuffer(data, dtype=np.uint8)
-        starts = np.empty(len(data) // 16 + 1, dtype=np.int64)
-        count, end, code, epos = _scan(CRC_TABLE, buf, len(data), starts, starts.shape[0])
-        if code:
-            raise IntegrityError(f"{name}: {_MESSAGES[int(code)]} at byte {base + int(epos)}")
-        if count:
-            starts = starts[:count]
-            lengths = np.empty(count, dtype=np.int64)
-            lengths[:-1] = starts[1:] - starts[:-1] - 16
-            lengths[-1] = end - starts[-1] - 4
-            if num_shards > 1:
-                keep = (np.arange(index, index + count) % num_shards) == shard_index
-                starts, lengths = starts[keep], lengths[keep]
-            index += count
-            if starts.shape[0]:
-                yield (data[:end] if end < len(data) else data), starts, lengths
-        carry = data[end:]
-        base += end
-    if carry:
-        raise IntegrityError(f"{name}: {_MESSAGES[_TRUNCATED]} at byte {base}")
+    for chunk in iter_record_chunks(_raw_chunks(fd, chunk_bytes, compression, name), name=name):
+        starts, lengths = chunk.starts, chunk.lengths
+        count = starts.shape[0]
+        if num_shards > 1:
+            keep = (np.arange(index, index + count) % num_shards) == shard_index
+            starts, lengths = starts[keep], lengths[keep]
+        index += count
+        if starts.shape[0]:
+            data = chunk.data
+            yield (data[:chunk.end] if chunk.end < len(data) else data), starts, lengths
 
 
 class _EpochReader:
