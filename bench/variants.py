@@ -36,7 +36,9 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import tempfile
+import weakref
 import time
 from typing import Any, Callable
 
@@ -147,12 +149,18 @@ def pipe(manifest_path: str, batch_size: int, **kw: Any):
 
     epochs = kw.pop("epochs", 1)
     channel = kw.pop("channel", "train")
-    pipe_dir = kw.pop("pipe_dir", None) or tempfile.mkdtemp(prefix="tfpipe-bench-pipe-")
+    pipe_dir = kw.pop("pipe_dir", None)
+    own_dir = pipe_dir is None
+    if own_dir:
+        pipe_dir = tempfile.mkdtemp(prefix="tfpipe-bench-pipe-")
     files = _manifest(manifest_path).files
     simulate_channel(pipe_dir, channel, list(files), epochs=epochs)
     spec = PipelineSpec.from_manifest(manifest_path, batch_size, mode="pipe", channel=channel, pipe_dir=pipe_dir,
                                       epochs=epochs, pipe_timeout=kw.pop("pipe_timeout", 60.0), **kw)
-    return build_dataset(spec)
+    ds = build_dataset(spec)
+    if own_dir:  # remove the FIFO directory with the dataset (or at exit)
+        weakref.finalize(ds, shutil.rmtree, pipe_dir, True)
+    return ds
 
 
 def shuffle(manifest_path: str, batch_size: int, **kw: Any):
