@@ -1,10 +1,11 @@
 """``tfpipe convert libsvm`` and ``tfpipe quickstart``."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
+
+from .cli_types import nonneg_int, positive_int, size
 
 __all__ = ["register", "QUICKSTART_MARKER"]
 
@@ -19,11 +20,11 @@ def register(convert_sub, top_sub) -> None:
                     "values[field_size]. Output is byte-identical whatever --workers is.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="LibSVM files, directories or globs")
     p.add_argument("--out", required=True, help="output directory (must be empty unless --overwrite)")
-    p.add_argument("--field-size", type=_positive_int, required=True, metavar="N",
+    p.add_argument("--field-size", type=positive_int, required=True, metavar="N",
                    help="index:value pairs per line (39 for Criteo)")
-    p.add_argument("--shard-size", type=_size, default=None, metavar="SIZE",
+    p.add_argument("--shard-size", type=size, default=None, metavar="SIZE",
                    help="target shard size, e.g. 256MiB, 1GiB or bytes (default 1GiB)")
-    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="parser processes (default: all cores)")
     p.add_argument("--index-base", choices=("auto", "0", "1"), default="auto",
                    help="index base of the input; auto: zero-based if any index 0 appears in any input "
@@ -33,7 +34,7 @@ def register(convert_sub, top_sub) -> None:
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                    help="bad line: stop with an error naming file:line (default), or skip and count it")
     p.add_argument("--allow-nonfinite", action="store_true", help="accept nan/inf labels and values")
-    p.add_argument("--max-index", type=_nonneg_int, default=None, metavar="N",
+    p.add_argument("--max-index", type=nonneg_int, default=None, metavar="N",
                    help="reject indices above N (as written in the file)")
     p.add_argument("--compression", choices=("none", "gzip"), default="none", help="shard compression")
     p.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out")
@@ -51,42 +52,16 @@ def register(convert_sub, top_sub) -> None:
                     "prints where everything is.")
     q.add_argument("--out", default="quickstart-out", help="directory for the sample and the shards "
                                                            "(default ./quickstart-out)")
-    q.add_argument("--lines", type=_positive_int, default=20_000, help="sample lines (default 20000)")
+    q.add_argument("--lines", type=positive_int, default=20_000, help="sample lines (default 20000)")
     q.add_argument("--overwrite", action="store_true",
                    help="replace a non-empty --out that quickstart did not create")
     q.set_defaults(func=_cmd_quickstart)
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return v
 
 
-def _nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {s!r}")
-    return v
 
 
-def _size(s: str) -> int:
-    from .units import parse_size
-
-    try:
-        v = parse_size(s)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"shard size must be positive, got {s!r}")
-    return v
 
 
 def _cmd_convert(args) -> int:

@@ -1,9 +1,10 @@
 """``tfpipe convert text`` and ``tfpipe tokenizer train``."""
 from __future__ import annotations
 
-import argparse
 import sys
 import time
+
+from .cli_types import names, positive_int, size
 
 __all__ = ["register"]
 
@@ -18,16 +19,16 @@ def register(convert_sub, top_sub) -> None:
                     "window. Output is byte-identical whatever --workers is.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, directories or globs")
     p.add_argument("--out", required=True, help="output directory or s3:// prefix (must be empty unless --overwrite)")
-    p.add_argument("--seq-len", type=_positive_int, required=True, metavar="N",
+    p.add_argument("--seq-len", type=positive_int, required=True, metavar="N",
                    help="sequence length; every record holds N+1 token ids")
-    p.add_argument("--shard-size", type=_size, default=None, metavar="SIZE",
+    p.add_argument("--shard-size", type=size, default=None, metavar="SIZE",
                    help="target shard size, e.g. 256MiB, 1GiB or bytes (default 1GiB)")
-    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="tokenizer threads / batches in flight (default: all cores)")
     p.add_argument("--text-key", default="text", help="JSON field or parquet column of the text (default text)")
-    p.add_argument("--include-subsets", type=_names, default=None, metavar="A,B",
+    p.add_argument("--include-subsets", type=names, default=None, metavar="A,B",
                    help="keep only documents whose meta.pile_set_name is in this comma list")
-    p.add_argument("--exclude-subsets", type=_names, default=None, metavar="A,B",
+    p.add_argument("--exclude-subsets", type=names, default=None, metavar="A,B",
                    help="drop documents whose meta.pile_set_name is in this comma list")
     p.add_argument("--tokenizer", default="byte", metavar="{byte|PATH}",
                    help="'byte' (UTF-8 bytes + EOD id 256, the offline default) or a Hugging Face tokenizer.json")
@@ -59,42 +60,22 @@ def register(convert_sub, top_sub) -> None:
                     "documents of INPUT (same formats as 'convert text'); <|endoftext|> is its "
                     "end-of-document token. Use the result with 'convert text --tokenizer PATH'.")
     tr.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, directories or globs")
-    tr.add_argument("--vocab-size", type=_positive_int, required=True, metavar="N", help="vocabulary size")
+    tr.add_argument("--vocab-size", type=positive_int, required=True, metavar="N", help="vocabulary size")
     tr.add_argument("--out", required=True, help="tokenizer.json to write")
     tr.add_argument("--text-key", default="text", help="JSON field or parquet column of the text (default text)")
-    tr.add_argument("--max-chars", type=_positive_int, default=None, metavar="N",
+    tr.add_argument("--max-chars", type=positive_int, default=None, metavar="N",
                     help="train on the first N characters of text only (a sample)")
-    tr.add_argument("--min-frequency", type=_positive_int, default=2, metavar="N",
+    tr.add_argument("--min-frequency", type=positive_int, default=2, metavar="N",
                     help="minimum pair frequency for a merge (default 2)")
     tr.add_argument("--eod-token", default="<|endoftext|>", help="end-of-document special token")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     tr.set_defaults(func=_cmd_train)
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return v
 
 
-def _size(s: str) -> int:
-    from .units import parse_size
-
-    try:
-        return parse_size(s)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _names(s: str) -> list[str]:
-    names = [n.strip() for n in s.split(",") if n.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of subset names, got {s!r}")
-    return names
 
 
 def _cmd_convert(args) -> int:

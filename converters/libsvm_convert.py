@@ -27,6 +27,7 @@ import numpy as np
 from .errors import InputError
 from .manifest import MAX_EXAMPLES, InputStats, Manifest
 from .sources import compression_of, expand_inputs, iter_blocks
+from .system import cpu_count
 from .units import DEFAULT_SHARD_BYTES
 
 __all__ = ["ConvertOptions", "convert_libsvm", "resolve_index_base", "read_range", "DEFAULT_BLOCK_BYTES"]
@@ -145,7 +146,7 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
     opts = ConvertOptions(field_size, shard_size, index_base, pad, truncate, on_error, allow_nonfinite, max_index,
                           compression, prefix, label_key, ids_key, values_key)
     if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = cpu_count()
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     if not isinstance(block_size, int) or block_size < 1:

@@ -25,6 +25,7 @@ from .shards import ShardSetWriter
 from .sources import expand_inputs
 from .text import DEFAULT_BATCH_CHARS, INPUT_SUFFIXES, DocBatch, ReadOptions, format_of, iter_documents
 from .tokenizers import load_tokenizer
+from .system import cpu_count
 from .units import DEFAULT_SHARD_BYTES
 
 __all__ = ["TextConvertOptions", "convert_text", "text_schema", "FEATURE"]
@@ -119,7 +120,7 @@ def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_s
         no_cross_doc=no_cross_doc, pad_last=pad_last, mask_name=mask_name, txt_mode=txt_mode,
         on_error=on_error, shard_size=int(shard_size), compression=compression, prefix=prefix)
     if workers is None:
-        workers = min(os.cpu_count() or 1, 16)
+        workers = min(cpu_count(), 16)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     if isinstance(inputs, (str, os.PathLike)):

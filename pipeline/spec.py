@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from converters.errors import TfpipeError
+from converters.system import cpu_count
 
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
     from converters.examples import Schema
@@ -31,16 +32,6 @@ DEFAULT_PIPE_DIR = "/opt/ml/input/data"
 DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
 DEFAULT_BUFFER_BYTES = 8 << 20         # 8 MiB TFRecordDataset read buffer
 
-
-def cpu_count() -> int:
-    """vCPUs available to this process: ``SM_NUM_CPUS`` on SageMaker, else the affinity mask."""
-    env = os.environ.get("SM_NUM_CPUS")
-    if env and env.strip().isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def default_cache_dir(url: str) -> str:

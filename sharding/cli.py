@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from converters.cli_types import positive_int, size
+
 __all__ = ["register"]
 
 
@@ -15,26 +17,8 @@ def _endpoint(p: argparse.ArgumentParser) -> None:
                    help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL, else AWS S3)")
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
 
 
-def _size(text: str) -> int:
-    from converters.units import parse_size
-
-    try:
-        v = parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
-    return v
 
 
 def register(sub) -> None:
@@ -48,10 +32,10 @@ def register(sub) -> None:
                                     "no shard; --s3-sharded alone: shard(wph, local_rank); neither: "
                                     "shard(world, rank) (Pipe or --record-sharding) or per-rank files (File mode).")
     p.add_argument("path", help="shard-set directory (or its index.json), local or s3://")
-    p.add_argument("--hosts", type=_positive, default=None, help="number of hosts (default: from the environment)")
-    p.add_argument("--workers-per-host", type=_positive, default=None,
+    p.add_argument("--hosts", type=positive_int, default=None, help="number of hosts (default: from the environment)")
+    p.add_argument("--workers-per-host", type=positive_int, default=None,
                    help="data-parallel workers per host, e.g. GPUs (default: from the environment, else 1)")
-    p.add_argument("--batch-size", type=_positive, required=True, help="batch size per worker")
+    p.add_argument("--batch-size", type=positive_int, required=True, help="batch size per worker")
     p.add_argument("--pipe", action="store_true", help="SageMaker Pipe mode (default: File, or the channel's mode)")
     p.add_argument("--s3-sharded", action="store_true", help="S3DistributionType ShardedByS3Key")
     p.add_argument("--channel-per-worker", action="store_true", help="one input channel per worker (multi-path)")
@@ -72,8 +56,8 @@ def register(sub) -> None:
     p.add_argument("path", help="source shard set (directory or index.json), local or s3://")
     p.add_argument("--out", required=True, help="output directory or s3://bucket/prefix (must be empty)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--num-shards", type=_positive, help="exact number of shards, record-balanced")
-    g.add_argument("--shard-size", type=_size, help="target shard size, e.g. 256MiB")
+    g.add_argument("--num-shards", type=positive_int, help="exact number of shards, record-balanced")
+    g.add_argument("--shard-size", type=size, help="target shard size, e.g. 256MiB")
     p.add_argument("--compression", choices=("same", "none", "gzip"), default="same",
                    help="output compression (default: same as the source)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing shard set at --out")
