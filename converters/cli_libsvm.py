@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from .cli_types import nonneg_int, positive_int, size
+from .cli_types import add_shard_output_options, nonneg_int, positive_int
 
 __all__ = ["register", "QUICKSTART_MARKER"]
 
@@ -22,8 +22,6 @@ def register(convert_sub, top_sub) -> None:
     p.add_argument("--out", required=True, help="output directory (must be empty unless --overwrite)")
     p.add_argument("--field-size", type=positive_int, required=True, metavar="N",
                    help="index:value pairs per line (39 for Criteo)")
-    p.add_argument("--shard-size", type=size, default=None, metavar="SIZE",
-                   help="target shard size, e.g. 256MiB, 1GiB or bytes (default 1GiB)")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="parser processes (default: all cores)")
     p.add_argument("--index-base", choices=("auto", "0", "1"), default="auto",
@@ -31,18 +29,13 @@ def register(convert_sub, top_sub) -> None:
                         "(one pre-pass over all inputs), else one-based (default auto)")
     p.add_argument("--pad", action="store_true", help="pad lines with fewer pairs (id 0, value 0)")
     p.add_argument("--truncate", action="store_true", help="keep the first field-size pairs of longer lines")
-    p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
-                   help="bad line: stop with an error naming file:line (default), or skip and count it")
     p.add_argument("--allow-nonfinite", action="store_true", help="accept nan/inf labels and values")
     p.add_argument("--max-index", type=nonneg_int, default=None, metavar="N",
                    help="reject indices above N (as written in the file)")
-    p.add_argument("--compression", choices=("none", "gzip"), default="none", help="shard compression")
-    p.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out")
-    p.add_argument("--prefix", default="train", help="shard name prefix (default train)")
     p.add_argument("--label-key", default="label", help="feature name of the label (default label)")
     p.add_argument("--ids-key", default="ids", help="feature name of the ids (default ids)")
     p.add_argument("--values-key", default="values", help="feature name of the values (default values)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_shard_output_options(p, record="line")
     p.set_defaults(func=_cmd_convert)
 
     q = top_sub.add_parser(

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .cli_types import names, positive_int, size
+from .cli_types import add_shard_output_options, names, positive_int
 
 __all__ = ["register"]
 
@@ -21,8 +21,6 @@ def register(convert_sub, top_sub) -> None:
     p.add_argument("--out", required=True, help="output directory or s3:// prefix (must be empty unless --overwrite)")
     p.add_argument("--seq-len", type=positive_int, required=True, metavar="N",
                    help="sequence length; every record holds N+1 token ids")
-    p.add_argument("--shard-size", type=size, default=None, metavar="SIZE",
-                   help="target shard size, e.g. 256MiB, 1GiB or bytes (default 1GiB)")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="tokenizer threads / batches in flight (default: all cores)")
     p.add_argument("--text-key", default="text", help="JSON field or parquet column of the text (default text)")
@@ -43,12 +41,7 @@ def register(convert_sub, top_sub) -> None:
                    help="name of the mask feature in padded modes (default loss_mask)")
     p.add_argument("--txt-mode", choices=("block", "file"), default="block",
                    help=".txt inputs: one document per blank-line-separated block (default) or per file")
-    p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
-                   help="bad record: stop with an error naming file:line (default), or skip and count it")
-    p.add_argument("--compression", choices=("none", "gzip"), default="none", help="shard compression")
-    p.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out")
-    p.add_argument("--prefix", default="train", help="shard name prefix (default train)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_shard_output_options(p, record="record")
     p.set_defaults(func=_cmd_convert)
 
     t = top_sub.add_parser("tokenizer", help="tokenizer tools: train a byte-level BPE tokenizer.json")
