@@ -319,8 +319,21 @@ def _tasks(paths: list[str], block_size: int):
                 yield path, _work, (block, 1)
 
 
+def _start_method() -> str:
+    """``fork`` (workers start warm, kernels already loaded) unless this process runs other threads (a trainer
+    with TensorFlow loaded, say): forking a multi-threaded process can deadlock the child, so then
+    ``forkserver`` (or ``spawn`` where there is no fork at all)."""
+    import multiprocessing as mp
+    import threading
+
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1 and "tensorflow" not in sys.modules:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
 class _Pool:
-    """Worker processes (forked after the kernels are loaded, so they start warm)."""
+    """Worker processes (forked after the kernels are loaded, so they start warm, where that is safe)."""
 
     def __init__(self, workers: int, popts, keys):
         import multiprocessing as mp
@@ -331,7 +344,7 @@ class _Pool:
         from .libsvm import has_zero_index
 
         has_zero_index(warm)
-        ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        ctx = mp.get_context(_start_method())
         self.workers = workers
         self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 

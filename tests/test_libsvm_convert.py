@@ -345,3 +345,26 @@ def test_memory_scales_with_block_size_not_input_size(tmp_path):
     assert rss_large < 1 << 30
     assert rss_large - rss_small < 24 << 20        # 4x the input: about the same peak
     assert rss_big_block - rss_small > 24 << 20    # 16x the block: a visibly larger peak
+
+
+def test_workers_in_a_multithreaded_process_use_forkserver_and_match(criteo_file, tmp_path):
+    """A trainer process with threads running (TensorFlow, say) must not fork: forkserver gives the same bytes."""
+    script = textwrap.dedent("""
+        import sys, threading
+        from converters.libsvm_convert import _start_method, convert_libsvm
+        assert _start_method() == "fork", _start_method()
+        stop = threading.Event()
+        t = threading.Thread(target=stop.wait, daemon=True)
+        t.start()
+        print(_start_method())
+        m = convert_libsvm([sys.argv[1]], sys.argv[2], field_size=39, workers=2, block_size=1 << 16)
+        stop.set()
+        print(" ".join(s.sha256 for s in m.shards))
+    """)
+    r = subprocess.run([sys.executable, "-c", script, criteo_file, str(tmp_path / "fs")], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    method, shas = r.stdout.split("\n")[:2]
+    assert method == "forkserver"
+    ref = convert_libsvm([criteo_file], str(tmp_path / "ref"), field_size=39, workers=1)
+    assert shas.split() == [s.sha256 for s in ref.shards]
