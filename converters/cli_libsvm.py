@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from .cli_types import add_shard_output_options, nonneg_int, positive_int
+from .cli_types import add_shard_output_options, print_skips, nonneg_int, positive_int
 
 __all__ = ["register", "QUICKSTART_MARKER"]
 
@@ -59,6 +59,7 @@ def register(convert_sub, top_sub) -> None:
 
 def _cmd_convert(args) -> int:
     from .libsvm_convert import convert_libsvm
+    from .storage import is_s3
     from .units import DEFAULT_SHARD_BYTES, format_size
 
     start = time.perf_counter()
@@ -74,21 +75,14 @@ def _cmd_convert(args) -> int:
     read = sum(i.records_read for i in m.inputs)
     blank = sum(i.blank_lines for i in m.inputs)
     skipped = m.skipped
-    if skipped:
-        print(f"tfpipe: skipped {sum(skipped.values()):,} bad line(s): "
-              + ", ".join(f"{k} {v:,}" for k, v in skipped.items()), file=sys.stderr)
-        shown = 0
-        for i in m.inputs:
-            for ex in i.examples:
-                if shown < 10:
-                    print(f"  {ex}", file=sys.stderr)
-                    shown += 1
+    print_skips(m, "line")
     print(f"converted {len(m.inputs)} input(s): {read:,} records read, {m.records:,} written, "
           f"{sum(skipped.values()):,} skipped, {blank:,} blank/comment lines "
           f"(index base {m.options.get('index_base_used')})")
+    where = m.location if is_s3(m.location) else os.path.abspath(m.location)
     print(f"wrote {len(m.shards)} shard(s), {format_size(m.total_bytes)}"
-          f"{' GZIP' if m.compression else ''}, in {secs:.1f}s -> {os.path.abspath(args.out)}")
-    print(f"manifest {os.path.join(os.path.abspath(args.out), 'index.json')}")
+          f"{' GZIP' if m.compression else ''}, in {secs:.1f}s -> {where}")
+    print(f"manifest {where.rstrip('/')}/index.json")
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .cli_types import add_shard_output_options, names, positive_int
+from .cli_types import add_shard_output_options, print_skips, names, positive_int
 
 __all__ = ["register"]
 
@@ -88,16 +88,7 @@ def _cmd_convert(args) -> int:
     x = m.extra
     read = sum(i.records_read for i in m.inputs)
     skipped = m.skipped
-    errors = {k: v for k, v in skipped.items() if k not in ("empty_text", "subset_filtered")}
-    if errors:
-        print(f"tfpipe: skipped {sum(errors.values()):,} bad record(s): "
-              + ", ".join(f"{k} {v:,}" for k, v in errors.items()), file=sys.stderr)
-        shown = 0
-        for i in m.inputs:
-            for ex in i.examples:
-                if shown < 10 and "empty_text" not in ex:
-                    print(f"  {ex}", file=sys.stderr)
-                    shown += 1
+    print_skips(m, "record", ignore=("empty_text", "subset_filtered"))
     print(f"converted {len(m.inputs)} input(s): {read:,} documents read, {x['documents']:,} tokenized, "
           f"{sum(skipped.values()):,} skipped"
           + (f" ({', '.join(f'{k} {v:,}' for k, v in skipped.items())})" if skipped else ""))

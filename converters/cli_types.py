@@ -1,9 +1,11 @@
-"""argparse ``type=`` converters shared by every ``tfpipe`` subcommand (bad values become usage errors)."""
+"""Pieces shared by the ``tfpipe`` subcommands: argparse ``type=`` converters (bad values become usage errors),
+the converters' common options, and the skipped-records summary."""
 from __future__ import annotations
 
 import argparse
+import sys
 
-__all__ = ["positive_int", "nonneg_int", "size", "names", "add_shard_output_options"]
+__all__ = ["positive_int", "nonneg_int", "size", "names", "add_shard_output_options", "print_skips"]
 
 
 def _int(s: str, *, minimum: int, what: str) -> int:
@@ -52,3 +54,16 @@ def add_shard_output_options(p: argparse.ArgumentParser, *, record: str = "line"
     p.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out")
     p.add_argument("--prefix", default="train", help="shard name prefix (default train)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def print_skips(manifest, noun: str, *, ignore: tuple[str, ...] = (), examples: int = 10) -> None:
+    """On stderr: skipped records by reason (reasons in ``ignore`` are routine, not bad input) and the first
+    ``examples`` of them as ``file:line: reason: ...``."""
+    bad = {k: v for k, v in manifest.skipped.items() if k not in ignore}
+    if not bad:
+        return
+    print(f"tfpipe: skipped {sum(bad.values()):,} bad {noun}(s): " + ", ".join(f"{k} {v:,}" for k, v in bad.items()),
+          file=sys.stderr)
+    shown = [ex for i in manifest.inputs for ex in i.examples if not any(r in ex for r in ignore)]
+    for ex in shown[:examples]:
+        print(f"  {ex}", file=sys.stderr)
