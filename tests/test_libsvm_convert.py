@@ -21,6 +21,7 @@ from converters.manifest import MANIFEST_NAME, read_manifest
 from converters.naming import ShardName
 from converters.synthetic import criteo_arrays, criteo_lines
 from converters.verify import verify
+from tfread import read_back
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,21 +33,6 @@ def criteo_file(tmp_path_factory):
     return p
 
 
-def read_back(manifest, field_size, keys=("label", "ids", "values")):
-    import tensorflow as tf
-
-    lk, ik, vk = keys
-    feats = {lk: tf.io.FixedLenFeature([], tf.float32), ik: tf.io.FixedLenFeature([field_size], tf.int64),
-             vk: tf.io.FixedLenFeature([field_size], tf.float32)}
-    ds = tf.data.TFRecordDataset(manifest.shard_paths(), compression_type="GZIP" if manifest.compression else "")
-    ds = ds.batch(512).map(lambda x: tf.io.parse_example(x, feats))
-    out = {k: [] for k in feats}
-    for b in ds:
-        for k in feats:
-            out[k].append(b[k].numpy())
-    return {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
-
-
 def dir_bytes(path):
     return {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
 
@@ -56,7 +42,7 @@ def dir_bytes(path):
 def test_round_trip_through_tensorflow(criteo_file, tmp_path):
     m = convert_libsvm(criteo_file, tmp_path / "out", field_size=39, shard_size=200_000, workers=1)
     a = criteo_arrays(3000, seed=0)
-    got = read_back(m, 39)
+    got = read_back(m)
     assert np.array_equal(got["label"], a["label"])
     assert np.array_equal(got["ids"], a["ids"])
     assert np.array_equal(got["values"].view(np.uint32), a["values"].view(np.uint32))
@@ -78,7 +64,7 @@ def test_edge_cases_equal_sklearn_through_tensorflow(tmp_path):
     m = convert_libsvm(p, tmp_path / "out", field_size=3, workers=1, label_key="y", ids_key="i",
                        values_key="v")
     X, y = load_svmlight_file(str(p), dtype=np.float64)  # index base 'auto' in both
-    got = read_back(m, 3, keys=("y", "i", "v"))
+    got = read_back(m)
     assert np.array_equal(got["y"].view(np.uint32), y.astype(np.float32).view(np.uint32))
     assert np.array_equal(got["i"].ravel(), X.indices)
     assert np.array_equal(got["v"].ravel().view(np.uint32), X.data.astype(np.float32).view(np.uint32))
@@ -110,7 +96,7 @@ def test_gzip_shards(criteo_file, tmp_path):
     m = convert_libsvm(criteo_file, tmp_path / "gz", field_size=39, compression="gzip", workers=1,
                        shard_size=300_000)
     assert all(s.name.endswith(".tfrecord.gz") for s in m.shards)
-    assert np.array_equal(read_back(m, 39)["ids"], criteo_arrays(3000, seed=0)["ids"])
+    assert np.array_equal(read_back(m)["ids"], criteo_arrays(3000, seed=0)["ids"])
     assert verify(str(tmp_path / "gz")).records == 3000
 
 
@@ -127,8 +113,8 @@ def test_compressed_inputs_give_the_same_shards(criteo_file, tmp_path):
     plain = convert_libsvm([criteo_file] * 1, tmp_path / "plain", field_size=39, workers=1)
     assert m.records == 9000
     assert [i.records_written for i in m.inputs] == [3000, 3000, 3000]
-    got = read_back(m, 39)
-    want = read_back(plain, 39)
+    got = read_back(m)
+    want = read_back(plain)
     for k in got:
         assert np.array_equal(got[k], np.concatenate([want[k]] * 3))
 
@@ -165,10 +151,10 @@ def test_index_base_auto_is_decided_over_all_inputs(tmp_path):
     (tmp_path / "b.txt").write_bytes(b"0 0:1 5:1\n")
     m = convert_libsvm([tmp_path / "a.txt", tmp_path / "b.txt"], tmp_path / "o", field_size=2, workers=1)
     assert m.options["index_base"] == "auto" and m.options["index_base_used"] == 0
-    assert read_back(m, 2)["ids"].tolist() == [[1, 2]] * 3 + [[0, 5]]
+    assert read_back(m)["ids"].tolist() == [[1, 2]] * 3 + [[0, 5]]
     m1 = convert_libsvm(tmp_path / "a.txt", tmp_path / "o1", field_size=2, workers=1)
     assert m1.options["index_base_used"] == 1
-    assert read_back(m1, 2)["ids"].tolist() == [[0, 1]] * 3
+    assert read_back(m1)["ids"].tolist() == [[0, 1]] * 3
 
 
 @pytest.mark.parametrize("kw", [
@@ -185,7 +171,7 @@ def test_pad_and_truncate(tmp_path):
     p = tmp_path / "x.txt"
     p.write_bytes(b"1 1:1\n0 1:1 2:2 3:3 4:4\n1 1:5 2:6\n")
     m = convert_libsvm(p, tmp_path / "o", field_size=2, pad=True, truncate=True, workers=1)
-    got = read_back(m, 2)
+    got = read_back(m)
     assert got["ids"].tolist() == [[0, 0], [0, 1], [0, 1]]
     assert got["values"].tolist() == [[1, 0], [1, 2], [5, 6]]
     with pytest.raises(InputError, match=r"x.txt:1: pair_count"):
@@ -232,7 +218,7 @@ def test_skip_counts_every_bad_line(tmp_path, workers):
     assert m.skipped == {"bad_label": 1, "bad_value": 30, "index_zero": 1, "nonfinite": 1, "unsorted_index": 1}
     for s in m.inputs:
         assert s.records_read == s.records_written + s.records_skipped
-    assert m.records == 102 == len(read_back(m, 2)["label"])
+    assert m.records == 102 == len(read_back(m)["label"])
     stored = json.loads((tmp_path / "out" / MANIFEST_NAME).read_text())
     assert stored["skipped"]["bad_value"] == 30
 

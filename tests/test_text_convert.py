@@ -18,6 +18,7 @@ from converters.text_convert import TextConvertOptions, convert_text
 from converters.text_synthetic import pile_documents, write_pile_jsonl
 from converters.tokenizers import load_tokenizer, train_bpe
 from converters.verify import verify
+from tfread import read_back
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,21 +37,6 @@ def bpe(corpus, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("tok") / "tokenizer.json")
     train_bpe(corpus[0], 700, out)
     return out
-
-
-def read_back(m):
-    """All windows (and masks) of a shard set, in order, parsed by real TensorFlow."""
-    import tensorflow as tf
-
-    w = m.extra["seq_len"] + 1
-    feats = {f.name: tf.io.FixedLenFeature([w], tf.int64) for f in m.schema.features}
-    ds = tf.data.TFRecordDataset(m.shard_paths(), compression_type="GZIP" if m.compression else "")
-    ds = ds.batch(256).map(lambda x: tf.io.parse_example(x, feats))
-    out = {k: [] for k in feats}
-    for batch in ds:
-        for k in feats:
-            out[k].append(batch[k].numpy())
-    return {k: (np.concatenate(v) if v else np.zeros((0, w), np.int64)) for k, v in out.items()}
 
 
 def test_byte_tokenizer_lossless_end_to_end(corpus, tmp_path):
