@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Iterator
 
@@ -27,6 +26,7 @@ import numpy as np
 from .errors import InputError
 from .manifest import MAX_EXAMPLES, InputStats, Manifest
 from .sources import compression_of, expand_inputs, iter_blocks
+from .ordered import ordered_map
 from .system import cpu_count
 from .units import DEFAULT_SHARD_BYTES
 
@@ -386,25 +386,15 @@ def _run(paths, popts, keys, pool: _Pool | None, block_size, stop_on_bad):
         return
     from .libsvm import BadLine
 
-    max_inflight = 2 * pool.workers
-    pending: deque = deque()
     next_line = {p: 1 for p in paths}
 
-    def finish(path, fut):
-        res = fut.result()
+    def submit(task):
+        _, fn, args = task
+        return pool.executor.submit(fn, *args, popts, keys, stop_on_bad)
+
+    for (path, _, _), res in ordered_map(submit, _tasks(paths, block_size), 2 * pool.workers):
         first = next_line[path]
         next_line[path] = first + res.lines
         if first != 1:
             res.bad = [BadLine(b.line + first - 1, b.reason, b.token) for b in res.bad]
-        return path, first, res
-
-    try:
-        for path, fn, args in _tasks(paths, block_size):
-            pending.append((path, pool.executor.submit(fn, *args, popts, keys, stop_on_bad)))
-            if len(pending) >= max_inflight:
-                yield finish(*pending.popleft())
-        while pending:
-            yield finish(*pending.popleft())
-    finally:
-        for _, fut in pending:
-            fut.cancel()
+        yield path, first, res

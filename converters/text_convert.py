@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator, Sequence
@@ -25,6 +24,7 @@ from .shards import ShardSetWriter
 from .sources import expand_inputs
 from .text import DEFAULT_BATCH_CHARS, INPUT_SUFFIXES, DocBatch, ReadOptions, format_of, iter_documents
 from .tokenizers import load_tokenizer
+from .ordered import ordered_map
 from .system import cpu_count
 from .units import DEFAULT_SHARD_BYTES
 
@@ -83,19 +83,6 @@ def text_schema(seq_len: int, mask_name: str | None = None) -> Schema:
     if mask_name:
         feats.append(FeatureSpec(mask_name, "int64", (seq_len + 1,)))
     return Schema(tuple(feats))
-
-
-def _ordered_map(pool: ThreadPoolExecutor, fn, items: Iterable, inflight: int) -> Iterator:
-    """``(item, fn(item))`` in input order with at most ``inflight`` calls pending."""
-    pending: deque = deque()
-    for item in items:
-        pending.append((item, pool.submit(fn, item)))
-        if len(pending) >= inflight:
-            it, fut = pending.popleft()
-            yield it, fut.result()
-    while pending:
-        it, fut = pending.popleft()
-        yield it, fut.result()
 
 
 def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_size: int = DEFAULT_SHARD_BYTES,
@@ -169,7 +156,7 @@ def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_s
         with ShardSetWriter(out, prefix=opts.prefix, shard_bytes=opts.shard_size, compression=opts.compression,
                             overwrite=overwrite) as writer, \
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tfpipe-tok") as pool:
-            for batch, (ids, lengths) in _ordered_map(pool, encode, batches(), inflight=2 * workers):
+            for batch, (ids, lengths) in ordered_map(lambda b: pool.submit(encode, b), batches(), 2 * workers):
                 if batch.texts:
                     _count_subsets(batch.subsets, lengths, subset_docs, subset_tokens)
                     write(writer, packer.add(ids, lengths))
