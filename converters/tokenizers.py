@@ -7,7 +7,6 @@ appends them. Nothing here touches the network.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import os
@@ -16,6 +15,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .digest import file_digest
 from .errors import TfpipeError
 
 __all__ = ["TokenizerInfo", "ByteTokenizer", "HFTokenizer", "load_tokenizer", "train_bpe", "BUILTIN",
@@ -73,14 +73,6 @@ class ByteTokenizer:
         return bytes(np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, dtype=np.uint8)).decode("utf-8")
 
 
-def _sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 class HFTokenizer:
     """A Hugging Face ``tokenizer.json`` run by the ``tokenizers`` library (batch encoding in Rust, which
     releases the GIL and parallelizes over the batch). Special tokens of the tokenizer's post-processor
@@ -113,7 +105,7 @@ class HFTokenizer:
                 "pass one it has with --eod-token")
         self.eod_id = int(eod)
         self.name = f"hf:{os.path.basename(self.path)}"
-        self._sha = _sha256_file(self.path)
+        self._sha = file_digest(self.path)[1]
         self._fast = hasattr(self._tok, "encode_batch_fast")
 
     @property

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from converters.digest import file_digest
 from converters.errors import TfpipeError
 from converters.system import cpu_count
 
@@ -267,18 +268,6 @@ def _shard_name(f: str, by_name: dict) -> str:
     return name
 
 
-def _size_sha256(path: str) -> tuple[int, str]:
-    sha = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(8 << 20)
-            if not block:
-                return size, sha.hexdigest()
-            sha.update(block)
-            size += len(block)
-
-
 def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> list[str]:
     """Fetch shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest (files
     already there with the manifest's size are reused)."""
@@ -293,7 +282,7 @@ def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> li
             tmp = local + ".part"
             log.info("fetching %s/%s -> %s", base.rstrip("/"), name, local)
             storage.fetch(name, tmp)
-            size, digest = _size_sha256(tmp)
+            size, digest = file_digest(tmp)
             want = by_name[name]
             if size != want.bytes or digest != want.sha256:
                 os.unlink(tmp)

@@ -7,13 +7,13 @@ checked against the manifest's byte count and sha256, renamed, then the manifest
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import shutil
 import tempfile
 from typing import Callable
 
+from converters.digest import file_digest
 from converters.errors import IntegrityError, TfpipeError
 from converters.manifest import MANIFEST_NAME, Manifest, read_manifest_raw
 from converters.shards import prepare_output
@@ -24,19 +24,11 @@ __all__ = ["upload", "download", "copy_set"]
 
 log = logging.getLogger(__name__)
 
-_HASH_CHUNK = 8 << 20
+_COPY_CHUNK = 8 << 20  # 8 MiB
 
 
 def _options(url: str, endpoint_url: str | None) -> dict:
     return {"endpoint_url": endpoint_url} if is_s3(url) and endpoint_url else {}
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _bar(total: int, desc: str, progress: bool):
@@ -102,7 +94,7 @@ def _check(local: str, info, where: str) -> None:
     size = os.path.getsize(local)
     if size != info.bytes:
         raise IntegrityError(f"{where}/{info.name}: {size} bytes, manifest says {info.bytes}")
-    digest = _sha256(local)
+    digest = file_digest(local)[1]
     if digest != info.sha256:
         raise IntegrityError(f"{where}/{info.name}: sha256 {digest[:12]}... differs from the manifest's "
                              f"{info.sha256[:12]}... (damaged in storage or in transfer)")
@@ -118,7 +110,7 @@ def _put(target, local: str, name: str, sha256: str, tick) -> None:
     os.makedirs(os.path.dirname(final), exist_ok=True)
     tmp = os.path.join(os.path.dirname(final), TMP_PREFIX + name)
     with open(local, "rb") as fin, open(tmp, "wb") as fout:
-        while chunk := fin.read(_HASH_CHUNK):
+        while chunk := fin.read(_COPY_CHUNK):
             fout.write(chunk)
             if tick is not None:
                 tick(len(chunk))
