@@ -38,9 +38,10 @@ def _put_varint(out, pos, v):
 
 @njit(cache=True, nogil=True)
 def _sizes(ints, kinds, starts, ends, keylens, n):
-    """Per record: Example size, plus per (record, feature) the list payload size."""
+    """Per record: Example size and Features size, plus per (record, feature) the list payload size."""
     nf = kinds.shape[0]
     ex = np.empty(n, dtype=np.int64)
+    features = np.empty(n, dtype=np.int64)
     payload = np.empty((n, nf), dtype=np.int64)
     for r in range(n):
         total = 0
@@ -56,25 +57,21 @@ def _sizes(ints, kinds, starts, ends, keylens, n):
             feat = 1 + _varint_len(lst) + lst       # Feature: oneof field 2 (float) or 3 (int64)
             entry = 1 + _varint_len(keylens[f]) + keylens[f] + 1 + _varint_len(feat) + feat
             total += 1 + _varint_len(entry) + entry  # Features.feature map entry, field 1
+        features[r] = total
         ex[r] = 1 + _varint_len(total) + total      # Example.features, field 1
-    return ex, payload
+    return ex, features, payload
 
 
 @njit(cache=True, nogil=True)
-def _write(table, ints, fbytes, kinds, starts, ends, keys, keyoffs, ex, payload, out):
-    n = ex.shape[0]
+def _write(table, ints, fbytes, kinds, starts, ends, keys, keyoffs, features, payload, out):
+    n = features.shape[0]
     nf = kinds.shape[0]
     pos = 0
     for r in range(n):
         data_start = pos + 12
         q = data_start
-        # Features length t solves 1 + varint_len(t) + t == ex (strictly increasing in t; the one-step
-        # inverse ex - 1 - varint_len(ex - 1) is off by one at varint boundaries, e.g. t = 127)
-        total = ex[r] - 2
-        while 1 + _varint_len(total) + total != ex[r]:
-            total -= 1
         out[q] = 0x0A
-        q = _put_varint(out, q + 1, total)
+        q = _put_varint(out, q + 1, features[r])
         for f in range(nf):
             p = payload[r, f]
             klen = keyoffs[f + 1] - keyoffs[f]
@@ -143,8 +140,8 @@ def serialize_batch(schema: Schema, columns: dict[str, np.ndarray]) -> tuple[np.
     kinds_a = np.asarray(kinds, dtype=np.int64)
     starts_a = np.asarray(starts, dtype=np.int64)
     ends_a = np.asarray(ends, dtype=np.int64)
-    ex, payload = _sizes(ints, kinds_a, starts_a, ends_a, np.diff(keyoffs), n)
+    ex, features, payload = _sizes(ints, kinds_a, starts_a, ends_a, np.diff(keyoffs), n)
     lengths = ex + FRAME_OVERHEAD
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
-    _write(CRC_TABLE, ints, fbytes, kinds_a, starts_a, ends_a, keys, keyoffs, ex, payload, out)
+    _write(CRC_TABLE, ints, fbytes, kinds_a, starts_a, ends_a, keys, keyoffs, features, payload, out)
     return out, lengths
