@@ -11,7 +11,7 @@ time goes; ``deepfm``/``tiny_lm``/``keras_step`` give real model steps; ``GpuSam
 """
 from __future__ import annotations
 
-import importlib
+from converters.util.lazy import lazy_exports
 
 # ``measure`` and ``compare`` are both submodules and functions: import the (light, TensorFlow-free)
 # submodules now and bind the functions over them, so ``bench.measure`` is always the function.
@@ -37,22 +37,8 @@ __all__ = [
     "nvml_status",
 ]
 
-_WHERE = {
-    "simulated_step": "steps",
-    "plot_reports": "plot",
-    "deepfm": "models", "tiny_lm": "models", "keras_step": "models",
-    "GpuSampler": "nvml", "nvml_status": "nvml",
-}
-
-
-def __getattr__(name: str):
-    mod = _WHERE.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'bench' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "simulated_step": ".steps", "plot_reports": ".plot",
+    "deepfm": ".models", "tiny_lm": ".models", "keras_step": ".models",
+    "GpuSampler": ".nvml", "nvml_status": ".nvml",
+}, globals())

@@ -113,8 +113,8 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
                   workdir: str | None = None, log=None) -> dict:
     """Run the comparison; returns the report as a dict (see ``format_report``)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from converters.libsvm_convert import convert_libsvm
-    from converters.synthetic import write_criteo_libsvm
+    from converters.libsvm.convert import convert_libsvm
+    from converters.libsvm.synthetic import write_criteo_libsvm
 
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-libsvm-", dir=workdir)

@@ -54,11 +54,11 @@ def run_benchmark(*, docs: int = 3000, vocab_size: int = 16384, threads: int | N
     # the Rust pool of `tokenizers` is sized once, at its first parallel use in this process
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
     rayon = int(os.environ["RAYON_NUM_THREADS"])
-    from converters.manifest import InputStats
-    from converters.text import DEFAULT_BATCH_CHARS, ReadOptions, iter_documents
-    from converters.text_convert import convert_text
-    from converters.text_synthetic import write_pile_jsonl
-    from converters.tokenizers import load_tokenizer, train_bpe
+    from converters.shardset.manifest import InputStats
+    from converters.text.convert import convert_text
+    from converters.text.readers import DEFAULT_BATCH_CHARS, ReadOptions, iter_documents
+    from converters.text.synthetic import write_pile_jsonl
+    from converters.text.tokenizers import load_tokenizer, train_bpe
 
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-text-", dir=workdir)

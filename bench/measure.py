@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, Callable, Iterable
 
-from converters.errors import TfpipeError
+from converters.util.errors import TfpipeError
 
 __all__ = [
     "Percentiles",

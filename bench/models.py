@@ -138,7 +138,7 @@ def keras_step(model, *, split: Callable[[Any], tuple[Any, Any]] | None = None) 
 
 def deepfm_batch(batch_size: int, field_size: int = 39, *, seed: int = 0) -> tuple[dict, np.ndarray]:
     """A synthetic Criteo-like ``(features, label)`` batch as numpy arrays."""
-    from converters.synthetic import criteo_arrays
+    from converters.libsvm.synthetic import criteo_arrays
 
     a = criteo_arrays(batch_size, field_size=field_size, seed=seed)
     return {"ids": a["ids"], "values": a["values"]}, a["label"]

@@ -57,7 +57,7 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
 def load_variants():
     """The pipeline engineer's registry module ``bench.variants`` (``VARIANTS``, ``HAND_TUNED``,
     ``run_speed_suite``)."""
-    from converters.errors import TfpipeError
+    from converters.util.errors import TfpipeError
 
     V = importlib.import_module(f"{__package__}.variants")
     missing = [n for n in ("VARIANTS", "HAND_TUNED", "run_speed_suite") if not hasattr(V, n)]
@@ -75,7 +75,7 @@ def _epochs_for(batches: int, batch_size: int, records: int) -> int:
 # -- command -------------------------------------------------------------------------------------------
 
 def run(args) -> int:
-    from converters.errors import TfpipeError
+    from converters.util.errors import TfpipeError
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep C++ INFO/WARNING off the table
 
@@ -94,7 +94,7 @@ def run(args) -> int:
         if data_dir is None or args.generate is not None:
             if data_dir is not None:
                 raise TfpipeError("give either DIR or --generate N, not both")
-            from converters.synthetic import write_criteo_shards
+            from converters.libsvm.synthetic import write_criteo_shards
 
             n = args.generate or DEFAULT_GENERATE
             data_dir = os.path.join(tmp, "criteo")
@@ -106,8 +106,8 @@ def run(args) -> int:
 
 
 def _run(args, data_dir: str, scratch: str) -> int:
-    from converters.errors import TfpipeError
-    from converters.manifest import read_manifest
+    from converters.shardset.reader import read_manifest
+    from converters.util.errors import TfpipeError
 
     from .compare import compare, format_table, reports_to_json
     from .steps import simulated_step

@@ -41,7 +41,7 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from converters.errors import TfpipeError
+    from converters.util.errors import TfpipeError
 
     from .threads import best, candidate_combos, parse_combos, tune
 

@@ -38,8 +38,8 @@ import logging
 import os
 import shutil
 import tempfile
-import weakref
 import time
+import weakref
 from typing import Any, Callable
 
 __all__ = ["VARIANTS", "HAND_TUNED", "throughput", "run_speed_suite", "format_table", "main"]

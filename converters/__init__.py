@@ -1,17 +1,27 @@
-"""tfpipe converters: LibSVM and Pile/jsonl text into TFRecord shards with a manifest (``index.json``)."""
+"""tfpipe converters: LibSVM and Pile/jsonl text into TFRecord shards with a manifest (``index.json``).
+
+The base layer of tfpipe, in subpackages from the bottom up: ``util`` (errors, units, digests, progress, ...),
+``tfrecord`` (framing, CRC32C, Example serialization), ``storage`` (local and S3), ``shardset`` (naming,
+manifest, size-bounded atomic writer, reader, verify), ``sources`` (input discovery, compressed streams),
+the formats ``libsvm`` and ``text``, and ``cli``. Heavy modules load on first use of a name below.
+"""
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .errors import InputError, IntegrityError, OutputExistsError, TfpipeError
-from .schema import FeatureSpec, Schema
-from .manifest import InputStats, Manifest, ShardInfo, read_manifest
-from .units import DEFAULT_SHARD_BYTES, format_size, parse_size
+from .shardset.manifest import InputStats, Manifest, ShardInfo
+from .shardset.options import ShardOutputOptions
+from .tfrecord.schema import FeatureSpec, Schema
+from .util.errors import InputError, IntegrityError, OutputExistsError, TfpipeError
+from .util.lazy import lazy_exports
+from .util.units import DEFAULT_SHARD_BYTES, format_size, parse_size
+from .util.version import __version__
 
 __all__ = [
     "__version__",
     "convert_libsvm",
     "convert_text",
+    "LibsvmOptions",
+    "TextOptions",
+    "ShardOutputOptions",
     "read_manifest",
     "verify",
     "Manifest",
@@ -28,15 +38,8 @@ __all__ = [
     "format_size",
 ]
 
-
-def __getattr__(name):  # lazy: heavy converter modules load on first use
-    if name == "convert_libsvm":
-        from .libsvm_convert import convert_libsvm
-        return convert_libsvm
-    if name == "convert_text":
-        from .text_convert import convert_text
-        return convert_text
-    if name == "verify":
-        from .verify import verify
-        return verify
-    raise AttributeError(f"module 'converters' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "convert_libsvm": ".libsvm.convert", "LibsvmOptions": ".libsvm.options",
+    "convert_text": ".text.convert", "TextOptions": ".text.options",
+    "read_manifest": ".shardset.reader", "verify": ".shardset.verify",
+}, globals())

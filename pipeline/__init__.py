@@ -6,26 +6,13 @@ batches; ``describe(spec)`` explains the stages; ``lint(dataset)`` names order m
 """
 from __future__ import annotations
 
-import importlib
+from converters.util.lazy import lazy_exports
 
 __all__ = ["PipelineSpec", "build_dataset", "describe", "plan_stages", "lint", "Finding", "configure_threads",
            "parse_fn", "feature_spec", "keras_dataset", "distributed_dataset_fn"]
 
-_WHERE = {
-    "PipelineSpec": "spec", "build_dataset": "build", "plan_stages": "build", "parse_fn": "build",
-    "feature_spec": "build", "describe": "describe", "lint": "lint", "Finding": "lint",
-    "configure_threads": "threads", "keras_dataset": "helpers", "distributed_dataset_fn": "helpers",
-}
-
-
-def __getattr__(name: str):
-    mod = _WHERE.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "PipelineSpec": ".spec", "build_dataset": ".build", "plan_stages": ".build", "parse_fn": ".build",
+    "feature_spec": ".build", "describe": ".describe", "lint": ".lint", "Finding": ".lint",
+    "configure_threads": ".threads", "keras_dataset": ".helpers", "distributed_dataset_fn": ".helpers",
+}, globals())

@@ -19,8 +19,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from converters.errors import TfpipeError
-from converters.units import format_size
+from converters.util.errors import TfpipeError
+from converters.util.units import format_size
 
 from .spec import PipelineSpec
 

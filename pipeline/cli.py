@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from converters.errors import TfpipeError
+from converters.util.errors import TfpipeError
 
 __all__ = ["register"]
 

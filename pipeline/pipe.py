@@ -31,7 +31,7 @@ from typing import Iterator
 
 import numpy as np
 
-from converters.errors import IntegrityError, TfpipeError
+from converters.util.errors import IntegrityError, TfpipeError
 
 __all__ = ["simulate_channel", "fifo_path", "channel_lock", "wait_for_fifo", "iter_chunks", "pipe_records_dataset",
            "sagemaker_pipe_dataset", "DEFAULT_CHUNK_BYTES"]
@@ -157,7 +157,7 @@ def iter_chunks(fd: int, *, name: str, compression: str | None = None, chunk_byt
     ``data[starts[k]:starts[k] + lengths[k]]``, CRC-checked; with ``num_shards > 1`` only the records whose
     index in the stream is ``shard_index`` modulo ``num_shards`` (the same records as ``shard(n, i)``).
     Raises IntegrityError naming ``name`` and the byte offset on damage or truncation."""
-    from converters.tfrecord import iter_record_chunks
+    from converters.tfrecord.reader import iter_record_chunks
 
     index = 0
     for chunk in iter_record_chunks(_raw_chunks(fd, chunk_bytes, compression, name), name=name):

@@ -12,16 +12,18 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from converters.digest import file_digest
-from converters.errors import TfpipeError
-from converters.system import cpu_count
+from converters.shardset.options import normalize_compression
+from converters.shardset.reader import check_file
+from converters.util.errors import IntegrityError, TfpipeError
+from converters.util.system import cpu_count
+from sharding.plan import shard_count
 
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
-    from converters.examples import Schema
+    from converters.tfrecord.schema import Schema
 
 __all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "DEFAULT_PIPE_DIR",
            "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cpu_count",
-           "per_rank_records", "equal_steps"]
+           "equal_steps"]
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +42,6 @@ def default_cache_dir(url: str) -> str:
     root = os.environ.get("TFPIPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfpipe")
     key = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
     return os.path.join(root, key)
-
-
-def per_rank_records(records: int, num_shards: int, shard_index: int) -> int:
-    """Records that ``dataset.shard(num_shards, shard_index)`` keeps out of ``records``."""
-    return max(0, -(-(records - shard_index) // num_shards))
 
 
 def equal_steps(records: int, num_shards: int, batch_size: int, drop_remainder: bool) -> int:
@@ -101,7 +98,7 @@ class PipelineSpec:
     memory_bytes: int | None = None        # RAM used by the auto cache policy; None: detected
 
     def __post_init__(self):
-        from converters.examples import Schema
+        from converters.tfrecord.schema import Schema
 
         if not isinstance(self.schema, Schema):
             raise ValueError(f"schema must be a converters.examples.Schema, got {type(self.schema).__name__}")
@@ -125,8 +122,7 @@ class PipelineSpec:
                 raise ValueError(f"first_epoch must be >= 0, got {self.first_epoch!r}")
         if not self.pipe_timeout or self.pipe_timeout <= 0:
             raise ValueError(f"pipe_timeout must be > 0 seconds, got {self.pipe_timeout!r}")
-        if self.compression not in (None, "gzip"):
-            raise ValueError(f"compression must be None or 'gzip', got {self.compression!r}")
+        object.__setattr__(self, "compression", normalize_compression(self.compression))
         if self.shuffle_buffer < 0:
             raise ValueError(f"shuffle_buffer must be >= 0, got {self.shuffle_buffer!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
@@ -169,7 +165,7 @@ class PipelineSpec:
         """Records this rank reads per epoch (before ``take``), when known."""
         if self.records is None:
             return None
-        return per_rank_records(self.records, self.num_shards, self.shard_index)
+        return shard_count(self.records, self.num_shards, self.shard_index)
 
     @property
     def epoch_steps(self) -> int | None:
@@ -201,7 +197,7 @@ class PipelineSpec:
         list (names relative to the manifest) or ``shard=(n, i)`` and its ``steps`` override
         ``num_shards``/``shard_index``. Remaining keyword arguments are :class:`PipelineSpec` fields.
         """
-        from converters.manifest import read_manifest
+        from converters.shardset.reader import read_manifest
         from converters.storage import is_s3
 
         manifest = read_manifest(path_or_dir)
@@ -282,12 +278,11 @@ def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> li
             tmp = local + ".part"
             log.info("fetching %s/%s -> %s", base.rstrip("/"), name, local)
             storage.fetch(name, tmp)
-            size, digest = file_digest(tmp)
-            want = by_name[name]
-            if size != want.bytes or digest != want.sha256:
+            try:
+                check_file(tmp, by_name[name], base.rstrip("/"))
+            except IntegrityError:
                 os.unlink(tmp)
-                raise TfpipeError(f"{base.rstrip('/')}/{name}: fetched {size} bytes with sha256 {digest[:12]}…, "
-                                  f"manifest says {want.bytes} bytes, {want.sha256[:12]}…")
+                raise
             os.replace(tmp, local)
         out.append(local)
     return out

@@ -20,7 +20,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from converters.errors import TfpipeError
+from converters.util.errors import TfpipeError
 
 from .spec import cpu_count
 

@@ -4,6 +4,8 @@ Never imports TensorFlow; boto3 only inside the functions that move bytes.
 """
 from __future__ import annotations
 
+from converters.util.lazy import lazy_exports
+
 from .configs import pipe_channels, sagemaker_distribution, tf_config
 from .plan import PlanError, RankPlan, ShardPlan, plan
 from .topology import ChannelConfig, Topology
@@ -24,12 +26,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name):  # I/O modules (numpy, numba kernels) load on first use
-    if name in ("reshard", "upload", "download"):
-        import importlib
-
-        module = importlib.import_module(".reshard" if name == "reshard" else ".transfer", __name__)
-        value = getattr(module, name)
-        globals()[name] = value  # the function, not the submodule of the same name
-        return value
-    raise AttributeError(f"module 'sharding' has no attribute {name!r}")
+# the I/O modules (numpy, numba kernels) load on first use
+__getattr__, __dir__ = lazy_exports(__name__, {"reshard": ".reshard", "upload": ".transfer", "download": ".transfer"},
+                                    globals())

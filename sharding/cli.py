@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from converters.cli_types import positive_int, size
+from converters.cli.types import positive_int, size
 
 __all__ = ["register"]
 
@@ -88,9 +88,10 @@ def _opts(url: str, args) -> dict:
 
 
 def _cmd_plan(args) -> int:
+    from converters.shardset.reader import read_manifest_raw
+
     from .plan import plan
     from .topology import Topology
-    from converters.manifest import read_manifest_raw
 
     manifest, _ = read_manifest_raw(args.path, **_opts(args.path, args))
     topo = Topology.from_env(hosts=args.hosts, workers_per_host=args.workers_per_host)
@@ -150,7 +151,7 @@ def _cmd_reshard(args) -> int:
 
 
 def _cmd_transfer(args) -> int:
-    from converters.units import format_size
+    from converters.util.units import format_size
 
     from . import transfer
 

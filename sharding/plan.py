@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from converters.errors import TfpipeError
+from converters.util.errors import TfpipeError
 
 from .topology import MAX_CHANNELS, Topology
 

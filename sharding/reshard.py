@@ -14,14 +14,15 @@ from typing import Iterator
 
 import numpy as np
 
-from converters.errors import IntegrityError, TfpipeError
-from converters.manifest import Manifest
-from converters.naming import ShardName
-from converters.shards import ShardSetWriter
+from converters.shardset.manifest import Manifest
+from converters.shardset.naming import ShardName
+from converters.shardset.options import ShardOutputOptions
+from converters.shardset.reader import read_manifest_raw
+from converters.shardset.writer import ShardSetWriter
 from converters.storage import is_s3, open_storage
-from converters.tfrecord import iter_framed
-
-from converters.manifest import read_manifest_raw
+from converters.tfrecord.reader import iter_framed
+from converters.util.errors import IntegrityError, TfpipeError
+from converters.util.progress import progress_bar
 
 __all__ = ["reshard", "balanced_bounds"]
 
@@ -87,14 +88,10 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
     if compression == "same":
         compression = manifest.compression
     bounds = balanced_bounds(R, num_shards) if num_shards is not None else None
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=R, desc="reshard", unit="rec", unit_scale=True, leave=False)
     written, shard = 0, 0
-    with ShardSetWriter(out, prefix=prefix, shard_bytes=shard_size or _NO_SIZE_LIMIT, compression=compression,
-                        overwrite=overwrite, **(opts if is_s3(out) else {})) as writer:
+    output = ShardOutputOptions(shard_size=shard_size or _NO_SIZE_LIMIT, compression=compression, prefix=prefix)
+    with ShardSetWriter(out, output, overwrite=overwrite, **(opts if is_s3(out) else {})) as writer, \
+            progress_bar(progress, desc="reshard", total=R, unit="rec", leave=False) as bar:
         for framed, lengths in _batches(manifest, opts if is_s3(src) else {}):
             offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
             np.cumsum(lengths, out=offsets[1:])
@@ -104,13 +101,10 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
                 writer.write(framed[offsets[i]:offsets[i + take]], lengths[i:i + take])
                 i += take
                 written += take
-                if bar is not None:
-                    bar.update(take)
+                bar.update(take)
                 if bounds is not None and written == bounds[shard + 1] and shard < num_shards - 1:
                     writer.close_shard()
                     shard += 1
-        if bar is not None:
-            bar.close()
         if written != R:
             raise IntegrityError(f"{manifest.location}: read {written} records, manifest says {R}")
         options = dict(manifest.options)

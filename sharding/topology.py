@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from converters.errors import TfpipeError
+from converters.util.errors import TfpipeError
 
 __all__ = ["ChannelConfig", "Topology", "INPUT_MODES", "S3_DISTRIBUTIONS", "MAX_CHANNELS",
            "SAGEMAKER_CONFIG_DIR", "PROCESSING_CONFIG_DIR"]

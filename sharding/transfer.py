@@ -13,12 +13,13 @@ import shutil
 import tempfile
 from typing import Callable
 
-from converters.digest import file_digest
-from converters.errors import IntegrityError, TfpipeError
-from converters.manifest import MANIFEST_NAME, Manifest, read_manifest_raw
-from converters.shards import prepare_output
+from converters.shardset.manifest import MANIFEST_NAME, Manifest
+from converters.shardset.reader import check_file, read_manifest_raw
+from converters.shardset.writer import prepare_output
 from converters.storage import TMP_PREFIX, is_s3, open_storage
-from converters.tfrecord import fsync_dir
+from converters.util.errors import IntegrityError, TfpipeError
+from converters.util.fs import fsync_dir
+from converters.util.progress import progress_bar
 
 __all__ = ["upload", "download", "copy_set"]
 
@@ -31,14 +32,6 @@ def _options(url: str, endpoint_url: str | None) -> dict:
     return {"endpoint_url": endpoint_url} if is_s3(url) and endpoint_url else {}
 
 
-def _bar(total: int, desc: str, progress: bool):
-    if not progress:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
-
-
 def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = False, check: bool = True,
              endpoint_url: str | None = None) -> Manifest:
     """Copy a shard set from ``src`` to ``dest`` (local dir or s3://): shards first, manifest last.
@@ -48,8 +41,9 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
     manifest, raw = read_manifest_raw(src, **_options(src, endpoint_url))
     source = open_storage(manifest.location, **_options(src, endpoint_url))
     target = prepare_output(dest, overwrite=overwrite, **_options(dest, endpoint_url))
-    bar = _bar(manifest.total_bytes, f"{'upload' if is_s3(dest) else 'download'}", progress)
-    tick: Callable[[int], None] | None = bar.update if bar is not None else None
+    bar = progress_bar(progress, desc="upload" if is_s3(dest) else "download", total=manifest.total_bytes,
+                       leave=False)
+    tick: Callable[[int], None] = bar.update
     local_target = target.local_path(MANIFEST_NAME) is not None
     if local_target:
         os.makedirs(target.local_path(""), exist_ok=True)
@@ -67,7 +61,7 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
                 raise IntegrityError(f"{manifest.location}: {info.name} listed in the manifest is missing")
             try:
                 if check:
-                    _check(local, info, source.url)
+                    check_file(local, info, source.url)
                 if fetched is not None and local_target:
                     with open(fetched, "rb+") as f:
                         os.fsync(f.fileno())
@@ -83,21 +77,10 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-        if bar is not None:
-            bar.close()
+        bar.close()
     log.info("copied %d shards (%d records) from %s to %s", len(manifest.shards), manifest.records,
              manifest.location, dest)
     return dataclasses.replace(manifest, location=str(dest).rstrip("/"))
-
-
-def _check(local: str, info, where: str) -> None:
-    size = os.path.getsize(local)
-    if size != info.bytes:
-        raise IntegrityError(f"{where}/{info.name}: {size} bytes, manifest says {info.bytes}")
-    digest = file_digest(local)[1]
-    if digest != info.sha256:
-        raise IntegrityError(f"{where}/{info.name}: sha256 {digest[:12]}... differs from the manifest's "
-                             f"{info.sha256[:12]}... (damaged in storage or in transfer)")
 
 
 def _put(target, local: str, name: str, sha256: str, tick) -> None:

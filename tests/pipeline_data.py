@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from converters.examples import serialize_batch
-from converters.manifest import InputStats
-from converters.shards import ShardSetWriter
-from converters.synthetic import libsvm_schema
+from converters.libsvm.options import libsvm_schema
+from converters.shardset.manifest import InputStats
+from converters.shardset.options import ShardOutputOptions
+from converters.shardset.writer import ShardSetWriter
+from converters.tfrecord.examples import serialize_batch
 
 FIELDS = 3
 
@@ -19,7 +20,7 @@ def write_indexed_set(out, n: int, *, shard_bytes: int = 8 << 10, compression=No
               "values": np.ones((n, FIELDS), dtype=np.float32)}
     framed, lengths = serialize_batch(schema, arrays)
     stats = InputStats("synthetic:indexed", records_read=n, records_written=n)
-    with ShardSetWriter(str(out), shard_bytes=shard_bytes, compression=compression) as w:
+    with ShardSetWriter(str(out), ShardOutputOptions(shard_size=shard_bytes, compression=compression)) as w:
         w.write(framed, lengths)
         return w.finish(schema=schema, inputs=[stats], kind="libsvm", options={"indexed": True})
 

@@ -3,7 +3,7 @@ import json
 
 from bench.convert_libsvm import format_report, naive_convert, run_benchmark
 from converters.cli import main
-from converters.synthetic import criteo_arrays, write_criteo_libsvm
+from converters.libsvm.synthetic import criteo_arrays, write_criteo_libsvm
 
 
 def test_naive_baseline_writes_the_same_records(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from bench.pipeline_cmd import _epochs_for
 from converters.cli import main
-from converters.synthetic import write_criteo_shards
+from converters.libsvm.synthetic import write_criteo_shards
 
 
 def test_generated_smoke_json_and_png(tmp_path, capsys):

@@ -7,12 +7,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pipeline_data import batches_of, labels_of, write_indexed_set
 
-from converters.errors import TfpipeError
+from converters.util.errors import TfpipeError
 from pipeline import PipelineSpec, build_dataset
 from pipeline.build import choose_cache, choose_read, plan_stages
-from pipeline_data import batches_of, labels_of, write_indexed_set
 
 tf = pytest.importorskip("tensorflow")  # imported first: TF raises the recursion limit on import
 
@@ -172,7 +173,7 @@ def test_memory_cache_two_epochs(data):
     (8, 2, 0, 1, 16384, "parallel_reads"),
 ])
 def test_choose_read_table(files, cores, shuffle, shards, rb, want):
-    from converters.synthetic import libsvm_schema
+    from converters.libsvm.options import libsvm_schema
 
     spec = PipelineSpec(schema=libsvm_schema(3), batch_size=B, files=tuple(f"f{i}" for i in range(files)),
                         cores=cores, shuffle_buffer=shuffle, num_shards=shards, records=1000,
@@ -181,7 +182,7 @@ def test_choose_read_table(files, cores, shuffle, shards, rb, want):
 
 
 def test_plan_per_rank_files(data):
-    from converters.manifest import read_manifest
+    from converters.shardset.reader import read_manifest
 
     names = [s.name for s in read_manifest(data).shards]
     seen = Counter()

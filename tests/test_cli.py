@@ -1,12 +1,12 @@
 import json
+import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from converters.cli import main
-from converters.synthetic import write_criteo_shards
+from converters.libsvm.synthetic import write_criteo_shards
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +62,37 @@ def test_help_is_fast_and_imports_no_tensorflow():
 def test_console_script_help():
     r = subprocess.run(["tfpipe", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "convert" in r.stdout and "verify" in r.stdout
+
+
+TF_START_UP = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+               "I0000 00:00:1796064828.508722    8400 port.cc:153] oneDNN custom operations are on.\n"
+               "I0000 00:00:1796065475.326702   23827 cpu_feature_guard.cc:227] This TensorFlow binary is optimized\n"
+               "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow.\n")
+
+
+@pytest.mark.parametrize("text, kept", [
+    (TF_START_UP, ""),
+    (TF_START_UP + "E0000 00:00:1.5  1 cuda_dnn.cc:8] Unable to register cuDNN factory\n",
+     "E0000 00:00:1.5  1 cuda_dnn.cc:8] Unable to register cuDNN factory\n"),
+    ("W1130 18:48:01.000000    12 x.cc:1] a warning\nsomething a library printed\n", ""),
+    ("a plain line\n" + TF_START_UP, "a plain line\n"),
+    ("", ""),
+])
+def test_drop_tf_noise(text, kept):
+    from converters.cli.quiet import drop_tf_noise
+
+    assert drop_tf_noise(text) == kept
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_tensorflow_start_up_lines_stay_off_the_terminal_unless_verbose(tmp_path, verbose):
+    """A command that imports TensorFlow (quickstart reads the shards back through tf.data) prints none of
+    TensorFlow's C++ start-up log lines; with -v they come through."""
+    argv = (["-v"] if verbose else []) + ["quickstart", "--lines", "300", "--out", str(tmp_path / "q")]
+    code = f"from converters.cli import main; raise SystemExit(main({argv!r}))"
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "read all 300 records back" in r.stdout
+    noisy = [ln for ln in r.stderr.splitlines() if "absl::InitializeLog" in ln or ln.startswith("I0000")]
+    assert bool(noisy) == verbose, r.stderr

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from converters.cli import main
-from converters.manifest import read_manifest
+from converters.shardset.reader import read_manifest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from converters.cli import main
-from converters.synthetic import write_criteo_shards
+from converters.libsvm.synthetic import write_criteo_shards
 
 
 @pytest.fixture(scope="module")

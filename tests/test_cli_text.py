@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from converters.cli import main
-from converters.manifest import read_manifest
-from converters.text_synthetic import write_pile_jsonl
+from converters.shardset.reader import read_manifest
+from converters.text.synthetic import write_pile_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

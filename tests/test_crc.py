@@ -3,7 +3,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters._crc import FRAME_OVERHEAD, crc32c, frame_payloads, masked_crc32c
+from converters.tfrecord.crc import (
+    FRAME_OVERHEAD,
+    crc32c,
+    frame_payloads,
+    masked_crc32c,
+)
 
 
 def _crc_bitwise(data: bytes) -> int:

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import pytest
+from pipeline_data import write_indexed_set
 
 from pipeline import PipelineSpec, describe
-from pipeline_data import write_indexed_set
 
 
 @pytest.fixture(scope="module")

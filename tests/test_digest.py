@@ -2,7 +2,7 @@ import hashlib
 
 import pytest
 
-from converters.digest import file_digest
+from converters.util.digest import file_digest
 
 
 @pytest.mark.parametrize("size", [0, 1, (8 << 20) - 1, (8 << 20) + 5])

@@ -1,8 +1,10 @@
 import numpy as np
 import pytest
 
-from converters.examples import FeatureSpec, Schema, serialize_batch
-from converters.synthetic import criteo_arrays, libsvm_schema
+from converters.libsvm.options import libsvm_schema
+from converters.libsvm.synthetic import criteo_arrays
+from converters.tfrecord.examples import serialize_batch
+from converters.tfrecord.schema import FeatureSpec, Schema
 
 
 def _payloads(framed, lengths):

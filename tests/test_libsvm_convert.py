@@ -14,14 +14,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from converters.errors import InputError, OutputExistsError
-from converters.libsvm_convert import ConvertOptions, _ranges, convert_libsvm, read_range
-from converters.manifest import MANIFEST_NAME, read_manifest
-from converters.naming import ShardName
-from converters.synthetic import criteo_arrays, criteo_lines
-from converters.verify import verify
 from tfread import read_back
+
+from converters.libsvm.convert import convert_libsvm
+from converters.libsvm.options import LibsvmOptions
+from converters.libsvm.synthetic import criteo_arrays, criteo_lines
+from converters.libsvm.workers import byte_ranges, read_range
+from converters.shardset.manifest import MANIFEST_NAME
+from converters.shardset.naming import ShardName
+from converters.shardset.options import ShardOutputOptions
+from converters.shardset.reader import read_manifest
+from converters.shardset.verify import verify
+from converters.util.errors import InputError, OutputExistsError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,7 +60,6 @@ def test_round_trip_through_tensorflow(criteo_file, tmp_path):
 
 def test_edge_cases_equal_sklearn_through_tensorflow(tmp_path):
     from sklearn.datasets import load_svmlight_file
-
     from test_libsvm import EDGE_FILE
 
     p = tmp_path / "edge.libsvm"
@@ -126,7 +129,7 @@ def test_worker_ranges_partition_the_file_into_whole_lines(tmp_path_factory, lin
     data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
     p = tmp_path_factory.mktemp("r") / "f.txt"
     p.write_bytes(data)
-    pieces = [read_range(str(p), a, b) for a, b in _ranges(str(p), block)]
+    pieces = [read_range(str(p), a, b) for a, b in byte_ranges(str(p), block)]
     assert b"".join(pieces) == data
     full = [x for x in pieces if x]
     assert all(x.endswith(b"\n") for x in full[:-1])
@@ -163,8 +166,18 @@ def test_index_base_auto_is_decided_over_all_inputs(tmp_path):
 ])
 def test_options_are_validated(kw):
     args = {"field_size": 3, **kw}
+    output = {k: args.pop(k) for k in list(args) if k in ("on_error", "compression", "shard_size", "prefix")}
     with pytest.raises(ValueError):
-        ConvertOptions(**args)
+        LibsvmOptions(**args, output=ShardOutputOptions(**output))
+
+
+def test_options_compose_the_shard_output_options_into_one_flat_manifest_dict():
+    o = LibsvmOptions(39, output=ShardOutputOptions(shard_size=1 << 20, compression="none", prefix="day1"))
+    assert o.output.compression is None and o.schema["ids"].shape == (39,)
+    assert o.to_json() == {"field_size": 39, "index_base": "auto", "pad": False, "truncate": False,
+                           "allow_nonfinite": False, "max_index": None, "label_key": "label", "ids_key": "ids",
+                           "values_key": "values", "shard_size": 1 << 20, "compression": None, "prefix": "day1",
+                           "on_error": "raise"}
 
 
 def test_pad_and_truncate(tmp_path):
@@ -267,7 +280,7 @@ def test_truncated_compressed_input_names_the_file(criteo_file, tmp_path):
 
 CONVERT_SCRIPT = textwrap.dedent("""
     import sys
-    from converters.libsvm_convert import convert_libsvm
+    from converters.libsvm.convert import convert_libsvm
     convert_libsvm(sys.argv[1], sys.argv[2], field_size=39, workers=1, index_base=1, overwrite=True,
                    shard_size=int(sys.argv[3]), block_size=int(sys.argv[4]))
     # VmHWM: this process's peak RSS (ru_maxrss would include the parent's peak from before exec)
@@ -337,12 +350,13 @@ def test_workers_in_a_multithreaded_process_use_forkserver_and_match(criteo_file
     """A trainer process with threads running (TensorFlow, say) must not fork: forkserver gives the same bytes."""
     script = textwrap.dedent("""
         import sys, threading
-        from converters.libsvm_convert import _start_method, convert_libsvm
-        assert _start_method() == "fork", _start_method()
+        from converters.libsvm.convert import convert_libsvm
+        from converters.libsvm.workers import start_method
+        assert start_method() == "fork", start_method()
         stop = threading.Event()
         t = threading.Thread(target=stop.wait, daemon=True)
         t.start()
-        print(_start_method())
+        print(start_method())
         m = convert_libsvm([sys.argv[1]], sys.argv[2], field_size=39, workers=2, block_size=1 << 16)
         stop.set()
         print(" ".join(s.sha256 for s in m.shards))

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import pytest
+from pipeline_data import write_indexed_set
 
 from pipeline import PipelineSpec, build_dataset, lint
 from pipeline.build import feature_spec, parse_fn
 from pipeline.lint import RULES, dataset_chain
-from pipeline_data import write_indexed_set
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,11 @@ import json
 
 import pytest
 
-from converters.errors import TfpipeError
-from converters.manifest import InputStats, Manifest, ShardInfo, manifest_bytes, read_manifest
-from converters.synthetic import libsvm_schema, write_criteo_shards
+from converters.libsvm.options import libsvm_schema
+from converters.libsvm.synthetic import write_criteo_shards
+from converters.shardset.manifest import InputStats, Manifest, ShardInfo, manifest_bytes
+from converters.shardset.reader import read_manifest
+from converters.util.errors import TfpipeError
 
 
 def test_required_keys(tmp_path):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import bench
 from bench.measure import Percentiles, Report, batch_size_of, measure, verdict_for
 from bench.steps import simulated_step
-from converters.errors import TfpipeError
+from converters.util.errors import TfpipeError
 
 tf = pytest.importorskip("tensorflow")
 

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from bench.measure import measure
-from bench.models import (deepfm, deepfm_batch, keras_step, lm_batch, split_libsvm, split_lm, tiny_lm)
+from bench.models import (
+    deepfm,
+    deepfm_batch,
+    keras_step,
+    lm_batch,
+    split_libsvm,
+    split_lm,
+    tiny_lm,
+)
 
 tf = pytest.importorskip("tensorflow")
 HAS_GPU = bool(tf.config.list_physical_devices("GPU"))

@@ -2,7 +2,7 @@ import fnmatch
 
 import pytest
 
-from converters.naming import ShardName
+from converters.shardset.naming import ShardName
 
 
 @pytest.mark.parametrize("prefix,suffix,i,n,name", [

@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from converters.ordered import ordered_map
+from converters.util.ordered import ordered_map
 
 
 @pytest.mark.parametrize("inflight", [1, 2, 5, 100])

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.packing import Packer, PackSpec, insert_eod, pack_documents
+from converters.text.packing import Packer, PackSpec, insert_eod, pack_documents
 
 EOD = 256
 

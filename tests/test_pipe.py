@@ -8,14 +8,21 @@ import time
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
-from converters.errors import IntegrityError, TfpipeError
-from converters.manifest import read_manifest
-from converters.tfrecord import read_records
-from pipeline import PipelineSpec, build_dataset
-from pipeline.pipe import channel_lock, fifo_path, iter_chunks, simulate_channel, wait_for_fifo
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pipeline_data import batches_of, labels_of, write_indexed_set
+
+from converters.shardset.reader import read_manifest
+from converters.tfrecord.reader import read_records
+from converters.util.errors import IntegrityError, TfpipeError
+from pipeline import PipelineSpec, build_dataset
+from pipeline.pipe import (
+    channel_lock,
+    fifo_path,
+    iter_chunks,
+    simulate_channel,
+    wait_for_fifo,
+)
 
 N = 1000
 B = 64

@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from converters.errors import IntegrityError, OutputExistsError, TfpipeError
-from converters.manifest import read_manifest
-from converters.synthetic import write_criteo_shards
-from converters.tfrecord import read_records
-from converters.verify import verify
+from converters.libsvm.synthetic import write_criteo_shards
+from converters.shardset.reader import read_manifest
+from converters.shardset.verify import verify
+from converters.tfrecord.reader import read_records
+from converters.util.errors import IntegrityError, OutputExistsError, TfpipeError
 from sharding import reshard
 from sharding.reshard import balanced_bounds
 

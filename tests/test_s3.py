@@ -16,12 +16,18 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from converters.errors import IntegrityError, OutputExistsError, TfpipeError
-from converters.manifest import read_manifest
-from converters.s3 import S3Storage, parse_s3_url
-from converters.shards import ShardSetWriter
-from converters.synthetic import criteo_arrays, libsvm_schema, write_criteo_libsvm, write_criteo_shards
-from converters.verify import verify
+from converters.libsvm.options import libsvm_schema
+from converters.libsvm.synthetic import (
+    criteo_arrays,
+    write_criteo_libsvm,
+    write_criteo_shards,
+)
+from converters.shardset.options import ShardOutputOptions
+from converters.shardset.reader import read_manifest
+from converters.shardset.verify import verify
+from converters.shardset.writer import ShardSetWriter
+from converters.storage.s3 import S3Storage, parse_s3_url
+from converters.util.errors import IntegrityError, OutputExistsError, TfpipeError
 
 pytest.importorskip("boto3")
 moto_server_mod = pytest.importorskip("moto.server")
@@ -210,10 +216,10 @@ def test_multipart_upload_and_copy(s3):
     """Shards larger than the part size go up in parts and are published by a multipart server-side copy."""
     url = f"{s3.url}/big"
     schema = libsvm_schema(39)
-    from converters.examples import serialize_batch
+    from converters.tfrecord.examples import serialize_batch
 
     framed, lengths = serialize_batch(schema, criteo_arrays(40_000, seed=3))  # ~12 MiB
-    with ShardSetWriter(url, shard_bytes=64 << 20, part_size=5 << 20) as w:
+    with ShardSetWriter(url, ShardOutputOptions(shard_size=64 << 20), part_size=5 << 20) as w:
         w.write(framed, lengths)
         m = w.finish(schema=schema)
     assert m.shards[0].bytes > 10 << 20
@@ -339,12 +345,12 @@ def test_transient_faults_are_retried(s3, proxy):
     p = proxy(rule)
     url = f"{s3.url}/flaky"
     schema = libsvm_schema(39)
-    from converters.examples import serialize_batch
+    from converters.tfrecord.examples import serialize_batch
 
     framed, lengths = serialize_batch(schema, criteo_arrays(2000, seed=1))
-    with ShardSetWriter(url, shard_bytes=64 << 10, endpoint_url=p.url, max_attempts=6) as w:
+    with ShardSetWriter(url, ShardOutputOptions(shard_size=64 << 10), endpoint_url=p.url, max_attempts=6) as w:
         w.write(framed, lengths)
-        m = w.finish(schema=schema)
+        w.finish(schema=schema)
     assert p.injected["SlowDown"] >= 1 and p.injected["InternalError"] >= 1 and p.injected["reset"] >= 1
     assert sum(p.injected.values()) == 6
     # the set, read straight from moto, is complete and matches a fault-free write
@@ -363,11 +369,11 @@ def test_persistent_faults_fail_cleanly_without_manifest(s3, proxy, target, faul
     p = proxy(lambda method, path, n: fault if method == "PUT" and target in path else None)
     url = f"{s3.url}/doomed"
     schema = libsvm_schema(39)
-    from converters.examples import serialize_batch
+    from converters.tfrecord.examples import serialize_batch
 
     framed, lengths = serialize_batch(schema, criteo_arrays(500, seed=2))
     with pytest.raises(TfpipeError, match=match):
-        with ShardSetWriter(url, shard_bytes=64 << 10, endpoint_url=p.url, max_attempts=2) as w:
+        with ShardSetWriter(url, ShardOutputOptions(shard_size=64 << 10), endpoint_url=p.url, max_attempts=2) as w:
             w.write(framed, lengths)
             w.finish(schema=schema)
     assert sum(p.injected.values()) >= 2  # every attempt of the first failing request

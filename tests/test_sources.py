@@ -4,8 +4,8 @@ import gzip
 import pytest
 import zstandard
 
-from converters.errors import InputError, TfpipeError
 from converters.sources import expand_inputs, iter_blocks, open_input
+from converters.util.errors import InputError, TfpipeError
 
 TEXT = b"1 1:2\n0 3:4\n\n1 5:6"
 

@@ -6,13 +6,15 @@ import uuid
 from types import SimpleNamespace as NS
 
 import pytest
-from hypothesis import given, strategies as st
-
-from converters.errors import TfpipeError
-from converters.manifest import read_manifest
-from converters.synthetic import libsvm_schema
-from pipeline.spec import PipelineSpec, _fetch_all, equal_steps, per_rank_records
+from hypothesis import given
+from hypothesis import strategies as st
 from pipeline_data import write_indexed_set
+
+from converters.libsvm.options import libsvm_schema
+from converters.shardset.reader import read_manifest
+from converters.util.errors import TfpipeError
+from pipeline.spec import PipelineSpec, _fetch_all, equal_steps
+from sharding.plan import shard_count
 
 SCHEMA = libsvm_schema(3)
 
@@ -38,7 +40,7 @@ def _spec(**kw):
     ({"mode": "pipe", "channel": "a/b"}, "got 'a/b'"),
     ({"mode": "pipe", "channel": "train", "cache": "memory"}, "cache must be auto or none, got 'memory'"),
     ({"pipe_timeout": 0}, "pipe_timeout must be > 0 seconds, got 0"),
-    ({"compression": "zstd"}, "compression must be None or 'gzip', got 'zstd'"),
+    ({"compression": "zstd"}, "compression must be 'none' or 'gzip' (or None), got 'zstd'"),
     ({"shuffle_buffer": -1}, "shuffle_buffer must be >= 0, got -1"),
     ({"seed": -3}, "got -3"),
     ({"epochs": 0}, "epochs must be a positive integer or None (forever), got 0"),
@@ -109,7 +111,7 @@ def test_plan_channel_for_pipe(data):
 
 @given(records=st.integers(0, 10_000), n=st.integers(1, 64), b=st.integers(1, 512), drop=st.booleans())
 def test_equal_steps_fit_every_rank(records, n, b, drop):
-    counts = [per_rank_records(records, n, i) for i in range(n)]
+    counts = [shard_count(records, n, i) for i in range(n)]
     assert sum(counts) == records and max(counts) - min(counts) <= 1
     steps = equal_steps(records, n, b, drop)
     for c in counts:       # every rank can produce `steps` batches
@@ -133,7 +135,7 @@ def test_fetch_all_rejects_checksum_mismatch(data, tmp_path):
     m = read_manifest(data)
     first = m.shards[0]
     by_name = {first.name: dataclasses.replace(first, sha256="0" * 64)}
-    with pytest.raises(TfpipeError, match="manifest says"):
+    with pytest.raises(TfpipeError, match="differs from the manifest"):
         _fetch_all(data, [first.name], by_name, str(tmp_path / "c"))
     assert not os.listdir(tmp_path / "c")
 
@@ -169,8 +171,9 @@ def test_s3_manifest_fetched_to_local_cache(data, moto_endpoint, monkeypatch, tm
     url = f"s3://{bucket}/set"
     s = PipelineSpec.from_manifest(url, 32, cache_dir=str(tmp_path / "cache"))
     assert all(f.startswith(str(tmp_path / "cache")) for f in s.files)
-    from pipeline import build_dataset
     from pipeline_data import labels_of
+
+    from pipeline import build_dataset
 
     assert sorted(labels_of(build_dataset(s))) == list(range(500))
 

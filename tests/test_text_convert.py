@@ -11,14 +11,17 @@ import textwrap
 import numpy as np
 import pytest
 import zstandard
-
-from converters.errors import InputError, OutputExistsError, TfpipeError
-from converters.manifest import MANIFEST_NAME, read_manifest
-from converters.text_convert import TextConvertOptions, convert_text
-from converters.text_synthetic import pile_documents, write_pile_jsonl
-from converters.tokenizers import load_tokenizer, train_bpe
-from converters.verify import verify
 from tfread import read_back
+
+from converters.shardset.manifest import MANIFEST_NAME
+from converters.shardset.options import ShardOutputOptions
+from converters.shardset.reader import read_manifest
+from converters.shardset.verify import verify
+from converters.text.convert import convert_text
+from converters.text.options import TextOptions
+from converters.text.synthetic import pile_documents, write_pile_jsonl
+from converters.text.tokenizers import load_tokenizer, train_bpe
+from converters.util.errors import InputError, OutputExistsError, TfpipeError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -214,8 +217,9 @@ def test_unknown_input_format_fails_before_output(tmp_path):
 
 
 def test_options_dataclass_is_frozen_and_validated():
-    o = TextConvertOptions(seq_len=8, include_subsets=["b", "a", "a"], compression="none")
-    assert o.include_subsets == ("a", "b") and o.compression is None
+    o = TextOptions(seq_len=8, include_subsets=["b", "a", "a"], output=ShardOutputOptions(compression="none"))
+    assert o.include_subsets == ("a", "b") and o.output.compression is None
+    assert o.to_json()["include_subsets"] == ["a", "b"] and o.to_json()["compression"] is None
     with pytest.raises(Exception):
         o.seq_len = 9
 
@@ -224,8 +228,8 @@ def test_memory_bounded(tmp_path):
     """Peak RSS barely grows from a 4 MiB to a 48 MiB input (the input is never held in memory)."""
     script = textwrap.dedent("""
         import json, sys, zstandard
-        from converters.text_synthetic import pile_documents
-        from converters.text_convert import convert_text
+        from converters.text.synthetic import pile_documents
+        from converters.text.convert import convert_text
         mib, path, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
         docs = list(pile_documents(100, seed=0, mean_words=300))
         lines = "".join(json.dumps(d) + "\\n" for d in docs).encode()
@@ -258,9 +262,9 @@ def test_window_records_match_protobuf_across_varint_boundaries(seq_len):
     """Regression: an Example whose Features length is exactly 127 (or 16383) was written one byte short."""
     import tensorflow as tf
 
-    from converters.examples import serialize_batch
-    from converters.text_convert import text_schema
-    from converters.tfrecord import FRAME_OVERHEAD
+    from converters.text.options import text_schema
+    from converters.tfrecord.examples import serialize_batch
+    from converters.tfrecord.reader import FRAME_OVERHEAD
 
     rng = np.random.default_rng(seq_len)
     w = seq_len + 1

@@ -1,12 +1,17 @@
-"""converters.text_synthetic: seeded Pile-like documents and multi-frame jsonl.zst files."""
+"""converters.text.synthetic: seeded Pile-like documents and multi-frame jsonl.zst files."""
 import json
 
 import pytest
 import zstandard
 
-from converters.manifest import InputStats
-from converters.text import ReadOptions, iter_documents
-from converters.text_synthetic import PILE_SUBSETS, pile_documents, word_list, write_pile_jsonl
+from converters.shardset.manifest import InputStats
+from converters.text.readers import ReadOptions, iter_documents
+from converters.text.synthetic import (
+    PILE_SUBSETS,
+    pile_documents,
+    word_list,
+    write_pile_jsonl,
+)
 
 
 def test_word_list_distinct_and_seeded():

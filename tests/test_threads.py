@@ -63,7 +63,7 @@ def test_configure_after_tf_ran_ops_is_a_clear_error():
     code = (
         "import tensorflow as tf\n"
         "tf.constant(1) + 1\n"
-        "from converters.errors import TfpipeError\n"
+        "from converters.util.errors import TfpipeError\n"
         "from pipeline import configure_threads\n"
         "try:\n"
         "    configure_threads(intra=3, inter=2)\n"

@@ -7,9 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from converters.errors import OutputExistsError, TfpipeError
-from converters.text_synthetic import pile_documents, write_pile_jsonl
-from converters.tokenizers import ByteTokenizer, HFTokenizer, load_tokenizer, train_bpe
+from converters.text.synthetic import pile_documents, write_pile_jsonl
+from converters.text.tokenizers import (
+    ByteTokenizer,
+    HFTokenizer,
+    load_tokenizer,
+    train_bpe,
+)
+from converters.util.errors import OutputExistsError, TfpipeError
 
 TEXTS = ["hello", "", "café ñ", "日本語", "emoji 😀!", "tab\tnew\nline\r\n", "\x00nul"]
 
@@ -127,7 +132,7 @@ def test_train_max_chars_and_empty_input(tmp_path):
 
 @pytest.mark.parametrize("sub_batch", [1, 100, 1 << 18])
 def test_hf_sub_batches_give_the_same_ids(bpe, monkeypatch, sub_batch):
-    import converters.tokenizers as mod
+    import converters.text.tokenizers as mod
 
     path, _ = bpe
     tok = load_tokenizer(path)

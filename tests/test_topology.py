@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from converters.errors import TfpipeError
+from converters.util.errors import TfpipeError
 from sharding import ChannelConfig, Topology
 
 SM2 = {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2", "SM_NUM_GPUS": "8", "SM_NUM_CPUS": "64"}

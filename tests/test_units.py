@@ -1,6 +1,6 @@
 import pytest
 
-from converters.units import DEFAULT_SHARD_BYTES, format_size, parse_size
+from converters.util.units import DEFAULT_SHARD_BYTES, format_size, parse_size
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -8,9 +8,15 @@ import sys
 from collections import Counter
 
 import pytest
-
-from bench.variants import HAND_TUNED, VARIANTS, format_table, run_speed_suite, throughput
 from pipeline_data import write_indexed_set
+
+from bench.variants import (
+    HAND_TUNED,
+    VARIANTS,
+    format_table,
+    run_speed_suite,
+    throughput,
+)
 
 N = 600
 B = 32

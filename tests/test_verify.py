@@ -2,9 +2,9 @@ import shutil
 
 import pytest
 
-from converters.errors import IntegrityError
-from converters.verify import verify
-from converters.synthetic import write_criteo_shards
+from converters.libsvm.synthetic import write_criteo_shards
+from converters.shardset.verify import verify
+from converters.util.errors import IntegrityError
 
 
 @pytest.fixture()

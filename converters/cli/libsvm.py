@@ -1,0 +1,71 @@
+"""``tfpipe convert libsvm``."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .types import (
+    add_shard_output_options,
+    nonneg_int,
+    positive_int,
+    print_skips,
+    shard_output_options,
+)
+
+__all__ = ["register"]
+
+
+def register(convert_sub) -> None:
+    p = convert_sub.add_parser(
+        "libsvm", help="LibSVM text (label id:val ...) -> TFRecord shards of tf.train.Example",
+        description="Convert LibSVM files (files, directories, globs; .gz/.bz2/.zst) into TFRecord shards: "
+                    "one tf.train.Example per line with a float32 label, int64 ids[field_size] and float32 "
+                    "values[field_size]. Output is byte-identical whatever --workers is.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="LibSVM files, directories or globs")
+    p.add_argument("--out", required=True, help="output directory (must be empty unless --overwrite)")
+    p.add_argument("--field-size", type=positive_int, required=True, metavar="N",
+                   help="index:value pairs per line (39 for Criteo)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="parser processes (default: all cores)")
+    p.add_argument("--index-base", choices=("auto", "0", "1"), default="auto",
+                   help="index base of the input; auto: zero-based if any index 0 appears in any input "
+                        "(one pre-pass over all inputs), else one-based (default auto)")
+    p.add_argument("--pad", action="store_true", help="pad lines with fewer pairs (id 0, value 0)")
+    p.add_argument("--truncate", action="store_true", help="keep the first field-size pairs of longer lines")
+    p.add_argument("--allow-nonfinite", action="store_true", help="accept nan/inf labels and values")
+    p.add_argument("--max-index", type=nonneg_int, default=None, metavar="N",
+                   help="reject indices above N (as written in the file)")
+    p.add_argument("--label-key", default="label", help="feature name of the label (default label)")
+    p.add_argument("--ids-key", default="ids", help="feature name of the ids (default ids)")
+    p.add_argument("--values-key", default="values", help="feature name of the values (default values)")
+    add_shard_output_options(p, record="line")
+    p.set_defaults(func=_cmd_convert)
+
+
+
+def _cmd_convert(args) -> int:
+    from ..libsvm.convert import run
+    from ..libsvm.options import LibsvmOptions
+    from ..storage import is_s3
+    from ..util.units import format_size
+
+    options = LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
+                            args.max_index, args.label_key, args.ids_key, args.values_key,
+                            shard_output_options(args))
+    start = time.perf_counter()
+    m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
+            progress=not args.no_progress and sys.stderr.isatty())
+    secs = time.perf_counter() - start
+    read = sum(i.records_read for i in m.inputs)
+    blank = sum(i.blank_lines for i in m.inputs)
+    skipped = m.skipped
+    print_skips(m, "line")
+    print(f"converted {len(m.inputs)} input(s): {read:,} records read, {m.records:,} written, "
+          f"{sum(skipped.values()):,} skipped, {blank:,} blank/comment lines "
+          f"(index base {m.options.get('index_base_used')})")
+    where = m.location if is_s3(m.location) else os.path.abspath(m.location)
+    print(f"wrote {len(m.shards)} shard(s), {format_size(m.total_bytes)}"
+          f"{' GZIP' if m.compression else ''}, in {secs:.1f}s -> {where}")
+    print(f"manifest {where.rstrip('/')}/index.json")
+    return 0

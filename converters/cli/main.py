@@ -1,0 +1,87 @@
+"""The ``tfpipe`` console script: ``main(argv)`` builds the parser from each package's ``register``
+(entry points in group ``tfpipe.commands``) and turns library errors into one line and an exit code."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from importlib.metadata import entry_points
+
+from ..util.errors import TfpipeError
+from ..util.version import __version__
+from .quiet import quiet_tensorflow_import
+
+__all__ = ["main", "build_parser", "register"]
+
+# packages that contribute subcommands; used when the entry-point metadata is unavailable (source tree)
+_FALLBACK = ("converters.cli:register", "sharding.cli:register", "pipeline.cli:register", "bench.cli:register")
+
+
+def _registrars():
+    eps = sorted(entry_points(group="tfpipe.commands"), key=lambda e: _FALLBACK_ORDER.get(e.value, 99))
+    if eps:
+        return [ep.load for ep in eps]
+    import importlib
+
+    def loader(spec):
+        mod, _, fn = spec.partition(":")
+        return lambda: getattr(importlib.import_module(mod), fn)
+    return [loader(s) for s in _FALLBACK]
+
+
+_FALLBACK_ORDER = {s: i for i, s in enumerate(_FALLBACK)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfpipe",
+        description="Fast, correct TensorFlow input pipelines: convert data to TFRecord shards, plan "
+                    "sharding, build tf.data graphs, and measure GPU idle time.")
+    parser.add_argument("--version", action="version", version=f"tfpipe {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for load in _registrars():
+        load()(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # TensorFlow's C++ INFO/WARNING lines (CPU feature notes) are noise in a CLI; TF_CPP_MIN_LOG_LEVEL=0 brings
+    # them back. Set before any command imports TensorFlow.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.verbose:
+        quiet_tensorflow_import()
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except TfpipeError as exc:
+        print(f"tfpipe: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        print(f"tfpipe: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tfpipe: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+# -- converters' own subcommands ------------------------------------------------------------------------
+
+def register(sub) -> None:
+    """Add ``convert``, ``inspect``, ``verify`` and ``quickstart``."""
+    convert = sub.add_parser("convert", help="convert LibSVM or text/jsonl data into TFRecord shards")
+    csub = convert.add_subparsers(dest="format", metavar="FORMAT")
+    csub.required = True
+    from . import libsvm, quickstart, shardset, text
+
+    libsvm.register(csub)
+    text.register(csub, sub)
+    shardset.register(sub)
+    quickstart.register(sub)

@@ -1,0 +1,148 @@
+"""LibSVM files -> TFRecord shard set: read blocks, parse + serialize them (in worker processes), write in order.
+
+The I/O shell around the pure core (``block.parse`` + ``tfrecord.examples.serialize_batch``):
+
+* inputs are expanded (files, directories, globs; .gz/.bz2/.zst) and read as line-aligned blocks, so
+  memory is bounded by the block size times the blocks in flight, never by the input size;
+* ``--index-base auto`` is decided over *all* inputs in a pre-pass before anything is converted (any
+  index 0 anywhere: zero-based, else one-based);
+* blocks are parsed inline or by worker processes (``workers``), consumed in input order, so the shards are
+  byte-identical whatever ``workers`` is;
+* the main process writes with ``ShardSetWriter`` (temporary names, fsync, rename, manifest last).
+
+``run(inputs, out, options)`` is the core API (a ``LibsvmOptions``); ``convert_libsvm`` is its keyword form.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterable
+
+from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
+from ..shardset.options import ShardOutputOptions
+from ..shardset.writer import ShardSetWriter
+from ..sources import compression_of, expand_inputs
+from ..util.errors import InputError
+from ..util.progress import progress_bar
+from ..util.system import cpu_count
+from ..util.units import DEFAULT_SHARD_BYTES
+from .options import LibsvmOptions
+from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
+
+__all__ = ["run", "convert_libsvm", "DEFAULT_BLOCK_BYTES"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BLOCK_BYTES = 4 << 20  # 4 MiB of text per parse task
+
+
+def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, *,
+                   field_size: int, shard_size: int = DEFAULT_SHARD_BYTES, workers: int | None = None,
+                   index_base: str | int = "auto", pad: bool = False, truncate: bool = False,
+                   on_error: str = "raise", allow_nonfinite: bool = False, max_index: int | None = None,
+                   compression: str | None = None, overwrite: bool = False, prefix: str = "train",
+                   label_key: str = "label", ids_key: str = "ids", values_key: str = "values",
+                   progress: bool = False, block_size: int = DEFAULT_BLOCK_BYTES) -> Manifest:
+    """Convert LibSVM text files into a TFRecord shard set with a manifest; returns the Manifest.
+
+    The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments. With
+    ``on_error="raise"`` the first bad line raises ``InputError`` naming file:line and reason, and no
+    manifest is written; with ``"skip"`` bad lines are counted by reason in the manifest (records read ==
+    written + skipped).
+    """
+    output = ShardOutputOptions(shard_size=shard_size, compression=compression, prefix=prefix, on_error=on_error)
+    options = LibsvmOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, label_key, ids_key,
+                            values_key, output)
+    return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
+               block_size=block_size)
+
+
+def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, options: LibsvmOptions,
+        *, workers: int | None = None, overwrite: bool = False, progress: bool = False,
+        block_size: int = DEFAULT_BLOCK_BYTES) -> Manifest:
+    """Convert LibSVM inputs into a shard set at ``out`` as ``options`` say; returns the Manifest.
+
+    ``workers`` processes parse and serialize (default: all cores); the output bytes depend on neither it
+    nor ``block_size`` (the text read per task).
+    """
+    if not isinstance(options, LibsvmOptions):
+        raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
+    if workers is None:
+        workers = cpu_count()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    paths = expand_inputs(inputs)
+    with ShardSetWriter(str(out), options.output, overwrite=overwrite) as writer:
+        pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
+        try:
+            return _convert(paths, options, writer, pool, block_size, progress)
+        finally:
+            if pool is not None:
+                pool.close()
+
+
+def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool: Pool | None, block_size: int,
+             progress: bool) -> Manifest:
+    raise_on_bad = opts.output.on_error == "raise"
+    if opts.index_base != "auto":
+        base = opts.index_base
+    elif pool is None:
+        base = resolve_index_base(paths, block_size)
+    else:
+        base = resolve_parallel(paths, block_size, pool)
+    stats = {p: InputStats(p) for p in paths}
+    fallback = lines = 0
+    total = None if any(compression_of(p) for p in paths) else sum(os.path.getsize(p) for p in paths)
+    results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size, raise_on_bad)
+    try:
+        with progress_bar(progress, desc="convert libsvm", total=total) as bar:
+            for path, _, res in results:
+                if res.bad and raise_on_bad:
+                    b = res.bad[0]
+                    raise InputError(f"{b.reason}: {b.message} (use --on-error skip to skip bad lines)",
+                                     path=path, line=b.line, reason=b.reason)
+                writer.write(res.framed, res.lengths)
+                _account(stats[path], res, path)
+                fallback += res.fallback
+                lines += res.lines
+                bar.update(res.nbytes)
+                bar.set_postfix(lines=f"{lines:,}", records=f"{writer.records:,}", refresh=False)
+    finally:
+        results.close()  # stops the worker pool now, also when a bad line raised
+    read = sum(s.records_read for s in stats.values())
+    blank = sum(s.blank_lines for s in stats.values())
+    if writer.records == 0:
+        raise InputError(f"no records to write: the input holds no valid line ({blank} blank/comment "
+                         f"line(s), {read} bad line(s) skipped)",
+                         path=paths[0] if len(paths) == 1 else None, reason="empty_input")
+    skipped = sum(s.records_skipped for s in stats.values())
+    if skipped:
+        by_reason: dict[str, int] = {}
+        for s in stats.values():
+            for k, v in s.skipped.items():
+                by_reason[k] = by_reason.get(k, 0) + v
+        log.info("skipped %d bad line(s) of %d: %s", skipped, read,
+                 ", ".join(f"{k}={v}" for k, v in sorted(by_reason.items())))
+    if fallback:
+        log.info("%d line(s) needed the exact Python number parser", fallback)
+    options = opts.to_json()
+    options["index_base_used"] = base
+    return writer.finish(schema=opts.schema, inputs=[stats[p] for p in paths], options=options, kind="libsvm",
+                         extra={"index_base": base, "blank_lines": blank})
+
+
+def _account(st: InputStats, res, path: str) -> None:
+    """Add one block's result to its input file's accounting (read == written + skipped)."""
+    st.records_written += res.written
+    st.records_read += res.written + sum(res.skipped.values())
+    st.blank_lines += res.blank
+    for reason, count in res.skipped.items():
+        st.skipped[reason] = st.skipped.get(reason, 0) + count
+    for b in res.bad:
+        if len(st.examples) < MAX_EXAMPLES:
+            st.examples.append(b.describe(path))
+            log.info("skipped %s", b.describe(path))

@@ -1,0 +1,72 @@
+"""Why a LibSVM line is rejected: the reason names (in documentation order), their messages, the integer
+codes the compiled kernel reports (named constants, one per reason), and ``BadLine``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["REASONS", "REASON_TEXT", "CODE", "BadLine", "pair_count_token", "NUL_BYTE", "NON_ASCII", "BAD_LABEL",
+           "BAD_TOKEN", "MISSING_INDEX", "BAD_INDEX", "NEGATIVE_INDEX", "INDEX_ZERO", "UNSORTED_INDEX",
+           "DUPLICATE_INDEX", "INDEX_TOO_LARGE", "MISSING_VALUE", "BAD_VALUE", "NONFINITE", "PAIR_COUNT"]
+
+# Reason codes for bad lines: a code is the reason's position here. Order = documentation order.
+REASONS = (
+    "nul_byte",          # a NUL byte anywhere in the line (binary or corrupted data)
+    "non_ascii",         # a byte >= 0x80 outside a comment (invalid UTF-8 or non-ASCII text)
+    "bad_label",         # label is not a number
+    "bad_token",         # a feature token without ':' (e.g. 'abc')
+    "missing_index",     # ':4'
+    "bad_index",         # index is not an integer ('x:1', '1.5:1') or does not fit int64
+    "negative_index",    # '-3:1'
+    "index_zero",        # index 0 in one-based input
+    "unsorted_index",    # index smaller than the previous one on the line
+    "duplicate_index",   # index equal to the previous one on the line
+    "index_too_large",   # index above max_index
+    "missing_value",     # '3:'
+    "bad_value",         # value is not a number ('3:x', '3:4:5')
+    "nonfinite",         # nan/inf label or value (also a float32 overflow), unless allowed
+    "pair_count",        # number of index:value pairs differs from field_size (and no pad/truncate)
+)
+(NUL_BYTE, NON_ASCII, BAD_LABEL, BAD_TOKEN, MISSING_INDEX, BAD_INDEX, NEGATIVE_INDEX, INDEX_ZERO, UNSORTED_INDEX,
+ DUPLICATE_INDEX, INDEX_TOO_LARGE, MISSING_VALUE, BAD_VALUE, NONFINITE, PAIR_COUNT) = range(len(REASONS))
+CODE = {r: i for i, r in enumerate(REASONS)}
+
+REASON_TEXT = {
+    "nul_byte": "NUL byte in line",
+    "non_ascii": "non-ASCII byte outside a comment (invalid UTF-8 or non-ASCII text)",
+    "bad_label": "label is not a number",
+    "bad_token": "feature token is not index:value",
+    "missing_index": "feature token has no index",
+    "bad_index": "index is not a non-negative integer that fits int64",
+    "negative_index": "negative index",
+    "index_zero": "index 0 in one-based input (pass --index-base 0 if the data is zero-based)",
+    "unsorted_index": "indices are not sorted in increasing order",
+    "duplicate_index": "duplicate index",
+    "index_too_large": "index above --max-index",
+    "missing_value": "feature token has no value",
+    "bad_value": "value is not a number",
+    "nonfinite": "nan/inf value (pass --allow-nonfinite to keep them)",
+    "pair_count": "wrong number of index:value pairs for --field-size (see --pad / --truncate)",
+}
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """One rejected line: its number in the input, the reason code and the offending token (bytes)."""
+
+    line: int
+    reason: str
+    token: bytes = b""
+
+    @property
+    def message(self) -> str:
+        tok = self.token[:60].decode("ascii", "backslashreplace")
+        return f"{REASON_TEXT[self.reason]} ({tok!r})" if self.token else REASON_TEXT[self.reason]
+
+    def describe(self, path: str) -> str:
+        """``file:line: reason: message`` — the form used in errors, logs and the manifest."""
+        return f"{path}:{self.line}: {self.reason}: {self.message}"
+
+
+def pair_count_token(k: int, field_size: int) -> bytes:
+    """The 'token' shown for a pair-count error, which has no single culprit token."""
+    return f"{k} pairs, field_size {field_size}".encode()

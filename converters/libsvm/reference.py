@@ -1,0 +1,111 @@
+"""The pure-Python LibSVM line parser: exact by construction (Python's ``float``/``int``), slow. The compiled
+kernel hands it the rare lines it cannot decide exactly, and the tests compare the kernel against it."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .options import ParseOptions
+from .reasons import pair_count_token
+
+__all__ = ["parse_line", "LineError", "to_f32"]
+
+_INT64_MAX = (1 << 63) - 1
+
+
+class LineError(ValueError):
+    """Raised by ``parse_line`` for a bad line: ``reason`` is one of ``REASONS``; ``token`` the culprit."""
+
+    def __init__(self, reason: str, token: bytes = b""):
+        self.reason = reason
+        self.token = token
+        super().__init__(f"{reason}: {token!r}")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Python reference (exact by construction): used for the lines the kernel hands over, and by the tests.
+
+
+_PY_WS = b" \t\r\x0b\x0c\n"
+
+
+def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[float]] | None:
+    """Parse one line (without its newline). Returns None for a blank/comment-only line, else
+    ``(label32, ids, values32)`` with ids zero-based and padded/truncated to ``field_size``; raises
+    ``LineError`` for a bad line."""
+    nul = line.find(b"\x00")
+    if nul >= 0:
+        raise LineError("nul_byte", line[max(0, nul - 10): nul + 10])
+    content = line.split(b"#", 1)[0]
+    if not content.isascii():
+        bad = next(i for i, c in enumerate(content) if c >= 0x80)
+        raise LineError("non_ascii", content[max(0, bad - 10): bad + 10])
+    parts = content.split()
+    if not parts:
+        return None
+    try:
+        label = float(parts[0])
+    except ValueError:
+        raise LineError("bad_label", parts[0]) from None
+    label32 = to_f32(label)
+    if not opts.allow_nonfinite and not math.isfinite(label32):
+        raise LineError("nonfinite", parts[0])
+    feats = parts[1:]
+    if feats and feats[0].startswith(b"qid:"):
+        feats = feats[1:]
+    ids: list[int] = []
+    vals: list[float] = []
+    prev = -1
+    for tok in feats:
+        if b":" not in tok:
+            raise LineError("bad_token", tok)
+        idx_s, val_s = tok.split(b":", 1)
+        if not idx_s:
+            raise LineError("missing_index", tok)
+        try:
+            idx = int(idx_s)
+        except ValueError:
+            raise LineError("bad_index", tok) from None
+        if idx < 0:
+            raise LineError("negative_index", tok)
+        if idx > _INT64_MAX:
+            raise LineError("bad_index", tok)
+        if idx == 0 and opts.index_base == 1:
+            raise LineError("index_zero", tok)
+        if idx == prev:
+            raise LineError("duplicate_index", tok)
+        if idx < prev:
+            raise LineError("unsorted_index", tok)
+        if opts.max_index is not None and idx > opts.max_index:
+            raise LineError("index_too_large", tok)
+        prev = idx
+        if not val_s:
+            raise LineError("missing_value", tok)
+        try:
+            v = float(val_s)
+        except ValueError:
+            raise LineError("bad_value", tok) from None
+        v32 = to_f32(v)
+        if not opts.allow_nonfinite and not math.isfinite(v32):
+            raise LineError("nonfinite", tok)
+        ids.append(idx - opts.index_base)
+        vals.append(v32)
+    k, f = len(ids), opts.field_size
+    if k != f:
+        if k < f and opts.pad:
+            ids += [0] * (f - k)
+            vals += [0.0] * (f - k)
+        elif k > f and opts.truncate:
+            del ids[f:], vals[f:]
+        else:
+            raise LineError("pair_count", pair_count_token(k, f))
+    return label32, ids, vals
+
+
+def to_f32(v: float) -> float:
+    with np.errstate(over="ignore"):
+        return float(np.float32(v))
+
+
+# --------------------------------------------------------------------------------------------------------

@@ -1,0 +1,212 @@
+"""LibSVM worker processes: who parses which block, in input order.
+
+With ``workers == 1`` everything runs inline on ``sources.iter_blocks`` blocks. With more, worker processes
+read their own line-aligned byte ranges of plain files (``read_range``: nothing is sent to them but numbers;
+compressed inputs are decompressed here and sent as blocks), parse and serialize them; results come back
+strictly in input order with at most ``2 * workers`` tasks in flight (``util.ordered.ordered_map``), line
+numbers renumbered from the running line count, so the output is byte-identical whatever ``workers`` is.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ..shardset.manifest import MAX_EXAMPLES
+from ..sources import compression_of, iter_blocks
+from ..util.errors import InputError
+from ..util.ordered import ordered_map
+from .block import has_zero_index, parse, serialize_parsed
+from .reasons import BadLine
+
+__all__ = ["BlockResult", "Pool", "read_range", "run_blocks", "resolve_index_base", "resolve_parallel",
+           "start_method", "byte_ranges", "work_block"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BlockResult:
+    """What a worker sends back for one block (picklable)."""
+
+    framed: np.ndarray
+    lengths: np.ndarray
+    written: int
+    blank: int
+    skipped: dict[str, int]
+    bad: list = field(default_factory=list)  # libsvm.BadLine, first ones in line order
+    nbytes: int = 0
+    lines: int = 0
+    fallback: int = 0
+
+
+def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, str, str], stop_on_bad: bool
+          ) -> BlockResult:
+    """Parse + serialize one block (runs in a worker process, or inline with workers=1)."""
+    pb = parse(block, popts, first_line, MAX_EXAMPLES)
+    if stop_on_bad and pb.bad:  # the run stops here: no need to serialize
+        framed, lengths = np.zeros(0, np.uint8), np.zeros(0, np.int64)
+    else:
+        framed, lengths = serialize_parsed(pb, schema_keys)
+    return BlockResult(framed, lengths, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
+                        pb.fallback_lines)
+
+
+def resolve_index_base(paths: list[str], block_size: int) -> int:
+    """``--index-base auto`` over all inputs: 0 if any index 0 appears anywhere, else 1 (one pass over
+    the inputs; stops at the first index 0)."""
+    for path in paths:
+        for block, _, _ in iter_blocks(path, block_size):
+            if has_zero_index(block):
+                log.info("index base auto: index 0 found in %s -> zero-based", path)
+                return 0
+    log.info("index base auto: no index 0 in %d input(s) -> one-based", len(paths))
+    return 1
+
+
+def _line_start(f, pos: int, size: int) -> int:
+    """Offset of the first line of ``f`` that starts at or after ``pos`` (``size`` if none)."""
+    if pos <= 0:
+        return 0
+    if pos >= size:
+        return size
+    f.seek(pos - 1)
+    at = pos - 1
+    while True:
+        chunk = f.read(1 << 16)
+        if not chunk:
+            return size
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return at + i + 1
+        at += len(chunk)
+
+
+def read_range(path: str, start: int, stop: int) -> bytes:
+    """The whole lines of a plain file that *start* in ``[start, stop)``: consecutive ranges partition the
+    file into whole lines, so a worker can read its own block and nothing is sent to it but numbers."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        a = _line_start(f, start, size)
+        b = _line_start(f, stop, size)
+        if b <= a:
+            return b""
+        f.seek(a)
+        return f.read(b - a)
+
+
+def _work_range(path: str, start: int, stop: int, popts, keys, stop_on_bad: bool) -> BlockResult:
+    return work_block(_read_range_or_fail(path, start, stop), 1, popts, keys, stop_on_bad)
+
+
+def _zero_in_range(path: str, start: int, stop: int) -> bool:
+    return has_zero_index(_read_range_or_fail(path, start, stop))
+
+
+def _read_range_or_fail(path: str, start: int, stop: int) -> bytes:
+    try:
+        return read_range(path, start, stop)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", path=path, offset=start) from None
+
+
+def byte_ranges(path: str, block_size: int) -> list[tuple[int, int]]:
+    size = os.path.getsize(path)
+    return [(a, min(a + block_size, size)) for a in range(0, size, block_size)]
+
+
+def _blocks(paths: list[str], block_size: int) -> Iterator[tuple[str, bytes, int]]:
+    for path in paths:
+        for block, first_line, _ in iter_blocks(path, block_size):
+            yield path, block, first_line
+
+
+def _tasks(paths: list[str], block_size: int):
+    """Worker tasks in input order: byte ranges of plain files (the worker reads them), text blocks of
+    compressed files (decompressed here, in order)."""
+    for path in paths:
+        if compression_of(path) is None:
+            for a, b in byte_ranges(path, block_size):
+                yield path, _work_range, (path, a, b)
+        else:
+            for block, _, _ in iter_blocks(path, block_size):
+                yield path, work_block, (block, 1)
+
+
+def start_method() -> str:
+    """``fork`` (workers start warm, kernels already loaded) unless this process runs other threads (a trainer
+    with TensorFlow loaded, say): forking a multi-threaded process can deadlock the child, so then
+    ``forkserver`` (or ``spawn`` where there is no fork at all)."""
+    import multiprocessing as mp
+    import threading
+
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1 and "tensorflow" not in sys.modules:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+class Pool:
+    """Worker processes (forked after the kernels are loaded, so they start warm, where that is safe)."""
+
+    def __init__(self, workers: int, popts, keys):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        warm = b"1" + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size)) + b"\n"
+        work_block(warm, 1, popts, keys, False)
+        has_zero_index(warm)
+        ctx = mp.get_context(start_method())
+        self.workers = workers
+        self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
+    """``resolve_index_base`` with the plain files scanned by the workers."""
+    futures = []
+    try:
+        for path in paths:
+            if compression_of(path) is None:
+                futures += [(path, pool.executor.submit(_zero_in_range, path, a, b))
+                            for a, b in byte_ranges(path, block_size)]
+            else:
+                for block, _, _ in iter_blocks(path, block_size):
+                    if has_zero_index(block):
+                        log.info("index base auto: index 0 found in %s -> zero-based", path)
+                        return 0
+        for path, fut in futures:
+            if fut.result():
+                log.info("index base auto: index 0 found in %s -> zero-based", path)
+                return 0
+    finally:
+        for _, fut in futures:
+            fut.cancel()
+    log.info("index base auto: no index 0 in %d input(s) -> one-based", len(paths))
+    return 1
+
+
+def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad):
+    """Yield (path, first_line, BlockResult) in input order, bad-line numbers counted from the file start."""
+    if pool is None:
+        for path, block, first_line in _blocks(paths, block_size):
+            yield path, first_line, work_block(block, first_line, popts, keys, stop_on_bad)
+        return
+    next_line = {p: 1 for p in paths}
+
+    def submit(task):
+        _, fn, args = task
+        return pool.executor.submit(fn, *args, popts, keys, stop_on_bad)
+
+    for (path, _, _), res in ordered_map(submit, _tasks(paths, block_size), 2 * pool.workers):
+        first = next_line[path]
+        next_line[path] = first + res.lines
+        if first != 1:
+            res.bad = [BadLine(b.line + first - 1, b.reason, b.token) for b in res.bad]
+        yield path, first, res

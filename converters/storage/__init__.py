@@ -1,0 +1,20 @@
+"""Storage: one small interface (``Storage``, in ``base``) over a local directory (``local``) and
+``s3://bucket/prefix`` (``s3``, boto3 loaded only when used). ``open_storage(url)`` picks the implementation."""
+from __future__ import annotations
+
+import os
+
+from .base import TMP_PREFIX, Storage, is_s3
+from .local import LocalStorage
+
+__all__ = ["Storage", "LocalStorage", "open_storage", "is_s3", "TMP_PREFIX"]
+
+
+def open_storage(url: str | os.PathLike, **s3_options) -> Storage:
+    """Open a local directory or an ``s3://bucket/prefix`` location (``s3_options`` go to ``S3Storage``)."""
+    url = str(url)
+    if is_s3(url):
+        from .s3 import S3Storage
+
+        return S3Storage(url, **s3_options)
+    return LocalStorage(url)

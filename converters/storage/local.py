@@ -1,0 +1,63 @@
+"""A local directory behind the ``Storage`` interface: temporary shards are written in place and renamed on
+publish; small files are written atomically (temporary name, fsync, rename)."""
+from __future__ import annotations
+
+import os
+import shutil
+
+from ..util.errors import TfpipeError
+from ..util.fs import write_atomic
+from .base import TMP_PREFIX
+
+__all__ = ["LocalStorage"]
+
+
+class LocalStorage:
+    """A local directory. Temporary shards are written in place and renamed on publish."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.url = str(path)
+        self.path = os.path.abspath(path)
+
+    def _p(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def list(self) -> list[str]:
+        if not os.path.isdir(self.path):
+            if os.path.exists(self.path):
+                raise TfpipeError(f"output {self.url} exists and is not a directory")
+            return []
+        return sorted(os.listdir(self.path))
+
+    def exists(self, name: str) -> bool:
+        return os.path.exists(self._p(name))
+
+    def read_bytes(self, name: str) -> bytes:
+        with open(self._p(name), "rb") as f:
+            return f.read()
+
+    def write_bytes_atomic(self, name: str, data: bytes) -> None:
+        os.makedirs(self.path, exist_ok=True)
+        write_atomic(self._p(name), data, tmp_prefix=TMP_PREFIX)
+
+    def delete(self, name: str) -> None:
+        try:
+            os.unlink(self._p(name))
+        except FileNotFoundError:
+            pass
+
+    def staging_dir(self) -> str:
+        os.makedirs(self.path, exist_ok=True)
+        return self.path
+
+    def stage(self, local_path: str, tmp_name: str) -> None:
+        pass  # already in place under its temporary name
+
+    def publish(self, tmp_name: str, final_name: str) -> None:
+        os.replace(self._p(tmp_name), self._p(final_name))
+
+    def fetch(self, name: str, local_path: str) -> None:
+        shutil.copyfile(self._p(name), local_path)
+
+    def local_path(self, name: str) -> str | None:
+        return self._p(name)

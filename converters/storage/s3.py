@@ -1,0 +1,237 @@
+"""``s3://bucket/prefix`` storage behind the ``Storage`` interface (boto3 imported lazily).
+
+* Retries: botocore's ``standard`` mode (throttling such as SlowDown, 500/503, connection resets), with
+  ``max_attempts`` attempts per request.
+* Large files go up in parts (boto3 ``TransferConfig``: multipart above ``multipart_threshold``).
+* Checksums: every upload carries a SHA-256 checksum that S3 checks on arrival (per part for multipart
+  uploads) and the object's size is checked afterwards; downloads are checked against the manifest's
+  sha256 by ``sharding.transfer``.
+* Shards are written locally, uploaded to a temporary key when complete (local file deleted: bounded disk),
+  copied server-side to their final key on publish; the manifest is written last with one PUT (atomic).
+* Errors become ``TfpipeError`` with the bucket/key and the cause (missing bucket, access denied,
+  throttled after retries, endpoint unreachable, no credentials).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import weakref
+from typing import Callable, Iterator
+
+from ..util.errors import TfpipeError
+from ..util.units import format_size
+
+__all__ = ["S3Storage", "parse_s3_url", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_PART_SIZE"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ATTEMPTS = 8
+DEFAULT_PART_SIZE = 64 << 20  # 64 MiB multipart threshold and part size
+_THROTTLE = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
+             "RequestThrottled", "ServiceUnavailable", "503", "InternalError", "500"}
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b/")``; the prefix is empty or ends with '/'."""
+    if not str(url).startswith("s3://"):
+        raise ValueError(f"not an s3:// URL: {url!r}")
+    rest = str(url)[5:]
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"s3 URL without a bucket: {url!r}")
+    prefix = prefix.strip("/")
+    return bucket, (prefix + "/" if prefix else "")
+
+
+class S3Storage:
+    """A shard-set location in S3 (or an S3-compatible store via ``endpoint_url`` / ``AWS_ENDPOINT_URL``)."""
+
+    def __init__(self, url: str, *, endpoint_url: str | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 part_size: int = DEFAULT_PART_SIZE, max_concurrency: int = 4, region_name: str | None = None,
+                 addressing_style: str | None = None, connect_timeout: float = 10, read_timeout: float = 60):
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if part_size < 5 << 20:
+            raise ValueError(f"part_size must be at least 5 MiB (S3's minimum part), got {part_size}")
+        self.url = str(url).rstrip("/")
+        self.bucket, self.prefix = parse_s3_url(url)
+        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        self.max_attempts = max_attempts
+        self.part_size = part_size
+        self.max_concurrency = max_concurrency
+        self._region = region_name
+        self._addressing = addressing_style or ("path" if self.endpoint_url else "auto")
+        self._timeouts = (connect_timeout, read_timeout)
+        self._client = None
+        self._staging: str | None = None
+
+    # -- client ---------------------------------------------------------------------------------------
+    @property
+    def client(self):
+        if self._client is None:
+            try:
+                import boto3
+                from botocore.config import Config
+            except ImportError:  # pragma: no cover - boto3 is an optional extra
+                raise TfpipeError("s3:// locations need boto3: pip install 'tfpipe[s3]'") from None
+            settings = dict(retries={"mode": "standard", "max_attempts": self.max_attempts},
+                            s3={"addressing_style": self._addressing},
+                            connect_timeout=self._timeouts[0], read_timeout=self._timeouts[1])
+            try:  # botocore >= 1.36 adds CRC checksums to every request by default; we ask for SHA-256 ourselves
+                config = Config(**settings, request_checksum_calculation="when_required",
+                                response_checksum_validation="when_required")
+            except TypeError:
+                config = Config(**settings)
+            session = boto3.session.Session()
+            region = self._region or session.region_name or "us-east-1"
+            self._client = session.client("s3", endpoint_url=self.endpoint_url, region_name=region, config=config)
+        return self._client
+
+    def _transfer_config(self):
+        from boto3.s3.transfer import TransferConfig
+
+        return TransferConfig(multipart_threshold=self.part_size, multipart_chunksize=self.part_size,
+                              max_concurrency=self.max_concurrency, use_threads=self.max_concurrency > 1)
+
+    def _key(self, name: str) -> str:
+        return self.prefix + name
+
+    def _where(self, name: str | None) -> str:
+        return f"s3://{self.bucket}/{self._key(name)}" if name is not None else self.url
+
+    @contextlib.contextmanager
+    def _errors(self, action: str, name: str | None = None) -> Iterator[None]:
+        """Turn botocore/boto3 failures into one clear TfpipeError (FileNotFoundError for a missing key)."""
+        try:
+            yield
+        except TfpipeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as is if unknown
+            translated = self._translate(exc, action, name)
+            if translated is exc:
+                raise
+            raise translated from exc
+
+    def _translate(self, exc: Exception, action: str, name: str | None) -> Exception:
+        from botocore import exceptions as bx
+
+        where = self._where(name)
+        cause = exc
+        try:
+            from boto3.exceptions import S3UploadFailedError
+
+            if isinstance(exc, S3UploadFailedError) and isinstance(exc.__context__, Exception):
+                cause = exc.__context__
+        except ImportError:  # pragma: no cover
+            pass
+        if isinstance(cause, bx.ClientError):
+            err = cause.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return FileNotFoundError(f"{where}: no such object")
+            if code == "NoSuchBucket":
+                return TfpipeError(f"cannot {action} {where}: bucket {self.bucket!r} does not exist")
+            if code in ("AccessDenied", "403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+                return TfpipeError(f"cannot {action} {where}: access denied ({code}); check the credentials "
+                                   "and the bucket policy")
+            if code in _THROTTLE or (status and status >= 500):
+                return TfpipeError(f"cannot {action} {where}: S3 kept failing ({code or status}) after "
+                                   f"{self.max_attempts} attempts with retries; try again later")
+            return TfpipeError(f"cannot {action} {where}: {code or status}: {err.get('Message', cause)}")
+        if isinstance(cause, bx.NoCredentialsError):
+            return TfpipeError(f"cannot {action} {where}: no AWS credentials found (set AWS_ACCESS_KEY_ID/"
+                               "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance role)")
+        if isinstance(cause, (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.ReadTimeoutError,
+                              bx.ConnectTimeoutError, bx.ConnectionError, bx.HTTPClientError)):
+            return TfpipeError(f"cannot {action} {where}: connection to "
+                               f"{self.endpoint_url or 'S3'} failed after {self.max_attempts} attempts ({cause})")
+        if isinstance(cause, bx.BotoCoreError) or type(exc).__module__.startswith(("boto3", "s3transfer")):
+            return TfpipeError(f"cannot {action} {where}: {cause}")
+        return exc
+
+    # -- Storage interface ----------------------------------------------------------------------------
+    def list(self) -> list[str]:
+        """Names directly under the prefix (not in sub-prefixes), sorted."""
+        names = []
+        with self._errors("list"):
+            paginator = self.client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix, Delimiter="/"):
+                for obj in page.get("Contents", []):
+                    name = obj["Key"][len(self.prefix):]
+                    if name:
+                        names.append(name)
+        return sorted(names)
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.size(name)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def size(self, name: str) -> int:
+        with self._errors("read", name):
+            return int(self.client.head_object(Bucket=self.bucket, Key=self._key(name))["ContentLength"])
+
+    def read_bytes(self, name: str) -> bytes:
+        with self._errors("read", name):
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(name))["Body"].read()
+
+    def write_bytes_atomic(self, name: str, data: bytes) -> None:
+        """One PUT: S3 makes an object visible only once complete."""
+        with self._errors("write", name):
+            self.client.put_object(Bucket=self.bucket, Key=self._key(name), Body=data, ChecksumAlgorithm="SHA256")
+
+    def delete(self, name: str) -> None:
+        with self._errors("delete", name):
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(name))
+
+    def staging_dir(self) -> str:
+        """A local temporary directory for shards being written (removed when this object goes away)."""
+        if self._staging is None:
+            self._staging = tempfile.mkdtemp(prefix="tfpipe-s3-staging-")
+            weakref.finalize(self, shutil.rmtree, self._staging, True)
+        return self._staging
+
+    def stage(self, local_path: str, tmp_name: str) -> None:
+        """Upload a finished shard to its temporary key, then delete the local file."""
+        self.upload_file(local_path, tmp_name)
+        os.unlink(local_path)
+
+    def publish(self, tmp_name: str, final_name: str) -> None:
+        """Server-side copy to the final key (multipart for large objects), then delete the temporary key."""
+        with self._errors("publish", final_name):
+            self.client.copy({"Bucket": self.bucket, "Key": self._key(tmp_name)}, self.bucket, self._key(final_name),
+                             Config=self._transfer_config())
+        self.delete(tmp_name)
+
+    def fetch(self, name: str, local_path: str, callback: Callable[[int], None] | None = None) -> None:
+        with self._errors("download", name):
+            self.client.download_file(self.bucket, self._key(name), local_path, Callback=callback,
+                                      Config=self._transfer_config())
+
+    def local_path(self, name: str) -> str | None:
+        return None
+
+    # -- transfers ------------------------------------------------------------------------------------
+    def upload_file(self, local_path: str, name: str, callback: Callable[[int], None] | None = None,
+                    sha256: str | None = None) -> None:
+        """Upload a local file (multipart above ``part_size``, SHA-256 checked by S3 per request), then check
+        the stored object's size."""
+        size = os.path.getsize(local_path)
+        extra = {"ChecksumAlgorithm": "SHA256"}
+        if sha256:
+            extra["Metadata"] = {"sha256": sha256}
+        with self._errors("upload", name):
+            self.client.upload_file(local_path, self.bucket, self._key(name), ExtraArgs=extra, Callback=callback,
+                                    Config=self._transfer_config())
+        stored = self.size(name)
+        if stored != size:
+            from ..util.errors import IntegrityError
+
+            raise IntegrityError(f"{self._where(name)}: uploaded {size} bytes but S3 holds {stored}")
+        log.debug("uploaded %s (%s) to %s", local_path, format_size(size), self._where(name))

@@ -1,0 +1,160 @@
+"""Text/Pile -> TFRecord: read documents, tokenize in parallel, pack into windows, write shards + manifest.
+
+Stages (one process, threads): the calling thread reads and parses documents in batches (``readers``) and
+submits each batch to a pool of ``workers`` tokenizer threads (Hugging Face ``encode_batch`` runs in Rust
+without the GIL); results are taken back strictly in submission order, packed (``packing.Packer``),
+serialized (``tfrecord.examples.serialize_batch``) and written (``shardset.writer.ShardSetWriter``). At most
+``2 * workers`` batches are in flight, so memory is bounded by a few batches whatever the input size, and
+the output is byte-identical whatever ``workers`` is.
+
+``run(inputs, out, options)`` is the core API (a ``TextOptions``); ``convert_text`` is its keyword form.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from ..shardset.manifest import InputStats, Manifest
+from ..shardset.options import ShardOutputOptions
+from ..shardset.writer import ShardSetWriter
+from ..sources import expand_inputs
+from ..tfrecord.examples import serialize_batch
+from ..util.ordered import ordered_map
+from ..util.progress import progress_bar
+from ..util.system import cpu_count
+from ..util.units import DEFAULT_SHARD_BYTES
+from .options import FEATURE, TextOptions, text_schema
+from .packing import Packed, Packer, PackSpec
+from .readers import (
+    DEFAULT_BATCH_CHARS,
+    INPUT_SUFFIXES,
+    DocBatch,
+    format_of,
+    iter_documents,
+)
+from .tokenizers import load_tokenizer
+
+__all__ = ["run", "convert_text"]
+
+log = logging.getLogger(__name__)
+
+
+def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_size: int = DEFAULT_SHARD_BYTES,
+                 workers: int | None = None, text_key: str = "text",
+                 include_subsets: Iterable[str] | None = None, exclude_subsets: Iterable[str] | None = None,
+                 tokenizer: str = "byte", eod_token: str | None = None, no_cross_doc: bool = False,
+                 pad_last: bool = False, mask_name: str = "loss_mask", txt_mode: str = "block",
+                 on_error: str = "raise", compression: str | None = None, overwrite: bool = False,
+                 prefix: str = "train", progress: bool = False,
+                 batch_chars: int = DEFAULT_BATCH_CHARS) -> Manifest:
+    """Convert jsonl / jsonl.zst / jsonl.gz / parquet / txt documents into TFRecord shards of packed token
+    windows (feature ``input_ids`` int64[seq_len + 1], plus ``mask_name`` in padded modes) and a manifest.
+
+    The keyword form of :func:`run`. ``tokenizer`` is ``"byte"`` or a path to a Hugging Face
+    ``tokenizer.json`` (``eod_token`` names its end-of-document token; by default ``<|endoftext|>`` and a
+    few common ones are tried). See ``converters.text.readers`` for the accounting and skip reasons,
+    ``converters.text.packing`` for the window layout.
+    """
+    output = ShardOutputOptions(shard_size=int(shard_size), compression=compression, prefix=prefix,
+                                on_error=on_error)
+    options = TextOptions(
+        seq_len=seq_len, tokenizer=str(tokenizer), eod_token=eod_token, text_key=text_key,
+        include_subsets=_names(include_subsets), exclude_subsets=_names(exclude_subsets),
+        no_cross_doc=no_cross_doc, pad_last=pad_last, mask_name=mask_name, txt_mode=txt_mode, output=output)
+    return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
+               batch_chars=batch_chars)
+
+
+def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: int | None = None,
+        overwrite: bool = False, progress: bool = False, batch_chars: int = DEFAULT_BATCH_CHARS) -> Manifest:
+    """Convert text inputs into a shard set at ``out`` as ``opts`` say; returns the Manifest. ``workers``
+    tokenizer threads (default: CPU count, at most 16); the output does not depend on it."""
+    if not isinstance(opts, TextOptions):
+        raise TypeError(f"options must be a TextOptions, got {type(opts).__name__}")
+    if workers is None:
+        workers = min(cpu_count(), 16)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)
+    for f in files:
+        format_of(f)  # unknown formats fail before any output is created
+    tok = load_tokenizer(opts.tokenizer, eod_token=opts.eod_token)
+    info = tok.info
+    spec = PackSpec(seq_len=opts.seq_len, eod_id=info.eod_id, no_cross_doc=opts.no_cross_doc,
+                    pad_last=opts.pad_last, mask_name=opts.mask_name)
+    schema = text_schema(opts.seq_len, spec.mask_name if spec.masked else None)
+    read_opts = opts.read_options(batch_chars)
+    packer = Packer(spec)
+    stats: list[InputStats] = []
+    subset_docs: dict[str, int] = {}
+    subset_tokens: dict[str, int] = {}
+
+    def batches() -> Iterator[DocBatch]:
+        for path in files:
+            st = InputStats(path)
+            stats.append(st)
+            for b in iter_documents(path, read_opts, st):
+                if b.texts or b.nbytes:
+                    yield b
+
+    def encode(batch: DocBatch):
+        return tok.encode_batch(batch.texts) if batch.texts else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    def write(writer: ShardSetWriter, packed: Packed) -> None:
+        if len(packed) == 0:
+            return
+        cols = {FEATURE: packed.windows}
+        if packed.mask is not None:
+            cols[spec.mask_name] = packed.mask
+        framed, lengths = serialize_batch(schema, cols)
+        writer.write(framed, lengths)
+
+    with progress_bar(progress, desc="convert text") as bar:
+        with ShardSetWriter(out, opts.output, overwrite=overwrite) as writer, \
+                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tfpipe-tok") as pool:
+            for batch, (ids, lengths) in ordered_map(lambda b: pool.submit(encode, b), batches(), 2 * workers):
+                if batch.texts:
+                    _count_subsets(batch.subsets, lengths, subset_docs, subset_tokens)
+                    write(writer, packer.add(ids, lengths))
+                bar.update(batch.nbytes)
+                bar.set_postfix(docs=f"{packer.documents:,}", tokens=f"{packer.tokens:,}", refresh=False)
+            write(writer, packer.finish())
+            subsets = {k: {"documents": subset_docs[k], "tokens": subset_tokens[k]} for k in sorted(subset_docs)}
+            extra = {
+                "documents": packer.documents,
+                "tokens": packer.tokens,
+                "tokens_dropped": packer.tokens_dropped,
+                "padding_tokens": packer.padding,
+                "windows": packer.windows,
+                "seq_len": opts.seq_len,
+                "eod_id": info.eod_id,
+                "pad_id": spec.pad_id,
+                "mask": spec.mask_name if spec.masked else None,
+                "tokenizer": info.to_json(),
+                "subsets": subsets,
+            }
+            manifest = writer.finish(schema=schema, inputs=stats, options=opts.to_json(), kind="text",
+                                     extra=extra)
+    log.info("text: %d documents, %d tokens (%d dropped) -> %d windows of %d", packer.documents, packer.tokens,
+             packer.tokens_dropped, packer.windows, spec.window)
+    return manifest
+
+
+def _names(v):
+    return v if v is None or isinstance(v, str) else tuple(v)
+
+
+def _count_subsets(subsets: list[str], lengths: np.ndarray, docs: dict[str, int], tokens: dict[str, int]) -> None:
+    """Per-subset documents and tokens (document ids + its EOD)."""
+    names, inv = np.unique(np.asarray(subsets, dtype=object), return_inverse=True)
+    nd = np.bincount(inv, minlength=len(names))
+    nt = np.bincount(inv, weights=(lengths + 1).astype(np.float64), minlength=len(names))
+    for k, name in enumerate(names):
+        docs[name] = docs.get(name, 0) + int(nd[k])
+        tokens[name] = tokens.get(name, 0) + int(round(nt[k]))

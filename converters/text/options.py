@@ -1,0 +1,69 @@
+"""What decides a text conversion's output: ``TextOptions`` (tokenizer, packing, document selection and the
+shared ``ShardOutputOptions``), recorded in the manifest, and the feature schema it implies."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..shardset.options import ShardOutputOptions
+from ..tfrecord.schema import FeatureSpec, Schema
+from .readers import ReadOptions
+
+__all__ = ["TextOptions", "text_schema", "FEATURE"]
+
+FEATURE = "input_ids"
+
+
+@dataclass(frozen=True)
+class TextOptions:
+    """Everything that determines the output bytes (recorded in the manifest), validated up front.
+
+    ``output.on_error`` is also the policy for bad documents (``raise`` or ``skip``)."""
+
+    seq_len: int
+    tokenizer: str = "byte"
+    eod_token: str | None = None
+    text_key: str = "text"
+    include_subsets: tuple[str, ...] | None = None
+    exclude_subsets: tuple[str, ...] | None = None
+    no_cross_doc: bool = False
+    pad_last: bool = False
+    mask_name: str = "loss_mask"
+    txt_mode: str = "block"
+    output: ShardOutputOptions = field(default_factory=ShardOutputOptions)
+
+    def __post_init__(self):
+        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, (int, np.integer)) or self.seq_len < 1:
+            raise ValueError(f"seq_len must be a positive integer, got {self.seq_len!r}")
+        for name in ("include_subsets", "exclude_subsets"):
+            v = getattr(self, name)
+            if v is not None:
+                if isinstance(v, str):
+                    raise ValueError(f"{name} must be a list of subset names, got the string {v!r}")
+                object.__setattr__(self, name, tuple(sorted(set(v))))
+        if not isinstance(self.output, ShardOutputOptions):
+            raise ValueError(f"output must be a ShardOutputOptions, got {type(self.output).__name__}")
+        self.read_options()  # validates text_key and txt_mode
+
+    def read_options(self, batch_chars: int | None = None) -> ReadOptions:
+        extra = {"batch_chars": batch_chars} if batch_chars is not None else {}
+        return ReadOptions(text_key=self.text_key, include_subsets=self.include_subsets,
+                           exclude_subsets=self.exclude_subsets, on_error=self.output.on_error,
+                           txt_mode=self.txt_mode, **extra)
+
+    def to_json(self) -> dict:
+        """The manifest's ``options``: one flat dict (text options and the shard-output options)."""
+        own = {k: getattr(self, k) for k in ("seq_len", "tokenizer", "eod_token", "text_key", "no_cross_doc",
+                                              "pad_last", "mask_name", "txt_mode")}
+        for k in ("include_subsets", "exclude_subsets"):
+            v = getattr(self, k)
+            own[k] = list(v) if v is not None else None
+        return {**own, **self.output.to_json()}
+
+
+def text_schema(seq_len: int, mask_name: str | None = None) -> Schema:
+    feats = [FeatureSpec(FEATURE, "int64", (seq_len + 1,))]
+    if mask_name:
+        feats.append(FeatureSpec(mask_name, "int64", (seq_len + 1,)))
+    return Schema(tuple(feats))

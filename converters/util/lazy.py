@@ -1,0 +1,30 @@
+"""One mechanism for the packages' lazy public names: ``__getattr__``/``__dir__`` that import a name's
+module on first use, so ``import pipeline`` (or ``converters``) stays cheap and TensorFlow, numba or boto3
+load only when a function that needs them is used."""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Mapping
+
+__all__ = ["lazy_exports"]
+
+
+def lazy_exports(package: str, where: Mapping[str, str], namespace: dict[str, Any]
+                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package``: ``where`` maps a public name to the submodule (relative to
+    the package, e.g. ``".build"``) that defines it. The value is cached in ``namespace`` (the package's
+    ``globals()``) after the first lookup; an unknown name raises ``AttributeError``."""
+    where = dict(where)
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, package), name)
+        namespace[name] = value  # later lookups skip __getattr__ (and a same-named submodule cannot shadow it)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(where) | set(namespace.get("__all__", ())))
+
+    return __getattr__, __dir__

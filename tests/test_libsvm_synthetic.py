@@ -1,0 +1,26 @@
+import io
+
+import numpy as np
+
+from converters.libsvm.synthetic import criteo_arrays, criteo_lines
+
+
+def test_lines_match_arrays_through_sklearn():
+    from sklearn.datasets import load_svmlight_file
+
+    n = 200
+    a = criteo_arrays(n, seed=5)
+    X, y = load_svmlight_file(io.BytesIO(criteo_lines(n, seed=5)), zero_based=False, dtype=np.float64)
+    np.testing.assert_array_equal(y.astype(np.float32), a["label"])
+    X = X.tocsr()
+    for i in range(n):
+        row = X.getrow(i)
+        np.testing.assert_array_equal(row.indices, a["ids"][i])
+        np.testing.assert_array_equal(row.data.astype(np.float32), a["values"][i])
+
+
+def test_ids_strictly_increasing_and_deterministic():
+    a = criteo_arrays(500, seed=1)
+    assert (np.diff(a["ids"], axis=1) > 0).all()
+    assert criteo_lines(50, seed=2) == criteo_lines(50, seed=2)
+    assert criteo_lines(50, seed=2) != criteo_lines(50, seed=3)

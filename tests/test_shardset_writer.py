@@ -1,0 +1,153 @@
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from converters.libsvm.options import libsvm_schema
+from converters.libsvm.synthetic import criteo_arrays
+from converters.shardset.cuts import plan_cuts
+from converters.shardset.manifest import InputStats
+from converters.shardset.options import ShardOutputOptions
+from converters.shardset.reader import read_manifest
+from converters.shardset.writer import ShardSetWriter
+from converters.storage import TMP_PREFIX
+from converters.tfrecord.examples import serialize_batch
+from converters.tfrecord.reader import read_records
+from converters.util.errors import OutputExistsError
+
+
+def _segments(lengths, used, limit):
+    cuts = plan_cuts(np.asarray(lengths), used, limit)
+    bounds = [0] + [c for c in cuts if c > 0] + [len(lengths)]
+    return cuts, [list(lengths[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+@pytest.mark.parametrize("lengths,used,limit,cuts", [
+    ([10, 10, 10, 10, 10], 0, 25, [2, 4]),
+    ([10, 10, 10, 10, 10], 0, 30, [3]),
+    ([10, 10, 10, 10, 10], 0, 50, []),
+    ([10, 10, 10, 10, 10], 20, 25, [0, 2, 4]),
+    ([50, 10], 0, 25, [1]),          # an oversized record gets a shard of its own
+    ([50, 10], 5, 25, [0, 1]),
+    ([], 0, 10, []),
+])
+def test_plan_cuts_table(lengths, used, limit, cuts):
+    assert plan_cuts(np.asarray(lengths, dtype=np.int64), used, limit) == cuts
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 40), max_size=60), st.integers(0, 60), st.integers(1, 60))
+def test_plan_cuts_never_crosses_the_limit(lengths, used, limit):
+    used = min(used, limit)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    cuts = plan_cuts(lengths, used, limit)
+    assert cuts == sorted(set(cuts))
+    bounds = [0] + [c for c in cuts if c > 0] + [len(lengths)]
+    starts_new = bool(cuts and cuts[0] == 0)
+    for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        seg = int(lengths[a:b].sum())
+        base = used if (k == 0 and not starts_new) else 0
+        assert base + seg <= limit or b - a == 1, (a, b, seg, base)
+        # the shard was closed only because the next record would cross the limit
+        if b < len(lengths):
+            assert base + seg + lengths[b] > limit
+
+
+def _write(out, n, shard_bytes, compression=None, batches=3, **kw):
+    schema = libsvm_schema(39)
+    cols = criteo_arrays(n, seed=3)
+    framed, lengths = serialize_batch(schema, cols)
+    offs = np.concatenate([[0], np.cumsum(lengths)])
+    with ShardSetWriter(str(out), ShardOutputOptions(shard_size=shard_bytes, compression=compression), **kw) as w:
+        for part in np.array_split(np.arange(n), batches):
+            if len(part):
+                w.write(framed[offs[part[0]]:offs[part[-1] + 1]], lengths[part])
+        m = w.finish(schema=schema, inputs=[InputStats("mem", n, n)], options={"x": 1})
+    return m, framed, lengths
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_shards_bounded_named_and_complete(tmp_path, compression):
+    limit = 20_000
+    m, framed, lengths = _write(tmp_path / "out", 500, limit, compression)
+    n = len(m.shards)
+    assert n > 3
+    names = sorted(os.listdir(tmp_path / "out"))
+    suffix = ".tfrecord.gz" if compression else ".tfrecord"
+    assert names == sorted([f"train-{i:05d}-of-{n:05d}{suffix}" for i in range(n)] + ["index.json"])
+    got = []
+    for s in m.shards:
+        recs = list(read_records(tmp_path / "out" / s.name))
+        assert len(recs) == s.records
+        assert sum(len(r) + 16 for r in recs) <= limit
+        got.extend(recs)
+    pos, expected = 0, []
+    for ln in lengths:
+        expected.append(framed[pos + 12:pos + ln - 4].tobytes())
+        pos += ln
+    assert got == expected
+    assert read_manifest(tmp_path / "out") == m
+
+
+def test_shards_closed_before_crossing(tmp_path):
+    m, _, lengths = _write(tmp_path / "o", 300, 10_000)
+    # each shard except the last would have crossed the limit with its successor's first record
+    i = 0
+    for s in m.shards[:-1]:
+        used = int(lengths[i:i + s.records].sum())
+        assert used <= 10_000 < used + lengths[i + s.records]
+        i += s.records
+
+
+def test_rerun_is_byte_identical(tmp_path):
+    m1, *_ = _write(tmp_path / "a", 200, 15_000, "gzip")
+    m2, *_ = _write(tmp_path / "b", 200, 15_000, "gzip", batches=7)
+    assert [s.sha256 for s in m1.shards] == [s.sha256 for s in m2.shards]
+    assert (tmp_path / "a" / "index.json").read_bytes() == (tmp_path / "b" / "index.json").read_bytes()
+
+
+def test_refuses_non_empty_output_unless_overwrite(tmp_path):
+    out = tmp_path / "o"
+    _write(out, 50, 1 << 20)
+    with pytest.raises(OutputExistsError, match="--overwrite"):
+        _write(out, 50, 1 << 20)
+    m, *_ = _write(out, 60, 1 << 20, overwrite=True)
+    assert m.records == 60 and read_manifest(out).records == 60
+
+
+def test_overwrite_refuses_foreign_files(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "precious.txt").write_text("mine")
+    with pytest.raises(OutputExistsError, match="precious.txt"):
+        _write(out, 10, 1 << 20, overwrite=True)
+    assert (out / "precious.txt").exists()
+
+
+def test_failure_leaves_no_final_names_and_no_manifest(tmp_path):
+    out = tmp_path / "o"
+    schema = libsvm_schema(39)
+    framed, lengths = serialize_batch(schema, criteo_arrays(100))
+    with pytest.raises(RuntimeError):
+        with ShardSetWriter(str(out), ShardOutputOptions(shard_size=5000)) as w:
+            w.write(framed, lengths)
+            raise RuntimeError("boom")
+    assert os.listdir(out) == []
+
+
+def test_interrupted_leftovers_hint_and_clean_rerun(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / f"{TMP_PREFIX}train-00000.tfrecord").write_bytes(b"partial")
+    with pytest.raises(OutputExistsError, match="interrupted"):
+        _write(out, 10, 1 << 20)
+    m, *_ = _write(out, 10, 1 << 20, overwrite=True)
+    assert sorted(os.listdir(out)) == ["index.json", "train-00000-of-00001.tfrecord"]
+
+
+def test_write_rejects_mismatched_lengths(tmp_path):
+    with ShardSetWriter(str(tmp_path / "o")) as w:
+        with pytest.raises(ValueError, match="do not match"):
+            w.write(np.zeros(10, np.uint8), [5, 6])
