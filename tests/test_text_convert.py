@@ -199,7 +199,7 @@ def test_refuses_nonempty_output_and_overwrites(corpus, tmp_path):
     ({"seq_len": 8, "workers": 0}, ValueError, "workers must be a positive integer, got 0"),
     ({"seq_len": 8, "on_error": "ignore"}, ValueError, "on_error must be"),
     ({"seq_len": 8, "compression": "zstd"}, ValueError, "compression must be"),
-    ({"seq_len": 8, "include_subsets": "ArXiv"}, ValueError, "must be a list of subset names"),
+    ({"seq_len": 8, "include_subsets": "ArXiv"}, ValueError, "must be a collection of subset names"),
     ({"seq_len": 8, "tokenizer": "nope"}, TfpipeError, "unknown tokenizer 'nope'"),
 ])
 def test_option_errors(corpus, tmp_path, kwargs, exc, match):

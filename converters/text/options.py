@@ -8,7 +8,7 @@ import numpy as np
 
 from ..shardset.options import ShardOutputOptions
 from ..tfrecord.schema import FeatureSpec, Schema
-from .readers import ReadOptions
+from .readers import ReadOptions, subset_names
 
 __all__ = ["TextOptions", "text_schema", "FEATURE"]
 
@@ -37,11 +37,7 @@ class TextOptions:
         if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, (int, np.integer)) or self.seq_len < 1:
             raise ValueError(f"seq_len must be a positive integer, got {self.seq_len!r}")
         for name in ("include_subsets", "exclude_subsets"):
-            v = getattr(self, name)
-            if v is not None:
-                if isinstance(v, str):
-                    raise ValueError(f"{name} must be a list of subset names, got the string {v!r}")
-                object.__setattr__(self, name, tuple(sorted(set(v))))
+            object.__setattr__(self, name, subset_names(name, getattr(self, name)))
         if not isinstance(self.output, ShardOutputOptions):
             raise ValueError(f"output must be a ShardOutputOptions, got {type(self.output).__name__}")
         self.read_options()  # validates text_key and txt_mode

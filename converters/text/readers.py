@@ -33,7 +33,7 @@ from ..shardset.options import check_on_error
 from ..sources import COMPRESSED_SUFFIXES, iter_blocks, open_input
 from ..util.errors import InputError, TfpipeError
 
-__all__ = ["ReadOptions", "DocBatch", "iter_documents", "format_of", "FORMATS", "INPUT_SUFFIXES",
+__all__ = ["ReadOptions", "subset_names", "DocBatch", "iter_documents", "format_of", "FORMATS", "INPUT_SUFFIXES",
            "DEFAULT_BATCH_CHARS", "NO_SUBSET"]
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,16 @@ NO_SUBSET = ""                 # subset of documents without meta.pile_set_name
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _FORMAT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".txt": "txt"}
 INPUT_SUFFIXES = tuple(_FORMAT_SUFFIXES)
+
+
+def subset_names(what: str, value) -> tuple[str, ...] | None:
+    """A collection of ``meta.pile_set_name`` values as a sorted tuple (None stays None); a bare string is an
+    error (it would be taken as a set of characters)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise ValueError(f"{what} must be a collection of subset names, got the string {value!r}")
+    return tuple(sorted(set(value)))
 
 
 @dataclass(frozen=True)
@@ -64,11 +74,8 @@ class ReadOptions:
         if self.batch_chars <= 0:
             raise ValueError(f"batch_chars must be positive, got {self.batch_chars}")
         for name in ("include_subsets", "exclude_subsets"):
-            v = getattr(self, name)
-            if v is not None:
-                if isinstance(v, str):
-                    raise ValueError(f"{name} must be a collection of subset names, got the string {v!r}")
-                object.__setattr__(self, name, frozenset(v))
+            names = subset_names(name, getattr(self, name))
+            object.__setattr__(self, name, None if names is None else frozenset(names))
 
     def keep(self, subset: str) -> bool:
         if self.include_subsets is not None and subset not in self.include_subsets:
