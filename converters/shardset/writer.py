@@ -140,6 +140,12 @@ class ShardSetWriter:
             self._records += stop - start
             self.records += stop - start
 
+    def shard_records(self) -> list[int]:
+        """Records in each shard so far, in order (the open shard last); a record stays in the shard it was
+        written to."""
+        done = [records for _, records, _, _ in self._done]
+        return done + [self._records] if self._file is not None else done
+
     def close_shard(self) -> None:
         """Close the open shard now, whatever its size: the next ``write`` starts a new one (exact counts)."""
         self._close()
