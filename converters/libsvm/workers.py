@@ -22,6 +22,7 @@ from ..util.errors import InputError
 from ..util.ordered import ordered_map
 from .block import has_zero_index, parse, serialize_parsed
 from .reasons import BadLine
+from .sparse import SparseBlock, row_stats
 
 __all__ = ["BlockResult", "Pool", "read_range", "run_blocks", "resolve_index_base", "resolve_parallel",
            "start_method", "byte_ranges", "work_block"]
@@ -42,9 +43,10 @@ class BlockResult:
     nbytes: int = 0
     lines: int = 0
     fallback: int = 0
+    sparse: dict | None = None  # sparse layout: sparse.row_stats of the written rows
 
 
-def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, str, str], stop_on_bad: bool
+def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...], stop_on_bad: bool
           ) -> BlockResult:
     """Parse + serialize one block (runs in a worker process, or inline with workers=1)."""
     pb = parse(block, popts, first_line, MAX_EXAMPLES)
@@ -53,7 +55,7 @@ def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, str
     else:
         framed, lengths = serialize_parsed(pb, schema_keys)
     return BlockResult(framed, lengths, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
-                        pb.fallback_lines)
+                        pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None)
 
 
 def resolve_index_base(paths: list[str], block_size: int) -> int:
@@ -157,7 +159,8 @@ class Pool:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        warm = b"1" + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size)) + b"\n"
+        warm = (b"1" + (b" qid:1" if popts.keep_qid else b"")
+                + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size or 1)) + b"\n")
         work_block(warm, 1, popts, keys, False)
         has_zero_index(warm)
         ctx = mp.get_context(start_method())
