@@ -116,16 +116,14 @@ def _write(table, ints, fbytes, vints, vfbytes, vsplits, kinds, starts, ends, ke
             q = _put_varint(out, q + 1, p)
             if kind == 1:
                 b0 = 4 * starts[f]
-                for k in range(p):
-                    out[q + k] = fbytes[r, b0 + k]
+                out[q:q + p] = fbytes[r, b0:b0 + p]
                 q += p
             elif kind == 0:
                 for c in range(starts[f], ends[f]):
                     q = _put_varint(out, q, ints[r, c])
             elif kind == 3:
                 b0 = 4 * vsplits[starts[f], r]
-                for k in range(p):
-                    out[q + k] = vfbytes[b0 + k]
+                out[q:q + p] = vfbytes[b0:b0 + p]
                 q += p
             else:
                 for c in range(vsplits[starts[f], r], vsplits[starts[f], r + 1]):
@@ -179,8 +177,8 @@ def serialize_batch(schema: Schema, columns: dict[str, np.ndarray | tuple[np.nda
     ints = np.ascontiguousarray(np.hstack(int_cols)) if int_cols else np.zeros((n, 0), np.int64)
     floats = np.ascontiguousarray(np.hstack(float_cols)) if float_cols else np.zeros((n, 0), np.float32)
     fbytes = floats.view(np.uint8).reshape(n, nfl * 4)
-    vints = np.ascontiguousarray(np.concatenate(vint)) if vint else np.zeros(0, np.int64)
-    vfbytes = (np.ascontiguousarray(np.concatenate(vflt)) if vflt else np.zeros(0, np.float32)).view(np.uint8)
+    vints = _joined(vint, np.int64)
+    vfbytes = _joined(vflt, np.float32).view(np.uint8)
     vsp = np.ascontiguousarray(np.stack(vsplits)) if vsplits else np.zeros((0, n + 1), np.int64)
     key_bytes = [f.name.encode("utf-8") for f in schema.features]
     keyoffs = np.zeros(len(key_bytes) + 1, dtype=np.int64)
@@ -195,6 +193,13 @@ def serialize_batch(schema: Schema, columns: dict[str, np.ndarray | tuple[np.nda
     _write(CRC_TABLE, ints, fbytes, vints, vfbytes, vsp, kinds_a, starts_a, ends_a, keys, keyoffs, features,
            payload, out)
     return out, lengths
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    """The variable-length values of one dtype end to end (no copy for a single contiguous feature)."""
+    if len(parts) == 1:
+        return np.ascontiguousarray(parts[0])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 def _csr(f: FeatureSpec, column) -> tuple[np.ndarray, np.ndarray]:
