@@ -149,7 +149,7 @@ def test_bad_lines(text, field_size, kw, reason, ending):
 
 
 def test_every_reason_is_covered_by_the_table():
-    assert {r for *_, r in BAD} == set(REASONS)
+    assert {r for *_, r in BAD} == set(REASONS) - {"bad_qid", "missing_qid"}  # --keep-qid: test_libsvm_sparse
 
 
 def test_examples_are_the_first_bad_lines_in_line_order():
