@@ -35,4 +35,4 @@ def test_sparse_lines_parse_as_described():
     r = parse_block(text, sparse=True, keep_qid=True)
     nnz = r.row_splits[1:] - r.row_splits[:-1]
     assert r.n == 500 and r.fallback_lines == 0 and nnz.max() <= 150 and nnz.min() >= 0
-    assert r.ids.max() < 200_000 and set(r.label.tolist()) == {1.0, -1.0} and r.qid[-1] == 499 // 20
+    assert r.ids.max() < 200_000 and set(r.label.tolist()) == {1.0, -1.0} and r.qid[-1] == 4_000_000 + 499 // 20
