@@ -207,6 +207,22 @@ def test_has_zero_index(text, expected):
     assert has_zero_index(text) == expected
 
 
+ZERO_FRAGMENTS = ["0:", "00:", "+0:", "-0:", "10:", "100:", "1:", "0", " ", " ", "\t", "\n", "\r", "#", "x", "1", ":"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(ZERO_FRAGMENTS), max_size=60), st.integers(0, 70))
+def test_property_has_zero_index_equals_a_token_oracle(frags, pad):
+    """The 64-bytes-at-a-time scan agrees with a plain reading: some token after a line's first, before '#',
+    is ``[+-]?0+:...`` (the padding moves tokens across the 64-byte runs)."""
+    import re
+
+    text = b"#" + b"p" * pad + b"\n" + "".join(frags).encode() + b"\n#" + b"q" * 64
+    want = any(re.fullmatch(rb"[+-]?0+", tok.split(b":")[0]) and b":" in tok
+               for line in text.split(b"\n") for tok in line.split(b"#")[0].split()[1:])
+    assert has_zero_index(text) == want
+
+
 # -- exact agreement with scikit-learn ------------------------------------------------------------------------
 
 EDGE_FILE = (
