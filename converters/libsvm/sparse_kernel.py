@@ -216,9 +216,9 @@ def parse_sparse_kernel(buf, state, base, allow_nonfinite, max_index, multilabel
                 e = q - f0
                 nd += e
             if 0 < nd <= 18 and mant < _MANT_LIMIT and e <= 22 and (q >= n or _is_delim(buf[q])):
-                v = float(mant) / pow10[e]
+                v32 = np.float32(float(mant) / pow10[e])  # below 2**53: always finite
                 if neg:
-                    v = -v
+                    v32 = -v32
             else:
                 st, v, q = _scan_float(buf, v0, n, pow10)
                 if st == _UNDECIDED:
@@ -229,12 +229,12 @@ def parse_sparse_kernel(buf, state, base, allow_nonfinite, max_index, multilabel
                     b0 = t0
                     b1 = q
                     break
-            v32 = np.float32(v)
-            if not allow_nonfinite and not np.isfinite(v32):
-                bad = NONFINITE
-                b0 = t0
-                b1 = q
-                break
+                v32 = np.float32(v)
+                if not allow_nonfinite and not np.isfinite(v32):
+                    bad = NONFINITE
+                    b0 = t0
+                    b1 = q
+                    break
             if k >= ids.shape[0]:
                 full = NNZ_FULL
                 break
