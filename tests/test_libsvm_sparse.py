@@ -14,7 +14,14 @@ from converters.libsvm.options import ParseOptions
 from converters.libsvm.reasons import REASONS
 from converters.libsvm.reference import LineError, parse_sparse_line
 from converters.libsvm.sparse import SparseBlock, row_stats
-from converters.libsvm.sparse_kernel import DONE, FALLBACK, LABELS_FULL, NNZ_FULL, ROWS_FULL, parse_sparse_kernel
+from converters.libsvm.sparse_kernel import (
+    DONE,
+    FALLBACK,
+    LABELS_FULL,
+    NNZ_FULL,
+    ROWS_FULL,
+    parse_sparse_kernel,
+)
 
 
 def bits(a):
