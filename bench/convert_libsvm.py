@@ -16,7 +16,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-__all__ = ["add_parser", "run_benchmark", "naive_convert", "naive_sparse_convert", "format_report", "TARGET_RATIO"]
+__all__ = ["add_parser", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO"]
 
 TARGET_RATIO = 8.0
 
@@ -49,36 +49,9 @@ def _cmd(args) -> int:
     return 0
 
 
-def naive_convert(src: str, dst: str, field_size: int) -> int:
-    """The baseline: one line at a time in Python, one ``tf.train.Example`` per line, TF's writer."""
-    import tensorflow as tf
-
-    n = 0
-    with open(src, "rb") as f, tf.io.TFRecordWriter(dst) as w:
-        for line in f:
-            parts = line.split(b"#", 1)[0].split()
-            if not parts:
-                continue
-            ids, vals = [], []
-            for tok in parts[1:]:
-                i, v = tok.split(b":", 1)
-                ids.append(int(i) - 1)
-                vals.append(float(v))
-            if len(ids) != field_size:
-                raise ValueError(f"line {n + 1}: {len(ids)} pairs")
-            ex = tf.train.Example(features=tf.train.Features(feature={
-                "label": tf.train.Feature(float_list=tf.train.FloatList(value=[float(parts[0])])),
-                "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
-                "values": tf.train.Feature(float_list=tf.train.FloatList(value=vals)),
-            }))
-            w.write(ex.SerializeToString())
-            n += 1
-    return n
-
-
-def naive_sparse_convert(src: str, dst: str) -> int:
-    """The sparse baseline: per-line Python parse of every pair and the qid, one ``tf.train.Example`` with
-    variable-length lists per line, TF's writer."""
+def naive_convert(src: str, dst: str, field_size: int | None) -> int:
+    """The baseline: one line at a time in Python, one ``tf.train.Example`` per line, TF's writer.
+    ``field_size=None``: sparse rows (any number of pairs) with their leading ``qid:N`` kept as ``qid``."""
     import tensorflow as tf
 
     n = 0
@@ -88,19 +61,22 @@ def naive_sparse_convert(src: str, dst: str) -> int:
             if not parts:
                 continue
             feats = parts[1:]
-            qid = int(feats.pop(0)[4:]) if feats and feats[0].startswith(b"qid:") else 0
+            qid = int(feats.pop(0)[4:]) if field_size is None and feats[:1] and feats[0][:4] == b"qid:" else 0
             ids, vals = [], []
             for tok in feats:
                 i, v = tok.split(b":", 1)
                 ids.append(int(i) - 1)
                 vals.append(float(v))
-            ex = tf.train.Example(features=tf.train.Features(feature={
+            if field_size is not None and len(ids) != field_size:
+                raise ValueError(f"line {n + 1}: {len(ids)} pairs")
+            feature = {
                 "label": tf.train.Feature(float_list=tf.train.FloatList(value=[float(parts[0])])),
                 "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
                 "values": tf.train.Feature(float_list=tf.train.FloatList(value=vals)),
-                "qid": tf.train.Feature(int64_list=tf.train.Int64List(value=[qid])),
-            }))
-            w.write(ex.SerializeToString())
+            }
+            if field_size is None:
+                feature["qid"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[qid]))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
             n += 1
     return n
 
@@ -151,7 +127,7 @@ def _variant(sparse: bool, field_size: int):
     if sparse:
         return (lambda path, n, seed: write_sparse_libsvm(path, n, seed=seed, qid=True),
                 lambda src, out, workers: convert_libsvm(src, out, sparse=True, keep_qid=True, workers=workers),
-                naive_sparse_convert)
+                lambda src, dst: naive_convert(src, dst, None))
     return (lambda path, n, seed: write_criteo_libsvm(path, n, field_size=field_size, seed=seed),
             lambda src, out, workers: convert_libsvm(src, out, field_size=field_size, workers=workers),
             lambda src, dst: naive_convert(src, dst, field_size))

@@ -38,13 +38,12 @@ def test_cli_json(capsys):
 def test_sparse_naive_baseline_writes_the_same_records(tmp_path):
     import tensorflow as tf
 
-    from bench.convert_libsvm import naive_sparse_convert
     from converters.libsvm.convert import convert_libsvm
     from converters.libsvm.synthetic import write_sparse_libsvm
 
     src = tmp_path / "in.libsvm"
     write_sparse_libsvm(src, 60, seed=2, qid=True)
-    assert naive_sparse_convert(str(src), str(tmp_path / "n.tfrecord")) == 60
+    assert naive_convert(str(src), str(tmp_path / "n.tfrecord"), None) == 60
     m = convert_libsvm(src, tmp_path / "o", sparse=True, keep_qid=True)
     feats = {"ids": tf.io.VarLenFeature(tf.int64), "values": tf.io.VarLenFeature(tf.float32),
              "qid": tf.io.FixedLenFeature([], tf.int64), "label": tf.io.FixedLenFeature([], tf.float32)}

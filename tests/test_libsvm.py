@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from number_formats import number_text
 
 from converters.libsvm.block import (
     MAX_EXAMPLES,
@@ -257,26 +258,6 @@ def test_edge_file_equals_sklearn(tmp_path, zero_based):
         assert bits(r.values[i]).tolist() == bits(X.data[row].astype(np.float32)).tolist()
 
 
-def _format(rng, v):
-    v = float(v)
-    k = rng.integers(8)
-    if k == 0:
-        return repr(v)
-    if k == 1:
-        return "%g" % v
-    if k == 2:
-        return "%.17g" % v
-    if k == 3:
-        return "%.3e" % v
-    if k == 4:
-        return "%.10f" % v
-    if k == 5:
-        return "%.9g" % v
-    if k == 6:
-        return repr(float(np.float32(v)))
-    return "%d" % int(v) if abs(v) < 1e15 else repr(v)
-
-
 def test_random_numbers_equal_sklearn(tmp_path):
     from sklearn.datasets import load_svmlight_file
 
@@ -287,7 +268,7 @@ def test_random_numbers_equal_sklearn(tmp_path):
     lines = []
     for i in range(n):
         ids = np.sort(rng.choice(50, size=f, replace=False)) + 1
-        parts = [_format(rng, vals[i, 0])] + [f"{ids[j]}:{_format(rng, vals[i, j + 1])}" for j in range(f)]
+        parts = [number_text(rng, vals[i, 0])] + [f"{ids[j]}:{number_text(rng, vals[i, j + 1])}" for j in range(f)]
         lines.append(" ".join(parts))
     text = ("\n".join(lines) + "\n").encode()
     p = tmp_path / "rand.libsvm"

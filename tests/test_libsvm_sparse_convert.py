@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+from number_formats import number_text
 
 from converters.cli import main
 from converters.libsvm.convert import convert_libsvm
@@ -111,32 +112,6 @@ def test_sklearn_invalid_files_fail_at_line_1(tmp_path, capsys, name, reason, ex
 ROWS = 20_000
 
 
-def _number(rng, v: float) -> str:
-    """``v`` in one of many formats (all valid Python floats)."""
-    k = rng.integers(11)
-    if k == 0:
-        return repr(v)
-    if k == 1:
-        return "%g" % v
-    if k == 2:
-        return "%.17g" % v
-    if k == 3:
-        return "%.3e" % v
-    if k == 4:
-        return "%.10f" % v
-    if k == 5:
-        return "%.9G" % v
-    if k == 6:
-        return repr(float(np.float32(v)))
-    if k == 7:
-        return "%+.4f" % v
-    if k == 8:
-        return ("%.6f" % v).rstrip("0")               # '5.' and '.5'-like shapes
-    if k == 9:
-        return "0" if rng.random() < 0.5 else "-0.0"  # explicit zeros
-    return "%d" % round(v)
-
-
 def random_sparse_text(seed: int = 11) -> bytes:
     rng = np.random.default_rng(seed)
     labels = ["+1", "-1", "2.5"]
@@ -147,7 +122,7 @@ def random_sparse_text(seed: int = 11) -> bytes:
         mags = 10.0 ** rng.integers(-12, 12, size=k)
         vals = (rng.standard_normal(k) * mags).tolist()
         parts = [labels[i % 3], f"qid:{i // 7}"]
-        parts += [f"{j}:{_number(rng, v)}" for j, v in zip(ids.tolist(), vals)]
+        parts += [f"{j}:{number_text(rng, v)}" for j, v in zip(ids.tolist(), vals)]
         sep = "\t" if i % 11 == 0 else " "
         lines.append(sep.join(parts) + (" # a comment" if i % 13 == 0 else ""))
         if i % 97 == 0:

@@ -35,8 +35,8 @@ from ..tfrecord.examples import serialize_batch
 from .index_scan import has_zero_index_kernel, min_index_kernel
 from .kernel import DONE, POW10, ROWS_FULL, parse_kernel
 from .options import ParseOptions, libsvm_schema
-from .reasons import CODE, REASONS, BadLine, pair_count_token
-from .reference import LineError, parse_line
+from .reasons import REASONS, BadLine, pair_count_token
+from .reference import hand_over, parse_line
 from .sparse import SparseBlock, parse_sparse, serialize_sparse
 
 __all__ = ["ParsedBlock", "SparseBlock", "parse_block", "parse", "convert_block", "serialize_parsed",
@@ -145,22 +145,9 @@ def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: i
         if status == ROWS_FULL:
             labels, ids, values = _grow(labels, ids, values)
             continue
-        # _FALLBACK: the line at state[0] goes through the Python reference
+        # FALLBACK: the line at state[0] goes through the Python reference
         fallback += 1
-        start = int(state[0])
-        end = block.find(b"\n", start)
-        nxt = len(block) if end < 0 else end + 1
-        line = block[start: len(block) if end < 0 else end]
-        try:
-            parsed = parse_line(line, opts)
-        except LineError as e:
-            counts[CODE[e.reason]] += 1
-            if len(py_bad) < max_examples:
-                py_bad.append(BadLine(int(state[1]), e.reason, e.token))
-            parsed = None
-        else:
-            if parsed is None:
-                state[3] += 1
+        parsed = hand_over(block, state, parse_line, opts, counts, py_bad, max_examples)
         if parsed is not None:
             r = int(state[2])
             if r >= labels.shape[0]:
@@ -169,8 +156,6 @@ def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: i
             ids[r] = parsed[1]
             values[r] = parsed[2]
             state[2] = r + 1
-        state[0] = nxt
-        state[1] += 1
     n = int(state[2])
     bad = [BadLine(int(ex[i, 0]), REASONS[int(ex[i, 1])], _example_token(block, ex[i], f))
            for i in range(int(state[4]))]

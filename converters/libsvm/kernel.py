@@ -227,6 +227,23 @@ def _line_end(buf, start, q, n, bad, b0, b1):
     return eol, -1, b0, b1
 
 
+_UNDECIDED_VALUE = -2  # _value_outcome: the Python reference must judge the line
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _value_outcome(st, v, allow_nonfinite):
+    """What a scanned value (``_scan_float``'s status and number) means: (-1, float32) for a good value,
+    (MISSING_VALUE or NONFINITE, 0) for a bad one, (_UNDECIDED_VALUE, 0) when Python must judge it."""
+    if st == _UNDECIDED:
+        return _UNDECIDED_VALUE, np.float32(0.0)
+    if st == _EMPTY:
+        return MISSING_VALUE, np.float32(0.0)
+    v32 = np.float32(v)
+    if not allow_nonfinite and not np.isfinite(v32):
+        return NONFINITE, v32
+    return -1, v32
+
+
 @njit(cache=True, nogil=True)
 def _record_bad(counts, ex, state, reason, line, t0, t1):
     counts[reason] += 1
@@ -337,17 +354,9 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
                 break
             prev = idx
             st, v, q = _scan_float(buf, q, n, pow10)
-            if st == _UNDECIDED:
-                fallback = True
-                break
-            if st == _EMPTY:
-                bad = MISSING_VALUE
-                b0 = t0
-                b1 = q
-                break
-            v32 = np.float32(v)
-            if not allow_nonfinite and not np.isfinite(v32):
-                bad = NONFINITE
+            bad, v32 = _value_outcome(st, v, allow_nonfinite)
+            if bad >= 0 or bad == _UNDECIDED_VALUE:
+                fallback = bad == _UNDECIDED_VALUE
                 b0 = t0
                 b1 = q
                 break

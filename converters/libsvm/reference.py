@@ -7,9 +7,9 @@ import math
 import numpy as np
 
 from .options import ParseOptions
-from .reasons import pair_count_token
+from .reasons import CODE, BadLine, pair_count_token
 
-__all__ = ["parse_line", "parse_sparse_line", "LineError", "to_f32"]
+__all__ = ["parse_line", "parse_sparse_line", "LineError", "to_f32", "hand_over"]
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -163,3 +163,24 @@ def to_f32(v: float) -> float:
 
 
 # --------------------------------------------------------------------------------------------------------
+
+
+def hand_over(block: bytes, state, parse, opts: ParseOptions, counts, bad: list, max_examples: int):
+    """The line a kernel handed over (FALLBACK at ``state[0]``) through the Python ``parse`` (``parse_line``
+    or ``parse_sparse_line``): a bad line is counted by reason (and kept among the first ``max_examples``), a
+    blank one counted in ``state[3]``; ``state`` then moves past the line. Returns the parsed row or None."""
+    start = int(state[0])
+    end = block.find(b"\n", start)
+    try:
+        parsed = parse(block[start: len(block) if end < 0 else end], opts)
+    except LineError as e:
+        counts[CODE[e.reason]] += 1
+        if len(bad) < max_examples:
+            bad.append(BadLine(int(state[1]), e.reason, e.token))
+        parsed = None
+    else:
+        if parsed is None:
+            state[3] += 1
+    state[0] = len(block) if end < 0 else end + 1
+    state[1] += 1
+    return parsed

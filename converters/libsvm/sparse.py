@@ -18,8 +18,8 @@ from ..shardset.manifest import MAX_EXAMPLES
 from ..tfrecord.examples import serialize_batch
 from .kernel import POW10
 from .options import ParseOptions, libsvm_schema
-from .reasons import CODE, REASONS, BadLine
-from .reference import LineError, parse_sparse_line
+from .reasons import REASONS, BadLine
+from .reference import hand_over, parse_sparse_line
 from .sparse_kernel import (
     DONE,
     FALLBACK,
@@ -130,24 +130,10 @@ def parse_sparse(block: bytes, opts: ParseOptions, first_line: int = 1, max_exam
         if status != FALLBACK:  # an array is full
             a.grow(status)
             continue
-        fallback += 1
-        start = int(state[0])
-        end = block.find(b"\n", start)
-        line = block[start: len(block) if end < 0 else end]
-        try:
-            parsed = parse_sparse_line(line, opts)
-        except LineError as e:
-            counts[CODE[e.reason]] += 1
-            if len(py_bad) < max_examples:
-                py_bad.append(BadLine(int(state[1]), e.reason, e.token))
-            parsed = None
-        else:
-            if parsed is None:
-                state[3] += 1
+        fallback += 1  # FALLBACK: the line at state[0] goes through the Python reference
+        parsed = hand_over(block, state, parse_sparse_line, opts, counts, py_bad, max_examples)
         if parsed is not None:
             _append(a, state, opts, *parsed)
-        state[0] = len(block) if end < 0 else end + 1
-        state[1] += 1
     n, nnz, nlab = int(state[2]), int(state[5]), int(state[6])
     bad = [BadLine(int(ex[i, 0]), REASONS[int(ex[i, 1])], bytes(block[int(ex[i, 2]): int(ex[i, 3])]))
            for i in range(int(state[4]))]

@@ -17,7 +17,7 @@ from .kernel import (
     _EMPTY,
     _EXACT,
     _MANT_LIMIT,
-    _UNDECIDED,
+    _UNDECIDED_VALUE,
     DONE,
     FALLBACK,
     ROWS_FULL,
@@ -33,8 +33,9 @@ from .kernel import (
     _scan_float,
     _scan_token,
     _token_end,
+    _value_outcome,
 )
-from .reasons import BAD_LABEL, MISSING_QID, MISSING_VALUE, NONFINITE
+from .reasons import BAD_LABEL, MISSING_QID, NONFINITE
 
 __all__ = ["parse_sparse_kernel", "DONE", "ROWS_FULL", "FALLBACK", "NNZ_FULL", "LABELS_FULL"]
 
@@ -221,17 +222,9 @@ def parse_sparse_kernel(buf, state, base, allow_nonfinite, max_index, multilabel
                     v32 = -v32
             else:
                 st, v, q = _scan_float(buf, v0, n, pow10)
-                if st == _UNDECIDED:
-                    fallback = True
-                    break
-                if st == _EMPTY:
-                    bad = MISSING_VALUE
-                    b0 = t0
-                    b1 = q
-                    break
-                v32 = np.float32(v)
-                if not allow_nonfinite and not np.isfinite(v32):
-                    bad = NONFINITE
+                bad, v32 = _value_outcome(st, v, allow_nonfinite)
+                if bad >= 0 or bad == _UNDECIDED_VALUE:
+                    fallback = bad == _UNDECIDED_VALUE
                     b0 = t0
                     b1 = q
                     break
