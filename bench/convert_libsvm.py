@@ -1,7 +1,8 @@
 """``tfpipe bench convert-libsvm``: our LibSVM converter vs a naive one, same file, same single core.
 
-In one process run: generate a Criteo-like LibSVM file (39 fields), convert it with ``convert_libsvm``
-(``workers=1``) and with a naive converter (per-line Python parse, ``tf.train.Example``,
+In one process run: generate a Criteo-like LibSVM file (39 fields; with ``--sparse`` a sparse file of 0-150
+pairs per line, ids up to 200,000, ``qid:``), convert it with ``convert_libsvm`` (``workers=1``; ``--sparse
+--keep-qid``) and with a naive converter (per-line Python parse, ``tf.train.Example``,
 ``tf.io.TFRecordWriter``), both pinned to the same CPU core, and report throughputs (MB/s of input text,
 records/s) and their ratio; then the scaling of ``convert_libsvm`` with ``--workers`` (all cores allowed).
 """
@@ -25,6 +26,8 @@ def add_parser(sub) -> None:
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("--lines", type=int, default=100_000, help="lines in the generated file (default 100000)")
     p.add_argument("--field-size", type=int, default=39, help="fields per line (default 39)")
+    p.add_argument("--sparse", action="store_true",
+                   help="sparse data (0-150 pairs per line, qid:) converted with --sparse --keep-qid")
     p.add_argument("--workers-list", default="1,2", help="worker counts for the scaling run (default 1,2)")
     p.add_argument("--cpu", type=int, default=None, help="core to pin the 1-core comparison to (default: "
                                                          "the lowest allowed)")
@@ -40,13 +43,15 @@ def _cmd(args) -> int:
     if args.lines <= 0 or any(w <= 0 for w in workers):
         raise ValueError("--lines and --workers-list entries must be positive")
     report = run_benchmark(lines=args.lines, field_size=args.field_size, workers_list=workers, cpu=args.cpu,
-                           log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
+                           log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)),
+                           sparse=args.sparse)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 
 
-def naive_convert(src: str, dst: str, field_size: int) -> int:
-    """The baseline: one line at a time in Python, one ``tf.train.Example`` per line, TF's writer."""
+def naive_convert(src: str, dst: str, field_size: int | None) -> int:
+    """The baseline: one line at a time in Python, one ``tf.train.Example`` per line, TF's writer.
+    ``field_size=None``: sparse rows (any number of pairs) with their leading ``qid:N`` kept as ``qid``."""
     import tensorflow as tf
 
     n = 0
@@ -55,19 +60,23 @@ def naive_convert(src: str, dst: str, field_size: int) -> int:
             parts = line.split(b"#", 1)[0].split()
             if not parts:
                 continue
+            feats = parts[1:]
+            qid = int(feats.pop(0)[4:]) if field_size is None and feats[:1] and feats[0][:4] == b"qid:" else 0
             ids, vals = [], []
-            for tok in parts[1:]:
+            for tok in feats:
                 i, v = tok.split(b":", 1)
                 ids.append(int(i) - 1)
                 vals.append(float(v))
-            if len(ids) != field_size:
+            if field_size is not None and len(ids) != field_size:
                 raise ValueError(f"line {n + 1}: {len(ids)} pairs")
-            ex = tf.train.Example(features=tf.train.Features(feature={
+            feature = {
                 "label": tf.train.Feature(float_list=tf.train.FloatList(value=[float(parts[0])])),
                 "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
                 "values": tf.train.Feature(float_list=tf.train.FloatList(value=vals)),
-            }))
-            w.write(ex.SerializeToString())
+            }
+            if field_size is None:
+                feature["qid"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[qid]))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
             n += 1
     return n
 
@@ -109,21 +118,35 @@ def _rate(nbytes: int, records: int, secs: float, cpu: float | None = None) -> d
     return r
 
 
-def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1, 2), cpu: int | None = None,
-                  workdir: str | None = None, log=None) -> dict:
-    """Run the comparison; returns the report as a dict (see ``format_report``)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def _variant(sparse: bool, field_size: int):
+    """The data and the two converters compared: ``(generate(path, n, seed) -> bytes, convert(src, out,
+    workers) -> Manifest, naive(src, dst) -> records)``."""
     from converters.libsvm.convert import convert_libsvm
-    from converters.libsvm.synthetic import write_criteo_libsvm
+    from converters.libsvm.synthetic import write_criteo_libsvm, write_sparse_libsvm
 
+    if sparse:
+        return (lambda path, n, seed: write_sparse_libsvm(path, n, seed=seed, qid=True),
+                lambda src, out, workers: convert_libsvm(src, out, sparse=True, keep_qid=True, workers=workers),
+                lambda src, dst: naive_convert(src, dst, None))
+    return (lambda path, n, seed: write_criteo_libsvm(path, n, field_size=field_size, seed=seed),
+            lambda src, out, workers: convert_libsvm(src, out, field_size=field_size, workers=workers),
+            lambda src, dst: naive_convert(src, dst, field_size))
+
+
+def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1, 2), cpu: int | None = None,
+                  workdir: str | None = None, log=None, sparse: bool = False) -> dict:
+    """Run the comparison; returns the report as a dict (see ``format_report``). ``sparse``: sparse data
+    (``synthetic.sparse_lines`` with ``qid:``) converted with ``sparse=True, keep_qid=True``."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    generate, convert, naive_run = _variant(sparse, field_size)
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-libsvm-", dir=workdir)
     try:
-        src = os.path.join(tmp, "criteo.libsvm")
-        say(f"generating {lines:,} Criteo-like lines ...")
-        nbytes = write_criteo_libsvm(src, lines, field_size=field_size, seed=0)
+        src = os.path.join(tmp, "input.libsvm")
+        say(f"generating {lines:,} {'sparse' if sparse else 'Criteo-like'} lines ...")
+        nbytes = generate(src, lines, 0)
         warm = os.path.join(tmp, "warm.libsvm")
-        write_criteo_libsvm(warm, 200, field_size=field_size, seed=1)
+        generate(warm, 200, 1)
 
         import tensorflow as tf  # noqa: F401  (imported before pinning, like a trainer's process)
         from google.protobuf.internal import api_implementation
@@ -131,17 +154,17 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
         backend = api_implementation.Type()
         with pinned(cpu) as core:
             # warm-up (numba kernels from cache, TF graph-free writer): not timed
-            convert_libsvm(warm, os.path.join(tmp, "w0"), field_size=field_size, workers=1)
-            naive_convert(warm, os.path.join(tmp, "w1.tfrecord"), field_size)
+            convert(warm, os.path.join(tmp, "w0"), 1)
+            naive_run(warm, os.path.join(tmp, "w1.tfrecord"))
 
             say("tfpipe convert_libsvm, workers=1 ...")
             t, c = time.perf_counter(), time.process_time()
-            m = convert_libsvm(src, os.path.join(tmp, "ours"), field_size=field_size, workers=1)
+            m = convert(src, os.path.join(tmp, "ours"), 1)
             ours = _rate(nbytes, m.records, time.perf_counter() - t, time.process_time() - c)
 
             say(f"naive converter (protobuf {backend}) ...")
             t, c = time.perf_counter(), time.process_time()
-            n = naive_convert(src, os.path.join(tmp, "naive.tfrecord"), field_size)
+            n = naive_run(src, os.path.join(tmp, "naive.tfrecord"))
             naive = _rate(nbytes, n, time.perf_counter() - t, time.process_time() - c)
         if n != m.records:
             raise RuntimeError(f"record counts differ: naive {n}, tfpipe {m.records}")
@@ -151,7 +174,7 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
             say(f"tfpipe convert_libsvm, workers={w} (all cores allowed) ...")
             out = os.path.join(tmp, f"scale{w}")
             t = time.perf_counter()
-            convert_libsvm(src, out, field_size=field_size, workers=w)
+            convert(src, out, w)
             scaling.append({"workers": w, **_rate(nbytes, m.records, time.perf_counter() - t)})
             shutil.rmtree(out, ignore_errors=True)
         base = next((s["seconds"] for s in scaling if s["workers"] == 1), scaling[0]["seconds"] if scaling else 0)
@@ -160,7 +183,8 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
         return {
             "benchmark": "convert-libsvm",
             "lines": lines,
-            "field_size": field_size,
+            "sparse": sparse,
+            "field_size": None if sparse else field_size,
             "input_bytes": nbytes,
             "pinned_cpu": core,
             "cores_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
@@ -178,14 +202,17 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
 
 def format_report(r: dict) -> str:
     o, nv = r["tfpipe_workers_1"], r["naive"]
+    data = ("sparse lines (0-150 pairs, qid:; --sparse --keep-qid)" if r.get("sparse") else
+            f"Criteo-like lines, {r['field_size']} fields")
+    ours = "tfpipe convert libsvm --workers 1" + (" --sparse" if r.get("sparse") else "")
     lines = [
-        f"convert-libsvm: {r['lines']:,} Criteo-like lines, {r['field_size']} fields, "
+        f"convert-libsvm: {r['lines']:,} {data}, "
         f"{r['input_bytes'] / 1e6:.1f} MB of text; 1-core runs pinned to CPU {r['pinned_cpu']}",
         f"  {'converter':<44} {'seconds':>8} {'MB/s':>8} {'records/s':>11} {'CPU s':>7} {'rec/CPU-s':>11}",
         f"  {'naive (per-line Python, protobuf ' + r['protobuf_backend'] + ')':<44}"
         f" {nv['seconds']:>8.2f} {nv['mb_per_s']:>8.1f} {nv['records_per_s']:>11,.0f} {nv['cpu_seconds']:>7.2f}"
         f" {nv['records_per_cpu_s']:>11,.0f}",
-        f"  {'tfpipe convert libsvm --workers 1':<44} {o['seconds']:>8.2f} {o['mb_per_s']:>8.1f} "
+        f"  {ours:<44} {o['seconds']:>8.2f} {o['mb_per_s']:>8.1f} "
         f"{o['records_per_s']:>11,.0f} {o['cpu_seconds']:>7.2f} {o['records_per_cpu_s']:>11,.0f}",
         f"  ratio: {r['ratio']:.1f}x the naive converter on one core, wall clock ({r['ratio_cpu']:.1f}x by CPU "
         f"time; target >= {r['target_ratio']:.0f}x)" + ("" if r["ratio"] >= r["target_ratio"] else "  [BELOW TARGET]"),

@@ -33,3 +33,31 @@ def test_cli_json(capsys):
     assert main(["bench", "convert-libsvm", "--lines", "500", "--workers-list", "1", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["lines"] == 500 and r["benchmark"] == "convert-libsvm"
+
+
+def test_sparse_naive_baseline_writes_the_same_records(tmp_path):
+    import tensorflow as tf
+
+    from converters.libsvm.convert import convert_libsvm
+    from converters.libsvm.synthetic import write_sparse_libsvm
+
+    src = tmp_path / "in.libsvm"
+    write_sparse_libsvm(src, 60, seed=2, qid=True)
+    assert naive_convert(str(src), str(tmp_path / "n.tfrecord"), None) == 60
+    m = convert_libsvm(src, tmp_path / "o", sparse=True, keep_qid=True)
+    feats = {"ids": tf.io.VarLenFeature(tf.int64), "values": tf.io.VarLenFeature(tf.float32),
+             "qid": tf.io.FixedLenFeature([], tf.int64), "label": tf.io.FixedLenFeature([], tf.float32)}
+
+    def read(files):
+        b = next(iter(tf.data.TFRecordDataset(files).batch(100).map(lambda x: tf.io.parse_example(x, feats))))
+        return [b[k].values.numpy().tolist() if k in ("ids", "values") else b[k].numpy().tolist() for k in feats]
+
+    assert read(str(tmp_path / "n.tfrecord")) == read(m.shard_paths())
+
+
+def test_sparse_smoke_run(tmp_path):
+    r = run_benchmark(lines=300, workers_list=(1,), workdir=str(tmp_path), sparse=True)
+    assert r["sparse"] is True and r["field_size"] is None and r["ratio"] > 0
+    assert "sparse lines (0-150 pairs, qid:; --sparse --keep-qid)" in format_report(r)
+    assert "--workers 1 --sparse" in format_report(r)
+    assert list(tmp_path.iterdir()) == []

@@ -57,3 +57,24 @@ def test_input_stats_accounting():
     s.merge(other)
     assert s.records_read == s.records_written + s.records_skipped == 7
     assert s.to_json()["skipped"] == {"bad_label": 1, "nan": 1}
+
+
+def test_manifests_written_before_variable_length_features_still_read(tmp_path):
+    """A fixed-width manifest keeps its bytes (shape lists, no sparse options), and reads back unchanged."""
+    m = write_criteo_shards(str(tmp_path / "o"), 50, shard_bytes=10_000)
+    raw = (tmp_path / "o" / "index.json").read_bytes()
+    data = json.loads(raw)
+    assert all(f["shape"] is not None for f in data["schema"]["features"].values())
+    again = Manifest.from_json(data)
+    assert again == m and manifest_bytes(again) == raw and not again.schema.varlen
+
+
+def test_variable_length_schema_round_trip():
+    schema = libsvm_schema(None, qid="qid")
+    m = Manifest(records=0, shards=(), schema=schema, extra={"num_features": 7})
+    data = json.loads(manifest_bytes(m))
+    assert data["schema"]["features"]["ids"] == {"dtype": "int64", "shape": None}
+    assert Manifest.from_json(data).schema == schema
+    data["schema"]["features"]["ids"]["shape"] = "x"
+    with pytest.raises(TfpipeError, match="invalid manifest"):
+        Manifest.from_json(data)

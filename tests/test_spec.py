@@ -54,11 +54,34 @@ def _spec(**kw):
     ({"prefetch": -1}, "prefetch must be >= 0 or None (AUTOTUNE), got -1"),
     ({"output": "tuple"}, "output must be one of ('keras', 'dict'), got 'tuple'"),
     ({"use_sagemaker_pipe": True}, "use_sagemaker_pipe=True needs mode='pipe'"),
+    ({"sparse_as": "dense"}, "sparse_as must be one of ('sparse', 'ragged'), got 'dense'"),
+    ({"sparse_features": ("ids", "values")}, "must name a variable-length int64 ids feature"),
+    ({"schema": libsvm_schema(None), "sparse_features": ("values", "ids"), "num_features": 3},
+     "got ('values', 'ids')"),
+    ({"schema": libsvm_schema(None), "sparse_features": ("ids", "values")}, "needs num_features"),
+    ({"schema": libsvm_schema(None), "sparse_features": ("ids", "values"), "num_features": 0}, "got 0"),
 ])
 def test_validation(kw, msg):
     with pytest.raises(ValueError) as e:
         _spec(**kw)
     assert msg in str(e.value)
+
+
+def test_sparse_fields():
+    spec = _spec(schema=libsvm_schema(None), sparse_features=["ids", "values"], num_features=9)
+    assert spec.sparse_features == ("ids", "values")
+    assert _spec(schema=libsvm_schema(None), sparse_features=("ids", "values"), sparse_as="ragged").num_features is None
+
+
+def test_from_manifest_of_a_sparse_set(tmp_path):
+    from converters.libsvm.convert import convert_libsvm
+
+    (tmp_path / "in.txt").write_bytes(b"1 4:1\n0 2:1\n")
+    convert_libsvm(tmp_path / "in.txt", tmp_path / "o", sparse=True, ids_key="i", values_key="v")
+    spec = PipelineSpec.from_manifest(tmp_path / "o", 4)
+    assert (spec.sparse_features, spec.num_features, spec.sparse_as) == (("i", "v"), 4, "sparse")
+    assert PipelineSpec.from_manifest(tmp_path / "o", 4, num_features=10).num_features == 10
+    assert PipelineSpec.from_manifest(str(tmp_path / "o"), 4, sparse_features=None).sparse_features is None
 
 
 def test_frozen():

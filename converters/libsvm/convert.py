@@ -8,7 +8,10 @@ The I/O shell around the pure core (``block.parse`` + ``tfrecord.examples.serial
   index 0 anywhere: zero-based, else one-based);
 * blocks are parsed inline or by worker processes (``workers``), consumed in input order, so the shards are
   byte-identical whatever ``workers`` is;
-* the main process writes with ``ShardSetWriter`` (temporary names, fsync, rename, manifest last).
+* the main process writes with ``ShardSetWriter`` (temporary names, fsync, rename, manifest last);
+* in the sparse layout the manifest's ``extra`` gets ``num_features`` (largest zero-based id + 1 over all
+  written records, as scikit-learn's ``n_features``) and the nonzeros per row (min/mean/max/total), summed
+  up block by block as the records stream past.
 
 ``run(inputs, out, options)`` is the core API (a ``LibsvmOptions``); ``convert_libsvm`` is its keyword form.
 """
@@ -37,22 +40,24 @@ DEFAULT_BLOCK_BYTES = 4 << 20  # 4 MiB of text per parse task
 
 
 def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, *,
-                   field_size: int, shard_size: int = DEFAULT_SHARD_BYTES, workers: int | None = None,
+                   field_size: int | None = None, shard_size: int = DEFAULT_SHARD_BYTES, workers: int | None = None,
                    index_base: str | int = "auto", pad: bool = False, truncate: bool = False,
                    on_error: str = "raise", allow_nonfinite: bool = False, max_index: int | None = None,
                    compression: str | None = None, overwrite: bool = False, prefix: str = "train",
                    label_key: str = "label", ids_key: str = "ids", values_key: str = "values",
-                   progress: bool = False, block_size: int = DEFAULT_BLOCK_BYTES) -> Manifest:
+                   progress: bool = False, block_size: int = DEFAULT_BLOCK_BYTES, sparse: bool = False,
+                   multilabel: bool = False, keep_qid: bool = False, qid_key: str = "qid") -> Manifest:
     """Convert LibSVM text files into a TFRecord shard set with a manifest; returns the Manifest.
 
-    The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments. With
+    The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments (``field_size`` for
+    fixed-width rows, or ``sparse=True`` with optional ``multilabel``/``keep_qid``). With
     ``on_error="raise"`` the first bad line raises ``InputError`` naming file:line and reason, and no
     manifest is written; with ``"skip"`` bad lines are counted by reason in the manifest (records read ==
     written + skipped).
     """
     output = ShardOutputOptions(shard_size=shard_size, compression=compression, prefix=prefix, on_error=on_error)
     options = LibsvmOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, label_key, ids_key,
-                            values_key, output)
+                            values_key, output, sparse, multilabel, keep_qid, qid_key)
     return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
                block_size=block_size)
 
@@ -95,6 +100,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
     else:
         base = resolve_parallel(paths, block_size, pool)
     stats = {p: InputStats(p) for p in paths}
+    rows = _RowTotals() if opts.sparse else None
     fallback = lines = 0
     total = None if any(compression_of(p) for p in paths) else sum(os.path.getsize(p) for p in paths)
     results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size, raise_on_bad)
@@ -107,6 +113,8 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
                                      path=path, line=b.line, reason=b.reason)
                 writer.write(res.framed, res.lengths)
                 _account(stats[path], res, path)
+                if rows is not None:
+                    rows.add(res.sparse)
                 fallback += res.fallback
                 lines += res.lines
                 bar.update(res.nbytes)
@@ -131,8 +139,34 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
         log.info("%d line(s) needed the exact Python number parser", fallback)
     options = opts.to_json()
     options["index_base_used"] = base
+    extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
     return writer.finish(schema=opts.schema, inputs=[stats[p] for p in paths], options=options, kind="libsvm",
-                         extra={"index_base": base, "blank_lines": blank})
+                         extra=extra)
+
+
+class _RowTotals:
+    """The sparse layout's manifest figures, summed over blocks (``sparse.row_stats`` of each)."""
+
+    def __init__(self):
+        self.rows = self.nonzeros = 0
+        self.min = self.max = 0
+        self.max_id = -1
+
+    def add(self, s: dict | None) -> None:
+        if not s or not s["rows"]:
+            return
+        self.min = s["min_nonzeros"] if not self.rows else min(self.min, s["min_nonzeros"])
+        self.max = max(self.max, s["max_nonzeros"])
+        self.rows += s["rows"]
+        self.nonzeros += s["nonzeros"]
+        self.max_id = max(self.max_id, s["max_id"])
+
+    def extra(self) -> dict:
+        """``num_features``: largest zero-based id + 1 (1 when no row has a feature, as scikit-learn's
+        ``n_features``); ``nonzeros``: per-row min/mean/max and the total."""
+        mean = round(self.nonzeros / self.rows, 4) if self.rows else 0.0
+        return {"num_features": max(self.max_id + 1, 1),
+                "nonzeros": {"min": self.min, "mean": mean, "max": self.max, "total": self.nonzeros}}
 
 
 def _account(st: InputStats, res, path: str) -> None:

