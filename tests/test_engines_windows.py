@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 from converters.engines.windows import (
     document_payloads,
     document_windows,
+    packed_stream,
     packed_windows,
     stream_payloads,
 )
-from converters.text.packing import Packer, PackSpec, pack_documents
+from converters.text.packing import Packer, PackSpec, insert_eod, pack_documents
 from converters.tfrecord.examples import varint_lengths
 
 docs = st.lists(st.lists(st.sampled_from([0, 1, 127, 128, 300, 16383, 16384, 70000]), max_size=30), max_size=25)
@@ -87,3 +88,13 @@ def test_packed_windows_cut_like_the_packer(doc_ids, seq_len, cuts, max_rows):
     assert w.tolist() == windows.tolist()
     masks = [g[1] if g[1] is not None else np.ones(g[0].shape, np.int64) for g in got]
     assert (np.concatenate(masks) if masks else np.zeros((0, spec.window))).tolist() == mask.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(docs)
+def test_packed_stream_is_insert_eod(doc_ids):
+    lengths = np.array([len(d) for d in doc_ids], np.int64)
+    ids = np.array([t for d in doc_ids for t in d], np.int64)
+    assert packed_stream(ids, lengths, 7).tolist() == insert_eod(ids, lengths, 7).tolist()
+    small = ids.astype(np.uint32)
+    assert packed_stream(small, lengths, 7).tolist() == insert_eod(ids, lengths, 7).tolist()

@@ -26,7 +26,7 @@ from ..shardset.manifest import InputStats
 from ..sources import expand_inputs
 from ..text.convert import count_subsets
 from ..text.options import FEATURE, TextOptions, text_schema
-from ..text.packing import PackSpec, insert_eod
+from ..text.packing import PackSpec
 from ..text.readers import (
     DEFAULT_BATCH_CHARS,
     INPUT_SUFFIXES,
@@ -43,6 +43,7 @@ from .windows import (
     doc_windows,
     document_payloads,
     document_windows,
+    packed_stream,
     packed_windows,
     stream_payloads,
 )
@@ -343,7 +344,7 @@ class TextJob:
         """The packed stream's positions ``[lo, hi)`` (clipped to the stream), chunk by chunk."""
         for t in pieces:
             ids, lengths = self._load(t.chunk)
-            stream = insert_eod(ids, lengths, self.spec.eod_id)
+            stream = packed_stream(ids, lengths, self.spec.eod_id)
             yield stream[max(lo - t.offset, 0): max(min(hi - t.offset, stream.size), 0)]
 
 

@@ -14,14 +14,44 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..text.packing import PackSpec, insert_eod, pack_documents
+from ..text.packing import PackSpec, pack_documents
 from ..tfrecord.examples import varint_lengths
 
-__all__ = ["stream_payloads", "document_payloads", "document_windows", "packed_windows", "doc_windows"]
+__all__ = ["stream_payloads", "document_payloads", "document_windows", "packed_windows", "packed_stream",
+           "doc_windows"]
 
 
 def _vlen(v: int) -> int:
     return int(varint_lengths(np.int64(v)))
+
+
+_SMALL_TABLE = varint_lengths(np.arange(1 << 16)).astype(np.uint8)  # varint bytes of every uint16 id
+
+
+def _id_bytes(ids: np.ndarray) -> np.ndarray:
+    """Varint bytes of each id (uint8): a table lookup for the uint8/uint16 ids of the temporary chunks."""
+    ids = np.asarray(ids)
+    if ids.dtype in (np.uint8, np.uint16):
+        return _SMALL_TABLE[ids]
+    return varint_lengths(ids).astype(np.uint8)
+
+
+class _PayloadPrefix:
+    """Payload bytes of the packed stream of some documents (ids, an EOD after each) up to any position,
+    without building the stream: prefix sums over the ids plus the EODs before the position."""
+
+    def __init__(self, ids: np.ndarray, lengths: np.ndarray, eod_id: int):
+        lengths = np.asarray(lengths, dtype=np.int64)
+        self.sums = np.zeros(int(lengths.sum()) + 1, dtype=np.int64)
+        np.cumsum(_id_bytes(ids), out=self.sums[1:])
+        self.eods = np.cumsum(lengths) + np.arange(lengths.size, dtype=np.int64)  # stream position of each EOD
+        self.eod_bytes = _vlen(eod_id)
+        self.size = int(self.sums.size - 1 + lengths.size)
+
+    def upto(self, positions: np.ndarray) -> np.ndarray:
+        """Payload bytes of stream positions ``[0, p)`` for each ``p``."""
+        eods = np.searchsorted(self.eods, positions, side="left")
+        return self.sums[positions - eods] + eods * self.eod_bytes
 
 
 def doc_windows(lengths: np.ndarray, window: int) -> np.ndarray:
@@ -32,12 +62,12 @@ def doc_windows(lengths: np.ndarray, window: int) -> np.ndarray:
 def stream_payloads(ids: np.ndarray, lengths: np.ndarray, eod_id: int, offset: int, window: int) -> np.ndarray:
     """Packed mode: the payload bytes that the stream piece of these documents, starting at stream position
     ``offset``, contributes to each window it overlaps (windows ``offset // window`` onwards, in order)."""
-    vl = insert_eod(varint_lengths(ids), lengths, _vlen(eod_id))
-    if vl.size == 0:
+    pre = _PayloadPrefix(ids, lengths, eod_id)
+    if pre.size == 0:
         return np.zeros(0, np.int64)
-    first, last = offset // window, (offset + vl.size - 1) // window
-    starts = np.concatenate([[0], np.arange(first + 1, last + 1, dtype=np.int64) * window - offset])
-    return np.add.reduceat(vl, starts)
+    first, last = offset // window, (offset + pre.size - 1) // window
+    inner = np.arange(first + 1, last + 1, dtype=np.int64) * window - offset
+    return np.diff(pre.upto(np.concatenate([[0], inner, [pre.size]])))
 
 
 def document_payloads(ids: np.ndarray, lengths: np.ndarray, spec: PackSpec) -> np.ndarray:
@@ -46,14 +76,26 @@ def document_payloads(ids: np.ndarray, lengths: np.ndarray, spec: PackSpec) -> n
     if lengths.size == 0:
         return np.zeros(0, np.int64)
     w = spec.window
-    vl = insert_eod(varint_lengths(ids), lengths, _vlen(spec.eod_id))
-    per_doc = lengths + 1
+    pre = _PayloadPrefix(ids, lengths, spec.eod_id)
     rows = doc_windows(lengths, w)
     row_doc = np.repeat(np.arange(lengths.size), rows)
     j = np.arange(int(rows.sum()), dtype=np.int64) - np.repeat(np.cumsum(rows) - rows, rows)
-    starts = (np.cumsum(per_doc) - per_doc)[row_doc] + j * w
-    real = np.minimum(w, per_doc[row_doc] - j * w)
-    return np.add.reduceat(vl, starts) + (w - real) * _vlen(spec.pad_id)
+    doc_end = pre.eods + 1
+    starts = (doc_end - lengths - 1)[row_doc] + j * w
+    ends = np.minimum(starts + w, doc_end[row_doc])
+    return pre.upto(ends) - pre.upto(starts) + (w - (ends - starts)) * _vlen(spec.pad_id)
+
+
+def packed_stream(ids: np.ndarray, lengths: np.ndarray, eod_id: int) -> np.ndarray:
+    """The packed stream of these documents (int64; ``text.packing.insert_eod``'s result, built with a mask
+    instead of index arrays)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    stream = np.empty(int(lengths.sum()) + lengths.size, dtype=np.int64)
+    is_eod = np.zeros(stream.size, dtype=bool)
+    is_eod[np.cumsum(lengths) + np.arange(lengths.size, dtype=np.int64)] = True
+    stream[is_eod] = eod_id
+    stream[~is_eod] = ids
+    return stream
 
 
 def document_windows(ids: np.ndarray, lengths: np.ndarray, spec: PackSpec, lo: int, hi: int,
