@@ -14,6 +14,9 @@ import shutil
 import tempfile
 import time
 
+from .pinning import pinned
+from .pinning import rate as _rate
+
 __all__ = ["run_beam_benchmark", "format_beam_report", "TARGET_BEAM_RATIO"]
 
 TARGET_BEAM_RATIO = 0.4
@@ -34,7 +37,6 @@ def run_beam_benchmark(*, lines: int = 1_000_000, field_size: int = 39, repeat: 
     from converters.libsvm.options import LibsvmOptions
     from converters.libsvm.synthetic import write_criteo_libsvm
 
-    from .convert_libsvm import _rate, pinned
 
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-beam-", dir=workdir)
@@ -79,8 +81,8 @@ def run_beam_benchmark(*, lines: int = 1_000_000, field_size: int = 39, repeat: 
             "runs": runs,
             "local": best["local"],
             "beam": best["beam"],
-            "ratio": round(best["local"]["seconds"] / best["beam"]["seconds"], 2),
-            "ratio_cpu": round(best["local"]["cpu_seconds"] / max(best["beam"]["cpu_seconds"], 1e-9), 2),
+            "ratio": round(best["local"]["seconds"] / best["beam"]["seconds"], 3),
+            "ratio_cpu": round(best["local"]["cpu_seconds"] / max(best["beam"]["cpu_seconds"], 1e-9), 3),
             "target_ratio": TARGET_BEAM_RATIO,
             "beam_multi": multi,
             "identical": identical,

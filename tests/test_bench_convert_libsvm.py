@@ -42,7 +42,8 @@ def test_beam_engine_smoke(tmp_path, capsys):
     from bench.convert_beam import format_beam_report, run_beam_benchmark
 
     r = run_beam_benchmark(lines=300, repeat=1, workdir=str(tmp_path))
-    assert r["identical"] and r["ratio"] > 0 and r["beam"]["records_per_s"] > 0
+    assert r["identical"] and r["beam"]["records_per_s"] > 0 and r["local"]["records_per_s"] > 0
+    assert r["ratio"] == round(r["local"]["seconds"] / r["beam"]["seconds"], 3)
     assert "ratio beam/local" in format_beam_report(r)
     assert list(tmp_path.iterdir()) == []
     assert main(["bench", "convert-libsvm", "--engine", "beam", "--lines", "200", "--repeat", "1", "--json"]) == 0
