@@ -18,6 +18,7 @@ import gzip
 import json
 import logging
 import os
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
@@ -166,7 +167,8 @@ class ShardFile:
         self.area, self.index, self.output = area, index, output
         self.tmp_name = area.shard_tmp_name(index, output.names)
         self._storage = area.output()
-        self._path = os.path.join(self._storage.staging_dir(), self.tmp_name)
+        # a name of its own for this attempt: a retried or duplicated task never writes into another's file
+        self._path = os.path.join(self._storage.staging_dir(), f"{self.tmp_name}.{uuid.uuid4().hex[:8]}.part")
         self._raw = open(self._path, "wb")
         self._hash = HashingWriter(self._raw)
         self._file = (gzip.GzipFile(filename="", mode="wb", fileobj=self._hash, mtime=0, compresslevel=6)
@@ -185,7 +187,11 @@ class ShardFile:
         self._raw.flush()
         os.fsync(self._raw.fileno())
         self._raw.close()
-        self._storage.stage(self._path, self.tmp_name)
+        final = self._storage.local_path(self.tmp_name)
+        if final is not None:
+            os.replace(self._path, final)
+        else:
+            self._storage.stage(self._path, self.tmp_name)
         return ShardResult(self.index, self.tmp_name, self.records, self._hash.nbytes, self._hash.sha.hexdigest())
 
     def discard(self) -> None:
