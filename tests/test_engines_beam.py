@@ -199,3 +199,44 @@ def test_input_error_values_survive_the_runner():
     assert str(beam._failure(RuntimeError("x"))) == "the Beam pipeline failed: x"
     got = beam._failure(RuntimeError(f"Traceback ...\nconverters.util.errors.InputError: {e} [while running 'P']"))
     assert type(got) is InputError and str(got) == "f.txt:3: bad"
+
+
+def test_nothing_but_loopback_is_contacted(data, tmp_path, monkeypatch):
+    """The default runner downloads nothing (no Prism): with every name lookup and connection except to this
+    machine refused at once, a conversion runs and nothing tried the network (Beam's DirectRunner would try to
+    download the Prism binary first)."""
+    import socket
+
+    local = ("127.0.0.1", "::1", "localhost", "0.0.0.0", "", None)
+    real_connect, real_lookup = socket.socket.connect, socket.getaddrinfo
+    tried = []
+
+    def connect(self, address):
+        if self.family != socket.AF_UNIX and address[0] not in local:
+            tried.append(address)
+            raise OSError(f"network unavailable in this test: {address}")
+        return real_connect(self, address)
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host not in local:
+            tried.append(host)
+            raise socket.gaierror(f"network unavailable in this test: {host}")
+        return real_lookup(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    m = beam.convert_libsvm(data["libsvm"][:2], tmp_path / "out", _libsvm_opts())
+    assert m.records == 1505 and tried == []
+
+
+def test_text_job_ships_the_tokenizer_to_pass_1_only(data, tmp_path):
+    from converters.engines.textjob import TextJob
+    from converters.text.tokenizers import train_bpe
+
+    tok = str(tmp_path / "tok.json")
+    train_bpe(data["text"][:1], 300, tok)
+    job = TextJob.create(data["text"][:1], tmp_path / "out", TextOptions(seq_len=7, tokenizer=tok))
+    assert job.tokenizer_json == open(tok, "rb").read() and job.lite().tokenizer_json is None
+    os.unlink(tok)  # workers elsewhere do not have the file: pass 1 loads the shipped bytes
+    m = beam.run_beam(job)
+    assert m.extra["tokenizer"]["sha256"] == job.tokenizer_info.sha256 and m.records > 0

@@ -170,22 +170,22 @@ class TwoPassConversion(beam.PTransform):
         self.job = job
 
     def expand(self, pbegin):
-        job = self.job
+        job, lite = self.job, self.job.lite()  # only pass 1 needs the whole job (a tokenizer file's bytes)
         side = beam.pvalue.AsSingleton
         units = (pbegin | "Units" >> beam.Create(job.units()) | "SpreadUnits" >> beam.Reshuffle())
         if job.needs_prepass:
-            ctx = (units | "Prepass" >> beam.Map(_prepass, job) | "AllPrepass" >> beam.combiners.ToList()
-                   | "Resolve" >> beam.Map(_resolve, job))
+            ctx = (units | "Prepass" >> beam.Map(_prepass, lite) | "AllPrepass" >> beam.combiners.ToList()
+                   | "Resolve" >> beam.Map(_resolve, lite))
         else:
-            ctx = pbegin | "NoPrepass" >> beam.Create([[]]) | "Resolve" >> beam.Map(_resolve, job)
+            ctx = pbegin | "NoPrepass" >> beam.Create([[]]) | "Resolve" >> beam.Map(_resolve, lite)
         summaries = (units | "Pass1" >> beam.Map(_pass1, job, side(ctx))
                      | "AllSummaries" >> beam.combiners.ToList())
-        sizes = (summaries | "SizeTasks" >> beam.FlatMap(_size_tasks, job) | "SpreadSizes" >> beam.Reshuffle()
-                 | "Sizes" >> beam.Map(_sizes, job) | "AllSizes" >> beam.combiners.ToList())
-        plan = summaries | "Plan" >> beam.Map(_plan, job, side(sizes), side(ctx))
+        sizes = (summaries | "SizeTasks" >> beam.FlatMap(_size_tasks, lite) | "SpreadSizes" >> beam.Reshuffle()
+                 | "Sizes" >> beam.Map(_sizes, lite) | "AllSizes" >> beam.combiners.ToList())
+        plan = summaries | "Plan" >> beam.Map(_plan, lite, side(sizes), side(ctx))
         results = (plan | "Shards" >> beam.FlatMap(_shards) | "SpreadShards" >> beam.Reshuffle()
-                   | "Pass2" >> beam.Map(_pass2, job) | "AllResults" >> beam.combiners.ToList())
-        return plan | "Outcome" >> beam.Map(_write_outcome, job, side(results))
+                   | "Pass2" >> beam.Map(_pass2, lite) | "AllResults" >> beam.combiners.ToList())
+        return plan | "Outcome" >> beam.Map(_write_outcome, lite, side(results))
 
 
 def finish(job) -> Manifest:

@@ -14,7 +14,8 @@ output checked, temporary area chosen):
 7. ``core.finalize(job.area, job.output, job.schema, job.kind, core.Outcome.of(plan, results))`` (one task);
    on any failure instead: ``job.area.cleanup()``.
 
-Every argument and result is a plain picklable value; steps talk to each other only through these values and
+``job.lite()`` is the job without what only pass 1 needs (a tokenizer file's bytes): engines that ship the
+job with every step send the lite one to the others. Every argument and result is a plain picklable value; steps talk to each other only through these values and
 the run's temporary area under the output location (``area.RunArea``), so an engine may run each step in
 another process or on another machine. Bad input never raises inside steps 2-4: it travels as an
 ``ErrorRecord`` and ``plan`` returns a failed ``Plan`` whose error ``finalize`` raises (the first in input
@@ -50,6 +51,7 @@ class TwoPassJob(Protocol):
     def sizes(self, task) -> Any: ...
     def plan(self, summaries: Sequence, sizes: Sequence, ctx=None) -> Plan: ...
     def pass2(self, spec: ShardSpec) -> ShardResult: ...
+    def lite(self) -> "TwoPassJob": ...
 
 
 def run_job(job: TwoPassJob) -> Manifest:

@@ -87,6 +87,12 @@ class LibsvmPiece:
     blocks: tuple[int, ...] = ()
 
 
+def _check_sizes(unit_size, block_size) -> None:
+    for name, v in (("unit_size", unit_size), ("block_size", block_size)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive number of bytes, got {v!r}")
+
+
 def _bad_error(b: BadLine, path: str) -> ErrorRecord:
     """The local converter's error for the first bad line (``--on-error raise``)."""
     return ErrorRecord(f"{b.reason}: {b.message} (use --on-error skip to skip bad lines)", path, b.line,
@@ -108,10 +114,7 @@ class LibsvmJob:
         if not isinstance(self.options, LibsvmOptions):
             raise TypeError(f"options must be a LibsvmOptions, got {type(self.options).__name__}")
         object.__setattr__(self, "paths", tuple(self.paths))
-        for name in ("unit_size", "block_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive number of bytes, got {v!r}")
+        _check_sizes(self.unit_size, self.block_size)
 
     @classmethod
     def create(cls, inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike,
@@ -121,6 +124,7 @@ class LibsvmJob:
         output location (refused if not empty unless ``overwrite``) and the run's temporary area."""
         if not isinstance(options, LibsvmOptions):
             raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
+        _check_sizes(unit_size, block_size)
         paths = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
         return cls(options, tuple(paths), area, unit_size, block_size)
@@ -128,6 +132,10 @@ class LibsvmJob:
     @property
     def output(self):
         return self.options.output
+
+    def lite(self) -> "LibsvmJob":
+        """What every step but pass 1 needs: the job itself (see ``TextJob.lite``)."""
+        return self
 
     @property
     def schema(self):

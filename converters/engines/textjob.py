@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -135,6 +136,11 @@ class TextJob:
     @property
     def output(self):
         return self.options.output
+
+    def lite(self) -> "TextJob":
+        """This job without the tokenizer file's bytes: what every step but pass 1 needs (engines that ship
+        the job with each step keep the big copy to pass 1)."""
+        return dataclasses.replace(self, tokenizer_json=None)
 
     @property
     def spec(self) -> PackSpec:
