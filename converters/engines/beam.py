@@ -1,9 +1,9 @@
 """The two-pass conversion on Apache Beam: the same bytes as the local converter, on any runner.
 
-Only this module imports ``apache_beam`` (at its top: it is itself imported only when the Beam engine is
-used). The pipeline maps a job's steps (``inprocess`` describes them) onto Beam transforms; only small values
-move between stages (units, summaries, shard specs, shard results) — no record bytes ever go through a
-GroupByKey or a side input:
+Only this module (and, lazily, the Beam-FileSystems storage) imports ``apache_beam``, at its top: it is
+itself imported only when the Beam engine is used. The pipeline maps a job's steps (``inprocess`` describes
+them) onto Beam transforms; only small values move between stages (units, summaries, shard specs, shard
+results) — no record bytes ever go through a GroupByKey or a side input:
 
     Create(units) ─ Reshuffle ─┬─ [Map(prepass) ─ ToList ─ Map(resolve)] ──────────── ctx (side input)
                                └─ Map(pass1, ctx) ─ ToList ─┬─ FlatMap(size_tasks) ─ Reshuffle ─ Map(sizes) ─ ToList
@@ -64,7 +64,6 @@ __all__ = ["TwoPassConversion", "run_beam", "convert_libsvm", "convert_text", "p
            "parse_beam_options", "finish"]
 
 log = logging.getLogger(__name__)
-
 
 
 # -- options -------------------------------------------------------------------------------------------
@@ -235,6 +234,8 @@ def _rebuilt(name: str, text: str) -> TfpipeError | None:
 def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
     """Build and run the pipeline for ``job``, then finalize; the temporary area is removed in every case."""
     runner, options = pipeline_options(beam_options)
+    log.info("converting on Beam (%s), run %s -> %s", runner if isinstance(runner, str) else type(runner).__name__,
+             job.area.run_id, job.area.out)
     try:
         pipeline = beam.Pipeline(runner=runner, options=options)
         _ = pipeline | "Convert" >> TwoPassConversion(job)
