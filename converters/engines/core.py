@@ -20,7 +20,7 @@ import logging
 import os
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -38,8 +38,8 @@ from ..util.errors import InputError, TfpipeError
 from ..util.fs import HashingWriter, fsync_dir
 from .area import RunArea
 
-__all__ = ["ErrorRecord", "Cutter", "ShardSpec", "Plan", "ShardResult", "ShardFile", "Outcome", "finalize",
-           "OUTCOME_NAME"]
+__all__ = ["ErrorRecord", "Cutter", "ShardSpec", "Plan", "ShardResult", "ShardFile", "write_shard", "Outcome",
+           "finalize", "OUTCOME_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,23 @@ class ShardFile:
         finally:
             if os.path.exists(self._path):
                 os.unlink(self._path)
+
+
+def write_shard(area: RunArea, output: ShardOutputOptions, spec: ShardSpec,
+                records: Iterable[tuple[np.ndarray, int]]) -> ShardResult:
+    """Pass 2's common part: write ``(framed bytes, count)`` batches as shard ``spec.index`` under its
+    temporary name, check the count against the plan; on any failure nothing of the attempt is left."""
+    out = ShardFile(area, spec.index, output)
+    try:
+        for framed, n in records:
+            out.write(framed, n)
+        if out.records != spec.records:
+            raise TfpipeError(f"shard {spec.index}: {out.records} records re-read where the plan has "
+                              f"{spec.records} (did an input change during the run?)")
+        return out.close()
+    except BaseException:
+        out.discard()
+        raise
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from ..sources import expand_inputs, iter_blocks
 from ..tfrecord.examples import column_payloads, framed_lengths, serialize_batch
 from ..util.errors import InputError, TfpipeError
 from .area import RunArea, prepare_run
-from .core import Cutter, ErrorRecord, Plan, ShardFile, ShardResult, ShardSpec
+from .core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
 from .units import DEFAULT_UNIT_BYTES, Unit, input_files, plan_units, read_unit
 
 __all__ = ["LibsvmJob", "LibsvmContext", "LibsvmPrepass", "LibsvmSummary", "LibsvmPiece"]
@@ -264,18 +264,8 @@ class LibsvmJob:
 
     # -- pass 2 ---------------------------------------------------------------------------------------
     def pass2(self, spec: ShardSpec) -> ShardResult:
-        out = ShardFile(self.area, spec.index, self.output)
-        try:
-            for piece in spec.pieces:
-                for framed, n in self._records(piece):
-                    out.write(framed, n)
-            if out.records != spec.records:
-                raise TfpipeError(f"shard {spec.index}: {out.records} records re-read where the plan has "
-                                  f"{spec.records} (did an input change during the run?)")
-            return out.close()
-        except BaseException:
-            out.discard()
-            raise
+        return write_shard(self.area, self.output, spec,
+                           (batch for piece in spec.pieces for batch in self._records(piece)))
 
     def _records(self, piece: LibsvmPiece) -> Iterator[tuple[np.ndarray, int]]:
         popts = self.options.parse_options(piece.base)

@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from ..text.tokenizers import TokenizerInfo, load_tokenizer
 from ..tfrecord.examples import framed_lengths, serialize_batch, varint_lengths
 from ..util.errors import InputError, TfpipeError
 from .area import RunArea, prepare_run
-from .core import Cutter, ErrorRecord, Plan, ShardFile, ShardResult, ShardSpec
+from .core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
 from .units import InputFile, Unit, plan_units
 from .windows import (
     doc_windows,
@@ -321,30 +321,24 @@ class TextJob:
 
     # -- pass 2 ---------------------------------------------------------------------------------------
     def pass2(self, spec: ShardSpec) -> ShardResult:
-        out = ShardFile(self.area, spec.index, self.output)
+        return write_shard(self.area, self.output, spec, self._records(spec))
+
+    def _records(self, spec: ShardSpec) -> Iterator[tuple[np.ndarray, int]]:
+        """Windows ``[first, first + records)`` of the stream, serialized, in batches."""
         pack = self.spec
         w = pack.window
         a, b = spec.first, spec.first + spec.records
-        try:
-            if pack.no_cross_doc:
-                batches = (wm for t in spec.pieces for wm in document_windows(
-                    *self._load(t.chunk), pack, max(a - t.window_offset, 0), b - t.window_offset))
-            else:
-                batches = packed_windows(self._segments(spec.pieces, a * w, b * w), w, pack.pad_id)
-            for windows, mask in batches:
+        if pack.no_cross_doc:
+            batches = (wm for t in spec.pieces for wm in document_windows(
+                *self._load(t.chunk), pack, max(a - t.window_offset, 0), b - t.window_offset))
+        else:
+            batches = packed_windows(self._segments(spec.pieces, a * w, b * w), w, pack.pad_id)
+        for windows, mask in batches:
+            if len(windows):
                 cols = {FEATURE: windows}
                 if pack.masked:
                     cols[pack.mask_name] = mask if mask is not None else np.ones(windows.shape, np.int64)
-                if len(windows):
-                    framed, _ = serialize_batch(self.schema, cols)
-                    out.write(framed, len(windows))
-            if out.records != spec.records:
-                raise TfpipeError(f"shard {spec.index}: {out.records} windows re-read where the plan has "
-                                  f"{spec.records}")
-            return out.close()
-        except BaseException:
-            out.discard()
-            raise
+                yield serialize_batch(self.schema, cols)[0], len(windows)
 
     def _segments(self, pieces: Sequence[SizeTask], lo: int, hi: int):
         """The packed stream's positions ``[lo, hi)`` (clipped to the stream), chunk by chunk."""
