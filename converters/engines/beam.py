@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import re
@@ -192,8 +193,6 @@ def finish(job) -> Manifest:
     temp = job.area.temp()
     if not temp.exists(OUTCOME_NAME):
         raise TfpipeError(f"the Beam pipeline finished without writing {OUTCOME_NAME} in {job.area.temp_url}")
-    import json
-
     outcome = Outcome.from_json(json.loads(temp.read_bytes(OUTCOME_NAME)))
     return finalize(job.area, job.output, job.schema, job.kind, outcome)
 

@@ -147,7 +147,7 @@ def serialize_batch(schema: Schema, columns: dict[str, np.ndarray]) -> tuple[np.
     return out, lengths
 
 
-# -- sizes without serializing (pure numpy): what a planner needs to place records in shards ----------------
+# -- sizes without serializing: what a planner needs to place records in shards -----------------------------
 
 def varint_lengths(values) -> np.ndarray:
     """Bytes of each value as a protobuf varint (int64 semantics: a negative value takes 10 bytes)."""
