@@ -6,7 +6,10 @@ import sys
 import time
 
 from .types import (
+    add_engine_options,
     add_shard_output_options,
+    beam_module,
+    engine_choice,
     nonneg_int,
     positive_int,
     print_skips,
@@ -23,7 +26,7 @@ def register(convert_sub) -> None:
                     "one tf.train.Example per line with a float32 label, int64 ids[field_size] and float32 "
                     "values[field_size] (--field-size), or variable-length ids/values holding every pair of "
                     "the line (--sparse, as scikit-learn's load_svmlight_file reads it). Output is "
-                    "byte-identical whatever --workers is.")
+                    "byte-identical whatever --workers is, and with --engine beam.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="LibSVM files, directories or globs")
     p.add_argument("--out", required=True, help="output directory (must be empty unless --overwrite)")
     p.add_argument("--field-size", type=positive_int, default=None, metavar="N",
@@ -51,6 +54,7 @@ def register(convert_sub) -> None:
     p.add_argument("--values-key", default="values", help="feature name of the values (default values)")
     p.add_argument("--qid-key", default="qid", help="feature name of the qid with --keep-qid (default qid)")
     add_shard_output_options(p, record="line")
+    add_engine_options(p)
     p.set_defaults(func=lambda args: _cmd_convert(args) if _check_layout(p, args) is None else 2)
 
 
@@ -65,7 +69,6 @@ def _check_layout(p, args) -> None:
         p.error(f"{'--multilabel' if args.multilabel else '--keep-qid'} needs --sparse")
 
 
-
 def _cmd_convert(args) -> int:
     from ..libsvm.convert import run
     from ..libsvm.options import LibsvmOptions
@@ -75,9 +78,14 @@ def _cmd_convert(args) -> int:
     options = LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
                             args.max_index, args.label_key, args.ids_key, args.values_key,
                             shard_output_options(args), args.sparse, args.multilabel, args.keep_qid, args.qid_key)
+    beam_options = engine_choice(args)
     start = time.perf_counter()
-    m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-            progress=not args.no_progress and sys.stderr.isatty())
+    if beam_options is not None:
+        m = beam_module().convert_libsvm(args.inputs, args.out, options, beam_options=beam_options,
+                                         overwrite=args.overwrite)
+    else:
+        m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
+                progress=not args.no_progress and sys.stderr.isatty())
     secs = time.perf_counter() - start
     read = sum(i.records_read for i in m.inputs)
     blank = sum(i.blank_lines for i in m.inputs)

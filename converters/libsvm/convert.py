@@ -32,7 +32,7 @@ from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
-__all__ = ["run", "convert_libsvm", "DEFAULT_BLOCK_BYTES"]
+__all__ = ["run", "convert_libsvm", "RowTotals", "DEFAULT_BLOCK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
     else:
         base = resolve_parallel(paths, block_size, pool)
     stats = {p: InputStats(p) for p in paths}
-    rows = _RowTotals() if opts.sparse else None
+    rows = RowTotals() if opts.sparse else None
     fallback = lines = 0
     total = None if any(compression_of(p) for p in paths) else sum(os.path.getsize(p) for p in paths)
     results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size, raise_on_bad)
@@ -144,7 +144,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
                          extra=extra)
 
 
-class _RowTotals:
+class RowTotals:
     """The sparse layout's manifest figures, summed over blocks (``sparse.row_stats`` of each)."""
 
     def __init__(self):
@@ -160,6 +160,11 @@ class _RowTotals:
         self.rows += s["rows"]
         self.nonzeros += s["nonzeros"]
         self.max_id = max(self.max_id, s["max_id"])
+
+    def stats(self) -> dict[str, int]:
+        """The totals in ``sparse.row_stats``'s form (so totals of parts add up like blocks)."""
+        return {"rows": self.rows, "nonzeros": self.nonzeros, "min_nonzeros": self.min, "max_nonzeros": self.max,
+                "max_id": self.max_id}
 
     def extra(self) -> dict:
         """``num_features``: largest zero-based id + 1 (1 when no row has a feature, as scikit-learn's
