@@ -13,7 +13,7 @@ from .types import (
     shard_output_options,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "options_from_args"]
 
 
 def register(convert_sub) -> None:
@@ -43,16 +43,21 @@ def register(convert_sub) -> None:
     p.set_defaults(func=_cmd_convert)
 
 
+def options_from_args(args):
+    """The ``LibsvmOptions`` that ``convert libsvm``'s parsed arguments ask for (also used by engines that take
+    the same command line, such as ``tfpipe processing run``)."""
+    from ..libsvm.options import LibsvmOptions
+
+    return LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
+                         args.max_index, args.label_key, args.ids_key, args.values_key, shard_output_options(args))
+
 
 def _cmd_convert(args) -> int:
     from ..libsvm.convert import run
-    from ..libsvm.options import LibsvmOptions
     from ..storage import is_s3
     from ..util.units import format_size
 
-    options = LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
-                            args.max_index, args.label_key, args.ids_key, args.values_key,
-                            shard_output_options(args))
+    options = options_from_args(args)
     start = time.perf_counter()
     m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
             progress=not args.no_progress and sys.stderr.isatty())
