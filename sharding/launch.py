@@ -53,7 +53,8 @@ extras=${TFPIPE_EXTRAS:-s3}
 if [ -z "${TMPDIR:-}" ] && mkdir -p /opt/ml/processing/tmp 2>/dev/null; then
     export TMPDIR=/opt/ml/processing/tmp  # shards are staged on the job's storage volume
 fi
-exec "$py" -c 'import sys; from converters.cli import main; sys.exit(main(["processing", "run", *sys.argv[1:]]))' "$@"
+# -v: INFO logs (who does what, parts, waits) go to the job's CloudWatch log
+exec "$py" -c 'import sys; from converters.cli import main; sys.exit(main(["-v", "processing", "run", *sys.argv[1:]]))' "$@"
 """
 
 
