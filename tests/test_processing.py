@@ -211,3 +211,23 @@ def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):
                        "--workers", "1"], wait_timeout=60)
     for h in cluster.hosts:
         assert res[h][0] == 3 and "--overwrite" in res[h][2], res[h]
+
+
+@pytest.mark.parametrize("command, config, code, match", [
+    ([], True, 2, "expected a conversion command 'convert {libsvm|text}"),
+    (["convert", "libsvm", "in", "--out", "o"], True, 2, "the following arguments are required: --field-size"),
+    (["convert", "libsvm", "in", "--field-size", "1", "--out", "o"], False, 1,
+     "resourceconfig.json not found: not inside a SageMaker Processing job"),
+])
+def test_run_errors_are_one_line_and_go_to_the_message_file(tmp_path, capsys, command, config, code, match):
+    from converters.cli import main
+
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    if config:
+        (cfg / "resourceconfig.json").write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
+    msg = tmp_path / "message"
+    assert main(["processing", "run", "--config-dir", str(cfg), "--message-file", str(msg), *command]) == code
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
+    assert match in msg.read_text()
