@@ -17,7 +17,7 @@ from converters.util.errors import TfpipeError
 
 from .hosts import DISTRIBUTIONS, FULLY_REPLICATED, Place
 
-__all__ = ["ProcessingConfig", "read_processing_config", "PROCESSING_CONFIG_DIR"]
+__all__ = ["ProcessingConfig", "read_processing_config", "json_object", "PROCESSING_CONFIG_DIR"]
 
 PROCESSING_CONFIG_DIR = "/opt/ml/config"
 
@@ -56,12 +56,17 @@ def _read(path: str, required: bool):
         return None
     except OSError as exc:
         raise TfpipeError(f"cannot read {path}: {exc}") from None
+    return json_object(raw, path)
+
+
+def json_object(raw: bytes, where: str, hint: str = "") -> dict:
+    """``raw`` parsed as a JSON object, else one ``TfpipeError`` naming ``where`` (and ``hint``, what to do)."""
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        raise TfpipeError(f"{path} is not valid JSON: {exc}") from None
+        raise TfpipeError(f"{where} is not valid JSON ({exc}){hint}") from None
     if not isinstance(data, dict):
-        raise TfpipeError(f"{path} must hold a JSON object, got {type(data).__name__}")
+        raise TfpipeError(f"{where} must hold a JSON object, got {type(data).__name__}{hint}")
     return data
 
 

@@ -20,6 +20,8 @@ from typing import Any, Callable, Sequence
 from converters.storage import TMP_PREFIX, Storage, open_storage
 from converters.util.errors import TfpipeError
 
+from .processing_config import json_object
+
 __all__ = ["WorkArea", "WaitError", "FAILED"]
 
 log = logging.getLogger(__name__)
@@ -67,13 +69,7 @@ class WorkArea:
             raw = self.storage(sub).read_bytes(name)
         except FileNotFoundError:
             return None
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise TfpipeError(f"{self.sub_url(sub)}/{name} is not valid JSON ({exc}): remove it and rerun") from None
-        if not isinstance(data, dict):
-            raise TfpipeError(f"{self.sub_url(sub)}/{name} is not a JSON object: remove it and rerun")
-        return data
+        return json_object(raw, f"{self.sub_url(sub)}/{name}", ": remove it and rerun")
 
     def delete(self, sub: str, name: str) -> None:
         try:

@@ -77,7 +77,7 @@ def test_wait_stops_at_a_failure_of_this_job(tmp_path):
 def test_a_damaged_marker_is_named(tmp_path):
     area = WorkArea(str(tmp_path / "out"), "r1")
     area.storage("parts").write_bytes_atomic("algo-1.json", b"{half")
-    with pytest.raises(TfpipeError, match=r"parts/algo-1.json is not valid JSON .*remove it and rerun"):
+    with pytest.raises(TfpipeError, match=r"parts/algo-1.json is not valid JSON .*: remove it and rerun"):
         area.marker("parts", "algo-1")
 
 
