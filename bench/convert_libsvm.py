@@ -4,6 +4,7 @@ In one process run: generate a Criteo-like LibSVM file (39 fields), convert it w
 (``workers=1``) and with a naive converter (per-line Python parse, ``tf.train.Example``,
 ``tf.io.TFRecordWriter``), both pinned to the same CPU core, and report throughputs (MB/s of input text,
 records/s) and their ratio; then the scaling of ``convert_libsvm`` with ``--workers`` (all cores allowed).
+With ``--engine beam``: the Beam engine against the local converter instead (``bench.convert_beam``).
 """
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import shutil
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 
-__all__ = ["add_parser", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO"]
+from .pinning import pinned
+from .pinning import rate as _rate
+
+__all__ = ["add_parser", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO", "pinned"]
 
 TARGET_RATIO = 8.0
 
@@ -23,16 +26,35 @@ TARGET_RATIO = 8.0
 def add_parser(sub) -> None:
     p = sub.add_parser("convert-libsvm", help="LibSVM converter vs naive tf.train.Example converter (1 core)",
                        description=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--lines", type=int, default=100_000, help="lines in the generated file (default 100000)")
+    p.add_argument("--lines", type=int, default=None, help="lines in the generated file (default 100000)")
     p.add_argument("--field-size", type=int, default=39, help="fields per line (default 39)")
     p.add_argument("--workers-list", default="1,2", help="worker counts for the scaling run (default 1,2)")
     p.add_argument("--cpu", type=int, default=None, help="core to pin the 1-core comparison to (default: "
                                                          "the lowest allowed)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--engine", choices=("local", "beam"), default="local",
+                   help="beam: compare the Beam engine (in-process runner) with the local converter instead, "
+                        "same file, same core (default --lines for it: 1000000)")
+    p.add_argument("--repeat", type=int, default=2, help="--engine beam: alternating runs, best kept (default 2)")
+    p.add_argument("--beam-workers", type=int, default=0, metavar="N",
+                   help="--engine beam: also time N Beam worker processes (multi_processing)")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(args) -> int:
+    say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    if args.engine == "beam":
+        from .convert_beam import format_beam_report, run_beam_benchmark
+
+        lines = args.lines if args.lines is not None else 1_000_000
+        if lines <= 0 or args.repeat <= 0 or args.beam_workers < 0:
+            raise ValueError("--lines and --repeat must be positive, --beam-workers >= 0")
+        report = run_beam_benchmark(lines=lines, field_size=args.field_size, repeat=args.repeat,
+                                    beam_workers=args.beam_workers, cpu=args.cpu, log=say)
+        print(json.dumps(report, indent=2) if args.json else format_beam_report(report))
+        return 0
+    if args.lines is None:
+        args.lines = 100_000
     try:
         workers = [int(w) for w in args.workers_list.split(",") if w.strip()]
     except ValueError:
@@ -40,7 +62,7 @@ def _cmd(args) -> int:
     if args.lines <= 0 or any(w <= 0 for w in workers):
         raise ValueError("--lines and --workers-list entries must be positive")
     report = run_benchmark(lines=args.lines, field_size=args.field_size, workers_list=workers, cpu=args.cpu,
-                           log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
+                           log=say)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 
@@ -70,43 +92,6 @@ def naive_convert(src: str, dst: str, field_size: int) -> int:
             w.write(ex.SerializeToString())
             n += 1
     return n
-
-
-@contextmanager
-def pinned(cpu: int | None):
-    """Pin every thread of this process (TensorFlow's pools included) to one core; restore afterwards."""
-    if not hasattr(os, "sched_setaffinity"):
-        yield None
-        return
-    allowed = os.sched_getaffinity(0)
-    core = min(allowed) if cpu is None else cpu
-    if core not in allowed:
-        raise ValueError(f"--cpu {core} is not one of the allowed cores {sorted(allowed)}")
-    tids = [int(t) for t in os.listdir("/proc/self/task")] if os.path.isdir("/proc/self/task") else [0]
-    old = {}
-    for t in tids:
-        try:
-            old[t] = os.sched_getaffinity(t)
-            os.sched_setaffinity(t, {core})
-        except OSError:  # a thread that ended meanwhile
-            pass
-    try:
-        yield core
-    finally:
-        for t, cpus in old.items():
-            try:
-                os.sched_setaffinity(t, cpus)
-            except OSError:
-                pass
-
-
-def _rate(nbytes: int, records: int, secs: float, cpu: float | None = None) -> dict:
-    r = {"seconds": round(secs, 4), "mb_per_s": round(nbytes / secs / 1e6, 2),
-         "records_per_s": round(records / secs, 1)}
-    if cpu is not None:  # process CPU time: robust to other load on a shared machine
-        r["cpu_seconds"] = round(cpu, 4)
-        r["records_per_cpu_s"] = round(records / max(cpu, 1e-9), 1)
-    return r
 
 
 def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1, 2), cpu: int | None = None,

@@ -1,6 +1,8 @@
 """Smoke run of ``tfpipe bench convert-libsvm`` (tiny: checks it runs and reports, not the speed)."""
 import json
 
+import pytest
+
 from bench.convert_libsvm import format_report, naive_convert, run_benchmark
 from converters.cli import main
 from converters.libsvm.synthetic import criteo_arrays, write_criteo_libsvm
@@ -33,3 +35,17 @@ def test_cli_json(capsys):
     assert main(["bench", "convert-libsvm", "--lines", "500", "--workers-list", "1", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["lines"] == 500 and r["benchmark"] == "convert-libsvm"
+
+
+def test_beam_engine_smoke(tmp_path, capsys):
+    pytest.importorskip("apache_beam")
+    from bench.convert_beam import format_beam_report, run_beam_benchmark
+
+    r = run_beam_benchmark(lines=300, repeat=1, workdir=str(tmp_path))
+    assert r["identical"] and r["beam"]["records_per_s"] > 0 and r["local"]["records_per_s"] > 0
+    assert r["ratio"] == round(r["local"]["seconds"] / r["beam"]["seconds"], 3)
+    assert "ratio beam/local" in format_beam_report(r)
+    assert list(tmp_path.iterdir()) == []
+    assert main(["bench", "convert-libsvm", "--engine", "beam", "--lines", "200", "--repeat", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["benchmark"] == "convert-libsvm --engine beam" and out["lines"] == 200

@@ -1,9 +1,15 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from converters.libsvm.options import libsvm_schema
 from converters.libsvm.synthetic import criteo_arrays
-from converters.tfrecord.examples import serialize_batch
+from converters.tfrecord.examples import (
+    column_payloads,
+    framed_lengths,
+    serialize_batch,
+)
 from converters.tfrecord.schema import FeatureSpec, Schema
 
 
@@ -82,3 +88,20 @@ def test_schema_validation_and_json():
 def test_serialize_rejects_bad_columns(cols, match):
     with pytest.raises(ValueError, match=match):
         serialize_batch(libsvm_schema(39), cols)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["int64", "float32"]), st.integers(1, 5)), min_size=1, max_size=4),
+       st.integers(1, 6), st.integers(0, 2**63 - 1), st.data())
+def test_framed_lengths_without_serializing(features, n, high, data):
+    """``framed_lengths(column_payloads(...))`` equals ``serialize_batch``'s lengths (any ints, negatives too)."""
+    schema = Schema(tuple(FeatureSpec(f"f{i}" * (1 + i * 40), d, (w,)) for i, (d, w) in enumerate(features)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    cols = {}
+    for f in schema.features:
+        if f.dtype == "int64":
+            cols[f.name] = rng.integers(-high - 1, high, (n, f.width), dtype=np.int64, endpoint=True)
+        else:
+            cols[f.name] = rng.random((n, f.width)).astype(np.float32)
+    _, lengths = serialize_batch(schema, cols)
+    assert framed_lengths(schema, column_payloads(schema, cols)).tolist() == lengths.tolist()

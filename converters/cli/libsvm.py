@@ -6,7 +6,10 @@ import sys
 import time
 
 from .types import (
+    add_engine_options,
     add_shard_output_options,
+    beam_module,
+    engine_choice,
     nonneg_int,
     positive_int,
     print_skips,
@@ -21,7 +24,7 @@ def register(convert_sub) -> None:
         "libsvm", help="LibSVM text (label id:val ...) -> TFRecord shards of tf.train.Example",
         description="Convert LibSVM files (files, directories, globs; .gz/.bz2/.zst) into TFRecord shards: "
                     "one tf.train.Example per line with a float32 label, int64 ids[field_size] and float32 "
-                    "values[field_size]. Output is byte-identical whatever --workers is.")
+                    "values[field_size]. Output is byte-identical whatever --workers is, and with --engine beam.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="LibSVM files, directories or globs")
     p.add_argument("--out", required=True, help="output directory (must be empty unless --overwrite)")
     p.add_argument("--field-size", type=positive_int, required=True, metavar="N",
@@ -40,6 +43,7 @@ def register(convert_sub) -> None:
     p.add_argument("--ids-key", default="ids", help="feature name of the ids (default ids)")
     p.add_argument("--values-key", default="values", help="feature name of the values (default values)")
     add_shard_output_options(p, record="line")
+    add_engine_options(p)
     p.set_defaults(func=_cmd_convert)
 
 
@@ -58,9 +62,14 @@ def _cmd_convert(args) -> int:
     from ..util.units import format_size
 
     options = options_from_args(args)
+    beam_options = engine_choice(args)
     start = time.perf_counter()
-    m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-            progress=not args.no_progress and sys.stderr.isatty())
+    if beam_options is not None:
+        m = beam_module().convert_libsvm(args.inputs, args.out, options, beam_options=beam_options,
+                                         overwrite=args.overwrite)
+    else:
+        m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
+                progress=not args.no_progress and sys.stderr.isatty())
     secs = time.perf_counter() - start
     read = sum(i.records_read for i in m.inputs)
     blank = sum(i.blank_lines for i in m.inputs)

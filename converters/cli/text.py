@@ -5,7 +5,10 @@ import sys
 import time
 
 from .types import (
+    add_engine_options,
     add_shard_output_options,
+    beam_module,
+    engine_choice,
     names,
     positive_int,
     print_skips,
@@ -22,7 +25,7 @@ def register(convert_sub, top_sub) -> None:
                     "plain, .gz, .bz2 or multi-frame .zst; parquet; txt) into TFRecord shards of packed "
                     "token windows: feature input_ids int64[seq_len+1] (inputs = w[:-1], targets = w[1:]), "
                     "an end-of-document id after every document, the remainder carried into the next "
-                    "window. Output is byte-identical whatever --workers is.")
+                    "window. Output is byte-identical whatever --workers is, and with --engine beam.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, directories or globs")
     p.add_argument("--out", required=True, help="output directory or s3:// prefix (must be empty unless --overwrite)")
     p.add_argument("--seq-len", type=positive_int, required=True, metavar="N",
@@ -48,6 +51,7 @@ def register(convert_sub, top_sub) -> None:
     p.add_argument("--txt-mode", choices=("block", "file"), default="block",
                    help=".txt inputs: one document per blank-line-separated block (default) or per file")
     add_shard_output_options(p, record="record")
+    add_engine_options(p)
     p.set_defaults(func=_cmd_convert)
 
     t = top_sub.add_parser("tokenizer", help="tokenizer tools: train a byte-level BPE tokenizer.json")
@@ -88,9 +92,14 @@ def _cmd_convert(args) -> int:
     from ..util.units import format_size
 
     options = options_from_args(args)
+    beam_options = engine_choice(args)
     start = time.perf_counter()
-    m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-            progress=not args.no_progress and sys.stderr.isatty())
+    if beam_options is not None:
+        m = beam_module().convert_text(args.inputs, args.out, options, beam_options=beam_options,
+                                       overwrite=args.overwrite)
+    else:
+        m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
+                progress=not args.no_progress and sys.stderr.isatty())
     secs = time.perf_counter() - start
     x = m.extra
     read = sum(i.records_read for i in m.inputs)

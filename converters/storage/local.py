@@ -41,8 +41,13 @@ class LocalStorage:
         write_atomic(self._p(name), data, tmp_prefix=TMP_PREFIX)
 
     def delete(self, name: str) -> None:
+        """Remove a file; also a run's temporary area (a ``.tfpipe-tmp-*`` directory an engine left behind)."""
+        p = self._p(name)
+        if name.startswith(TMP_PREFIX) and os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+            return
         try:
-            os.unlink(self._p(name))
+            os.unlink(p)
         except FileNotFoundError:
             pass
 

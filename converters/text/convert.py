@@ -38,7 +38,7 @@ from .readers import (
 )
 from .tokenizers import load_tokenizer
 
-__all__ = ["run", "convert_text"]
+__all__ = ["run", "convert_text", "count_subsets"]
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tfpipe-tok") as pool:
             for batch, (ids, lengths) in ordered_map(lambda b: pool.submit(encode, b), batches(), 2 * workers):
                 if batch.texts:
-                    _count_subsets(batch.subsets, lengths, subset_docs, subset_tokens)
+                    count_subsets(batch.subsets, lengths, subset_docs, subset_tokens)
                     write(writer, packer.add(ids, lengths))
                 bar.update(batch.nbytes)
                 bar.set_postfix(docs=f"{packer.documents:,}", tokens=f"{packer.tokens:,}", refresh=False)
@@ -150,7 +150,7 @@ def _names(v):
     return v if v is None or isinstance(v, str) else tuple(v)
 
 
-def _count_subsets(subsets: list[str], lengths: np.ndarray, docs: dict[str, int], tokens: dict[str, int]) -> None:
+def count_subsets(subsets: list[str], lengths: np.ndarray, docs: dict[str, int], tokens: dict[str, int]) -> None:
     """Per-subset documents and tokens (document ids + its EOD)."""
     names, inv = np.unique(np.asarray(subsets, dtype=object), return_inverse=True)
     nd = np.bincount(inv, minlength=len(names))

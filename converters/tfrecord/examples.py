@@ -12,7 +12,7 @@ from ..util.jit import njit
 from .crc import CRC_TABLE, FRAME_OVERHEAD, frame_into
 from .schema import FeatureSpec, Schema
 
-__all__ = ["FeatureSpec", "Schema", "serialize_batch"]
+__all__ = ["FeatureSpec", "Schema", "serialize_batch", "varint_lengths", "column_payloads", "framed_lengths"]
 
 @njit(cache=True, nogil=True)
 def _varint_len(v):
@@ -145,3 +145,55 @@ def serialize_batch(schema: Schema, columns: dict[str, np.ndarray]) -> tuple[np.
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
     _write(CRC_TABLE, ints, fbytes, kinds_a, starts_a, ends_a, keys, keyoffs, features, payload, out)
     return out, lengths
+
+
+# -- sizes without serializing (pure numpy): what a planner needs to place records in shards ----------------
+
+def varint_lengths(values) -> np.ndarray:
+    """Bytes of each value as a protobuf varint (int64 semantics: a negative value takes 10 bytes)."""
+    u = np.asarray(values).astype(np.int64, copy=False).view(np.uint64)
+    n = np.ones(u.shape, dtype=np.int64)
+    for k in range(1, 10):
+        n += u >= np.uint64(1 << (7 * k))
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _row_varint_bytes(a):
+    n, k = a.shape
+    out = np.empty(n, dtype=np.int64)
+    for r in range(n):
+        total = 0
+        for c in range(k):
+            total += _varint_len(a[r, c])
+        out[r] = total
+    return out
+
+
+def column_payloads(schema: Schema, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per feature, the packed-list payload bytes of each record (int64 arrays): ``4 * width`` for float32
+    features, the sum of the varint lengths of the row for int64 features."""
+    out: dict[str, np.ndarray] = {}
+    for f in schema.features:
+        a = np.asarray(columns[f.name])
+        if f.dtype == "float32":
+            out[f.name] = np.full(a.shape[0], 4 * f.width, dtype=np.int64)
+        else:
+            out[f.name] = _row_varint_bytes(np.ascontiguousarray(a.reshape(a.shape[0], -1), dtype=np.int64))
+    return out
+
+
+def framed_lengths(schema: Schema, payloads: dict[str, np.ndarray | int]) -> np.ndarray:
+    """Framed TFRecord length of each record from its per-feature payload bytes (see ``column_payloads``):
+    equal to the ``lengths`` ``serialize_batch`` returns for the same records, without building any bytes.
+    Payloads are arrays (one per record) or ints (the same for every record; at least one must be an array)."""
+    total = None
+    for f in schema.features:
+        p = np.asarray(payloads[f.name], dtype=np.int64)
+        klen = len(f.name.encode("utf-8"))
+        lst = 1 + varint_lengths(p) + p
+        feat = 1 + varint_lengths(lst) + lst
+        entry = 1 + int(varint_lengths(klen)) + klen + 1 + varint_lengths(feat) + feat
+        part = 1 + varint_lengths(entry) + entry
+        total = part if total is None else total + part
+    return np.atleast_1d(1 + varint_lengths(total) + total + FRAME_OVERHEAD).astype(np.int64)
