@@ -70,6 +70,9 @@ def parse_convert(argv: Sequence[str]) -> ConvertJob:
         raise ValueError(f"expected a conversion command 'convert {{{'|'.join(FORMATS)}}} INPUT... --out URL ...', "
                          f"got {' '.join(argv[:3]) or 'nothing'!r}")
     args = _parser().parse_args(argv)
+    if getattr(args, "engine", "local") != "local" or getattr(args, "beam_option", None):
+        raise ValueError("--engine/--beam-option do not apply here: the Processing instances are the engine "
+                         "(drop them; --workers sets the processes per instance)")
     if args.format == "libsvm":
         from converters.cli.libsvm import options_from_args
     else:

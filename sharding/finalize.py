@@ -16,6 +16,7 @@ from converters.shardset.manifest import MANIFEST_NAME, Manifest, manifest_bytes
 from converters.shardset.naming import ShardName
 from converters.storage import TMP_PREFIX, Storage
 from converters.util.errors import OutputExistsError, TfpipeError
+from converters.util.fs import fsync_dir
 
 from .workarea import WorkArea
 
@@ -84,6 +85,9 @@ def commit(storage: Storage, area: WorkArea, manifest: Manifest) -> None:
     """Write the manifest last (its checksum first, in the work area), then remove the work area."""
     data = manifest_bytes(manifest)
     area.put("", "final.json", {"sha256": hashlib.sha256(data).hexdigest()})
+    local = storage.local_path(MANIFEST_NAME)
+    if local is not None:
+        fsync_dir(os.path.dirname(local))  # the shards' renames are durable before the manifest exists
     storage.write_bytes_atomic(MANIFEST_NAME, data)
     area.remove()
 

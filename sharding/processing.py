@@ -46,7 +46,8 @@ DEFAULT_POLL = 5.0  # seconds between two listings of the work area
 @dataclass(frozen=True)
 class InstanceResult:
     """What one instance did: its host, whether it finalized, the distribution, the work area's run name,
-    (finalizer only) the shard set's manifest, and whether it reused its part from an earlier run."""
+    (finalizer only) the shard set's manifest, whether it reused its part from an earlier run, and its share of
+    the work in words."""
 
     host: str
     finalizer: bool
@@ -54,6 +55,7 @@ class InstanceResult:
     run: str
     manifest: Manifest | None = None
     reused: bool = False
+    work: str = ""
 
 
 def one_line(exc: BaseException) -> str:
@@ -69,12 +71,13 @@ def _check_positive(name: str, value: float) -> None:
 
 def run_instance(convert_argv: Sequence[str], *, config_dir: str = PROCESSING_CONFIG_DIR,
                  timeout: float = DEFAULT_WAIT_TIMEOUT, poll: float = DEFAULT_POLL,
-                 run: str | None = None) -> InstanceResult:
+                 run: str | None = None, unit_size: int | None = None) -> InstanceResult:
     """Run this instance's share of ``convert {libsvm|text} ...`` (the ``tfpipe convert`` command line).
 
     ``timeout``: seconds to wait for the other instances in any one wait; ``poll``: seconds between two looks
     at the work area; ``run``: the work area's name (default: a digest of the command, the hosts and the
-    distribution, the same for a rerun of the job)."""
+    distribution, the same for a rerun of the job); ``unit_size``: bytes of LibSVM input per work unit of a
+    FullyReplicated conversion (default: the two-pass core's)."""
     _check_positive("timeout", timeout)
     _check_positive("poll", poll)
     cfg = read_processing_config(config_dir)
@@ -94,15 +97,16 @@ def run_instance(convert_argv: Sequence[str], *, config_dir: str = PROCESSING_CO
                 area.remove()
             return replace(result, manifest=read_manifest(job.out) if cfg.place.is_finalizer else None)
         check_output(storage, overwrite=job.overwrite)
-        manifest, reused = _convert(job, cfg, area, distribution, timeout=timeout, poll=poll)
+        manifest, reused, work = _convert(job, cfg, area, distribution, timeout=timeout, poll=poll,
+                                          unit_size=unit_size)
     except BaseException as exc:
         area.fail(host, one_line(exc))
         raise
-    return replace(result, manifest=manifest, reused=reused)
+    return replace(result, manifest=manifest, reused=reused, work=work)
 
 
 def _convert(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, distribution: str, *, timeout: float,
-             poll: float) -> tuple[Manifest | None, bool]:
+             poll: float, unit_size: int | None) -> tuple[Manifest | None, bool, str]:
     if distribution == SHARDED:
         from .sharded import run_sharded
 
@@ -110,4 +114,5 @@ def _convert(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, distributio
         return run_sharded(job, cfg, area, files, timeout=timeout, poll=poll)
     from .replicated import run_replicated
 
-    return run_replicated(job, cfg, area, input_files(job, allow_empty_dirs=False), timeout=timeout, poll=poll)
+    return run_replicated(job, cfg, area, input_files(job, allow_empty_dirs=False), timeout=timeout, poll=poll,
+                          unit_size=unit_size)

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from converters.cli.types import positive_int
+from converters.cli.types import positive_int, size
 
 __all__ = ["register", "write_message"]
 
@@ -54,6 +54,9 @@ def register(sub) -> None:
     p.add_argument("--run-id", default=None, metavar="NAME",
                    help="name of the work area OUT/.tfpipe-tmp-NAME (default: a digest of the command, hosts "
                         "and distribution, the same for a rerun of the job)")
+    p.add_argument("--unit-size", type=size, default=None, metavar="SIZE",
+                   help="FullyReplicated LibSVM: input bytes per work unit (default 16MiB); units are what the "
+                        "instances share out")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="convert {libsvm|text} ...",
                    help="the conversion, exactly as for tfpipe convert")
     p.set_defaults(func=_cmd_run)
@@ -86,6 +89,8 @@ def register(sub) -> None:
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="container environment (repeat)")
     p.add_argument("--wait-timeout", type=_seconds, default=None, metavar="SECONDS",
                    help="passed to 'processing run' (how long instances wait for each other)")
+    p.add_argument("--unit-size", type=size, default=None, metavar="SIZE",
+                   help="passed to 'processing run' (FullyReplicated LibSVM bytes per work unit)")
     p.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
     p.add_argument("--wait", action="store_true",
                    help="poll DescribeProcessingJob until the job ends; non-zero exit if it Failed or was Stopped")
@@ -126,13 +131,13 @@ def _cmd_run(args) -> int:
         command = command[1:]
     try:
         res = run_instance(command, config_dir=args.config_dir, timeout=args.wait_timeout, poll=args.poll,
-                           run=args.run_id)
+                           run=args.run_id, unit_size=args.unit_size)
     except BaseException as exc:
         if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             write_message(message_file, one_line(exc), create_dir=in_job)
         raise
     m = res.manifest
-    part = "part reused from an earlier run" if res.reused else "part written"
+    part = ("part reused from an earlier run" if res.reused else "part written") + f" ({res.work})"
     if m is not None:
         print(f"{res.host}: {part}; finalized {m.records:,} records in {len(m.shards)} shard(s) "
               f"({res.distribution}, {len(m.inputs)} input(s)) -> {m.location.rstrip('/')}/index.json")
@@ -173,7 +178,8 @@ def _cmd_launch(args) -> int:
     out = job.out
     base = (args.code_bucket or f"s3://{parse_s3_url(out)[0]}").rstrip("/")
     parse_s3_url(base)
-    run_args = ("--wait-timeout", f"{args.wait_timeout:g}") if args.wait_timeout else ()
+    run_args = (("--wait-timeout", f"{args.wait_timeout:g}") if args.wait_timeout else ()) + \
+        (("--unit-size", str(args.unit_size)) if args.unit_size else ())
     spec = LaunchSpec(args.job_name, args.role, args.image_uri, args.instance_type, args.instance_count, inputs,
                       tuple(command), f"{base}/tfpipe-code/{args.job_name}/", args.volume_gb, args.max_runtime,
                       env, run_args)

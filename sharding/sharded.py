@@ -47,9 +47,9 @@ def _fingerprint(files: Sequence[str]) -> list[list]:
 
 
 def run_sharded(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: list[str], *, timeout: float,
-                poll: float) -> tuple[Manifest | None, bool]:
+                poll: float) -> tuple[Manifest | None, bool, str]:
     """This instance's part; on the first host also the finalize. Returns the set's manifest (finalizer, else
-    None) and whether this instance reused a part written by an earlier run."""
+    None), whether this instance reused a part written by an earlier run, and its share in words."""
     place = cfg.place
     if job.format == "libsvm" and job.options.index_base == "auto":
         base = _index_base_round(job, cfg, area, files, timeout=timeout, poll=poll)
@@ -58,10 +58,11 @@ def run_sharded(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: l
         base = None
         part_job = job
     reused = _part(part_job, place.current_host, area, files)
+    work = f"{len(files)} file(s)"
     if not place.is_finalizer:
-        return None, reused
+        return None, reused, work
     markers = area.wait(PARTS, place.hosts, timeout=timeout, poll=poll, what="part")
-    return _finalize(job, cfg, area, [markers[h] for h in place.hosts], base), reused
+    return _finalize(job, cfg, area, [markers[h] for h in place.hosts], base), reused, work
 
 
 def _index_base_round(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: list[str], *,

@@ -44,6 +44,7 @@ class WorkArea:
         if not run or "/" in run:
             raise ValueError(f"run must be a non-empty name without '/', got {run!r}")
         self.out = str(out).rstrip("/")
+        self.run = run
         self.name = f"{TMP_PREFIX}{run}"
         self.url = f"{self.out}/{self.name}"
         self.job = job

@@ -46,7 +46,8 @@ def wheel(tmp_path_factory):
 
 
 def test_dry_run_prints_a_request_within_the_limits(capsys):
-    code, out, err = run(BASE + ["--env", "LOG=1", "--wait-timeout", "900", "--dry-run"] + CMD, capsys)
+    code, out, err = run(BASE + ["--env", "LOG=1", "--wait-timeout", "900", "--unit-size", "64MiB", "--dry-run"] + CMD,
+                         capsys)
     assert code == 0, err
     req = json.loads(out)
     check_request(req)  # every documented limit holds
@@ -57,7 +58,7 @@ def test_dry_run_prints_a_request_within_the_limits(capsys):
     app = req["AppSpecification"]
     assert app["ImageUri"] == IMAGE
     assert app["ContainerEntrypoint"] == ["/bin/sh", "/opt/ml/processing/input/code/tfpipe-bootstrap.sh"]
-    assert app["ContainerArguments"] == ["--wait-timeout", "900"] + CMD[1:]
+    assert app["ContainerArguments"] == ["--wait-timeout", "900", "--unit-size", str(64 << 20)] + CMD[1:]
     train, code_in = req["ProcessingInputs"]
     assert train["S3Input"] == {"S3Uri": "s3://raw/criteo/", "LocalPath": "/opt/ml/processing/input/train",
                                 "S3DataType": "S3Prefix", "S3InputMode": "File",
