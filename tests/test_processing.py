@@ -149,6 +149,8 @@ def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):
 @pytest.mark.parametrize("command, config, code, match", [
     ([], True, 2, "expected a conversion command 'convert {libsvm|text}"),
     (["convert", "libsvm", "in", "--out", "o"], True, 2, "the following arguments are required: --field-size"),
+    (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--engine", "beam"], True, 2,
+     "--engine/--beam-option do not apply here: the Processing instances are the engine"),
     (["convert", "libsvm", "in", "--field-size", "1", "--out", "o"], False, 1,
      "resourceconfig.json not found: not inside a SageMaker Processing job"),
 ])
