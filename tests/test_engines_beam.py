@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import pytest
 from engines_data import assert_same_output, bad_jsonl, libsvm_files, spoil, text_files
-from test_s3 import moto_endpoint, s3  # noqa: F401 - fixtures: a real S3 endpoint on 127.0.0.1
 
 from converters.cli import main
 from converters.engines.libsvmjob import LibsvmJob
@@ -125,7 +124,7 @@ def test_a_failing_step_leaves_nothing(data, tmp_path, clean_cwd):
     assert os.listdir(tmp_path / "out") == [] and list(clean_cwd.iterdir()) == []
 
 
-def test_s3_output(data, tmp_path, s3):  # noqa: F811 - the fixture
+def test_s3_output(data, tmp_path, s3):  # s3: the fixture in conftest.py (a real S3 endpoint on 127.0.0.1)
     opts = _libsvm_opts(shard_size=200 << 10)
     url = f"s3://{s3.bucket}/beam"
     m = beam.convert_libsvm(data["libsvm"], url, opts)

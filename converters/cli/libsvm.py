@@ -16,7 +16,7 @@ from .types import (
     shard_output_options,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "options_from_args"]
 
 
 def register(convert_sub) -> None:
@@ -55,29 +55,39 @@ def register(convert_sub) -> None:
     p.add_argument("--qid-key", default="qid", help="feature name of the qid with --keep-qid (default qid)")
     add_shard_output_options(p, record="line")
     add_engine_options(p)
-    p.set_defaults(func=lambda args: _cmd_convert(args) if _check_layout(p, args) is None else 2)
+    p.set_defaults(func=lambda args: p.error(msg) if (msg := layout_error(args)) else _cmd_convert(args))
 
 
-def _check_layout(p, args) -> None:
-    """--field-size or --sparse (never both); the options of the other layout are usage errors (exit 2)."""
+def layout_error(args) -> str | None:
+    """--field-size or --sparse (never both); the options of the other layout are usage errors."""
     if args.sparse == (args.field_size is not None):
-        p.error("give --field-size N (fixed width) or --sparse (any number of pairs per line)"
+        return ("give --field-size N (fixed width) or --sparse (any number of pairs per line)"
                 if not args.sparse else "--field-size and --sparse exclude each other")
     if args.sparse and (args.pad or args.truncate):
-        p.error("--pad/--truncate apply to --field-size, not to --sparse")
+        return "--pad/--truncate apply to --field-size, not to --sparse"
     if not args.sparse and (args.multilabel or args.keep_qid):
-        p.error(f"{'--multilabel' if args.multilabel else '--keep-qid'} needs --sparse")
+        return f"{'--multilabel' if args.multilabel else '--keep-qid'} needs --sparse"
+    return None
+
+
+def options_from_args(args):
+    """The ``LibsvmOptions`` that ``convert libsvm``'s parsed arguments ask for (also used by engines that take
+    the same command line, such as ``tfpipe processing run``)."""
+    from ..libsvm.options import LibsvmOptions
+
+    if (msg := layout_error(args)) is not None:
+        raise ValueError(msg)
+    return LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
+                         args.max_index, args.label_key, args.ids_key, args.values_key, shard_output_options(args),
+                         args.sparse, args.multilabel, args.keep_qid, args.qid_key)
 
 
 def _cmd_convert(args) -> int:
     from ..libsvm.convert import run
-    from ..libsvm.options import LibsvmOptions
     from ..storage import is_s3
     from ..util.units import format_size
 
-    options = LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
-                            args.max_index, args.label_key, args.ids_key, args.values_key,
-                            shard_output_options(args), args.sparse, args.multilabel, args.keep_qid, args.qid_key)
+    options = options_from_args(args)
     beam_options = engine_choice(args)
     start = time.perf_counter()
     if beam_options is not None:

@@ -15,7 +15,7 @@ from .types import (
     shard_output_options,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "options_from_args"]
 
 
 def register(convert_sub, top_sub) -> None:
@@ -75,16 +75,23 @@ def register(convert_sub, top_sub) -> None:
     tr.set_defaults(func=_cmd_train)
 
 
-def _cmd_convert(args) -> int:
-    from ..text.convert import run
+def options_from_args(args):
+    """The ``TextOptions`` that ``convert text``'s parsed arguments ask for (also used by engines that take the
+    same command line, such as ``tfpipe processing run``)."""
     from ..text.options import TextOptions
-    from ..util.units import format_size
 
-    options = TextOptions(
+    return TextOptions(
         seq_len=args.seq_len, tokenizer=args.tokenizer, eod_token=args.eod_token, text_key=args.text_key,
         include_subsets=args.include_subsets, exclude_subsets=args.exclude_subsets,
         no_cross_doc=args.no_cross_doc, pad_last=args.pad_last, mask_name=args.mask_name,
         txt_mode=args.txt_mode, output=shard_output_options(args))
+
+
+def _cmd_convert(args) -> int:
+    from ..text.convert import run
+    from ..util.units import format_size
+
+    options = options_from_args(args)
     beam_options = engine_choice(args)
     start = time.perf_counter()
     if beam_options is not None:

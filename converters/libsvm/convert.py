@@ -64,11 +64,13 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
 
 def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, options: LibsvmOptions,
         *, workers: int | None = None, overwrite: bool = False, progress: bool = False,
-        block_size: int = DEFAULT_BLOCK_BYTES) -> Manifest:
+        block_size: int = DEFAULT_BLOCK_BYTES, allow_empty: bool = False) -> Manifest:
     """Convert LibSVM inputs into a shard set at ``out`` as ``options`` say; returns the Manifest.
 
     ``workers`` processes parse and serialize (default: all cores); the output bytes depend on neither it
-    nor ``block_size`` (the text read per task).
+    nor ``block_size`` (the text read per task). Inputs without a single valid line are an error unless
+    ``allow_empty`` (a part of a larger conversion, such as one Processing instance's share): then the
+    manifest lists no shard, only the accounting.
     """
     if not isinstance(options, LibsvmOptions):
         raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
@@ -84,14 +86,14 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     with ShardSetWriter(str(out), options.output, overwrite=overwrite) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
         try:
-            return _convert(paths, options, writer, pool, block_size, progress)
+            return _convert(paths, options, writer, pool, block_size, progress, allow_empty)
         finally:
             if pool is not None:
                 pool.close()
 
 
 def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool: Pool | None, block_size: int,
-             progress: bool) -> Manifest:
+             progress: bool, allow_empty: bool = False) -> Manifest:
     raise_on_bad = opts.output.on_error == "raise"
     if opts.index_base != "auto":
         base = opts.index_base
@@ -123,7 +125,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
         results.close()  # stops the worker pool now, also when a bad line raised
     read = sum(s.records_read for s in stats.values())
     blank = sum(s.blank_lines for s in stats.values())
-    if writer.records == 0:
+    if writer.records == 0 and not allow_empty:
         raise InputError(f"no records to write: the input holds no valid line ({blank} blank/comment "
                          f"line(s), {read} bad line(s) skipped)",
                          path=paths[0] if len(paths) == 1 else None, reason="empty_input")
