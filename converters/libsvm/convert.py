@@ -24,7 +24,7 @@ from ..shardset.writer import ShardSetWriter
 from ..sources import compression_of, expand_inputs
 from ..util.errors import InputError
 from ..util.progress import progress_bar
-from ..util.system import cpu_count
+from ..util.system import cap_workers, cpu_count
 from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
@@ -71,6 +71,7 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         workers = cpu_count()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    workers = cap_workers(workers, "parser workers")
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if isinstance(inputs, (str, os.PathLike)):

@@ -13,7 +13,7 @@ from ..util.fs import file_kind
 from .manifest import MANIFEST_NAME, Manifest, ShardInfo
 
 __all__ = ["read_manifest", "read_manifest_raw", "parse_manifest", "split_manifest_path", "check_file",
-           "check_regular"]
+           "shard_file_problem"]
 
 
 def split_manifest_path(path: str) -> tuple[str, str]:
@@ -69,23 +69,26 @@ def _kind(path: str) -> str:
         return "not a directory"
 
 
-def check_regular(path: str, info: ShardInfo, where: str) -> None:
-    """Raise IntegrityError unless the shard at ``path`` is a regular file of the set: not a symbolic link
-    (it could lead out of the set), not a FIFO or device (reading it could hang or never end)."""
+def shard_file_problem(path: str) -> str | None:
+    """Why the file at ``path`` cannot be a shard of a set, or None: missing, a symbolic link (it could lead
+    out of the set), a FIFO or device (reading it could hang or never end)."""
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        raise IntegrityError(f"{where}/{info.name}: missing (listed in the manifest)") from None
+        return "missing (listed in the manifest)"
     if stat.S_ISLNK(mode):
-        raise IntegrityError(f"{where}/{info.name}: is a symbolic link; a shard set holds its own files")
+        return "is a symbolic link; a shard set holds its own files"
     if not stat.S_ISREG(mode):
-        raise IntegrityError(f"{where}/{info.name}: is {file_kind(mode)}, not a regular file")
+        return f"is {file_kind(mode)}, not a regular file"
+    return None
 
 
 def check_file(path: str, info: ShardInfo, where: str) -> None:
     """Raise IntegrityError unless the file at ``path`` is a regular file with the size and sha256 its
     manifest entry ``info`` records (``where`` names the shard set in the message)."""
-    check_regular(path, info, where)
+    problem = shard_file_problem(path)
+    if problem:
+        raise IntegrityError(f"{where}/{info.name}: {problem}")
     size = os.path.getsize(path)
     if size != info.bytes:
         raise IntegrityError(f"{where}/{info.name}: {size} bytes, manifest says {info.bytes}")
