@@ -23,9 +23,9 @@ from ..shardset.options import ShardOutputOptions
 from ..shardset.writer import ShardSetWriter
 from ..sources import compression_of, expand_inputs
 from ..tfrecord.examples import serialize_batch
+from ..util.errors import TfpipeError
 from ..util.ordered import ordered_map
 from ..util.progress import progress_bar
-from ..util.errors import TfpipeError
 from ..util.system import available_memory, cap_workers, cpu_count
 from ..util.units import DEFAULT_SHARD_BYTES, format_size
 from .options import FEATURE, TextOptions, text_schema
