@@ -21,7 +21,7 @@ from typing import Iterable
 from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..shardset.writer import ShardSetWriter
-from ..sources import compression_of, expand_inputs
+from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..util.errors import InputError
 from ..util.progress import progress_bar
 from ..util.system import cap_workers, cpu_count
@@ -77,6 +77,7 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     paths = expand_inputs(inputs)
+    refuse_inputs_in(paths, str(out))
     with ShardSetWriter(str(out), options.output, overwrite=overwrite) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
         try:

@@ -108,7 +108,8 @@ def _clear(storage: Storage, out: str, overwrite: bool) -> None:
 class ShardSetWriter:
     """Write framed records into size-bounded shards; ``finish`` renames them and writes the manifest.
 
-    Use as a context manager: on an exception the temporary shards are removed and the claim is released.
+    Use as a context manager: leaving it without ``finish`` (an exception) removes the temporary shards and
+    releases the claim.
     Operating-system errors become ``OutputError`` naming the path and the reason.
     """
 
@@ -283,5 +284,5 @@ class ShardSetWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None and not self._finished:
+        if not self._finished:  # an error, or a block that ended without finish(): nothing was published
             self.abort()

@@ -16,7 +16,7 @@ from ..util.errors import TfpipeError
 from ..util.fs import file_kind
 from .streams import compression_of
 
-__all__ = ["expand_inputs"]
+__all__ = ["expand_inputs", "refuse_inputs_in"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,18 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, .
                 seen.add(key)
                 out.append(f)
     return out
+
+
+def refuse_inputs_in(paths: list[str], out: str) -> None:
+    """Raise TfpipeError if an input lies inside the (local) output directory ``out``: the run would read
+    files it is about to replace."""
+    if "://" in str(out):
+        return
+    root = os.path.realpath(out)
+    for p in paths:
+        real = os.path.realpath(p)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            raise TfpipeError(f"input {p!r} is inside the output {out}: choose an output outside the inputs")
 
 
 def _regular_only(paths: list[str], skipped: dict[str, int], *, dirs_too: bool = True) -> list[str]:

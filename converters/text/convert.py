@@ -21,7 +21,7 @@ import numpy as np
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..shardset.writer import ShardSetWriter
-from ..sources import compression_of, expand_inputs
+from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..tfrecord.examples import serialize_batch
 from ..util.errors import TfpipeError
 from ..util.ordered import ordered_map
@@ -84,6 +84,7 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)
+    refuse_inputs_in(files, str(out))
     for f in files:
         format_of(f)  # unknown formats fail before any output is created
     tok = load_tokenizer(opts.tokenizer, eod_token=opts.eod_token)

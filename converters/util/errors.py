@@ -41,7 +41,7 @@ class OutputExistsError(TfpipeError):
 class OutputInUseError(TfpipeError):
     """Another run holds the output location (its claim names the process, host and start time)."""
 
-    exit_code = 5
+    exit_code = 6
 
 
 class OutputError(TfpipeError):
