@@ -63,7 +63,7 @@ def test_across_processes_and_after_kill_9(tmp_path, caplog):
 @pytest.mark.parametrize("holder,match", [
     (Holder("x", 4242, "another-host", "2020-01-01T00:00:00Z"), r"pid 4242 on host another-host"),
     (Holder("x", os.getpid(), socket.gethostname(), "2020-01-01T00:00:00Z"), rf"pid {os.getpid()} on host"),
-])
+], ids=["another-host", "alive-here"])
 def test_unlocked_claims_of_live_or_foreign_holders_are_not_taken(tmp_path, holder, match):
     (tmp_path / CLAIM_NAME).write_bytes(holder.to_bytes())
     with pytest.raises(OutputInUseError, match=match + r".*if that run is gone, remove .*\.tfpipe-tmp-claim"):
