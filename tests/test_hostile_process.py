@@ -92,6 +92,17 @@ def test_kill_9_leaves_no_worker_and_the_rerun_takes_over(tmp_path):
     check_outputs([out])
 
 
+def test_a_worker_killed_mid_run_ends_it_in_one_line(tmp_path):
+    src, out = _libsvm(tmp_path, 120_000), tmp_path / "out"
+    p = start(_convert(src, out, "--workers", "2", "--shard-size", "1MiB"))
+    main = psutil.Process(p.pid)
+    _wait_for(lambda: len(main.children()) >= 2, what="workers")
+    main.children()[-1].kill()
+    r = finish(p, "run with a killed worker")
+    check_one_line_error(r, r"a parser worker process died \(killed by a signal, or out of memory\)")
+    assert os.listdir(out) == []
+
+
 def test_sigterm_removes_temporaries_and_the_claim(tmp_path):
     src, out = _libsvm(tmp_path, 120_000), tmp_path / "out"
     p = start(_convert(src, out, "--workers", "2", "--shard-size", "1MiB"))

@@ -163,8 +163,10 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _init_worker(parent_pid: int) -> None:
-    """Worker start-up: die with the parent, leave Ctrl-C to the main process."""
+    """Worker start-up: die with the parent, leave Ctrl-C to the main process, and end quietly when the pool
+    terminates it (a forked worker would otherwise inherit the CLI's SIGTERM handler)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
         try:
             import ctypes

@@ -129,7 +129,8 @@ class _DecodedReader(io.RawIOBase):
                 self._error = exc  # hand out what was decoded before the damage first; raise on the next read
                 if self._pos >= len(self._buf):
                     raise
-        data = bytes(self._buf[self._pos:self._pos + size])
+        with memoryview(self._buf) as mv:
+            data = bytes(mv[self._pos:self._pos + size])
         self._pos += len(data)
         if self._pos >= len(self._buf):
             self._buf.clear()
