@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -19,6 +20,7 @@ from hostile import (
     check_outputs,
     owned_by_tfpipe,
     run_cli,
+    run_py,
     snapshot,
 )
 
@@ -223,9 +225,53 @@ def test_hostile_cli(case: Case, tmp_path):
     else:
         assert r.rc == 0 and "Traceback" not in r.err, r.err
     if case.says:
-        import re
-
         assert re.search(case.says, r.out + r.err), f"{case.says!r} not in:\n{r.out}{r.err}"
     after = snapshot(tmp_path)
     check_contained(before, after, tmp_path, outs, owned)
     check_outputs(outs, before, after, tmp_path)
+
+
+# -- the same through the Python API: a TfpipeError (or ValueError) with a one-line message -----------------
+
+API_CASES = [
+    ("read_manifest-dotdot", lambda sb: f"from converters import read_manifest; read_manifest({str(_bad_set(_name('../outside/secret.tfrecord'))(sb))!r})",
+     "IntegrityError", r"shards\[0\] name '\.\./outside/secret\.tfrecord'"),
+    ("verify-absolute", lambda sb: f"from converters import verify; verify({str(_bad_set(_name(str(sb.outside / 'secret.tfrecord')))(sb))!r})",
+     "IntegrityError", r"shards\[0\] name '/"),
+    ("pipeline-spec-dotdot", lambda sb: "from pipeline import PipelineSpec; PipelineSpec.from_manifest("
+     f"{str(_bad_set(_name('../outside/secret.tfrecord'))(sb))!r}, 8)", "IntegrityError", r"not a shard of this set"),
+    ("copy-set-dotdot", lambda sb: "from sharding.transfer import copy_set; copy_set("
+     f"{str(_bad_set(_name('../outside/secret.tfrecord'))(sb))!r}, {str(sb.out)!r})", "IntegrityError", r"shards\[0\]"),
+    ("reshard-fifo-shard", lambda sb: "from sharding import reshard; reshard("
+     f"{_swap_shard(sb, os.mkfifo)[1]!r}, {str(sb.out)!r}, num_shards=1)", "IntegrityError", r"FIFO"),
+    ("convert-libsvm-fifo", lambda sb: "from converters import convert_libsvm; convert_libsvm("
+     f"{str(_special(sb.data / 'f.libsvm', os.mkfifo))!r}, {str(sb.out)!r}, field_size=39)", "TfpipeError", r"FIFO"),
+    ("convert-text-zero", lambda sb: "from converters import convert_text; convert_text("
+     f"[{str(_special(sb.data / 'z.jsonl', _to_zero))!r}], {str(sb.out)!r}, seq_len=8)", "TfpipeError",
+     r"character device"),
+    ("convert-prefix-long", lambda sb: "from converters import convert_libsvm; convert_libsvm("
+     f"{str(sb.libsvm())!r}, {str(sb.out)!r}, field_size=39, prefix='p' * 300)", "ValueError", r"at most 128"),
+    ("convert-overwrite-user-index", lambda sb: (_out_with(sb, {"index.json": "{}"}) or "") +
+     "from converters import convert_libsvm; convert_libsvm("
+     f"{str(sb.libsvm())!r}, {str(sb.out)!r}, field_size=39, overwrite=True)", "OutputExistsError",
+     r"not a valid tfpipe manifest"),
+    ("two-writers", lambda sb: "from converters.shardset.writer import ShardSetWriter; "
+     f"a = ShardSetWriter({str(sb.out)!r}); ShardSetWriter({str(sb.out)!r})", "OutputInUseError", r"in use by"),
+]
+
+
+@pytest.mark.parametrize("case", API_CASES, ids=[c[0] for c in API_CASES])
+def test_hostile_api(case, tmp_path):
+    _, setup, error, pattern = case
+    sb = Sandbox(tmp_path)
+    code = setup(sb)
+    owned = {sb.out: owned_by_tfpipe(sb.out)}
+    before = snapshot(tmp_path)
+    r = run_py(code)
+    assert "Traceback" not in r.err, r.err
+    lines = [ln for ln in r.out.splitlines() if ln.startswith("ERROR ")]
+    assert r.rc == 3 and len(lines) == 1, f"expected one error:\n{r.out}\n{r.err}"
+    assert lines[0].startswith(f"ERROR {error}: ") and re.search(pattern, lines[0]), lines[0]
+    after = snapshot(tmp_path)
+    check_contained(before, after, tmp_path, [sb.out], owned)
+    check_outputs([sb.out], before, after, tmp_path)

@@ -87,7 +87,7 @@ def test_stale_s3_claim_is_taken_over_but_another_hosts_is_not(s3, caplog):
     dead = Holder("old", 2 ** 22 + 12345, socket.gethostname(), "2000-01-01T00:00:00Z")
     s3.client.put_object(Bucket=s3.bucket, Key=f"stale/{CLAIM_NAME}", Body=dead.to_bytes())
     ShardSetWriter(f"{s3.url}/stale", ShardOutputOptions()).abort()
-    assert "took over the stale claim of pid 4206649" in caplog.text
+    assert "taking over the stale claim of pid 4206649" in caplog.text
     other = Holder("x", 1, "another-host", "2000-01-01T00:00:00Z")
     s3.client.put_object(Bucket=s3.bucket, Key=f"other/{CLAIM_NAME}", Body=other.to_bytes())
     with pytest.raises(OutputInUseError, match=r"pid 1 on host another-host.*remove s3://.*/other/\.tfpipe-tmp-claim"):

@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tfpipe: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2 if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)) else 1
     except MemoryError:
-        print("tfpipe: error: out of memory (use smaller sizes: --seq-len, --shard-size, --workers)", file=sys.stderr)
+        print("tfpipe: error: out of memory: an option asks for more than this machine has (e.g. --field-size, "
+              "--seq-len, --workers); nothing was written", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("tfpipe: interrupted", file=sys.stderr)

@@ -200,7 +200,7 @@ def _claim_s3(storage, me: Holder) -> str | None:
     etag = storage.put_conditional(CLAIM_NAME, data, if_match=old)
     if etag is None:  # someone else took it over first
         raise _in_use(where, None, f"{where}/{CLAIM_NAME}")
-    log.warning("output %s: took over the stale claim of %s (that process is gone)", where,
+    log.warning("output %s: taking over the stale claim of %s (that process is gone)", where,
                 holder.describe() if holder else "an unreadable holder")
     return etag
 
