@@ -81,11 +81,11 @@ def wait_session_gone(sid: int, grace: float = 5.0) -> list[psutil.Process]:
     return left
 
 
-def start(args: list[str], *, env: dict | None = None, cwd: str | None = None, wrap: list[str] = ()
-          ) -> subprocess.Popen:
-    """Start ``python -c CODE args`` (or the CLI with ``args``) in a new session."""
-    return subprocess.Popen([*wrap, sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env=_env(env), cwd=cwd)
+def start(args: list[str], *, env: dict | None = None, cwd: str | None = None, wrap: list[str] = (),
+          stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    """Start ``python ARGS`` (e.g. ``-c CODE ...``) in a new session (``wrap``: a command in front of it)."""
+    return subprocess.Popen([*wrap, sys.executable, *args], stdin=stdin, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env(env), cwd=cwd)
 
 
 def finish(p: subprocess.Popen, what: str, timeout: float = DEADLINE, t0: float | None = None) -> Result:

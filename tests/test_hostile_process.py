@@ -37,6 +37,18 @@ def _libsvm(tmp_path, n=60_000, name="big.libsvm"):
     return p
 
 
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """~300k LibSVM lines (~110 MB; 30k generated, repeated): a run long enough to be caught in the middle."""
+    p = tmp_path_factory.mktemp("big") / "big.libsvm"
+    write_criteo_libsvm(p, 30_000, field_size=39)
+    chunk = p.read_bytes()
+    with open(p, "ab") as f:
+        for _ in range(9):
+            f.write(chunk)
+    return p
+
+
 def _convert(src, out, *extra):
     return ["-c", _CLI, "convert", "libsvm", str(src), "--out", str(out), "--field-size", "39", "--no-progress",
             *extra]
@@ -50,23 +62,42 @@ def _wait_for(cond, timeout=60.0, what="condition"):
         time.sleep(0.02)
 
 
-def test_two_runs_one_output_second_fails_at_once(tmp_path):
-    src, out = _libsvm(tmp_path), tmp_path / "out"
-    t0 = time.monotonic()
-    first = start(_convert(src, out, "--workers", "1", "--shard-size", "1MiB"))
-    _wait_for(lambda: (out / CLAIM_NAME).exists(), what="the first run's claim")
-    second = run_cli(_convert(src, out)[2:])
-    a = finish(first, "first run", t0=t0)
-    check_one_line_error(second, r"output .*out in use by another run \(pid \d+ on host .+, since \d{4}-\d\d-\d\dT")
-    assert f"pid {first.pid} " in second.error_lines[0]
-    assert second.secs < a.secs  # it failed while the first was still running
-    assert a.rc == 0, a.err
+_HOLD = ("import sys; from converters.shardset.writer import ShardSetWriter; "
+         "w = ShardSetWriter(sys.argv[1]); print('held', flush=True); sys.stdin.read()")
+
+
+def test_a_run_into_an_output_in_use_fails_at_once_naming_the_holder(tmp_path):
+    src, out = _libsvm(tmp_path, 2000), tmp_path / "out"
+    holder = start(["-c", _HOLD, str(out)], stdin=subprocess.PIPE)  # holds the output until its stdin closes
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = run_cli(_convert(src, out, "--overwrite")[2:])
+        check_one_line_error(r, rf"output .*out in use by another run \(pid {holder.pid} on host .+, since "
+                                r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)")
+        assert r.rc == 6
+    finally:
+        holder.kill()
+        holder.communicate()
+    r = run_cli(_convert(src, out, "--overwrite")[2:])  # the holder died: its claim is stale, taken over
+    assert r.rc == 0 and "taking over the stale claim of pid" in r.err, r.err
     check_outputs([out])
-    assert read_manifest(out).records == 60_000
 
 
-def test_kill_9_leaves_no_worker_and_the_rerun_takes_over(tmp_path):
-    src, out = _libsvm(tmp_path, 120_000), tmp_path / "out"
+def test_two_runs_at_once_one_wins_and_its_set_verifies(tmp_path, big):
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    runs = [start(_convert(big, out, "--workers", "1")) for _ in range(2)]
+    results = [finish(p, f"run {i}", t0=t0) for i, p in enumerate(runs)]
+    ok = [r for r in results if r.rc == 0]
+    assert len(ok) == 1, [r.err for r in results]
+    loser = next(r for r in results if r.rc != 0)
+    check_one_line_error(loser, r"in use by another run|is not empty")
+    check_outputs([out])
+    assert read_manifest(out).records == 300_000
+
+
+def test_kill_9_leaves_no_worker_and_the_rerun_takes_over(tmp_path, big):
+    src, out = big, tmp_path / "out"
     p = start(_convert(src, out, "--workers", "2", "--shard-size", "1MiB"))
     main = psutil.Process(p.pid)
     _wait_for(lambda: len(main.children()) >= 2 and any(n.startswith(".tfpipe-tmp-") and n != CLAIM_NAME
@@ -92,8 +123,8 @@ def test_kill_9_leaves_no_worker_and_the_rerun_takes_over(tmp_path):
     check_outputs([out])
 
 
-def test_a_worker_killed_mid_run_ends_it_in_one_line(tmp_path):
-    src, out = _libsvm(tmp_path, 120_000), tmp_path / "out"
+def test_a_worker_killed_mid_run_ends_it_in_one_line(tmp_path, big):
+    src, out = big, tmp_path / "out"
     p = start(_convert(src, out, "--workers", "2", "--shard-size", "1MiB"))
     main = psutil.Process(p.pid)
     _wait_for(lambda: len(main.children()) >= 2, what="workers")
@@ -103,8 +134,8 @@ def test_a_worker_killed_mid_run_ends_it_in_one_line(tmp_path):
     assert os.listdir(out) == []
 
 
-def test_sigterm_removes_temporaries_and_the_claim(tmp_path):
-    src, out = _libsvm(tmp_path, 120_000), tmp_path / "out"
+def test_sigterm_removes_temporaries_and_the_claim(tmp_path, big):
+    src, out = big, tmp_path / "out"
     p = start(_convert(src, out, "--workers", "2", "--shard-size", "1MiB"))
     _wait_for(lambda: out.exists() and any(n.startswith(".tfpipe-tmp-") and n != CLAIM_NAME for n in os.listdir(out)),
               what="a first temporary shard")

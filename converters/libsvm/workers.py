@@ -249,13 +249,11 @@ def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
                         log.info("index base auto: index 0 found in %s -> zero-based", path)
                         return 0
         for path, fut in futures:
-            try:
-                found = fut.result()
-            except BrokenProcessPool:
-                raise _died() from None
-            if found:
+            if fut.result():
                 log.info("index base auto: index 0 found in %s -> zero-based", path)
                 return 0
+    except BrokenProcessPool:  # a worker died, while tasks were submitted or while they ran
+        raise _died() from None
     finally:
         for _, fut in futures:
             fut.cancel()
