@@ -60,14 +60,19 @@ def test_across_processes_and_after_kill_9(tmp_path, caplog):
     c.release()
 
 
-@pytest.mark.parametrize("holder,match", [
-    (Holder("x", 4242, "another-host", "2020-01-01T00:00:00Z"), r"pid 4242 on host another-host"),
-    (Holder("x", os.getpid(), socket.gethostname(), "2020-01-01T00:00:00Z"), rf"pid {os.getpid()} on host"),
-], ids=["another-host", "alive-here"])
-def test_unlocked_claims_of_live_or_foreign_holders_are_not_taken(tmp_path, holder, match):
-    (tmp_path / CLAIM_NAME).write_bytes(holder.to_bytes())
-    with pytest.raises(OutputInUseError, match=match + r".*if that run is gone, remove .*\.tfpipe-tmp-claim"):
+def test_an_unlocked_claim_of_another_host_is_not_taken(tmp_path):
+    other = Holder("x", 4242, "another-host", "2020-01-01T00:00:00Z")
+    (tmp_path / CLAIM_NAME).write_bytes(other.to_bytes())
+    with pytest.raises(OutputInUseError, match=r"pid 4242 on host another-host.*if that run is gone, remove "
+                                               r".*\.tfpipe-tmp-claim"):
         claim_output(LocalStorage(tmp_path), "me")
+
+
+def test_an_unlocked_claim_of_this_host_is_stale_even_if_its_pid_was_reused(tmp_path, caplog):
+    reused = Holder("x", os.getppid(), socket.gethostname(), "2020-01-01T00:00:00Z")  # a live, unrelated pid
+    (tmp_path / CLAIM_NAME).write_bytes(reused.to_bytes())
+    claim_output(LocalStorage(tmp_path), "me").release()
+    assert f"taking over the stale claim of pid {os.getppid()}" in caplog.text
 
 
 def test_unreadable_unlocked_claim_is_taken_over(tmp_path, caplog):

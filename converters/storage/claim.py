@@ -4,11 +4,11 @@ claim when it finishes or gives up. A second run that finds the claim held fails
 
 * Local directory: the claim file ``CLAIM_NAME`` is created with ``O_EXCL`` and kept ``flock``-ed for the
   whole run, so the kernel drops the lock when the holder dies however it dies. A claim file whose lock is
-  free is stale: taken over with a warning when its holder was on this host and its process is gone (or it
-  is unreadable); a holder on another host (a shared file system) is named and left to the user.
+  free is stale: taken over with a warning when its holder was on this host (or it is unreadable); a holder
+  on another host (a shared file system, where a lock may not reach) is named and left to the user.
 * ``s3://``: the claim object is written with a conditional PUT (``If-None-Match: *``), which S3 (and moto)
-  make atomic; a stale claim of this host is replaced with ``If-Match`` on its ETag, so two runs cannot both
-  take it over. Where the store does not support conditional writes the claim is a best effort
+  make atomic; a stale claim (its holder ran on this host and that process is gone) is replaced with
+  ``If-Match`` on its ETag, so two runs cannot both take it over. Where the store does not support conditional writes the claim is a best effort
   (check, then write), with a warning.
 """
 from __future__ import annotations
@@ -136,9 +136,9 @@ def _claim_local(path: str, where: str, me: Holder) -> int:
             if not _same_file(fd, path):  # released (unlinked) between our open and our lock: start over
                 os.close(fd)
                 continue
-            if not created:
+            if not created:  # a claim file nobody holds: its run died (the kernel dropped the lock)
                 holder = Holder.parse(os.pread(fd, 4096, 0))
-                if holder is not None and not holder.gone():
+                if holder is not None and holder.host != me.host:  # a lock may not reach across hosts
                     raise _in_use(where, holder, path)
                 log.warning("output %s: taking over the stale claim of %s (that process is gone)", where,
                             holder.describe() if holder else "an unreadable holder")

@@ -18,6 +18,7 @@ class LocalStorage:
     def __init__(self, path: str | os.PathLike):
         self.url = str(path)
         self.path = os.path.abspath(path)
+        self.claim = None  # the run's claim on this location, set by ``shardset.writer.prepare_output``
 
     def _p(self, name: str) -> str:
         return os.path.join(self.path, name)

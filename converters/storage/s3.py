@@ -99,6 +99,7 @@ class S3Storage:
         self._timeouts = (connect_timeout, read_timeout)
         self._client = None
         self._staging: str | None = None
+        self.claim = None  # the run's claim on this location, set by ``shardset.writer.prepare_output``
 
     # -- client ---------------------------------------------------------------------------------------
     @property
