@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -295,24 +296,33 @@ def _shard_name(f: str, by_name: dict) -> str:
 
 
 def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> list[str]:
-    """Fetch shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest (files
-    already there with the manifest's size are reused)."""
+    """Fetch shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest. A file
+    already in the cache is reused only when it passes the same check (else it is fetched again). Names come
+    from a validated manifest: plain file names, so every file lands inside ``cache_dir``."""
     from converters.storage import open_storage
 
     storage = open_storage(base)
     os.makedirs(cache_dir, exist_ok=True)
+    where = base.rstrip("/")
     out = []
     for name in names:
         local = os.path.join(cache_dir, name)
-        if not (os.path.exists(local) and os.path.getsize(local) == by_name[name].bytes):
-            tmp = local + ".part"
-            log.info("fetching %s/%s -> %s", base.rstrip("/"), name, local)
-            storage.fetch(name, tmp)
+        if os.path.lexists(local):
             try:
-                check_file(tmp, by_name[name], base.rstrip("/"))
-            except IntegrityError:
-                os.unlink(tmp)
-                raise
+                check_file(local, by_name[name], where)
+                out.append(local)
+                continue
+            except IntegrityError as exc:
+                log.warning("cached %s does not match the manifest (%s): fetching it again", local, exc)
+                os.unlink(local)
+        tmp = f"{local}.{os.getpid()}-{secrets.token_hex(4)}.part"  # concurrent ranks never share one
+        log.info("fetching %s/%s -> %s", where, name, local)
+        try:
+            storage.fetch(name, tmp)
+            check_file(tmp, by_name[name], where)
             os.replace(tmp, local)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         out.append(local)
     return out

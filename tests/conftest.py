@@ -1,4 +1,5 @@
 import os
+import subprocess
 import uuid
 from types import SimpleNamespace as NS
 
@@ -40,3 +41,20 @@ def s3(moto_endpoint, monkeypatch):
     bucket = f"tfpipe-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     return NS(endpoint=moto_endpoint, bucket=bucket, client=client, url=f"s3://{bucket}")
+
+
+@pytest.fixture
+def mounted():
+    """``mount(args, target)``: mount (``mount ARGS TARGET``) for the test, unmounted after it; skips the test
+    with the reason where the machine does not allow mounts."""
+    done = []
+
+    def mount(args: list[str], target) -> None:
+        r = subprocess.run(["mount", *args, str(target)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount here ({r.stderr.strip() or 'mount failed'}): needs root on a machine that "
+                        "allows mounts")
+        done.append(target)
+    yield mount
+    for target in reversed(done):
+        subprocess.run(["umount", "-l", str(target)], check=False)

@@ -123,7 +123,10 @@ def test_run_area_layout_and_cleanup(tmp_path):
     assert area.get_array("u0000000.len", np.int32).tolist() == [0, 1, 2, 3, 4]
     (tmp_path / "out" / ".tfpipe-tmp-r1-train-00000.tfrecord").write_bytes(b"x")
     (tmp_path / "out" / ".tfpipe-tmp-r2-train-00000.tfrecord").write_bytes(b"other run")
-    area.cleanup()
+    area.cleanup()                  # the run's files go; the claim on the output stays until release()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".tfpipe-tmp-claim",
+                                                                    ".tfpipe-tmp-r2-train-00000.tfrecord"]
+    area.release()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".tfpipe-tmp-r2-train-00000.tfrecord"]
     with pytest.raises(ValueError, match="run_id"):
         RunArea(str(tmp_path), "a/b")

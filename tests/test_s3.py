@@ -321,8 +321,8 @@ def test_transient_faults_are_retried(s3, proxy):
 
 
 @pytest.mark.parametrize("target, fault, match", [
-    (".tfpipe-tmp-", (503, "SlowDown"), r"S3 kept failing \(SlowDown\) after 2 attempts"),
-    (".tfpipe-tmp-", "reset", r"connection to http://127.0.0.1:\d+ failed after 2 attempts"),
+    (".tfrecord", (503, "SlowDown"), r"S3 kept failing \(SlowDown\) after 2 attempts"),
+    (".tfrecord", "reset", r"connection to http://127.0.0.1:\d+ failed after 2 attempts"),
     ("index.json", (503, "SlowDown"), r"cannot write s3://.*/index.json: S3 kept failing \(SlowDown\)"),
     ("index.json", (500, "InternalError"), r"S3 kept failing \(InternalError\)"),
 ])

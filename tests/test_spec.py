@@ -212,3 +212,15 @@ def test_package_import_is_light():
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_fetch_all_reuses_a_cached_file_only_if_it_matches(data, tmp_path):
+    m = read_manifest(data)
+    by_name = {s.name: s for s in m.shards}
+    first = _fetch_all(data, [m.shards[0].name], by_name, str(tmp_path / "c"))[0]
+    good = open(first, "rb").read()
+    with open(first, "wb") as f:
+        f.write(b"\0" * len(good))  # same size, other bytes: reuse by size alone would keep it
+    _fetch_all(data, [m.shards[0].name], by_name, str(tmp_path / "c"))
+    assert open(first, "rb").read() == good
+    assert sorted(os.listdir(tmp_path / "c")) == [m.shards[0].name]  # no .part left

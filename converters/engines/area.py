@@ -96,8 +96,17 @@ class RunArea:
         return np.frombuffer(self.temp().read_bytes(name), dtype=dtype)
 
     # -- cleanup -------------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Give up this process's claim on the output, if it holds one (the driver that prepared the run)."""
+        st = _STORAGES.get((self.run_id, self.out, self.storage_options))
+        claim = getattr(st, "claim", None)
+        if claim is not None:
+            claim.release()
+            st.claim = None
+
     def cleanup(self) -> None:
-        """Remove the temporary area and this run's temporary shards (idempotent; errors are logged)."""
+        """Remove the temporary area and this run's temporary shards (idempotent; errors are logged). The
+        claim on the output stays (see ``release``)."""
         try:
             temp = self.temp()
             for name in temp.list():
@@ -116,7 +125,7 @@ class RunArea:
                     out.delete(name)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not remove temporary shards of run %s in %s: %s", self.run_id, self.out, exc)
-        for key in [k for k in _STORAGES if k[0] == self.run_id]:
+        for key in [k for k in _STORAGES if k[0] == self.run_id and k[1] != self.out]:
             del _STORAGES[key]
 
 

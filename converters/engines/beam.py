@@ -248,6 +248,7 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
         return finish(job)
     finally:
         job.area.cleanup()
+        job.area.release()
 
 
 def convert_libsvm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, options, *,

@@ -33,6 +33,7 @@ from ..shardset.manifest import (
     manifest_bytes,
 )
 from ..shardset.options import ShardOutputOptions
+from ..shardset.writer import output_errors
 from ..tfrecord.schema import Schema
 from ..util.errors import InputError, TfpipeError
 from ..util.fs import HashingWriter, fsync_dir
@@ -266,19 +267,33 @@ def finalize(area: RunArea, output: ShardOutputOptions, schema: Schema, kind: st
                               "(did an input change during the run?)")
     storage = area.output()
     names = output.names
-    shards = []
-    for i in range(n):
-        r = got[i]
-        final = names.format(i, n)
-        storage.publish(r.tmp_name, final)
-        shards.append(ShardInfo(final, r.records, r.bytes, r.sha256))
-    local = storage.local_path(MANIFEST_NAME)
-    if local:
-        fsync_dir(os.path.dirname(local))
-    area.cleanup()
-    manifest = Manifest(records=outcome.records, shards=tuple(shards), schema=schema, inputs=outcome.inputs,
-                        options=dict(outcome.options), compression=output.compression, kind=kind,
-                        extra=dict(outcome.extra), location=area.out)
-    storage.write_bytes_atomic(MANIFEST_NAME, manifest_bytes(manifest))
+    shards, published = [], []
+    try:
+        with output_errors(area.out):
+            for i in range(n):
+                r = got[i]
+                final = names.format(i, n)
+                storage.publish(r.tmp_name, final)
+                published.append(final)
+                shards.append(ShardInfo(final, r.records, r.bytes, r.sha256))
+            local = storage.local_path(MANIFEST_NAME)
+            if local:
+                fsync_dir(os.path.dirname(local))
+            area.cleanup()
+            manifest = Manifest(records=outcome.records, shards=tuple(shards), schema=schema,
+                                inputs=outcome.inputs, options=dict(outcome.options),
+                                compression=output.compression, kind=kind, extra=dict(outcome.extra),
+                                location=area.out)
+            storage.write_bytes_atomic(MANIFEST_NAME, manifest_bytes(manifest))
+    except BaseException:
+        for final in published:  # no final name without a manifest
+            try:
+                storage.delete(final)
+            except Exception as exc:  # noqa: BLE001 - the run's own error is what the user sees
+                log.warning("could not remove %s from %s: %s", final, area.out, exc)
+        area.cleanup()
+        area.release()
+        raise
+    area.release()
     log.info("wrote %d records in %d shards to %s", manifest.records, n, area.out)
     return manifest

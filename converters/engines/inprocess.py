@@ -12,7 +12,7 @@ output checked, temporary area chosen):
 5. ``plan = job.plan(summaries, sizes, ctx)`` (one task; reads what pass 1 / sizes left in the area).
 6. ``results = [job.pass2(s) for s in plan.shards]`` (parallel; one shard each).
 7. ``core.finalize(job.area, job.output, job.schema, job.kind, core.Outcome.of(plan, results))`` (one task);
-   on any failure instead: ``job.area.cleanup()``.
+   on any failure instead: ``job.area.cleanup()`` and ``job.area.release()`` (the claim on the output).
 
 ``job.lite()`` is the job without what only pass 1 needs (a tokenizer file's bytes): engines that ship the
 job with every step send the lite one to the others. Every argument and result is a plain picklable value; steps talk to each other only through these values and
@@ -67,3 +67,4 @@ def run_job(job: TwoPassJob) -> Manifest:
         return finalize(job.area, job.output, job.schema, job.kind, Outcome.of(plan, results))
     finally:
         job.area.cleanup()
+        job.area.release()

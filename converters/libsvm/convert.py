@@ -24,10 +24,10 @@ from typing import Iterable
 from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..shardset.writer import ShardSetWriter
-from ..sources import compression_of, expand_inputs
+from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..util.errors import InputError
 from ..util.progress import progress_bar
-from ..util.system import cpu_count
+from ..util.system import cap_workers, cpu_count
 from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
@@ -78,11 +78,13 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         workers = cpu_count()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    workers = cap_workers(workers, "parser workers")
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     paths = expand_inputs(inputs)
+    refuse_inputs_in(paths, str(out))
     with ShardSetWriter(str(out), options.output, overwrite=overwrite) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
         try:

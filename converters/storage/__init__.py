@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 
 from .base import TMP_PREFIX, Storage, is_s3
+from .claim import CLAIM_NAME, Claim, claim_output
 from .local import LocalStorage
 
-__all__ = ["Storage", "LocalStorage", "open_storage", "is_s3", "TMP_PREFIX"]
+__all__ = ["Storage", "LocalStorage", "open_storage", "is_s3", "TMP_PREFIX", "CLAIM_NAME", "Claim", "claim_output"]
 
 
 def open_storage(url: str | os.PathLike, **s3_options) -> Storage:
