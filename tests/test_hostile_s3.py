@@ -1,8 +1,7 @@
-"""Hostile use with ``s3://`` (a real S3 endpoint: moto's server on 127.0.0.1, fixtures from ``test_s3``):
+"""Hostile use with ``s3://`` (a real S3 endpoint: moto's server on 127.0.0.1, fixtures from conftest.py):
 manifests whose names lead out of the set for upload, download and the pipeline's S3 cache; a cache file
 replaced behind tfpipe's back; two writers on one prefix and stale claims; an endpoint that accepts
 connections and never answers."""
-# ruff: noqa: F811 - the moto fixtures (s3, moto_endpoint) come from test_s3 and are taken as arguments
 from __future__ import annotations
 
 import json
@@ -12,7 +11,7 @@ import threading
 
 import pytest
 from hostile import check_one_line_error, run_cli, snapshot
-from test_s3 import keys, moto_endpoint, s3  # noqa: F401 - fixtures
+from moto_s3 import keys
 
 from converters.libsvm.synthetic import write_criteo_shards
 from converters.shardset.options import ShardOutputOptions

@@ -95,6 +95,14 @@ class BeamFSStorage:
         except Exception as exc:  # noqa: BLE001
             raise self._errors("delete", name, exc) from exc
 
+    def put_conditional(self, name: str, data: bytes, *, if_match: str | None = None) -> str | None:
+        """Beam's file systems have no conditional write: the output claim falls back to a best effort."""
+        raise NotImplementedError(f"{self._p(name)}: conditional writes are not supported by Beam file systems")
+
+    def delete_if_match(self, name: str, etag: str | None) -> None:
+        """Delete ``name`` (no ETags here: whatever version is there)."""
+        self.delete(name)
+
     def staging_dir(self) -> str:
         """A local temporary directory for shards being written (removed when this object goes away)."""
         if self._staging is None:
