@@ -1,7 +1,8 @@
 """``tfpipe bench convert-libsvm``: our LibSVM converter vs a naive one, same file, same single core.
 
-In one process run: generate a Criteo-like LibSVM file (39 fields), convert it with ``convert_libsvm``
-(``workers=1``) and with a naive converter (per-line Python parse, ``tf.train.Example``,
+In one process run: generate a Criteo-like LibSVM file (39 fields; with ``--sparse`` a sparse file of 0-150
+pairs per line, ids up to 200,000, ``qid:``), convert it with ``convert_libsvm`` (``workers=1``; ``--sparse
+--keep-qid``) and with a naive converter (per-line Python parse, ``tf.train.Example``,
 ``tf.io.TFRecordWriter``), both pinned to the same CPU core, and report throughputs (MB/s of input text,
 records/s) and their ratio; then the scaling of ``convert_libsvm`` with ``--workers`` (all cores allowed).
 """
@@ -13,9 +14,10 @@ import shutil
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 
-__all__ = ["add_parser", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO"]
+from .pinning import pinned, rate
+
+__all__ = ["add_parser", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO", "pinned"]
 
 TARGET_RATIO = 8.0
 
@@ -23,16 +25,39 @@ TARGET_RATIO = 8.0
 def add_parser(sub) -> None:
     p = sub.add_parser("convert-libsvm", help="LibSVM converter vs naive tf.train.Example converter (1 core)",
                        description=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--lines", type=int, default=100_000, help="lines in the generated file (default 100000)")
+    p.add_argument("--lines", type=int, default=None, help="lines in the generated file (default 100000)")
     p.add_argument("--field-size", type=int, default=39, help="fields per line (default 39)")
+    p.add_argument("--sparse", action="store_true",
+                   help="sparse data (0-150 pairs per line, qid:) converted with --sparse --keep-qid")
     p.add_argument("--workers-list", default="1,2", help="worker counts for the scaling run (default 1,2)")
     p.add_argument("--cpu", type=int, default=None, help="core to pin the 1-core comparison to (default: "
                                                          "the lowest allowed)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--engine", choices=("local", "beam"), default="local",
+                   help="beam: compare the Beam engine (in-process runner) with the local converter instead, "
+                        "same file, same core (default --lines for it: 1000000)")
+    p.add_argument("--repeat", type=int, default=2, help="--engine beam: alternating runs, best kept (default 2)")
+    p.add_argument("--beam-workers", type=int, default=0, metavar="N",
+                   help="--engine beam: also time N Beam worker processes (multi_processing)")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(args) -> int:
+    say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    if args.engine == "beam":
+        from .convert_beam import format_beam_report, run_beam_benchmark
+
+        if args.sparse:
+            raise ValueError("--engine beam compares fixed-width conversion; drop --sparse")
+        lines = args.lines if args.lines is not None else 1_000_000
+        if lines <= 0 or args.repeat <= 0 or args.beam_workers < 0:
+            raise ValueError("--lines and --repeat must be positive, --beam-workers >= 0")
+        report = run_beam_benchmark(lines=lines, field_size=args.field_size, repeat=args.repeat,
+                                    beam_workers=args.beam_workers, cpu=args.cpu, log=say)
+        print(json.dumps(report, indent=2) if args.json else format_beam_report(report))
+        return 0
+    if args.lines is None:
+        args.lines = 100_000
     try:
         workers = [int(w) for w in args.workers_list.split(",") if w.strip()]
     except ValueError:
@@ -40,13 +65,14 @@ def _cmd(args) -> int:
     if args.lines <= 0 or any(w <= 0 for w in workers):
         raise ValueError("--lines and --workers-list entries must be positive")
     report = run_benchmark(lines=args.lines, field_size=args.field_size, workers_list=workers, cpu=args.cpu,
-                           log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
+                           log=say, sparse=args.sparse)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 
 
-def naive_convert(src: str, dst: str, field_size: int) -> int:
-    """The baseline: one line at a time in Python, one ``tf.train.Example`` per line, TF's writer."""
+def naive_convert(src: str, dst: str, field_size: int | None) -> int:
+    """The baseline: one line at a time in Python, one ``tf.train.Example`` per line, TF's writer.
+    ``field_size=None``: sparse rows (any number of pairs) with their leading ``qid:N`` kept as ``qid``."""
     import tensorflow as tf
 
     n = 0
@@ -55,75 +81,56 @@ def naive_convert(src: str, dst: str, field_size: int) -> int:
             parts = line.split(b"#", 1)[0].split()
             if not parts:
                 continue
+            feats = parts[1:]
+            qid = int(feats.pop(0)[4:]) if field_size is None and feats[:1] and feats[0][:4] == b"qid:" else 0
             ids, vals = [], []
-            for tok in parts[1:]:
+            for tok in feats:
                 i, v = tok.split(b":", 1)
                 ids.append(int(i) - 1)
                 vals.append(float(v))
-            if len(ids) != field_size:
+            if field_size is not None and len(ids) != field_size:
                 raise ValueError(f"line {n + 1}: {len(ids)} pairs")
-            ex = tf.train.Example(features=tf.train.Features(feature={
+            feature = {
                 "label": tf.train.Feature(float_list=tf.train.FloatList(value=[float(parts[0])])),
                 "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
                 "values": tf.train.Feature(float_list=tf.train.FloatList(value=vals)),
-            }))
-            w.write(ex.SerializeToString())
+            }
+            if field_size is None:
+                feature["qid"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[qid]))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
             n += 1
     return n
 
 
-@contextmanager
-def pinned(cpu: int | None):
-    """Pin every thread of this process (TensorFlow's pools included) to one core; restore afterwards."""
-    if not hasattr(os, "sched_setaffinity"):
-        yield None
-        return
-    allowed = os.sched_getaffinity(0)
-    core = min(allowed) if cpu is None else cpu
-    if core not in allowed:
-        raise ValueError(f"--cpu {core} is not one of the allowed cores {sorted(allowed)}")
-    tids = [int(t) for t in os.listdir("/proc/self/task")] if os.path.isdir("/proc/self/task") else [0]
-    old = {}
-    for t in tids:
-        try:
-            old[t] = os.sched_getaffinity(t)
-            os.sched_setaffinity(t, {core})
-        except OSError:  # a thread that ended meanwhile
-            pass
-    try:
-        yield core
-    finally:
-        for t, cpus in old.items():
-            try:
-                os.sched_setaffinity(t, cpus)
-            except OSError:
-                pass
+def _variant(sparse: bool, field_size: int):
+    """The data and the two converters compared: ``(generate(path, n, seed) -> bytes, convert(src, out,
+    workers) -> Manifest, naive(src, dst) -> records)``."""
+    from converters.libsvm.convert import convert_libsvm
+    from converters.libsvm.synthetic import write_criteo_libsvm, write_sparse_libsvm
 
-
-def _rate(nbytes: int, records: int, secs: float, cpu: float | None = None) -> dict:
-    r = {"seconds": round(secs, 4), "mb_per_s": round(nbytes / secs / 1e6, 2),
-         "records_per_s": round(records / secs, 1)}
-    if cpu is not None:  # process CPU time: robust to other load on a shared machine
-        r["cpu_seconds"] = round(cpu, 4)
-        r["records_per_cpu_s"] = round(records / max(cpu, 1e-9), 1)
-    return r
+    if sparse:
+        return (lambda path, n, seed: write_sparse_libsvm(path, n, seed=seed, qid=True),
+                lambda src, out, workers: convert_libsvm(src, out, sparse=True, keep_qid=True, workers=workers),
+                lambda src, dst: naive_convert(src, dst, None))
+    return (lambda path, n, seed: write_criteo_libsvm(path, n, field_size=field_size, seed=seed),
+            lambda src, out, workers: convert_libsvm(src, out, field_size=field_size, workers=workers),
+            lambda src, dst: naive_convert(src, dst, field_size))
 
 
 def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1, 2), cpu: int | None = None,
-                  workdir: str | None = None, log=None) -> dict:
-    """Run the comparison; returns the report as a dict (see ``format_report``)."""
+                  workdir: str | None = None, log=None, sparse: bool = False) -> dict:
+    """Run the comparison; returns the report as a dict (see ``format_report``). ``sparse``: sparse data
+    (``synthetic.sparse_lines`` with ``qid:``) converted with ``sparse=True, keep_qid=True``."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from converters.libsvm.convert import convert_libsvm
-    from converters.libsvm.synthetic import write_criteo_libsvm
-
+    generate, convert, naive_run = _variant(sparse, field_size)
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-libsvm-", dir=workdir)
     try:
-        src = os.path.join(tmp, "criteo.libsvm")
-        say(f"generating {lines:,} Criteo-like lines ...")
-        nbytes = write_criteo_libsvm(src, lines, field_size=field_size, seed=0)
+        src = os.path.join(tmp, "input.libsvm")
+        say(f"generating {lines:,} {'sparse' if sparse else 'Criteo-like'} lines ...")
+        nbytes = generate(src, lines, 0)
         warm = os.path.join(tmp, "warm.libsvm")
-        write_criteo_libsvm(warm, 200, field_size=field_size, seed=1)
+        generate(warm, 200, 1)
 
         import tensorflow as tf  # noqa: F401  (imported before pinning, like a trainer's process)
         from google.protobuf.internal import api_implementation
@@ -131,18 +138,18 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
         backend = api_implementation.Type()
         with pinned(cpu) as core:
             # warm-up (numba kernels from cache, TF graph-free writer): not timed
-            convert_libsvm(warm, os.path.join(tmp, "w0"), field_size=field_size, workers=1)
-            naive_convert(warm, os.path.join(tmp, "w1.tfrecord"), field_size)
+            convert(warm, os.path.join(tmp, "w0"), 1)
+            naive_run(warm, os.path.join(tmp, "w1.tfrecord"))
 
             say("tfpipe convert_libsvm, workers=1 ...")
             t, c = time.perf_counter(), time.process_time()
-            m = convert_libsvm(src, os.path.join(tmp, "ours"), field_size=field_size, workers=1)
-            ours = _rate(nbytes, m.records, time.perf_counter() - t, time.process_time() - c)
+            m = convert(src, os.path.join(tmp, "ours"), 1)
+            ours = rate(nbytes, m.records, time.perf_counter() - t, time.process_time() - c)
 
             say(f"naive converter (protobuf {backend}) ...")
             t, c = time.perf_counter(), time.process_time()
-            n = naive_convert(src, os.path.join(tmp, "naive.tfrecord"), field_size)
-            naive = _rate(nbytes, n, time.perf_counter() - t, time.process_time() - c)
+            n = naive_run(src, os.path.join(tmp, "naive.tfrecord"))
+            naive = rate(nbytes, n, time.perf_counter() - t, time.process_time() - c)
         if n != m.records:
             raise RuntimeError(f"record counts differ: naive {n}, tfpipe {m.records}")
 
@@ -151,8 +158,8 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
             say(f"tfpipe convert_libsvm, workers={w} (all cores allowed) ...")
             out = os.path.join(tmp, f"scale{w}")
             t = time.perf_counter()
-            convert_libsvm(src, out, field_size=field_size, workers=w)
-            scaling.append({"workers": w, **_rate(nbytes, m.records, time.perf_counter() - t)})
+            convert(src, out, w)
+            scaling.append({"workers": w, **rate(nbytes, m.records, time.perf_counter() - t)})
             shutil.rmtree(out, ignore_errors=True)
         base = next((s["seconds"] for s in scaling if s["workers"] == 1), scaling[0]["seconds"] if scaling else 0)
         for s in scaling:
@@ -160,7 +167,8 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
         return {
             "benchmark": "convert-libsvm",
             "lines": lines,
-            "field_size": field_size,
+            "sparse": sparse,
+            "field_size": None if sparse else field_size,
             "input_bytes": nbytes,
             "pinned_cpu": core,
             "cores_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
@@ -178,14 +186,17 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
 
 def format_report(r: dict) -> str:
     o, nv = r["tfpipe_workers_1"], r["naive"]
+    data = ("sparse lines (0-150 pairs, qid:; --sparse --keep-qid)" if r.get("sparse") else
+            f"Criteo-like lines, {r['field_size']} fields")
+    ours = "tfpipe convert libsvm --workers 1" + (" --sparse" if r.get("sparse") else "")
     lines = [
-        f"convert-libsvm: {r['lines']:,} Criteo-like lines, {r['field_size']} fields, "
+        f"convert-libsvm: {r['lines']:,} {data}, "
         f"{r['input_bytes'] / 1e6:.1f} MB of text; 1-core runs pinned to CPU {r['pinned_cpu']}",
         f"  {'converter':<44} {'seconds':>8} {'MB/s':>8} {'records/s':>11} {'CPU s':>7} {'rec/CPU-s':>11}",
         f"  {'naive (per-line Python, protobuf ' + r['protobuf_backend'] + ')':<44}"
         f" {nv['seconds']:>8.2f} {nv['mb_per_s']:>8.1f} {nv['records_per_s']:>11,.0f} {nv['cpu_seconds']:>7.2f}"
         f" {nv['records_per_cpu_s']:>11,.0f}",
-        f"  {'tfpipe convert libsvm --workers 1':<44} {o['seconds']:>8.2f} {o['mb_per_s']:>8.1f} "
+        f"  {ours:<44} {o['seconds']:>8.2f} {o['mb_per_s']:>8.1f} "
         f"{o['records_per_s']:>11,.0f} {o['cpu_seconds']:>7.2f} {o['records_per_cpu_s']:>11,.0f}",
         f"  ratio: {r['ratio']:.1f}x the naive converter on one core, wall clock ({r['ratio_cpu']:.1f}x by CPU "
         f"time; target >= {r['target_ratio']:.0f}x)" + ("" if r["ratio"] >= r["target_ratio"] else "  [BELOW TARGET]"),

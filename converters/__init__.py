@@ -10,7 +10,14 @@ from __future__ import annotations
 from .shardset.manifest import InputStats, Manifest, ShardInfo
 from .shardset.options import ShardOutputOptions
 from .tfrecord.schema import FeatureSpec, Schema
-from .util.errors import InputError, IntegrityError, OutputExistsError, TfpipeError
+from .util.errors import (
+    InputError,
+    IntegrityError,
+    OutputError,
+    OutputExistsError,
+    OutputInUseError,
+    TfpipeError,
+)
 from .util.lazy import lazy_exports
 from .util.units import DEFAULT_SHARD_BYTES, format_size, parse_size
 from .util.version import __version__
@@ -33,6 +40,8 @@ __all__ = [
     "InputError",
     "IntegrityError",
     "OutputExistsError",
+    "OutputInUseError",
+    "OutputError",
     "DEFAULT_SHARD_BYTES",
     "parse_size",
     "format_size",

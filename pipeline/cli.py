@@ -34,6 +34,8 @@ def register(sub) -> None:
     e.add_argument("--shard-index", type=int, default=0)
     e.add_argument("--read", choices=("auto", "sequential", "interleave", "parallel_reads"), default="auto")
     e.add_argument("--cores", type=int, help="cores to plan for (default: this host's)")
+    e.add_argument("--sparse-as", choices=("sparse", "ragged"), default="sparse",
+                   help="variable-length features (a --sparse LibSVM set) as tf.SparseTensor or tf.RaggedTensor")
     e.set_defaults(func=_explain)
 
     lt = psub.add_parser("lint", help="lint the tf.data graph returned by a function: script.py:function")
@@ -50,7 +52,7 @@ def _explain(args: argparse.Namespace) -> int:
         args.manifest, args.batch_size, mode=args.mode, channel=args.channel, pipe_dir=args.pipe_dir,
         shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs, cache=args.cache,
         drop_remainder=args.drop_remainder, num_shards=args.num_shards, shard_index=args.shard_index,
-        read=args.read, **extra)
+        read=args.read, sparse_as=args.sparse_as, **extra)
     print(describe(spec))
     return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from sharding.plan import shard_count
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
     from converters.tfrecord.schema import Schema
 
-__all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "DEFAULT_PIPE_DIR",
+__all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "DEFAULT_PIPE_DIR",
            "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cpu_count",
            "equal_steps"]
 
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 MODES = ("file", "pipe")
 READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
 OUTPUTS = ("keras", "dict")
+SPARSE_AS = ("sparse", "ragged")     # how variable-length features come out: tf.SparseTensor or tf.RaggedTensor
 CACHE_POLICIES = ("auto", "memory", "none", "file:PATH")
 DEFAULT_PIPE_DIR = "/opt/ml/input/data"
 DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
@@ -64,6 +66,11 @@ class PipelineSpec:
 
     Stage switches: ``shuffle_buffer=0`` (no shuffle), ``cache="none"``, ``prefetch=0`` (no prefetch),
     ``parse=False`` (yield batches of serialized records), ``epochs=None`` (repeat forever).
+
+    Variable-length features (a sparse LibSVM set) parse into ``tf.SparseTensor`` (``sparse_as="sparse"``,
+    the default) or ``tf.RaggedTensor`` (``"ragged"``). ``sparse_features=(ids, values)`` names a pair whose
+    SparseTensors become one ``[batch, num_features]`` matrix: indices ``[row, id]``, values the ids and the
+    values respectively (``from_manifest`` fills both from a sparse set's manifest).
     """
 
     schema: "Schema"
@@ -94,6 +101,9 @@ class PipelineSpec:
     deterministic: bool = True             # False: parallel stages may reorder batches (a little faster)
     parse: bool = True
     output: str = "keras"
+    sparse_as: str = "sparse"
+    sparse_features: tuple[str, str] | None = None  # (ids, values): SparseTensors of shape [batch, num_features]
+    num_features: int | None = None
     cores: int = field(default_factory=cpu_count)
     memory_bytes: int | None = None        # RAM used by the auto cache policy; None: detected
 
@@ -146,10 +156,28 @@ class PipelineSpec:
             raise ValueError(f"prefetch must be >= 0 or None (AUTOTUNE), got {self.prefetch!r}")
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+        self._check_sparse()
         if self.cores < 1:
             raise ValueError(f"cores must be >= 1, got {self.cores!r}")
         if self.records is not None and self.records < 0:
             raise ValueError(f"records must be >= 0, got {self.records!r}")
+
+    def _check_sparse(self) -> None:
+        if self.sparse_as not in SPARSE_AS:
+            raise ValueError(f"sparse_as must be one of {SPARSE_AS}, got {self.sparse_as!r}")
+        if self.sparse_features is None:
+            return
+        pair = tuple(self.sparse_features)
+        object.__setattr__(self, "sparse_features", pair)
+        names = {f.name: f for f in self.schema.features}
+        if (len(pair) != 2 or any(k not in names or not names[k].varlen for k in pair)
+                or names[pair[0]].dtype != "int64"):
+            raise ValueError(f"sparse_features must name a variable-length int64 ids feature and a variable-length "
+                             f"values feature of the schema, got {self.sparse_features!r}")
+        n = self.num_features
+        if self.sparse_as == "sparse" and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise ValueError(f"sparse_features needs num_features (a positive integer: the dense_shape's second "
+                             f"dimension), got {n!r}")
 
     # -- derived facts (pure) ------------------------------------------------------------------------
 
@@ -230,6 +258,9 @@ class PipelineSpec:
             files = [os.path.join(base, n) for n in names]
         if mode == "file" and not files:
             raise TfpipeError(f"{base}: no shards for this rank (plan gave an empty file list)")
+        if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
+            overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
+            overrides.setdefault("num_features", int(manifest.extra["num_features"]))
         return cls(schema=manifest.schema, batch_size=batch_size, files=tuple(files), mode=mode,
                    channel=channel, pipe_dir=pipe_dir, pipe_timeout=pipe_timeout,
                    compression=manifest.compression, records=records, total_bytes=total,
@@ -265,24 +296,33 @@ def _shard_name(f: str, by_name: dict) -> str:
 
 
 def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> list[str]:
-    """Fetch shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest (files
-    already there with the manifest's size are reused)."""
+    """Fetch shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest. A file
+    already in the cache is reused only when it passes the same check (else it is fetched again). Names come
+    from a validated manifest: plain file names, so every file lands inside ``cache_dir``."""
     from converters.storage import open_storage
 
     storage = open_storage(base)
     os.makedirs(cache_dir, exist_ok=True)
+    where = base.rstrip("/")
     out = []
     for name in names:
         local = os.path.join(cache_dir, name)
-        if not (os.path.exists(local) and os.path.getsize(local) == by_name[name].bytes):
-            tmp = local + ".part"
-            log.info("fetching %s/%s -> %s", base.rstrip("/"), name, local)
-            storage.fetch(name, tmp)
+        if os.path.lexists(local):
             try:
-                check_file(tmp, by_name[name], base.rstrip("/"))
-            except IntegrityError:
-                os.unlink(tmp)
-                raise
+                check_file(local, by_name[name], where)
+                out.append(local)
+                continue
+            except IntegrityError as exc:
+                log.warning("cached %s does not match the manifest (%s): fetching it again", local, exc)
+                os.unlink(local)
+        tmp = f"{local}.{os.getpid()}-{secrets.token_hex(4)}.part"  # concurrent ranks never share one
+        log.info("fetching %s/%s -> %s", where, name, local)
+        try:
+            storage.fetch(name, tmp)
+            check_file(tmp, by_name[name], where)
             os.replace(tmp, local)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         out.append(local)
     return out

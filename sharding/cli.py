@@ -1,5 +1,5 @@
 """``tfpipe`` subcommands of the sharding package: ``shard plan``, ``shard topology``, ``reshard``, ``upload``,
-``download``."""
+``download``, and ``processing run|launch`` (in ``processing_cli``)."""
 from __future__ import annotations
 
 import argparse
@@ -75,6 +75,10 @@ def register(sub) -> None:
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         _endpoint(p)
         p.set_defaults(func=_cmd_transfer, transfer=name)
+
+    from . import processing_cli
+
+    processing_cli.register(sub)
 
 
 def _progress(args) -> bool:

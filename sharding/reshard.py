@@ -17,7 +17,7 @@ import numpy as np
 from converters.shardset.manifest import Manifest
 from converters.shardset.naming import ShardName
 from converters.shardset.options import ShardOutputOptions
-from converters.shardset.reader import read_manifest_raw
+from converters.shardset.reader import check_file, read_manifest_raw
 from converters.shardset.writer import ShardSetWriter
 from converters.storage import is_s3, open_storage
 from converters.tfrecord.reader import iter_framed
@@ -51,6 +51,7 @@ def _batches(manifest: Manifest, storage_options: dict) -> Iterator[tuple[np.nda
             if path is None:
                 path = os.path.join(staging, info.name)
                 source.fetch(info.name, path)
+            check_file(path, info, manifest.location.rstrip("/"))  # what is copied is what the manifest lists
             n = 0
             for framed, lengths in iter_framed(path):
                 n += len(lengths)

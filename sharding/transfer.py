@@ -15,10 +15,10 @@ from typing import Callable
 
 from converters.shardset.manifest import MANIFEST_NAME, Manifest
 from converters.shardset.reader import check_file, read_manifest_raw
-from converters.shardset.writer import prepare_output
+from converters.shardset.writer import output_errors, prepare_output
 from converters.storage import TMP_PREFIX, is_s3, open_storage
 from converters.util.errors import IntegrityError, TfpipeError
-from converters.util.fs import fsync_dir
+from converters.util.fs import create_new, fsync_dir
 from converters.util.progress import progress_bar
 
 __all__ = ["upload", "download", "copy_set"]
@@ -40,7 +40,20 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
     so a damaged source or a corrupted transfer never ends under a final name with a manifest."""
     manifest, raw = read_manifest_raw(src, **_options(src, endpoint_url))
     source = open_storage(manifest.location, **_options(src, endpoint_url))
-    target = prepare_output(dest, overwrite=overwrite, **_options(dest, endpoint_url))
+    target = prepare_output(dest, overwrite=overwrite, **_options(dest, endpoint_url))  # claimed for this copy
+    try:
+        with output_errors(str(dest)):
+            _copy(manifest, raw, source, target, dest, progress, check)
+    finally:
+        target.claim.release()
+    log.info("copied %d shards (%d records) from %s to %s", len(manifest.shards), manifest.records,
+             manifest.location, dest)
+    return dataclasses.replace(manifest, location=str(dest).rstrip("/"))
+
+
+def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, progress: bool, check: bool) -> None:
+    """Shards first (each checked against the manifest before it gets its final name), manifest last; on a
+    failure the shards this copy already placed are removed again."""
     bar = progress_bar(progress, desc="upload" if is_s3(dest) else "download", total=manifest.total_bytes,
                        leave=False)
     tick: Callable[[int], None] = bar.update
@@ -48,6 +61,7 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
     if local_target:
         os.makedirs(target.local_path(""), exist_ok=True)
     staging = None if local_target else tempfile.mkdtemp(prefix="tfpipe-transfer-")
+    placed: list[str] = []
     try:
         for info in manifest.shards:
             local = source.local_path(info.name)
@@ -62,6 +76,7 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
             try:
                 if check:
                     check_file(local, info, source.url)
+                placed.append(info.name)
                 if fetched is not None and local_target:
                     with open(fetched, "rb+") as f:
                         os.fsync(f.fileno())
@@ -74,13 +89,17 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
         if local_target:
             fsync_dir(target.local_path(""))
         target.write_bytes_atomic(MANIFEST_NAME, raw)
+    except BaseException:
+        for name in placed:  # no shard under its final name without the manifest
+            try:
+                target.delete(name)
+            except Exception as exc:  # noqa: BLE001 - the copy's own error is what the user sees
+                log.warning("could not remove %s from %s: %s", name, dest, exc)
+        raise
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
         bar.close()
-    log.info("copied %d shards (%d records) from %s to %s", len(manifest.shards), manifest.records,
-             manifest.location, dest)
-    return dataclasses.replace(manifest, location=str(dest).rstrip("/"))
 
 
 def _put(target, local: str, name: str, sha256: str, tick) -> None:
@@ -91,15 +110,20 @@ def _put(target, local: str, name: str, sha256: str, tick) -> None:
         return
     final = target.local_path(name)
     os.makedirs(os.path.dirname(final), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(final), TMP_PREFIX + name)
-    with open(local, "rb") as fin, open(tmp, "wb") as fout:
-        while chunk := fin.read(_COPY_CHUNK):
-            fout.write(chunk)
-            if tick is not None:
-                tick(len(chunk))
-        fout.flush()
-        os.fsync(fout.fileno())
-    os.replace(tmp, final)
+    tmp = os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{os.getpid()}-{name}")
+    try:
+        with open(local, "rb") as fin, create_new(tmp) as fout:
+            while chunk := fin.read(_COPY_CHUNK):
+                fout.write(chunk)
+                if tick is not None:
+                    tick(len(chunk))
+            fout.flush()
+            os.fsync(fout.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     fsync_dir(os.path.dirname(final))
 
 

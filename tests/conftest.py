@@ -1,4 +1,60 @@
 import os
+import subprocess
+import uuid
+from types import SimpleNamespace as NS
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
+# -- a real S3 (and SageMaker) API on 127.0.0.1: moto's server, fake credentials ------------------------------
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    import logging
+
+    moto_server_mod = pytest.importorskip("moto.server")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = moto_server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    assert host == "127.0.0.1"
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(moto_endpoint, monkeypatch):
+    """A fresh bucket on the local moto server; AWS_ENDPOINT_URL points at it (fake credentials)."""
+    import boto3
+    from moto_s3 import FAKE_AWS
+
+    for k, v in {**FAKE_AWS, "AWS_ENDPOINT_URL": moto_endpoint}.items():
+        monkeypatch.setenv(k, v)
+    for k in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    bucket = f"tfpipe-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    return NS(endpoint=moto_endpoint, bucket=bucket, client=client, url=f"s3://{bucket}")
+
+
+@pytest.fixture
+def mounted():
+    """``mount(args, target)``: mount (``mount ARGS TARGET``) for the test, unmounted after it; skips the test
+    with the reason where the machine does not allow mounts."""
+    done = []
+
+    def mount(args: list[str], target) -> None:
+        r = subprocess.run(["mount", *args, str(target)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount here ({r.stderr.strip() or 'mount failed'}): needs root on a machine that "
+                        "allows mounts")
+        done.append(target)
+    yield mount
+    for target in reversed(done):
+        subprocess.run(["umount", "-l", str(target)], check=False)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pipeline_data import batches_of, labels_of, write_indexed_set
 
 from converters.util.errors import TfpipeError
-from pipeline import PipelineSpec, build_dataset
+from pipeline import PipelineSpec, build_dataset, describe
 from pipeline.build import choose_cache, choose_read, plan_stages
 
 tf = pytest.importorskip("tensorflow")  # imported first: TF raises the recursion limit on import
@@ -275,3 +275,122 @@ def test_property_ranks_partition_the_set(tmp_path_factory, n, shard_kib, ranks,
     assert set(seen) <= set(range(n))
     if ranks == 1 and not drop:
         assert len(seen) == n                                # nothing lost
+
+
+# -- variable-length features (a sparse LibSVM set) --------------------------------------------------------------
+
+SPARSE_N = 600
+
+
+@pytest.fixture(scope="module")
+def sparse_set(tmp_path_factory):
+    """A sparse set whose label is the row number: rows of 0-9 pairs, qid = row // 5, several shards."""
+    from converters.libsvm.convert import convert_libsvm
+
+    d = tmp_path_factory.mktemp("sparse")
+    rng = np.random.default_rng(5)
+    want = {}
+    lines = []
+    for i in range(SPARSE_N):
+        ids = np.sort(rng.choice(50, size=int(rng.integers(0, 10)), replace=False))
+        vals = rng.integers(-9, 9, ids.size).astype(float)
+        want[i] = (ids.tolist(), vals.tolist())
+        lines.append(" ".join([str(i), f"qid:{i // 5}"] + [f"{j + 1}:{v:g}" for j, v in zip(ids, vals)]))
+    (d / "in.txt").write_text("\n".join(lines) + "\n")
+    m = convert_libsvm(d / "in.txt", d / "set", sparse=True, keep_qid=True, shard_size=4 << 10, workers=1)
+    assert len(m.shards) > 2
+    return str(d / "set"), want, m.extra["num_features"]
+
+
+def _sparse_rows(dataset, num_features):
+    """label -> (ids, values) from (features, label) batches of SparseTensors, checking their shape."""
+    got = {}
+    for feats, label in dataset:
+        sp, n = feats["values"], int(label.shape[0])
+        assert isinstance(sp, tf.SparseTensor) and sp.dense_shape.numpy().tolist() == [n, num_features]
+        assert (feats["ids"].values.numpy() == sp.indices[:, 1].numpy()).all()
+        assert (feats["qid"].numpy() == label.numpy().astype(int) // 5).all()
+        for r in range(n):
+            keep = sp.indices[:, 0].numpy() == r
+            got[int(label[r])] = (sp.indices[:, 1].numpy()[keep].tolist(), sp.values.numpy()[keep].tolist())
+    return got
+
+
+@pytest.mark.parametrize("kw", [{}, {"read": "sequential"}, {"read": "parallel_reads"},
+                                {"shuffle_buffer": 50, "seed": 1}, {"num_shards": 2, "shard_index": 1,
+                                                                    "read": "sequential"}])
+def test_sparse_set_parses_to_one_sparse_matrix_per_batch(sparse_set, kw):
+    path, want, nf = sparse_set
+    spec = PipelineSpec.from_manifest(path, 32, cores=2, **kw)
+    assert spec.sparse_features == ("ids", "values") and spec.num_features == nf == 50
+    got = _sparse_rows(build_dataset(spec), nf)
+    rows = range(SPARSE_N) if "num_shards" not in kw else range(1, SPARSE_N, 2)
+    assert got == {i: want[i] for i in rows}
+
+
+def test_sparse_matrix_feeds_sparse_dense_matmul_and_embedding_lookup(sparse_set):
+    path, want, nf = sparse_set
+    feats, label = next(iter(build_dataset(PipelineSpec.from_manifest(path, 16, read="sequential"))))
+    w = tf.reshape(tf.range(nf, dtype=tf.float32), [nf, 1])
+    dense = tf.sparse.sparse_dense_matmul(feats["values"], w).numpy().ravel()
+    emb = tf.nn.embedding_lookup_sparse(w, feats["ids"], feats["values"], combiner="sum").numpy().ravel()
+    expect = [sum(j * v for j, v in zip(*want[i])) for i in range(16)]
+    assert dense.tolist() == expect
+    assert all(emb[i] == expect[i] for i in range(len(emb)))  # rows without a pair are left out
+
+
+def test_sparse_as_ragged(sparse_set):
+    path, want, _ = sparse_set
+    spec = PipelineSpec.from_manifest(path, 64, sparse_as="ragged", output="dict", read="sequential")
+    assert "as tf.RaggedTensor [batch, None] (sparse_as='ragged')" in describe(spec)
+    got = {}
+    for b in build_dataset(spec):
+        assert isinstance(b["ids"], tf.RaggedTensor) and isinstance(b["values"], tf.RaggedTensor)
+        for i, ids, vals in zip(b["label"].numpy(), b["ids"].to_list(), b["values"].to_list()):
+            got[int(i)] = (ids, vals)
+    assert got == want
+
+
+def test_multilabel_label_is_variable_length(tmp_path):
+    from converters.libsvm.convert import convert_libsvm
+
+    (tmp_path / "in.txt").write_bytes(b"3,1 1:1\n 2:1\n2 3:1\n")
+    convert_libsvm(tmp_path / "in.txt", tmp_path / "o", sparse=True, multilabel=True)
+    feats, label = next(iter(build_dataset(PipelineSpec.from_manifest(tmp_path / "o", 8))))
+    assert isinstance(label, tf.SparseTensor)
+    assert tf.sparse.to_dense(label, default_value=-1.0).numpy().tolist() == [[1, 3], [-1, -1], [2, -1]]
+    d = next(iter(build_dataset(PipelineSpec.from_manifest(tmp_path / "o", 8, sparse_as="ragged", output="dict"))))
+    assert d["label"].to_list() == [[1.0, 3.0], [], [2.0]]
+
+
+def test_keras_fit_and_distribute_on_a_sparse_set(sparse_set):
+    import keras
+
+    from pipeline import distributed_dataset_fn, keras_dataset
+
+    path, _, nf = sparse_set
+    values = keras.Input(shape=(nf,), sparse=True, name="values")
+    model = keras.Model({"values": values}, keras.layers.Dense(1)(values))
+    model.compile(optimizer="sgd", loss="mse")
+    train = keras_dataset(path, 64, epochs=None).map(lambda f, y: ({"values": f["values"]}, y))
+    assert len(model.fit(train, epochs=2, steps_per_epoch=3, verbose=0).history["loss"]) == 2
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    dist = strategy.distribute_datasets_from_function(distributed_dataset_fn(path, global_batch_size=64))
+    n = 0
+    for feats, label in dist:
+        n += int(strategy.experimental_local_results(label)[0].shape[0])
+    assert n == SPARSE_N
+
+
+def test_sparse_set_in_pipe_mode(sparse_set, tmp_path):
+    from converters.shardset.reader import read_manifest
+    from pipeline.pipe import simulate_channel
+
+    path, want, nf = sparse_set
+    writer = simulate_channel(str(tmp_path), "train", read_manifest(path).shard_paths(), epochs=1)
+    spec = PipelineSpec.from_manifest(path, 32, mode="pipe", channel="train", pipe_dir=str(tmp_path),
+                                      pipe_timeout=20)
+    assert _sparse_rows(build_dataset(spec), nf) == want
+    writer.join(10)
+    assert writer.error is None

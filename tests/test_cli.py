@@ -41,6 +41,18 @@ def test_inspect_json_is_the_manifest(shard_set, capsys):
     assert json.loads(capsys.readouterr().out) == json.loads((shard_set / "index.json").read_text())
 
 
+def test_inspect_a_sparse_set(tmp_path, capsys):
+    (tmp_path / "in.txt").write_bytes(b"1 qid:3 2:1 9:0\n0 qid:3\n")
+    assert main(["convert", "libsvm", str(tmp_path / "in.txt"), "--out", str(tmp_path / "o"), "--sparse",
+                 "--keep-qid", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "ids              int64    [None]   (variable length)" in out and "qid              int64    []" in out
+    assert "num_features 9" in out and "nonzeros    min 0 mean 1.0 max 2 total 2" in out
+    assert main(["verify", str(tmp_path / "o"), "--no-progress"]) == 0
+
+
 def test_verify_reports_damage(tmp_path, capsys):
     out = tmp_path / "s"
     m = write_criteo_shards(str(out), 100, shard_bytes=10_000)

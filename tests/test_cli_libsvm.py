@@ -42,6 +42,12 @@ CASES = [
     (["{d}/missing.txt", "--out", "{d}/o", "--field-size", "2"], 1, [], ["does not exist"]),
     (["{d}/good.txt", "--out", "{d}/taken", "--field-size", "2"], 3, [], ["is not empty", "--overwrite"]),
     (["{d}/good.txt", "--out", "{d}/taken", "--field-size", "2", "--overwrite"], 3, [], ["did not write"]),
+    (["{d}/good.txt", "--out", "{d}/o", "--sparse"], 0,
+     ["2 written", "sparse: num_features 3, nonzeros per row min 2 mean 2.0 max 2"], []),
+    (["{d}/good.txt", "{d}/empty.txt", "--out", "{d}/o", "--sparse", "--multilabel"], 0, ["2 written"], []),
+    (["{d}/bad.txt", "--out", "{d}/o", "--sparse"], 2, [], ["bad.txt:3: unsorted_index"]),
+    (["{d}/bad.txt", "--out", "{d}/o", "--sparse", "--on-error", "skip"], 0, ["3 records read, 1 written"], []),
+    (["{d}/good.txt", "--out", "{d}/o", "--sparse", "--keep-qid"], 2, [], ["good.txt:1: missing_qid"]),
 ]
 
 
@@ -67,7 +73,9 @@ def test_convert_argv_table(files, capsys, argv, code, out_has, err_has):
     ["--field-size", "0"], ["--field-size", "x"], ["--field-size", "2", "--shard-size", "lots"],
     ["--field-size", "2", "--index-base", "2"], ["--field-size", "2", "--workers", "0"],
     ["--field-size", "2", "--on-error", "ignore"], ["--field-size", "2", "--max-index", "-1"],
-    [],  # --field-size is required
+    [],  # --field-size (or --sparse) is required
+    ["--field-size", "2", "--sparse"], ["--sparse", "--pad"], ["--sparse", "--truncate"],
+    ["--field-size", "2", "--multilabel"], ["--field-size", "2", "--keep-qid"],
 ])
 def test_usage_errors_exit_2(files, capsys, bad_args):
     with pytest.raises(SystemExit) as e:

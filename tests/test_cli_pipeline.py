@@ -41,6 +41,17 @@ def test_explain_errors(data, capsys, argv, code, msg):
     assert err.startswith("tfpipe: error:") and msg in err
 
 
+@pytest.mark.parametrize("extra,needle", [([], "ids/values as tf.SparseTensor [batch, 9] with indices [row, id]"),
+                                          (["--sparse-as", "ragged"], "as tf.RaggedTensor [batch, None]")])
+def test_explain_a_sparse_set(tmp_path, capsys, extra, needle):
+    (tmp_path / "in.txt").write_bytes(b"1 4:1\n0 2:1 9:1\n")
+    assert main(["convert", "libsvm", str(tmp_path / "in.txt"), "--out", str(tmp_path / "o"), "--sparse",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["pipeline", "explain", str(tmp_path / "o"), "--batch-size", "8", *extra]) == 0
+    assert needle in capsys.readouterr().out
+
+
 def test_explain_missing_manifest(tmp_path, capsys):
     assert main(["pipeline", "explain", str(tmp_path), "--batch-size", "8"]) != 0
     assert "no manifest" in capsys.readouterr().err

@@ -38,3 +38,14 @@ def test_order_and_reasons(data):
 ])
 def test_describe_mentions(data, kw, needle):
     assert needle in describe(PipelineSpec.from_manifest(data, 32, **kw))
+
+
+def test_describe_explains_a_sparse_set(tmp_path):
+    from converters.libsvm.convert import convert_libsvm
+
+    (tmp_path / "in.txt").write_bytes(b"1 4:1\n0 2:1 9:1\n")
+    convert_libsvm(tmp_path / "in.txt", tmp_path / "o", sparse=True)
+    text = describe(PipelineSpec.from_manifest(tmp_path / "o", 4))
+    assert "varlen=ids,values as tf.SparseTensor" in text
+    assert "ids/values as tf.SparseTensor [batch, 9] with indices [row, id]" in text
+    assert "tf.sparse.sparse_dense_matmul(values, W)" in text

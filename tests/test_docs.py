@@ -16,7 +16,7 @@ CI_RUN = ROOT / ".ci" / "run"
 
 MAX_README_LINES = 300
 TOP_LINES = 40  # the newcomer commands must be visible without scrolling far
-DOC_PAGES = ("architecture", "libsvm", "text", "shardsets", "pipeline", "sharding", "bench")
+DOC_PAGES = ("architecture", "libsvm", "text", "shardsets", "pipeline", "sharding", "processing", "bench")
 MARKDOWN = [README] + sorted(DOCS.glob("*.md"))
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")

@@ -160,6 +160,28 @@ def test_index_base_auto_is_decided_over_all_inputs(tmp_path):
     assert read_back(m1)["ids"].tolist() == [[0, 1]] * 3
 
 
+@pytest.mark.parametrize("window", [1, 7, 16, 1 << 20])
+@pytest.mark.parametrize("text,want", [
+    (b"1 1:1\n" * 9 + b"1 2:1 0:1\n" + b"1 1:1\n" * 9, True),
+    (b"1 1:1\n" * 9 + b"1 2:1 10:1\n", False),
+    (b"1 3:1 # 0:1\n1 1:1", False),
+    (b"1 1:1\n1 1:1 0:5", True),            # no final newline
+    (b"1" + b" " * 40 + b"0:1\n", True),     # one line longer than the window
+    (b"", False),
+])
+def test_index_base_pre_pass_over_a_mapped_file(tmp_path, text, window, want):
+    """The pre-pass maps plain files and scans them in windows of whole lines (pages dropped after each)."""
+    import mmap
+
+    from converters.libsvm.workers import _file_has_zero_index, _mapped_has_zero_index
+
+    (tmp_path / "in.txt").write_bytes(text)
+    assert _file_has_zero_index(str(tmp_path / "in.txt"), 1 << 20) == want
+    if text:
+        with open(tmp_path / "in.txt", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            assert _mapped_has_zero_index(mm, window) == want
+
+
 @pytest.mark.parametrize("kw", [
     {"index_base": 2}, {"on_error": "ignore"}, {"field_size": 0}, {"compression": "zstd"},
     {"label_key": "x", "ids_key": "x"}, {"max_index": -2}, {"shard_size": 0}, {"prefix": ""},

@@ -40,3 +40,35 @@ def test_index_out_of_range(i, n):
 def test_parse_rejects(bad):
     with pytest.raises(ValueError):
         ShardName.parse(bad)
+
+
+@pytest.mark.parametrize("name,why", [
+    ("../secret/train-00000-of-00001.tfrecord", "separator"),
+    ("/etc/train-00000-of-00001.tfrecord", "separator"),
+    ("a\\train-00000-of-00001.tfrecord", "separator"),
+    ("..", "not a file name"),
+    ("train-00000-of-00001.tfrecord\n", "U\\+000A"),
+    ("train\x00-00000-of-00001.tfrecord", "U\\+0000"),
+    ("train\u202e-00000-of-00001.tfrecord", "U\\+202E"),
+    ("", "not a file name"),
+    (None, "not a file name"),
+    ("notes.txt", "not a tfpipe shard name"),
+    ("train-00003-of-00003.tfrecord", "not below the count"),
+    ("train-٠٠٠٠٠-of-00001.tfrecord", "not a tfpipe shard name"),
+])
+def test_check_shard_name_rejects(name, why):
+    from converters.shardset.naming import check_shard_name
+
+    with pytest.raises(ValueError, match=why):
+        check_shard_name(name)
+
+
+@pytest.mark.parametrize("prefix,why", [
+    (".", "not a file name|start with '.'"), (".hidden", "start with '.'"), ("a\nb", "U\\+000A"),
+    (" a", "white space"), ("p" * 129, "129 bytes long; at most 128"), ("é" * 65, "130 bytes"),
+    ("a\\b", "separator"),
+])
+def test_prefix_must_make_plain_short_names(prefix, why):
+    with pytest.raises(ValueError, match=why):
+        ShardName(prefix)
+    ShardName("p" * 128).format(0, 1)  # the longest prefix still makes a name far below 255 bytes

@@ -146,3 +146,26 @@ def test_add_after_finish_raises():
     p.finish()
     with pytest.raises(RuntimeError):
         p.add(np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+@pytest.mark.parametrize("max_windows", [1, 2, 3, 1000])
+def test_add_chunks_bounds_windows_and_equals_add(max_windows):
+    spec = PackSpec(seq_len=7, eod_id=EOD, no_cross_doc=True)
+    docs = [list(range(n)) for n in (0, 3, 20, 1, 8, 30, 2)]
+    ids, lens = _flat(docs)
+    whole = Packer(spec).add(ids, lens)
+    p = Packer(spec)
+    parts = list(p.add_chunks(ids, lens, max_windows))
+    for part in parts:  # at most max_windows, unless one document alone needs more
+        assert len(part) <= max(max_windows, 5)
+    assert np.array_equal(np.concatenate([q.windows for q in parts]), whole.windows)
+    assert np.array_equal(np.concatenate([q.mask for q in parts]), whole.mask)
+    assert p.documents == len(docs)
+
+
+def test_window_footprint():
+    from converters.text.packing import window_footprint
+
+    record, working = window_footprint(PackSpec(seq_len=99, eod_id=256, no_cross_doc=True), 257)
+    assert record == 100 * 2 + 100 + 64  # ids < 16384: 2-byte varints; mask 1 byte each
+    assert working == 2 * 100 * 8 * 2 + record

@@ -9,12 +9,11 @@ import os
 import socket
 import struct
 import threading
-import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
+from moto_s3 import keys
 
 from converters.libsvm.options import libsvm_schema
 from converters.libsvm.synthetic import (
@@ -30,45 +29,7 @@ from converters.storage.s3 import S3Storage, parse_s3_url
 from converters.util.errors import IntegrityError, OutputExistsError, TfpipeError
 
 pytest.importorskip("boto3")
-moto_server_mod = pytest.importorskip("moto.server")
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    import logging
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = moto_server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    assert host == "127.0.0.1"
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def s3(moto_endpoint, monkeypatch):
-    """A fresh bucket on the local moto server; AWS_ENDPOINT_URL points at it (fake credentials)."""
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto_endpoint}.items():
-        monkeypatch.setenv(k, v)
-    for k in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    import boto3
-
-    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
-    bucket = f"tfpipe-{uuid.uuid4().hex[:12]}"
-    client.create_bucket(Bucket=bucket)
-    return NS(endpoint=moto_endpoint, bucket=bucket, client=client, url=f"s3://{bucket}")
-
-
-def keys(s3, prefix=""):
-    out = []
-    for page in s3.client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=prefix):
-        out += [o["Key"] for o in page.get("Contents", [])]
-    return sorted(out)
+pytest.importorskip("moto.server")
 
 
 # -- a fault-injecting proxy in front of moto ---------------------------------------------------------------
@@ -360,8 +321,8 @@ def test_transient_faults_are_retried(s3, proxy):
 
 
 @pytest.mark.parametrize("target, fault, match", [
-    (".tfpipe-tmp-", (503, "SlowDown"), r"S3 kept failing \(SlowDown\) after 2 attempts"),
-    (".tfpipe-tmp-", "reset", r"connection to http://127.0.0.1:\d+ failed after 2 attempts"),
+    (".tfrecord", (503, "SlowDown"), r"S3 kept failing \(SlowDown\) after 2 attempts"),
+    (".tfrecord", "reset", r"connection to http://127.0.0.1:\d+ failed after 2 attempts"),
     ("index.json", (503, "SlowDown"), r"cannot write s3://.*/index.json: S3 kept failing \(SlowDown\)"),
     ("index.json", (500, "InternalError"), r"S3 kept failing \(InternalError\)"),
 ])

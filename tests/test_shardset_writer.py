@@ -1,4 +1,5 @@
 import os
+import stat
 
 import numpy as np
 import pytest
@@ -12,10 +13,10 @@ from converters.shardset.manifest import InputStats
 from converters.shardset.options import ShardOutputOptions
 from converters.shardset.reader import read_manifest
 from converters.shardset.writer import ShardSetWriter
-from converters.storage import TMP_PREFIX
+from converters.storage import CLAIM_NAME, TMP_PREFIX
 from converters.tfrecord.examples import serialize_batch
 from converters.tfrecord.reader import read_records
-from converters.util.errors import OutputExistsError
+from converters.util.errors import OutputError, OutputExistsError, OutputInUseError
 
 
 def _segments(lengths, used, limit):
@@ -151,3 +152,89 @@ def test_write_rejects_mismatched_lengths(tmp_path):
     with ShardSetWriter(str(tmp_path / "o")) as w:
         with pytest.raises(ValueError, match="do not match"):
             w.write(np.zeros(10, np.uint8), [5, 6])
+
+
+# -- hostile use: one writer per output, --overwrite proves ownership, OS errors, the manifest's permissions --
+
+def test_temporary_names_are_the_runs_own(tmp_path):
+    schema = libsvm_schema(39)
+    framed, lengths = serialize_batch(schema, criteo_arrays(50))
+    a = ShardSetWriter(str(tmp_path / "a"))
+    b = ShardSetWriter(str(tmp_path / "b"))
+    a.write(framed, lengths)
+    b.write(framed, lengths)
+    assert a.run_id != b.run_id
+    assert [n for n in os.listdir(tmp_path / "a") if n != CLAIM_NAME] == [f"{TMP_PREFIX}{a.run_id}-train-00000.tfrecord"]
+    a.abort()
+    b.abort()
+    assert os.listdir(tmp_path / "a") == [] == os.listdir(tmp_path / "b")
+
+
+def test_a_second_writer_on_the_same_output_fails_at_once(tmp_path):
+    with ShardSetWriter(str(tmp_path / "o")):
+        with pytest.raises(OutputInUseError, match=rf"in use by another run \(pid {os.getpid()}"):
+            ShardSetWriter(str(tmp_path / "o"))
+    _write(tmp_path / "o", 10, 1 << 20)  # released on exit: the next run may write
+
+
+@pytest.mark.parametrize("files,match", [
+    ({"index.json": '{"mine": 1}'}, "not a valid tfpipe manifest"),
+    ({"index.json": "[" * 50_000}, "nested too deeply"),
+    ({"eval-00000-of-00001.tfrecord": "mine"}, r"eval-00000-of-00001\.tfrecord; there is no tfpipe manifest"),
+])
+def test_overwrite_deletes_only_what_a_manifest_proves(tmp_path, files, match):
+    out = tmp_path / "o"
+    out.mkdir()
+    for name, text in files.items():
+        (out / name).write_text(text)
+    with pytest.raises(OutputExistsError, match=match):
+        _write(out, 10, 1 << 20, overwrite=True)
+    assert {n: (out / n).read_text() for n in os.listdir(out)} == files
+
+
+def test_overwrite_keeps_shard_named_files_the_manifest_does_not_list(tmp_path):
+    out = tmp_path / "o"
+    _write(out, 50, 1 << 20)
+    (out / "train-00000-of-00002.tfrecord").write_text("not in the manifest")
+    with pytest.raises(OutputExistsError, match=r"train-00000-of-00002\.tfrecord"):
+        _write(out, 10, 1 << 20, overwrite=True)
+    assert sorted(os.listdir(out)) == ["index.json", "train-00000-of-00001.tfrecord", "train-00000-of-00002.tfrecord"]
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
+def test_manifest_is_as_readable_as_the_shards(tmp_path, mask):
+    old = os.umask(mask)
+    try:
+        _write(tmp_path / "o", 20, 1 << 20)
+    finally:
+        os.umask(old)
+    modes = {n: stat.S_IMODE(os.stat(tmp_path / "o" / n).st_mode) for n in os.listdir(tmp_path / "o")}
+    assert set(modes.values()) == {0o666 & ~mask}, modes
+
+
+def test_output_under_a_file_is_one_error_naming_it(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(OutputError, match=r"cannot prepare the output .*f/o: Not a directory"):
+        _write(tmp_path / "f" / "o", 10, 1 << 20)
+
+
+def test_manifest_that_cannot_be_written_takes_the_shards_back(tmp_path, mounted):
+    """Disk full at the very end: the shards were renamed, the manifest does not fit. No shard may stay under
+    its final name (a 64 KiB tmpfs, filled by a file beside the output just before ``finish``)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted(["-t", "tmpfs", "-o", "size=64k", "tmpfs"], disk)
+    schema = libsvm_schema(39)
+    framed, lengths = serialize_batch(schema, criteo_arrays(60))
+    w = ShardSetWriter(str(disk / "o"), ShardOutputOptions(shard_size=8_000))
+    w.write(framed, lengths)
+    w.close_shard()
+    with open(disk / "filler", "wb", buffering=0) as f:  # take every block left
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+    with pytest.raises(OutputError, match=r"cannot write .*: No space left on device"):
+        w.finish(schema=schema)
+    assert os.listdir(disk / "o") == []

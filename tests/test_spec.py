@@ -54,11 +54,34 @@ def _spec(**kw):
     ({"prefetch": -1}, "prefetch must be >= 0 or None (AUTOTUNE), got -1"),
     ({"output": "tuple"}, "output must be one of ('keras', 'dict'), got 'tuple'"),
     ({"use_sagemaker_pipe": True}, "use_sagemaker_pipe=True needs mode='pipe'"),
+    ({"sparse_as": "dense"}, "sparse_as must be one of ('sparse', 'ragged'), got 'dense'"),
+    ({"sparse_features": ("ids", "values")}, "must name a variable-length int64 ids feature"),
+    ({"schema": libsvm_schema(None), "sparse_features": ("values", "ids"), "num_features": 3},
+     "got ('values', 'ids')"),
+    ({"schema": libsvm_schema(None), "sparse_features": ("ids", "values")}, "needs num_features"),
+    ({"schema": libsvm_schema(None), "sparse_features": ("ids", "values"), "num_features": 0}, "got 0"),
 ])
 def test_validation(kw, msg):
     with pytest.raises(ValueError) as e:
         _spec(**kw)
     assert msg in str(e.value)
+
+
+def test_sparse_fields():
+    spec = _spec(schema=libsvm_schema(None), sparse_features=["ids", "values"], num_features=9)
+    assert spec.sparse_features == ("ids", "values")
+    assert _spec(schema=libsvm_schema(None), sparse_features=("ids", "values"), sparse_as="ragged").num_features is None
+
+
+def test_from_manifest_of_a_sparse_set(tmp_path):
+    from converters.libsvm.convert import convert_libsvm
+
+    (tmp_path / "in.txt").write_bytes(b"1 4:1\n0 2:1\n")
+    convert_libsvm(tmp_path / "in.txt", tmp_path / "o", sparse=True, ids_key="i", values_key="v")
+    spec = PipelineSpec.from_manifest(tmp_path / "o", 4)
+    assert (spec.sparse_features, spec.num_features, spec.sparse_as) == (("i", "v"), 4, "sparse")
+    assert PipelineSpec.from_manifest(tmp_path / "o", 4, num_features=10).num_features == 10
+    assert PipelineSpec.from_manifest(str(tmp_path / "o"), 4, sparse_features=None).sparse_features is None
 
 
 def test_frozen():
@@ -189,3 +212,15 @@ def test_package_import_is_light():
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_fetch_all_reuses_a_cached_file_only_if_it_matches(data, tmp_path):
+    m = read_manifest(data)
+    by_name = {s.name: s for s in m.shards}
+    first = _fetch_all(data, [m.shards[0].name], by_name, str(tmp_path / "c"))[0]
+    good = open(first, "rb").read()
+    with open(first, "wb") as f:
+        f.write(b"\0" * len(good))  # same size, other bytes: reuse by size alone would keep it
+    _fetch_all(data, [m.shards[0].name], by_name, str(tmp_path / "c"))
+    assert open(first, "rb").read() == good
+    assert sorted(os.listdir(tmp_path / "c")) == [m.shards[0].name]  # no .part left

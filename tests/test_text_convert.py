@@ -300,3 +300,39 @@ def test_mixed_formats_in_input_order_with_progress(tmp_path, capsys):
     assert texts == ["alpha", "beta", "gamma", "delta", "eps\nilon", "zeta"]
     assert [i.records_written for i in m.inputs] == [2, 2, 2]
     assert m.extra["subsets"] == {"": {"documents": 6, "tokens": sum(len(t) + 1 for t in texts)}}
+
+
+# -- sizes checked before anything is allocated or any output exists ---------------------------------------
+
+@pytest.mark.parametrize("name,seq_len,kw,memory,match", [
+    ("a.jsonl.gz", 1_000_000_000, {"no_cross_doc": True}, None,
+     r"every record about 2\.8 GiB; a tf.train.Example must stay under"),
+    ("a.jsonl.gz", 10_000_000, {"no_cross_doc": True}, 256 << 20,
+     r"needs about 3\d\d\.\d MiB of memory per window .* more than half of the 256\.0 MiB available"),
+    ("a.jsonl", 100_000_000, {"no_cross_doc": True}, None, r"longer than the whole input could fill \(at most 36 "),
+])
+def test_windows_that_cannot_be_made_are_refused_up_front(tmp_path, monkeypatch, name, seq_len, kw, memory, match):
+    import converters.text.convert as tc
+
+    if memory is not None:  # a machine with this much memory available
+        monkeypatch.setattr(tc, "available_memory", lambda: memory)
+    src = tmp_path / name  # compressed: its size bounds nothing, so memory and the record limit decide
+    data = b'{"text": "hello"}\n'
+    src.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    with pytest.raises(TfpipeError, match=match):
+        convert_text([str(src)], str(tmp_path / "out"), seq_len=seq_len, **kw)
+    assert not (tmp_path / "out").exists()
+
+
+def test_deeply_nested_json_is_a_counted_skip(tmp_path):
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"text": "a"}\n{"text": ' + "[" * 100_000 + "]" * 100_000 + '}\n{"text": "b"}\n')
+    m = convert_text([str(src)], str(tmp_path / "out"), seq_len=3, on_error="skip")
+    assert m.inputs[0].skipped == {"invalid_json": 1} and m.extra["documents"] == 2
+    with pytest.raises(InputError, match=r"a\.jsonl:2: invalid JSON: nested too deeply"):
+        convert_text([str(src)], str(tmp_path / "out2"), seq_len=3)
+
+
+def test_manifest_records_the_tokenizers_name_not_its_path(corpus, bpe, tmp_path):
+    m = convert_text(corpus[0], str(tmp_path / "out"), seq_len=31, tokenizer=bpe)
+    assert m.options["tokenizer"] == os.path.basename(bpe) and os.sep not in m.options["tokenizer"]

@@ -1,3 +1,5 @@
+import os
+import re
 import shutil
 
 import pytest
@@ -79,3 +81,34 @@ def test_gzip_damage(tmp_path):
     shard.write_bytes(bytes(data))
     with pytest.raises(IntegrityError, match=m.shards[0].name):
         verify(str(out))
+
+
+@pytest.mark.parametrize("compression,claim,match", [
+    (None, "gzip", "the manifest says gzip but the shard is not gzip-compressed"),
+    ("gzip", None, "the shard is gzip-compressed but the manifest says uncompressed"),
+])
+def test_compression_checked_by_content(tmp_path, compression, claim, match):
+    import json
+
+    out = tmp_path / "s"
+    write_criteo_shards(str(out), 100, shard_bytes=10_000, compression=compression)
+    data = json.loads((out / "index.json").read_text())
+    data["compression"] = claim
+    (out / "index.json").write_text(json.dumps(data))
+    with pytest.raises(IntegrityError, match=match):
+        verify(str(out))
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda p, outside: p.symlink_to(outside), r"is a symbolic link; a shard set holds its own files"),
+    (lambda p, outside: os.mkfifo(p), r"is a FIFO \(named pipe\), not a regular file"),
+])
+def test_a_shard_that_is_not_a_regular_file_of_the_set(shard_set, tmp_path, make, match):
+    out, m = shard_set
+    first = out / m.shards[0].name
+    outside = tmp_path / "outside.tfrecord"
+    shutil.copy(first, outside)  # the very bytes: only where it lives is wrong
+    first.unlink()
+    make(first, outside)
+    r = verify(str(out), raise_on_error=False)
+    assert [p for p in r.problems if re.search(match, p) and m.shards[0].name in p], r.problems

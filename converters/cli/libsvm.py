@@ -6,14 +6,17 @@ import sys
 import time
 
 from .types import (
+    add_engine_options,
     add_shard_output_options,
+    beam_module,
+    engine_choice,
     nonneg_int,
     positive_int,
     print_skips,
     shard_output_options,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "options_from_args"]
 
 
 def register(convert_sub) -> None:
@@ -21,11 +24,21 @@ def register(convert_sub) -> None:
         "libsvm", help="LibSVM text (label id:val ...) -> TFRecord shards of tf.train.Example",
         description="Convert LibSVM files (files, directories, globs; .gz/.bz2/.zst) into TFRecord shards: "
                     "one tf.train.Example per line with a float32 label, int64 ids[field_size] and float32 "
-                    "values[field_size]. Output is byte-identical whatever --workers is.")
+                    "values[field_size] (--field-size), or variable-length ids/values holding every pair of "
+                    "the line (--sparse, as scikit-learn's load_svmlight_file reads it). Output is "
+                    "byte-identical whatever --workers is, and with --engine beam.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="LibSVM files, directories or globs")
     p.add_argument("--out", required=True, help="output directory (must be empty unless --overwrite)")
-    p.add_argument("--field-size", type=positive_int, required=True, metavar="N",
-                   help="index:value pairs per line (39 for Criteo)")
+    p.add_argument("--field-size", type=positive_int, default=None, metavar="N",
+                   help="index:value pairs per line (39 for Criteo); or --sparse")
+    p.add_argument("--sparse", action="store_true",
+                   help="any number of pairs per line: variable-length ids/values (explicit zeros kept); the "
+                        "manifest records num_features and the nonzeros per row")
+    p.add_argument("--multilabel", action="store_true",
+                   help="with --sparse: labels written '1,3,5' (or none) become a sorted float32 label list")
+    p.add_argument("--keep-qid", action="store_true",
+                   help="with --sparse: write each line's leading qid:N as an int64 feature (every line needs "
+                        "one); without it qid:N is ignored")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="parser processes (default: all cores)")
     p.add_argument("--index-base", choices=("auto", "0", "1"), default="auto",
@@ -39,23 +52,50 @@ def register(convert_sub) -> None:
     p.add_argument("--label-key", default="label", help="feature name of the label (default label)")
     p.add_argument("--ids-key", default="ids", help="feature name of the ids (default ids)")
     p.add_argument("--values-key", default="values", help="feature name of the values (default values)")
+    p.add_argument("--qid-key", default="qid", help="feature name of the qid with --keep-qid (default qid)")
     add_shard_output_options(p, record="line")
-    p.set_defaults(func=_cmd_convert)
+    add_engine_options(p)
+    p.set_defaults(func=lambda args: p.error(msg) if (msg := layout_error(args)) else _cmd_convert(args))
 
+
+def layout_error(args) -> str | None:
+    """--field-size or --sparse (never both); the options of the other layout are usage errors."""
+    if args.sparse == (args.field_size is not None):
+        return ("give --field-size N (fixed width) or --sparse (any number of pairs per line)"
+                if not args.sparse else "--field-size and --sparse exclude each other")
+    if args.sparse and (args.pad or args.truncate):
+        return "--pad/--truncate apply to --field-size, not to --sparse"
+    if not args.sparse and (args.multilabel or args.keep_qid):
+        return f"{'--multilabel' if args.multilabel else '--keep-qid'} needs --sparse"
+    return None
+
+
+def options_from_args(args):
+    """The ``LibsvmOptions`` that ``convert libsvm``'s parsed arguments ask for (also used by engines that take
+    the same command line, such as ``tfpipe processing run``)."""
+    from ..libsvm.options import LibsvmOptions
+
+    if (msg := layout_error(args)) is not None:
+        raise ValueError(msg)
+    return LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
+                         args.max_index, args.label_key, args.ids_key, args.values_key, shard_output_options(args),
+                         args.sparse, args.multilabel, args.keep_qid, args.qid_key)
 
 
 def _cmd_convert(args) -> int:
     from ..libsvm.convert import run
-    from ..libsvm.options import LibsvmOptions
     from ..storage import is_s3
     from ..util.units import format_size
 
-    options = LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
-                            args.max_index, args.label_key, args.ids_key, args.values_key,
-                            shard_output_options(args))
+    options = options_from_args(args)
+    beam_options = engine_choice(args)
     start = time.perf_counter()
-    m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-            progress=not args.no_progress and sys.stderr.isatty())
+    if beam_options is not None:
+        m = beam_module().convert_libsvm(args.inputs, args.out, options, beam_options=beam_options,
+                                         overwrite=args.overwrite)
+    else:
+        m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
+                progress=not args.no_progress and sys.stderr.isatty())
     secs = time.perf_counter() - start
     read = sum(i.records_read for i in m.inputs)
     blank = sum(i.blank_lines for i in m.inputs)
@@ -67,5 +107,9 @@ def _cmd_convert(args) -> int:
     where = m.location if is_s3(m.location) else os.path.abspath(m.location)
     print(f"wrote {len(m.shards)} shard(s), {format_size(m.total_bytes)}"
           f"{' GZIP' if m.compression else ''}, in {secs:.1f}s -> {where}")
+    if args.sparse:
+        nz = m.extra["nonzeros"]
+        print(f"sparse: num_features {m.extra['num_features']:,}, nonzeros per row min {nz['min']:,} "
+              f"mean {nz['mean']:,} max {nz['max']:,}")
     print(f"manifest {where.rstrip('/')}/index.json")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from importlib.metadata import entry_points
 
@@ -57,19 +58,54 @@ def main(argv: list[str] | None = None) -> int:
         quiet_tensorflow_import()
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    previous = _terminate_cleanly()
     try:
         return int(args.func(args) or 0)
     except TfpipeError as exc:
-        print(f"tfpipe: error: {exc}", file=sys.stderr)
+        print(f"tfpipe: error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
-    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        print(f"tfpipe: error: {exc}", file=sys.stderr)
+    except ValueError as exc:
+        print(f"tfpipe: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:  # the last resort: one line naming the path and the system's reason
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"tfpipe: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2 if isinstance(exc, (FileNotFoundError, IsADirectoryError, PermissionError)) else 1
+    except MemoryError:
+        print("tfpipe: error: out of memory: an option asks for more than this machine has (e.g. --field-size, "
+              "--seq-len, --workers); nothing was written", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("tfpipe: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except _Terminated:
+        print("tfpipe: terminated (temporary files removed, no manifest written)", file=sys.stderr)
+        return 143
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every ``with`` block cleans up on the way out."""
+
+
+def _terminate_cleanly():
+    """Turn SIGTERM (``kill``, a job scheduler stopping the run) into an exception, as Ctrl-C is, so temporary
+    files are removed and the output claim released. Returns the previous handler (None if not installed)."""
+    def handler(signum, frame):
+        raise _Terminated()
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (main() called from a library thread): leave it
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).splitlines())
 
 
 # -- converters' own subcommands ------------------------------------------------------------------------

@@ -27,26 +27,16 @@ def register(top_sub) -> None:
 
 
 def _cmd_quickstart(args) -> int:
-    import shutil
-
     from ..libsvm.convert import convert_libsvm
     from ..libsvm.synthetic import write_criteo_libsvm
     from ..shardset.verify import verify
-    from ..util.errors import OutputExistsError, TfpipeError
     from ..util.units import format_size
 
     out = os.path.abspath(args.out)
-    if os.path.exists(out):
-        if not os.path.isdir(out):
-            raise TfpipeError(f"{out} exists and is not a directory")
-        if os.listdir(out):
-            if not (os.path.exists(os.path.join(out, QUICKSTART_MARKER)) or args.overwrite):
-                raise OutputExistsError(f"{out} is not empty and was not made by quickstart: "
-                                        "pass --overwrite or choose another --out")
-            shutil.rmtree(out)
-    os.makedirs(out)
+    _clear_own(out, args.overwrite)
+    os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, QUICKSTART_MARKER), "w") as f:
-        f.write("created by tfpipe quickstart; it may replace this directory\n")
+        f.write("created by tfpipe quickstart; it may replace its own files here\n")
     sample = os.path.join(out, "criteo-sample.libsvm")
     shards = os.path.join(out, "shards")
     n = args.lines
@@ -74,6 +64,36 @@ def _cmd_quickstart(args) -> int:
           f"   parse with: tf.io.parse_example(batch, {{'label': FixedLenFeature([], tf.float32), "
           f"'ids': FixedLenFeature([39], tf.int64), 'values': FixedLenFeature([39], tf.float32)}})")
     return 0
+
+
+_OWN = (QUICKSTART_MARKER, "criteo-sample.libsvm", "shards")
+
+
+def _clear_own(out: str, overwrite: bool) -> None:
+    """Remove quickstart's own previous sample and marker (the shard set in ``shards/`` is replaced by the
+    converter, which deletes only what its manifest lists). Anything else in ``out`` is left alone, and
+    makes quickstart refuse: it never deletes what it did not write."""
+    from ..util.errors import OutputExistsError, TfpipeError
+
+    if not os.path.exists(out):
+        return
+    if not os.path.isdir(out):
+        raise TfpipeError(f"{out} exists and is not a directory")
+    names = os.listdir(out)
+    if not names:
+        return
+    if QUICKSTART_MARKER not in names and not overwrite:
+        raise OutputExistsError(f"{out} is not empty and was not made by quickstart: pass --overwrite or choose "
+                                "another --out")
+    foreign = sorted(set(names) - set(_OWN))
+    if foreign:
+        raise OutputExistsError(f"{out} holds files quickstart did not write ({', '.join(foreign[:5])}"
+                                f"{', ...' if len(foreign) > 5 else ''}); refusing to delete them: choose another "
+                                "--out")
+    for name in _OWN[:2]:
+        path = os.path.join(out, name)
+        if os.path.lexists(path) and not os.path.isdir(path):
+            os.unlink(path)
 
 
 def _read_back_with_tensorflow(m, n: int) -> int:

@@ -39,7 +39,8 @@ def _cmd_inspect(args) -> int:
     print("schema")
     for f in m.schema.features:
         role = "   (label)" if f.name == m.schema.label else ""
-        print(f"  {f.name:<16} {f.dtype:<8} {list(f.shape)}{role}")
+        shape = "[None]   (variable length)" if f.varlen else list(f.shape)
+        print(f"  {f.name:<16} {f.dtype:<8} {shape}{role}")
     if m.inputs:
         read = sum(i.records_read for i in m.inputs)
         print(f"inputs      {len(m.inputs)} file(s), {read:,} records read, "
@@ -50,6 +51,8 @@ def _cmd_inspect(args) -> int:
     for k, v in sorted(m.extra.items()):
         if not isinstance(v, (dict, list)):
             print(f"{k:<11} {v}")
+        elif k == "nonzeros" and isinstance(v, dict):  # sparse LibSVM: per-row nonzeros
+            print(f"{k:<11} " + " ".join(f"{a} {v.get(a)}" for a in ("min", "mean", "max", "total")))
     return 0
 
 

@@ -5,14 +5,17 @@ import sys
 import time
 
 from .types import (
+    add_engine_options,
     add_shard_output_options,
+    beam_module,
+    engine_choice,
     names,
     positive_int,
     print_skips,
     shard_output_options,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "options_from_args"]
 
 
 def register(convert_sub, top_sub) -> None:
@@ -22,7 +25,7 @@ def register(convert_sub, top_sub) -> None:
                     "plain, .gz, .bz2 or multi-frame .zst; parquet; txt) into TFRecord shards of packed "
                     "token windows: feature input_ids int64[seq_len+1] (inputs = w[:-1], targets = w[1:]), "
                     "an end-of-document id after every document, the remainder carried into the next "
-                    "window. Output is byte-identical whatever --workers is.")
+                    "window. Output is byte-identical whatever --workers is, and with --engine beam.")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, directories or globs")
     p.add_argument("--out", required=True, help="output directory or s3:// prefix (must be empty unless --overwrite)")
     p.add_argument("--seq-len", type=positive_int, required=True, metavar="N",
@@ -48,6 +51,7 @@ def register(convert_sub, top_sub) -> None:
     p.add_argument("--txt-mode", choices=("block", "file"), default="block",
                    help=".txt inputs: one document per blank-line-separated block (default) or per file")
     add_shard_output_options(p, record="record")
+    add_engine_options(p)
     p.set_defaults(func=_cmd_convert)
 
     t = top_sub.add_parser("tokenizer", help="tokenizer tools: train a byte-level BPE tokenizer.json")
@@ -71,19 +75,31 @@ def register(convert_sub, top_sub) -> None:
     tr.set_defaults(func=_cmd_train)
 
 
-def _cmd_convert(args) -> int:
-    from ..text.convert import run
+def options_from_args(args):
+    """The ``TextOptions`` that ``convert text``'s parsed arguments ask for (also used by engines that take the
+    same command line, such as ``tfpipe processing run``)."""
     from ..text.options import TextOptions
-    from ..util.units import format_size
 
-    options = TextOptions(
+    return TextOptions(
         seq_len=args.seq_len, tokenizer=args.tokenizer, eod_token=args.eod_token, text_key=args.text_key,
         include_subsets=args.include_subsets, exclude_subsets=args.exclude_subsets,
         no_cross_doc=args.no_cross_doc, pad_last=args.pad_last, mask_name=args.mask_name,
         txt_mode=args.txt_mode, output=shard_output_options(args))
+
+
+def _cmd_convert(args) -> int:
+    from ..text.convert import run
+    from ..util.units import format_size
+
+    options = options_from_args(args)
+    beam_options = engine_choice(args)
     start = time.perf_counter()
-    m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-            progress=not args.no_progress and sys.stderr.isatty())
+    if beam_options is not None:
+        m = beam_module().convert_text(args.inputs, args.out, options, beam_options=beam_options,
+                                       overwrite=args.overwrite)
+    else:
+        m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
+                progress=not args.no_progress and sys.stderr.isatty())
     secs = time.perf_counter() - start
     x = m.extra
     read = sum(i.records_read for i in m.inputs)

@@ -9,7 +9,7 @@ from ..shardset.options import COMPRESSIONS, ON_ERROR, ShardOutputOptions
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 
 __all__ = ["positive_int", "nonneg_int", "size", "names", "add_shard_output_options", "shard_output_options",
-           "print_skips"]
+           "print_skips", "add_engine_options", "engine_choice", "beam_module"]
 
 
 def _int(s: str, *, minimum: int, what: str) -> int:
@@ -62,6 +62,44 @@ def shard_output_options(args: argparse.Namespace):
     """The ``ShardOutputOptions`` given by ``add_shard_output_options``'s arguments (validated once, there)."""
     return ShardOutputOptions(shard_size=args.shard_size or DEFAULT_SHARD_BYTES, compression=args.compression,
                               prefix=args.prefix, on_error=args.on_error)
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """``--engine local|beam`` and ``--beam-option KEY=VALUE`` (repeatable)."""
+    p.add_argument("--engine", choices=("local", "beam"), default="local",
+                   help="local: this machine's processes/threads (default); beam: an Apache Beam pipeline, "
+                        "in-process by default, any runner with --beam-option runner=... (same bytes)")
+    p.add_argument("--beam-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Beam pipeline option for --engine beam, e.g. runner=DataflowRunner, "
+                        "direct_num_workers=2, direct_running_mode=multi_processing (repeatable)")
+
+
+def engine_choice(args: argparse.Namespace) -> dict | None:
+    """The Beam options of ``--engine beam`` (a dict), or None for the local engine; mixing the engines'
+    options is a usage error."""
+    if args.engine != "beam":
+        if args.beam_option:
+            raise ValueError("--beam-option needs --engine beam")
+        return None
+    if args.workers is not None:
+        raise ValueError("--workers is the local engine's; with --engine beam use --beam-option "
+                         "direct_num_workers=N (in-process) or the runner's own worker options")
+    from ..engines.options import parse_beam_options
+
+    return parse_beam_options(args.beam_option)
+
+
+def beam_module():
+    """``converters.engines.beam`` (imports apache_beam), or a clear error if Beam is not installed."""
+    try:
+        from ..engines import beam
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "apache_beam":
+            from ..util.errors import TfpipeError
+
+            raise TfpipeError("--engine beam needs Apache Beam: pip install 'tfpipe[beam]'") from None
+        raise
+    return beam
 
 
 def print_skips(manifest, noun: str, *, ignore: tuple[str, ...] = (), examples: int = 10) -> None:

@@ -19,6 +19,10 @@ Semantics follow scikit-learn's ``load_svmlight_file`` exactly (its values are w
 
 One compiled pass (``kernel``) parses the regular lines; lines it cannot convert exactly go through the
 Python reference (``reference.parse_line``), so results equal Python's ``float()``/``int()`` bit for bit.
+
+With ``sparse=True`` (no ``field_size``) ``parse``/``parse_block`` return a ``sparse.SparseBlock`` (CSR
+arrays: every pair of every line, optionally multi-label and ``qid``) and ``serialize_parsed`` writes it
+with variable-length features; the signatures stay the same for both layouts.
 """
 from __future__ import annotations
 
@@ -28,20 +32,15 @@ import numpy as np
 
 from ..shardset.manifest import MAX_EXAMPLES
 from ..tfrecord.examples import serialize_batch
-from .kernel import (
-    DONE,
-    POW10,
-    ROWS_FULL,
-    has_zero_index_kernel,
-    min_index_kernel,
-    parse_kernel,
-)
+from .index_scan import has_zero_index_kernel, min_index_kernel
+from .kernel import DONE, POW10, ROWS_FULL, parse_kernel
 from .options import ParseOptions, libsvm_schema
-from .reasons import CODE, REASONS, BadLine, pair_count_token
-from .reference import LineError, parse_line
+from .reasons import REASONS, BadLine, pair_count_token
+from .reference import hand_over, parse_line
+from .sparse import SparseBlock, parse_sparse, serialize_sparse
 
-__all__ = ["ParsedBlock", "parse_block", "parse", "convert_block", "serialize_parsed", "min_index",
-           "has_zero_index", "MAX_EXAMPLES"]
+__all__ = ["ParsedBlock", "SparseBlock", "parse_block", "parse", "convert_block", "serialize_parsed",
+           "min_index", "has_zero_index", "MAX_EXAMPLES"]
 
 
 @dataclass
@@ -84,36 +83,46 @@ def min_index(block: bytes) -> int | None:
 # --------------------------------------------------------------------------------------------------------
 
 
-def parse_block(block: bytes, *, field_size: int, index_base: int = 1, pad: bool = False, truncate: bool = False,
-                allow_nonfinite: bool = False, max_index: int | None = None, first_line: int = 1,
-                path: str = "<input>", max_examples: int = MAX_EXAMPLES) -> ParsedBlock:
+def parse_block(block: bytes, *, field_size: int | None = None, index_base: int = 1, pad: bool = False,
+                truncate: bool = False, allow_nonfinite: bool = False, max_index: int | None = None,
+                first_line: int = 1, path: str = "<input>", max_examples: int = MAX_EXAMPLES, sparse: bool = False,
+                multilabel: bool = False, keep_qid: bool = False) -> ParsedBlock | SparseBlock:
     """Parse whole LibSVM lines (``block`` ends at a newline, or is the end of the input). Pure: bytes in,
-    arrays and accounting out. ``path`` is only used for messages."""
-    opts = ParseOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index)
+    arrays and accounting out. ``path`` is only used for messages. ``field_size`` for fixed-width rows
+    (a ``ParsedBlock``), or ``sparse=True`` (a ``SparseBlock``)."""
+    opts = ParseOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, sparse, multilabel,
+                        keep_qid)
     return parse(block, opts, first_line, max_examples)
 
 
-def convert_block(block: bytes, *, field_size: int, keys: tuple[str, str, str] = ("label", "ids", "values"),
-                  **parse_options) -> tuple[np.ndarray, np.ndarray, ParsedBlock]:
+def convert_block(block: bytes, *, field_size: int | None = None,
+                  keys: tuple[str, ...] = ("label", "ids", "values"), **parse_options
+                  ) -> tuple[np.ndarray, np.ndarray, ParsedBlock | SparseBlock]:
     """The whole pure conversion step: whole lines in, ``(framed, lengths, parsed)`` out — TFRecord-framed
     ``tf.train.Example`` bytes of the good lines (see ``examples.serialize_batch``) plus the accounting.
-    ``parse_options`` are those of ``parse_block``."""
+    ``parse_options`` are those of ``parse_block``; ``keys`` may name a fourth feature, the ``qid``."""
     parsed = parse_block(block, field_size=field_size, **parse_options)
     framed, lengths = serialize_parsed(parsed, keys)
     return framed, lengths, parsed
 
 
-def serialize_parsed(parsed: ParsedBlock, keys: tuple[str, str, str] = ("label", "ids", "values")
+def serialize_parsed(parsed: ParsedBlock | SparseBlock, keys: tuple[str, ...] = ("label", "ids", "values")
                      ) -> tuple[np.ndarray, np.ndarray]:
+    """TFRecord-framed Examples of a parsed block (either layout) with feature names ``keys``."""
+    if isinstance(parsed, SparseBlock):
+        return serialize_sparse(parsed, keys)
     if parsed.n == 0:
         return np.zeros(0, np.uint8), np.zeros(0, np.int64)
-    lk, ik, vk = keys
+    lk, ik, vk = keys[:3]
     schema = libsvm_schema(parsed.ids.shape[1], lk, ik, vk)
     return serialize_batch(schema, {lk: parsed.label, ik: parsed.ids, vk: parsed.values})
 
 
-def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: int = MAX_EXAMPLES) -> ParsedBlock:
+def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: int = MAX_EXAMPLES
+          ) -> ParsedBlock | SparseBlock:
     """``parse_block`` with a ``ParseOptions``."""
+    if opts.sparse:
+        return parse_sparse(block, opts, first_line, max_examples)
     buf = np.frombuffer(block, dtype=np.uint8)  # read-only view: one kernel signature for every caller
     f = opts.field_size
     # a valid record needs >= 1 + 4*f bytes ("L i:v ..."), except label-only lines with --pad; the
@@ -136,22 +145,9 @@ def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: i
         if status == ROWS_FULL:
             labels, ids, values = _grow(labels, ids, values)
             continue
-        # _FALLBACK: the line at state[0] goes through the Python reference
+        # FALLBACK: the line at state[0] goes through the Python reference
         fallback += 1
-        start = int(state[0])
-        end = block.find(b"\n", start)
-        nxt = len(block) if end < 0 else end + 1
-        line = block[start: len(block) if end < 0 else end]
-        try:
-            parsed = parse_line(line, opts)
-        except LineError as e:
-            counts[CODE[e.reason]] += 1
-            if len(py_bad) < max_examples:
-                py_bad.append(BadLine(int(state[1]), e.reason, e.token))
-            parsed = None
-        else:
-            if parsed is None:
-                state[3] += 1
+        parsed = hand_over(block, state, parse_line, opts, counts, py_bad, max_examples)
         if parsed is not None:
             r = int(state[2])
             if r >= labels.shape[0]:
@@ -160,8 +156,6 @@ def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: i
             ids[r] = parsed[1]
             values[r] = parsed[2]
             state[2] = r + 1
-        state[0] = nxt
-        state[1] += 1
     n = int(state[2])
     bad = [BadLine(int(ex[i, 0]), REASONS[int(ex[i, 1])], _example_token(block, ex[i], f))
            for i in range(int(state[4]))]

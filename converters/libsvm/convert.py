@@ -8,7 +8,10 @@ The I/O shell around the pure core (``block.parse`` + ``tfrecord.examples.serial
   index 0 anywhere: zero-based, else one-based);
 * blocks are parsed inline or by worker processes (``workers``), consumed in input order, so the shards are
   byte-identical whatever ``workers`` is;
-* the main process writes with ``ShardSetWriter`` (temporary names, fsync, rename, manifest last).
+* the main process writes with ``ShardSetWriter`` (temporary names, fsync, rename, manifest last);
+* in the sparse layout the manifest's ``extra`` gets ``num_features`` (largest zero-based id + 1 over all
+  written records, as scikit-learn's ``n_features``) and the nonzeros per row (min/mean/max/total), summed
+  up block by block as the records stream past.
 
 ``run(inputs, out, options)`` is the core API (a ``LibsvmOptions``); ``convert_libsvm`` is its keyword form.
 """
@@ -21,15 +24,15 @@ from typing import Iterable
 from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..shardset.writer import ShardSetWriter
-from ..sources import compression_of, expand_inputs
+from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..util.errors import InputError
 from ..util.progress import progress_bar
-from ..util.system import cpu_count
+from ..util.system import cap_workers, cpu_count
 from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
-__all__ = ["run", "convert_libsvm", "DEFAULT_BLOCK_BYTES"]
+__all__ = ["run", "convert_libsvm", "RowTotals", "DEFAULT_BLOCK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -37,33 +40,37 @@ DEFAULT_BLOCK_BYTES = 4 << 20  # 4 MiB of text per parse task
 
 
 def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, *,
-                   field_size: int, shard_size: int = DEFAULT_SHARD_BYTES, workers: int | None = None,
+                   field_size: int | None = None, shard_size: int = DEFAULT_SHARD_BYTES, workers: int | None = None,
                    index_base: str | int = "auto", pad: bool = False, truncate: bool = False,
                    on_error: str = "raise", allow_nonfinite: bool = False, max_index: int | None = None,
                    compression: str | None = None, overwrite: bool = False, prefix: str = "train",
                    label_key: str = "label", ids_key: str = "ids", values_key: str = "values",
-                   progress: bool = False, block_size: int = DEFAULT_BLOCK_BYTES) -> Manifest:
+                   progress: bool = False, block_size: int = DEFAULT_BLOCK_BYTES, sparse: bool = False,
+                   multilabel: bool = False, keep_qid: bool = False, qid_key: str = "qid") -> Manifest:
     """Convert LibSVM text files into a TFRecord shard set with a manifest; returns the Manifest.
 
-    The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments. With
+    The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments (``field_size`` for
+    fixed-width rows, or ``sparse=True`` with optional ``multilabel``/``keep_qid``). With
     ``on_error="raise"`` the first bad line raises ``InputError`` naming file:line and reason, and no
     manifest is written; with ``"skip"`` bad lines are counted by reason in the manifest (records read ==
     written + skipped).
     """
     output = ShardOutputOptions(shard_size=shard_size, compression=compression, prefix=prefix, on_error=on_error)
     options = LibsvmOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, label_key, ids_key,
-                            values_key, output)
+                            values_key, output, sparse, multilabel, keep_qid, qid_key)
     return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
                block_size=block_size)
 
 
 def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, options: LibsvmOptions,
         *, workers: int | None = None, overwrite: bool = False, progress: bool = False,
-        block_size: int = DEFAULT_BLOCK_BYTES) -> Manifest:
+        block_size: int = DEFAULT_BLOCK_BYTES, allow_empty: bool = False) -> Manifest:
     """Convert LibSVM inputs into a shard set at ``out`` as ``options`` say; returns the Manifest.
 
     ``workers`` processes parse and serialize (default: all cores); the output bytes depend on neither it
-    nor ``block_size`` (the text read per task).
+    nor ``block_size`` (the text read per task). Inputs without a single valid line are an error unless
+    ``allow_empty`` (a part of a larger conversion, such as one Processing instance's share): then the
+    manifest lists no shard, only the accounting.
     """
     if not isinstance(options, LibsvmOptions):
         raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
@@ -71,22 +78,24 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         workers = cpu_count()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    workers = cap_workers(workers, "parser workers")
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     paths = expand_inputs(inputs)
+    refuse_inputs_in(paths, str(out))
     with ShardSetWriter(str(out), options.output, overwrite=overwrite) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
         try:
-            return _convert(paths, options, writer, pool, block_size, progress)
+            return _convert(paths, options, writer, pool, block_size, progress, allow_empty)
         finally:
             if pool is not None:
                 pool.close()
 
 
 def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool: Pool | None, block_size: int,
-             progress: bool) -> Manifest:
+             progress: bool, allow_empty: bool = False) -> Manifest:
     raise_on_bad = opts.output.on_error == "raise"
     if opts.index_base != "auto":
         base = opts.index_base
@@ -95,6 +104,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
     else:
         base = resolve_parallel(paths, block_size, pool)
     stats = {p: InputStats(p) for p in paths}
+    rows = RowTotals() if opts.sparse else None
     fallback = lines = 0
     total = None if any(compression_of(p) for p in paths) else sum(os.path.getsize(p) for p in paths)
     results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size, raise_on_bad)
@@ -107,6 +117,8 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
                                      path=path, line=b.line, reason=b.reason)
                 writer.write(res.framed, res.lengths)
                 _account(stats[path], res, path)
+                if rows is not None:
+                    rows.add(res.sparse)
                 fallback += res.fallback
                 lines += res.lines
                 bar.update(res.nbytes)
@@ -115,7 +127,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
         results.close()  # stops the worker pool now, also when a bad line raised
     read = sum(s.records_read for s in stats.values())
     blank = sum(s.blank_lines for s in stats.values())
-    if writer.records == 0:
+    if writer.records == 0 and not allow_empty:
         raise InputError(f"no records to write: the input holds no valid line ({blank} blank/comment "
                          f"line(s), {read} bad line(s) skipped)",
                          path=paths[0] if len(paths) == 1 else None, reason="empty_input")
@@ -131,8 +143,39 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
         log.info("%d line(s) needed the exact Python number parser", fallback)
     options = opts.to_json()
     options["index_base_used"] = base
+    extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
     return writer.finish(schema=opts.schema, inputs=[stats[p] for p in paths], options=options, kind="libsvm",
-                         extra={"index_base": base, "blank_lines": blank})
+                         extra=extra)
+
+
+class RowTotals:
+    """The sparse layout's manifest figures, summed over blocks (``sparse.row_stats`` of each)."""
+
+    def __init__(self):
+        self.rows = self.nonzeros = 0
+        self.min = self.max = 0
+        self.max_id = -1
+
+    def add(self, s: dict | None) -> None:
+        if not s or not s["rows"]:
+            return
+        self.min = s["min_nonzeros"] if not self.rows else min(self.min, s["min_nonzeros"])
+        self.max = max(self.max, s["max_nonzeros"])
+        self.rows += s["rows"]
+        self.nonzeros += s["nonzeros"]
+        self.max_id = max(self.max_id, s["max_id"])
+
+    def stats(self) -> dict[str, int]:
+        """The totals in ``sparse.row_stats``'s form (so totals of parts add up like blocks)."""
+        return {"rows": self.rows, "nonzeros": self.nonzeros, "min_nonzeros": self.min, "max_nonzeros": self.max,
+                "max_id": self.max_id}
+
+    def extra(self) -> dict:
+        """``num_features``: largest zero-based id + 1 (1 when no row has a feature, as scikit-learn's
+        ``n_features``); ``nonzeros``: per-row min/mean/max and the total."""
+        mean = round(self.nonzeros / self.rows, 4) if self.rows else 0.0
+        return {"num_features": max(self.max_id + 1, 1),
+                "nonzeros": {"min": self.min, "mean": mean, "max": self.max, "total": self.nonzeros}}
 
 
 def _account(st: InputStats, res, path: str) -> None:

@@ -1,7 +1,7 @@
 """The compiled LibSVM kernels (numba): one pass over a block's bytes parses every regular line into
 preallocated arrays, counts bad lines by reason (codes from ``reasons``) and hands a line it cannot decide
-exactly back to the caller (status FALLBACK) for the Python reference. Also the ``--index-base auto``
-scanners. No Python objects are built here; ``block`` drives these kernels.
+exactly back to the caller (status FALLBACK) for the Python reference; plus the token helpers the sparse
+kernel (``sparse_kernel``) shares. No Python objects are built here; ``block`` drives these kernels.
 
 Numbers are parsed exactly on a fast path: ``[+-]digits[.digits][e[+-]digits]`` with a mantissa below 2**53
 and a decimal exponent within +-22, which one multiplication or division by an exact power of ten rounds
@@ -27,7 +27,7 @@ from .reasons import (
     UNSORTED_INDEX,
 )
 
-__all__ = ["parse_kernel", "min_index_kernel", "has_zero_index_kernel", "POW10", "DONE", "ROWS_FULL", "FALLBACK"]
+__all__ = ["parse_kernel", "POW10", "DONE", "ROWS_FULL", "FALLBACK"]
 
 # kernel exit statuses
 DONE, ROWS_FULL, FALLBACK = 0, 1, 2
@@ -158,6 +158,92 @@ def _line_check(buf, start, n):
     return p, -1, -1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _scan_token(buf, t0, n):
+    """End of the token at ``t0`` and the position of its first ':' (-1 if none)."""
+    t1 = t0
+    colon = -1
+    while t1 < n and not _is_delim(buf[t1]):
+        if buf[t1] == 58 and colon < 0:
+            colon = t1
+        t1 += 1
+    return t1, colon
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_qid(buf, t0, t1):
+    """Whether the token ``[t0, t1)`` starts with ``qid:``."""
+    return (t1 - t0 >= 4 and buf[t0] == 113 and buf[t0 + 1] == 105 and buf[t0 + 2] == 100
+            and buf[t0 + 3] == 58)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hides_bytes(buf, t0, t1):
+    """Whether ``[t0, t1)`` holds a NUL or a byte >= 0x80 (which the Python reference must judge)."""
+    for j in range(t0, t1):
+        if buf[j] == 0 or buf[j] >= 128:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _index_reason(idx, prev, base, max_index):
+    """Why the index ``idx`` (after ``prev`` on its line) is bad, or -1."""
+    if idx == 0 and base == 1:
+        return INDEX_ZERO
+    if idx == prev:
+        return DUPLICATE_INDEX
+    if idx < prev:
+        return UNSORTED_INDEX
+    if max_index >= 0 and idx > max_index:
+        return INDEX_TOO_LARGE
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _irregular_reason(t0, colon):
+    """A token that is not ``digits:...`` (and not a qid): BAD_TOKEN, MISSING_INDEX, or -1 (Python judges)."""
+    if colon < 0:
+        return BAD_TOKEN
+    if colon == t0:
+        return MISSING_INDEX
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _line_end(buf, start, q, n, bad, b0, b1):
+    """After a line's tokens (``q`` at its newline, comment or the bad token): (eol, bad, b0, b1), where a
+    NUL anywhere / non-ASCII before '#' takes precedence (as in the Python reference)."""
+    if bad >= 0:
+        eol, why, at = _line_check(buf, start, n)
+        if why >= 0:
+            return eol, why, max(start, at - 10), min(eol, at + 10)
+        return eol, bad, b0, b1
+    eol = q
+    if q < n and buf[q] == 35:  # comment: only a NUL byte matters there
+        eol, why, at = _line_check(buf, q, n)
+        if why == NUL_BYTE:
+            return eol, NUL_BYTE, max(start, at - 10), min(eol, at + 10)
+    return eol, -1, b0, b1
+
+
+_UNDECIDED_VALUE = -2  # _value_outcome: the Python reference must judge the line
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _value_outcome(st, v, allow_nonfinite):
+    """What a scanned value (``_scan_float``'s status and number) means: (-1, float32) for a good value,
+    (MISSING_VALUE or NONFINITE, 0) for a bad one, (_UNDECIDED_VALUE, 0) when Python must judge it."""
+    if st == _UNDECIDED:
+        return _UNDECIDED_VALUE, np.float32(0.0)
+    if st == _EMPTY:
+        return MISSING_VALUE, np.float32(0.0)
+    v32 = np.float32(v)
+    if not allow_nonfinite and not np.isfinite(v32):
+        return NONFINITE, v32
+    return -1, v32
+
+
 @njit(cache=True, nogil=True)
 def _record_bad(counts, ex, state, reason, line, t0, t1):
     counts[reason] += 1
@@ -168,6 +254,23 @@ def _record_bad(counts, ex, state, reason, line, t0, t1):
         ex[k, 2] = t0
         ex[k, 3] = t1
         state[4] = k + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _blank_line(buf, start, n, counts, ex, state, line):
+    """Skip the whitespace at ``start``: (first token, -1), or for a blank/comment-only line (counted in
+    state[3], or as bad if it holds a NUL / a non-ASCII byte before '#') (eol, start of the next line)."""
+    q = start
+    while q < n and _is_ws(buf[q]):
+        q += 1
+    if q < n and buf[q] != 10 and buf[q] != 35:
+        return q, -1
+    eol, why, at = _line_check(buf, q, n)
+    if why >= 0:
+        _record_bad(counts, ex, state, why, line, max(start, at - 10), min(eol, at + 10))
+    else:
+        state[3] += 1
+    return eol, eol + 1
 
 
 @njit(cache=True, nogil=True)
@@ -188,16 +291,9 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
             state[2] = row
             return ROWS_FULL
         start = pos
-        q = pos
-        while q < n and _is_ws(buf[q]):
-            q += 1
-        if q >= n or buf[q] == 10 or buf[q] == 35:  # blank or comment-only line
-            eol, why, at = _line_check(buf, q, n)
-            if why >= 0:
-                _record_bad(counts, ex, state, why, line, max(start, at - 10), min(eol, at + 10))
-            else:
-                state[3] += 1
-            pos = eol + 1
+        q, nxt = _blank_line(buf, start, n, counts, ex, state, line)
+        if nxt >= 0:
+            pos = nxt
             line += 1
             continue
         t0 = q
@@ -236,17 +332,9 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
                 q += 1
             if nd == 0 or nd > 18 or q >= n or buf[q] != 58:
                 # irregular token: qid, no colon, no index, or something Python must judge
-                t1 = q
-                colon = -1
-                while t1 < n and not _is_delim(buf[t1]):
-                    if buf[t1] == 58 and colon < 0:
-                        colon = t1
-                    t1 += 1
-                if (first and t1 - t0 >= 4 and buf[t0] == 113 and buf[t0 + 1] == 105 and buf[t0 + 2] == 100
-                        and buf[t0 + 3] == 58):
-                    for j in range(t0, t1):  # qid:... ignored, unless it hides bytes Python must judge
-                        if buf[j] == 0 or buf[j] >= 128:
-                            fallback = True
+                t1, colon = _scan_token(buf, t0, n)
+                if first and _is_qid(buf, t0, t1):
+                    fallback = _hides_bytes(buf, t0, t1)  # qid:... ignored, unless it hides such bytes
                     first = False
                     q = t1
                     if fallback:
@@ -254,40 +342,21 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
                     continue
                 b0 = t0
                 b1 = t1
-                if colon < 0:
-                    bad = BAD_TOKEN
-                elif colon == t0:
-                    bad = MISSING_INDEX
-                else:
-                    fallback = True
+                bad = _irregular_reason(t0, colon)
+                fallback = bad < 0
                 break
             first = False
             q += 1  # past ':'
-            if idx == 0 and base == 1:
-                bad = INDEX_ZERO
-            elif idx == prev:
-                bad = DUPLICATE_INDEX
-            elif idx < prev:
-                bad = UNSORTED_INDEX
-            elif max_index >= 0 and idx > max_index:
-                bad = INDEX_TOO_LARGE
+            bad = _index_reason(idx, prev, base, max_index)
             if bad >= 0:
                 b0 = t0
                 b1 = _token_end(buf, q, n)
                 break
             prev = idx
             st, v, q = _scan_float(buf, q, n, pow10)
-            if st == _UNDECIDED:
-                fallback = True
-                break
-            if st == _EMPTY:
-                bad = MISSING_VALUE
-                b0 = t0
-                b1 = q
-                break
-            v32 = np.float32(v)
-            if not allow_nonfinite and not np.isfinite(v32):
-                bad = NONFINITE
+            bad, v32 = _value_outcome(st, v, allow_nonfinite)
+            if bad >= 0 or bad == _UNDECIDED_VALUE:
+                fallback = bad == _UNDECIDED_VALUE
                 b0 = t0
                 b1 = q
                 break
@@ -300,30 +369,16 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
             state[1] = line
             state[2] = row
             return FALLBACK
-        if bad >= 0:
-            # a NUL anywhere / non-ASCII before '#' takes precedence (as in the Python reference)
-            eol, why, at = _line_check(buf, start, n)
-            if why >= 0:
-                bad = why
-                b0 = max(start, at - 10)
-                b1 = min(eol, at + 10)
-        else:
-            eol = q
-            if q < n and buf[q] == 35:  # comment: only a NUL byte matters there
-                eol, why, at = _line_check(buf, q, n)
-                if why == NUL_BYTE:
-                    bad = NUL_BYTE
-                    b0 = max(start, at - 10)
-                    b1 = min(eol, at + 10)
-            if bad < 0 and k != field_size:
-                if k < field_size and pad:
-                    for j in range(k, field_size):
-                        ids[row, j] = 0
-                        values[row, j] = 0.0
-                elif not (k > field_size and truncate):
-                    bad = PAIR_COUNT
-                    b0 = -1  # no token: the example carries the pair count instead
-                    b1 = k
+        eol, bad, b0, b1 = _line_end(buf, start, q, n, bad, b0, b1)
+        if bad < 0 and k != field_size:
+            if k < field_size and pad:
+                for j in range(k, field_size):
+                    ids[row, j] = 0
+                    values[row, j] = 0.0
+            elif not (k > field_size and truncate):
+                bad = PAIR_COUNT
+                b0 = -1  # no token: the example carries the pair count instead
+                b1 = k
         if bad >= 0:
             _record_bad(counts, ex, state, bad, line, b0, b1)
         else:
@@ -334,75 +389,3 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
     state[1] = line
     state[2] = row
     return DONE
-
-
-@njit(cache=True, nogil=True)
-def min_index_kernel(buf):
-    """Smallest index (>= 0) among feature tokens ``[+-]digits:...`` outside comments; -1 if none."""
-    n = buf.shape[0]
-    best = np.int64(-1)
-    q = 0
-    while q < n:
-        # label (first token of the line)
-        while q < n and _is_ws(buf[q]):
-            q += 1
-        tok = 0
-        while q < n:
-            while q < n and _is_ws(buf[q]):
-                q += 1
-            if q >= n or buf[q] == 10 or buf[q] == 35:
-                break
-            if tok > 0:
-                j = q
-                if buf[j] == 43 or buf[j] == 45:
-                    j += 1
-                v = np.int64(0)
-                nd = 0
-                while j < n and 48 <= buf[j] <= 57:
-                    if nd < 18:
-                        v = v * 10 + (buf[j] - 48)
-                    nd += 1
-                    j += 1
-                if 0 < nd <= 18 and j < n and buf[j] == 58 and (best < 0 or v < best):
-                    best = v
-                    if best == 0:
-                        return 0
-                q = j
-            while q < n and not _is_delim(buf[q]):
-                q += 1
-            tok += 1
-        while q < n and buf[q] != 10:  # rest of the line (a comment)
-            q += 1
-        q += 1
-    return best
-
-
-@njit(cache=True, nogil=True)
-def has_zero_index_kernel(buf):
-    """True if some feature token (not a label, not in a comment) has index 0 (``0:``, ``00:``, ``+0:``)."""
-    n = buf.shape[0]
-    for i in range(1, n):
-        if buf[i] != 58 or buf[i - 1] != 48:
-            continue
-        j = i - 1
-        while j >= 0 and buf[j] == 48:
-            j -= 1
-        if j >= 0 and (buf[j] == 43 or buf[j] == 45):
-            j -= 1
-        if j >= 0 and not (_is_ws(buf[j]) or buf[j] == 10):
-            continue
-        # the token starts at j + 1: an index only if a label precedes it on its line, outside a comment
-        ls = j
-        while ls >= 0 and buf[ls] != 10:
-            ls -= 1
-        seen = False
-        comment = False
-        for k in range(ls + 1, j + 1):
-            if buf[k] == 35:
-                comment = True
-                break
-            if not _is_ws(buf[k]):
-                seen = True
-        if seen and not comment:
-            return True
-    return False

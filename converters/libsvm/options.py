@@ -1,6 +1,10 @@
 """What decides a LibSVM conversion's output: ``ParseOptions`` (how a line becomes a record, the kernel's view)
 and ``LibsvmOptions`` (everything recorded in the manifest: parsing, feature names and the shared
-``ShardOutputOptions``), plus the feature schema they imply."""
+``ShardOutputOptions``), plus the feature schema they imply.
+
+Two layouts: fixed width (``field_size`` pairs per line: ``ids``/``values`` of shape ``[field_size]``) and
+sparse (``sparse=True``: any number of pairs per line, ``ids``/``values`` of variable length, optionally a
+multi-label ``label`` list and a ``qid``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,9 +18,24 @@ INDEX_BASES = ("auto", 0, 1)
 _INT64_MAX = (1 << 63) - 1
 
 
-def _check_field_size(v) -> None:
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise ValueError(f"field_size must be a positive integer, got {v!r}")
+def _check_layout(field_size, sparse, pad, truncate, multilabel, keep_qid) -> None:
+    """Exactly one of ``field_size`` / ``sparse``; the options of the other layout are refused, naming them."""
+    for name, v in (("sparse", sparse), ("pad", pad), ("truncate", truncate), ("multilabel", multilabel),
+                    ("keep_qid", keep_qid)):
+        if not isinstance(v, bool):
+            raise ValueError(f"{name} must be True or False, got {v!r}")
+    if sparse:
+        if field_size is not None:
+            raise ValueError(f"sparse rows have any number of pairs: give field_size=None, got {field_size!r}")
+        if pad or truncate:
+            raise ValueError("pad/truncate apply to fixed-width rows (field_size), not to sparse=True")
+        return
+    if field_size is None:
+        raise ValueError("give field_size (pairs per line) or sparse=True (any number of pairs per line)")
+    if not isinstance(field_size, int) or isinstance(field_size, bool) or field_size <= 0:
+        raise ValueError(f"field_size must be a positive integer, got {field_size!r}")
+    if multilabel or keep_qid:
+        raise ValueError(f"{'multilabel' if multilabel else 'keep_qid'} needs sparse=True (variable-length rows)")
 
 
 def _check_max_index(v) -> None:
@@ -27,17 +46,21 @@ def _check_max_index(v) -> None:
 @dataclass(frozen=True)
 class ParseOptions:
     """How lines become records. ``index_base`` is 0 or 1 here (``auto`` is decided by the caller over all
-    inputs with ``min_index``). ``max_index`` bounds indices as written in the file."""
+    inputs with ``min_index``). ``max_index`` bounds indices as written in the file. ``field_size`` for
+    fixed-width rows, or ``sparse=True`` (then ``multilabel`` and ``keep_qid`` may be set)."""
 
-    field_size: int
+    field_size: int | None = None
     index_base: int = 1
     pad: bool = False
     truncate: bool = False
     allow_nonfinite: bool = False
     max_index: int | None = None
+    sparse: bool = False
+    multilabel: bool = False
+    keep_qid: bool = False
 
     def __post_init__(self):
-        _check_field_size(self.field_size)
+        _check_layout(self.field_size, self.sparse, self.pad, self.truncate, self.multilabel, self.keep_qid)
         if self.index_base not in (0, 1) or isinstance(self.index_base, bool):
             raise ValueError(f"index_base must be 0 or 1 here, got {self.index_base!r}")
         _check_max_index(self.max_index)
@@ -54,9 +77,11 @@ class LibsvmOptions:
 
     ``index_base`` is ``"auto"`` (decided over all inputs: zero-based if any index 0 appears anywhere),
     0 or 1. ``output`` holds the options every converter shares (shard size, compression, prefix, on-error).
+    Give ``field_size`` (fixed width) or ``sparse=True``; ``multilabel`` and ``keep_qid`` (feature
+    ``qid_key``) go with ``sparse``.
     """
 
-    field_size: int
+    field_size: int | None = None
     index_base: str | int = "auto"
     pad: bool = False
     truncate: bool = False
@@ -66,44 +91,63 @@ class LibsvmOptions:
     ids_key: str = "ids"
     values_key: str = "values"
     output: ShardOutputOptions = field(default_factory=ShardOutputOptions)
+    sparse: bool = False
+    multilabel: bool = False
+    keep_qid: bool = False
+    qid_key: str = "qid"
 
     def __post_init__(self):
-        _check_field_size(self.field_size)
+        _check_layout(self.field_size, self.sparse, self.pad, self.truncate, self.multilabel, self.keep_qid)
         base = self.index_base
         if isinstance(base, str) and base in ("0", "1"):
             object.__setattr__(self, "index_base", int(base))
         elif base not in INDEX_BASES or isinstance(base, bool):
             raise ValueError(f"index_base must be 'auto', 0 or 1, got {base!r}")
         _check_max_index(self.max_index)
-        for k in self.keys:
+        for k in (*self.keys[:3], self.qid_key):
             if not isinstance(k, str) or not k:
                 raise ValueError(f"feature names must be non-empty strings, got {k!r}")
-        if len(set(self.keys)) != 3:
-            raise ValueError(f"label/ids/values feature names must differ, got {self.keys}")
+        if len(set(self.keys)) != len(self.keys):
+            raise ValueError(f"feature names must differ, got {self.keys}")
         if not isinstance(self.output, ShardOutputOptions):
             raise ValueError(f"output must be a ShardOutputOptions, got {type(self.output).__name__}")
 
     @property
-    def keys(self) -> tuple[str, str, str]:
-        return self.label_key, self.ids_key, self.values_key
+    def keys(self) -> tuple[str, ...]:
+        """Feature names: label, ids, values (and qid with ``keep_qid``)."""
+        own = (self.label_key, self.ids_key, self.values_key)
+        return (*own, self.qid_key) if self.keep_qid else own
 
     @property
     def schema(self) -> Schema:
-        return libsvm_schema(self.field_size, *self.keys)
+        return libsvm_schema(self.field_size, self.label_key, self.ids_key, self.values_key,
+                             multilabel=self.multilabel, qid=self.qid_key if self.keep_qid else None)
 
     def parse_options(self, index_base: int) -> ParseOptions:
         """The kernel's options once the index base is known (``auto`` resolved)."""
         return ParseOptions(self.field_size, index_base, self.pad, self.truncate, self.allow_nonfinite,
-                            self.max_index)
+                            self.max_index, self.sparse, self.multilabel, self.keep_qid)
 
     def to_json(self) -> dict:
-        """The manifest's ``options``: one flat dict (parsing, names and the shard-output options)."""
-        own = {k: getattr(self, k) for k in ("field_size", "index_base", "pad", "truncate", "allow_nonfinite",
-                                              "max_index", "label_key", "ids_key", "values_key")}
-        return {**own, **self.output.to_json()}
+        """The manifest's ``options``: one flat dict (parsing, names and the shard-output options). The sparse
+        options appear only for a sparse conversion, so fixed-width manifests read as they always did."""
+        names = ["field_size", "index_base", "pad", "truncate", "allow_nonfinite", "max_index", "label_key",
+                 "ids_key", "values_key"]
+        if self.sparse:
+            names += ["sparse", "multilabel", "keep_qid", "qid_key"]
+        return {**{k: getattr(self, k) for k in names}, **self.output.to_json()}
 
 
-def libsvm_schema(field_size: int, label: str = "label", ids: str = "ids", values: str = "values") -> Schema:
-    """The fixed-width LibSVM schema: float32 label, int64 ids[field_size], float32 values[field_size]."""
+def libsvm_schema(field_size: int | None, label: str = "label", ids: str = "ids", values: str = "values", *,
+                  multilabel: bool = False, qid: str | None = None) -> Schema:
+    """The LibSVM schema. Fixed width: float32 label, int64 ids[field_size], float32 values[field_size].
+    Sparse (``field_size=None``): variable-length int64 ids and float32 values; the label a float32 scalar, or
+    a variable-length float32 list with ``multilabel``; plus an int64 scalar ``qid`` if named."""
+    if field_size is None:
+        feats = [FeatureSpec(label, "float32", None if multilabel else ()), FeatureSpec(ids, "int64", None),
+                 FeatureSpec(values, "float32", None)]
+        if qid is not None:
+            feats.append(FeatureSpec(qid, "int64"))
+        return Schema(tuple(feats), label=label)
     return Schema((FeatureSpec(label, "float32"), FeatureSpec(ids, "int64", (field_size,)),
                    FeatureSpec(values, "float32", (field_size,))), label=label)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 __all__ = ["REASONS", "REASON_TEXT", "CODE", "BadLine", "pair_count_token", "NUL_BYTE", "NON_ASCII", "BAD_LABEL",
            "BAD_TOKEN", "MISSING_INDEX", "BAD_INDEX", "NEGATIVE_INDEX", "INDEX_ZERO", "UNSORTED_INDEX",
-           "DUPLICATE_INDEX", "INDEX_TOO_LARGE", "MISSING_VALUE", "BAD_VALUE", "NONFINITE", "PAIR_COUNT"]
+           "DUPLICATE_INDEX", "INDEX_TOO_LARGE", "MISSING_VALUE", "BAD_VALUE", "NONFINITE", "PAIR_COUNT", "BAD_QID",
+           "MISSING_QID"]
 
 # Reason codes for bad lines: a code is the reason's position here. Order = documentation order.
 REASONS = (
@@ -25,9 +26,12 @@ REASONS = (
     "bad_value",         # value is not a number ('3:x', '3:4:5')
     "nonfinite",         # nan/inf label or value (also a float32 overflow), unless allowed
     "pair_count",        # number of index:value pairs differs from field_size (and no pad/truncate)
+    "bad_qid",           # --keep-qid: 'qid:x', 'qid:' (the value is not an integer that fits int64)
+    "missing_qid",       # --keep-qid: a line without 'qid:N'
 )
 (NUL_BYTE, NON_ASCII, BAD_LABEL, BAD_TOKEN, MISSING_INDEX, BAD_INDEX, NEGATIVE_INDEX, INDEX_ZERO, UNSORTED_INDEX,
- DUPLICATE_INDEX, INDEX_TOO_LARGE, MISSING_VALUE, BAD_VALUE, NONFINITE, PAIR_COUNT) = range(len(REASONS))
+ DUPLICATE_INDEX, INDEX_TOO_LARGE, MISSING_VALUE, BAD_VALUE, NONFINITE, PAIR_COUNT, BAD_QID,
+ MISSING_QID) = range(len(REASONS))
 CODE = {r: i for i, r in enumerate(REASONS)}
 
 REASON_TEXT = {
@@ -46,6 +50,8 @@ REASON_TEXT = {
     "bad_value": "value is not a number",
     "nonfinite": "nan/inf value (pass --allow-nonfinite to keep them)",
     "pair_count": "wrong number of index:value pairs for --field-size (see --pad / --truncate)",
+    "bad_qid": "qid is not an integer that fits int64",
+    "missing_qid": "no qid:N on this line (--keep-qid needs one on every line)",
 }
 
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 
 from .options import ParseOptions
-from .reasons import pair_count_token
+from .reasons import CODE, BadLine, pair_count_token
 
-__all__ = ["parse_line", "LineError", "to_f32"]
+__all__ = ["parse_line", "parse_sparse_line", "LineError", "to_f32", "hand_over"]
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -31,9 +31,67 @@ _PY_WS = b" \t\r\x0b\x0c\n"
 
 
 def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[float]] | None:
-    """Parse one line (without its newline). Returns None for a blank/comment-only line, else
-    ``(label32, ids, values32)`` with ids zero-based and padded/truncated to ``field_size``; raises
+    """Parse one line (without its newline) into a fixed-width row. Returns None for a blank/comment-only
+    line, else ``(label32, ids, values32)`` with ids zero-based and padded/truncated to ``field_size``; raises
     ``LineError`` for a bad line."""
+    parts = _tokens(line)
+    if not parts:
+        return None
+    label32 = _number(parts[0], opts, "bad_label")
+    feats = parts[1:]
+    if feats and feats[0].startswith(b"qid:"):
+        feats = feats[1:]
+    ids, vals = _pairs(feats, opts)
+    k, f = len(ids), opts.field_size
+    if k != f:
+        if k < f and opts.pad:
+            ids += [0] * (f - k)
+            vals += [0.0] * (f - k)
+        elif k > f and opts.truncate:
+            del ids[f:], vals[f:]
+        else:
+            raise LineError("pair_count", pair_count_token(k, f))
+    return label32, ids, vals
+
+
+def parse_sparse_line(line: bytes, opts: ParseOptions
+                      ) -> tuple[list[float], int | None, list[int], list[float]] | None:
+    """Parse one line (without its newline) into a sparse row, as scikit-learn's ``load_svmlight_file``
+    does. Returns None for a blank/comment-only line, else ``(labels32, qid, ids, values32)``: one label, or
+    with ``multilabel`` the comma-separated labels sorted ascending (none when the first token is already
+    ``index:value``); ``qid`` the int of a leading ``qid:N`` with ``keep_qid`` (else None); ids zero-based.
+    Raises ``LineError`` for a bad line."""
+    parts = _tokens(line)
+    if not parts:
+        return None
+    if not opts.multilabel:
+        labels, feats = [_number(parts[0], opts, "bad_label")], parts[1:]
+    elif b":" in parts[0]:
+        labels, feats = [], parts
+    else:
+        try:
+            ys = sorted(float(y) for y in parts[0].split(b","))
+        except ValueError:
+            raise LineError("bad_label", parts[0]) from None
+        labels, feats = [_finite32(y, parts[0], opts) for y in ys], parts[1:]
+    qid = None
+    if feats and feats[0].startswith(b"qid:"):
+        if opts.keep_qid:
+            try:
+                qid = int(feats[0][4:])
+            except ValueError:
+                raise LineError("bad_qid", feats[0]) from None
+            if not -_INT64_MAX - 1 <= qid <= _INT64_MAX:
+                raise LineError("bad_qid", feats[0])
+        feats = feats[1:]
+    elif opts.keep_qid:
+        raise LineError("missing_qid")
+    ids, vals = _pairs(feats, opts)
+    return labels, qid, ids, vals
+
+
+def _tokens(line: bytes) -> list[bytes]:
+    """The line's tokens (comment cut, split on ASCII whitespace), after the NUL / non-ASCII checks."""
     nul = line.find(b"\x00")
     if nul >= 0:
         raise LineError("nul_byte", line[max(0, nul - 10): nul + 10])
@@ -41,19 +99,27 @@ def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[
     if not content.isascii():
         bad = next(i for i, c in enumerate(content) if c >= 0x80)
         raise LineError("non_ascii", content[max(0, bad - 10): bad + 10])
-    parts = content.split()
-    if not parts:
-        return None
+    return content.split()
+
+
+def _number(tok: bytes, opts: ParseOptions, reason: str) -> float:
+    """A label or value token as float32 (exact: Python's float, then a float32 cast)."""
     try:
-        label = float(parts[0])
+        v = float(tok)
     except ValueError:
-        raise LineError("bad_label", parts[0]) from None
-    label32 = to_f32(label)
-    if not opts.allow_nonfinite and not math.isfinite(label32):
-        raise LineError("nonfinite", parts[0])
-    feats = parts[1:]
-    if feats and feats[0].startswith(b"qid:"):
-        feats = feats[1:]
+        raise LineError(reason, tok) from None
+    return _finite32(v, tok, opts)
+
+
+def _finite32(v: float, tok: bytes, opts: ParseOptions) -> float:
+    v32 = to_f32(v)
+    if not opts.allow_nonfinite and not math.isfinite(v32):
+        raise LineError("nonfinite", tok)
+    return v32
+
+
+def _pairs(feats: list[bytes], opts: ParseOptions) -> tuple[list[int], list[float]]:
+    """The ``index:value`` tokens of a line: zero-based ids and float32 values, checked in line order."""
     ids: list[int] = []
     vals: list[float] = []
     prev = -1
@@ -86,21 +152,9 @@ def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[
             v = float(val_s)
         except ValueError:
             raise LineError("bad_value", tok) from None
-        v32 = to_f32(v)
-        if not opts.allow_nonfinite and not math.isfinite(v32):
-            raise LineError("nonfinite", tok)
         ids.append(idx - opts.index_base)
-        vals.append(v32)
-    k, f = len(ids), opts.field_size
-    if k != f:
-        if k < f and opts.pad:
-            ids += [0] * (f - k)
-            vals += [0.0] * (f - k)
-        elif k > f and opts.truncate:
-            del ids[f:], vals[f:]
-        else:
-            raise LineError("pair_count", pair_count_token(k, f))
-    return label32, ids, vals
+        vals.append(_finite32(v, tok, opts))
+    return ids, vals
 
 
 def to_f32(v: float) -> float:
@@ -109,3 +163,24 @@ def to_f32(v: float) -> float:
 
 
 # --------------------------------------------------------------------------------------------------------
+
+
+def hand_over(block: bytes, state, parse, opts: ParseOptions, counts, bad: list, max_examples: int):
+    """The line a kernel handed over (FALLBACK at ``state[0]``) through the Python ``parse`` (``parse_line``
+    or ``parse_sparse_line``): a bad line is counted by reason (and kept among the first ``max_examples``), a
+    blank one counted in ``state[3]``; ``state`` then moves past the line. Returns the parsed row or None."""
+    start = int(state[0])
+    end = block.find(b"\n", start)
+    try:
+        parsed = parse(block[start: len(block) if end < 0 else end], opts)
+    except LineError as e:
+        counts[CODE[e.reason]] += 1
+        if len(bad) < max_examples:
+            bad.append(BadLine(int(state[1]), e.reason, e.token))
+        parsed = None
+    else:
+        if parsed is None:
+            state[3] += 1
+    state[0] = len(block) if end < 0 else end + 1
+    state[1] += 1
+    return parsed

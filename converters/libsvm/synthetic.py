@@ -1,4 +1,5 @@
-"""Small generated data sets: Criteo-like LibSVM text and ready-made shard sets (samples, tests, benchmarks).
+"""Small generated data sets: Criteo-like LibSVM text and ready-made shard sets (samples, tests, benchmarks),
+and sparse LibSVM text like the LIBSVM collection's (rows of any length, optionally with ``qid:``).
 
 Criteo-like lines have ``field_size`` fields (13 numeric + the rest categorical for 39); ids are global
 (each field owns a disjoint id range, so ids in a line are strictly increasing) and one-based.
@@ -11,7 +12,8 @@ import numpy as np
 
 from .options import libsvm_schema
 
-__all__ = ["criteo_arrays", "criteo_lines", "write_criteo_libsvm", "write_criteo_shards"]
+__all__ = ["criteo_arrays", "criteo_lines", "write_criteo_libsvm", "write_criteo_shards", "sparse_lines",
+           "write_sparse_libsvm"]
 
 NUMERIC_FIELDS = 13
 CATEGORY_CARDINALITY = 10_000
@@ -82,3 +84,36 @@ def write_criteo_shards(out: str, n: int, *, field_size: int = 39, seed: int = 0
             stats.records_written += m
         return w.finish(schema=schema, inputs=[stats], kind="libsvm",
                         options={"synthetic": True, "field_size": field_size, "seed": seed})
+
+
+def sparse_lines(n: int, *, seed: int = 0, max_nonzeros: int = 150, max_index: int = 200_000, qid: bool = False
+                 ) -> bytes:
+    """``n`` sparse LibSVM lines (one-based, sorted unique ids up to ``max_index``; 0 to ``max_nonzeros``
+    pairs per line; tf-idf-like values with 6 significant digits, some integers; labels +1/-1; with ``qid``
+    a ``qid:N`` per line, ~20 lines per query) as bytes."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, max_nonzeros + 1, n)
+    out = []
+    for i in range(n):
+        ids = np.unique(rng.integers(1, max_index + 1, counts[i]))
+        vals = rng.random(ids.size)
+        ints = rng.random(ids.size) < 0.2
+        parts = ["+1" if rng.random() < 0.5 else "-1"]
+        if qid:
+            parts.append(f"qid:{seed * 1_000_000 + i // 20}")
+        parts += [f"{j}:1" if b else f"{j}:{v:.6g}" for j, v, b in zip(ids.tolist(), vals.tolist(), ints.tolist())]
+        out.append(" ".join(parts))
+    return ("\n".join(out) + "\n").encode("ascii")
+
+
+def write_sparse_libsvm(path: str | os.PathLike, n: int, *, seed: int = 0, max_nonzeros: int = 150,
+                        max_index: int = 200_000, qid: bool = False, block: int = 20_000) -> int:
+    """Write ``n`` sparse lines (see ``sparse_lines``) to ``path`` in blocks. Returns bytes written."""
+    written = 0
+    with open(path, "wb") as f:
+        for start in range(0, n, block):
+            data = sparse_lines(min(block, n - start), seed=seed + start, max_nonzeros=max_nonzeros,
+                                max_index=max_index, qid=qid)
+            f.write(data)
+            written += len(data)
+    return written

@@ -5,12 +5,21 @@ read their own line-aligned byte ranges of plain files (``read_range``: nothing 
 compressed inputs are decompressed here and sent as blocks), parse and serialize them; results come back
 strictly in input order with at most ``2 * workers`` tasks in flight (``util.ordered.ordered_map``), line
 numbers renumbered from the running line count, so the output is byte-identical whatever ``workers`` is.
+
+Workers never outlive the run: each asks the kernel to kill it when its parent dies (``PR_SET_PDEATHSIG`` on
+Linux) and watches its parent process id besides (elsewhere, or if the parent died before that was set up);
+they ignore Ctrl-C, which the main process handles. A worker that dies (killed, out of memory) ends the run
+with one line saying so.
 """
 from __future__ import annotations
 
 import logging
+import mmap
 import os
+import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -18,10 +27,12 @@ import numpy as np
 
 from ..shardset.manifest import MAX_EXAMPLES
 from ..sources import compression_of, iter_blocks
-from ..util.errors import InputError
+from ..util.errors import InputError, TfpipeError
+from ..util.fs import open_regular
 from ..util.ordered import ordered_map
 from .block import has_zero_index, parse, serialize_parsed
 from .reasons import BadLine
+from .sparse import SparseBlock, row_stats
 
 __all__ = ["BlockResult", "Pool", "read_range", "run_blocks", "resolve_index_base", "resolve_parallel",
            "start_method", "byte_ranges", "work_block"]
@@ -42,9 +53,10 @@ class BlockResult:
     nbytes: int = 0
     lines: int = 0
     fallback: int = 0
+    sparse: dict | None = None  # sparse layout: sparse.row_stats of the written rows
 
 
-def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, str, str], stop_on_bad: bool
+def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...], stop_on_bad: bool
           ) -> BlockResult:
     """Parse + serialize one block (runs in a worker process, or inline with workers=1)."""
     pb = parse(block, popts, first_line, MAX_EXAMPLES)
@@ -53,19 +65,53 @@ def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, str
     else:
         framed, lengths = serialize_parsed(pb, schema_keys)
     return BlockResult(framed, lengths, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
-                        pb.fallback_lines)
+                        pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None)
 
 
 def resolve_index_base(paths: list[str], block_size: int) -> int:
     """``--index-base auto`` over all inputs: 0 if any index 0 appears anywhere, else 1 (one pass over
     the inputs; stops at the first index 0)."""
     for path in paths:
-        for block, _, _ in iter_blocks(path, block_size):
-            if has_zero_index(block):
-                log.info("index base auto: index 0 found in %s -> zero-based", path)
-                return 0
+        if _file_has_zero_index(path, block_size):
+            log.info("index base auto: index 0 found in %s -> zero-based", path)
+            return 0
     log.info("index base auto: no index 0 in %d input(s) -> one-based", len(paths))
     return 1
+
+
+_SCAN_WINDOW = 64 << 20  # 64 MiB of a memory-mapped file scanned at a time
+
+
+def _file_has_zero_index(path: str, block_size: int) -> bool:
+    """A plain file is scanned in place (memory-mapped: no copies, no line counting; measured ~3x less CPU
+    than block reads), a compressed one (or one that cannot be mapped) block by block."""
+    if compression_of(path) is None:
+        try:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                return _mapped_has_zero_index(mm)
+        except (OSError, ValueError):  # empty or special file: read it
+            pass
+    return any(has_zero_index(block) for block, _, _ in iter_blocks(path, block_size))
+
+
+def _mapped_has_zero_index(mm: mmap.mmap, window: int = _SCAN_WINDOW) -> bool:
+    """Windows of whole lines; each window's pages are dropped from this process once scanned, so the resident
+    memory stays about one window whatever the file size."""
+    size, start = len(mm), 0
+    while start < size:
+        end = min(size, start + window)
+        if end < size:
+            cut = mm.rfind(b"\n", start, end)
+            end = cut + 1 if cut >= 0 else (mm.find(b"\n", end) + 1 or size)
+        with memoryview(mm)[start:end] as view:
+            hit = has_zero_index(view)
+        if hasattr(mm, "madvise"):
+            page = start - start % mmap.PAGESIZE
+            mm.madvise(mmap.MADV_DONTNEED, page, end - page)
+        if hit:
+            return True
+        start = end
+    return False
 
 
 def _line_start(f, pos: int, size: int) -> int:
@@ -89,7 +135,7 @@ def _line_start(f, pos: int, size: int) -> int:
 def read_range(path: str, start: int, stop: int) -> bytes:
     """The whole lines of a plain file that *start* in ``[start, stop)``: consecutive ranges partition the
     file into whole lines, so a worker can read its own block and nothing is sent to it but numbers."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         a = _line_start(f, start, size)
         b = _line_start(f, stop, size)
@@ -150,6 +196,46 @@ def start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _init_worker(parent_pid: int) -> None:
+    """Worker start-up: die with the parent, leave Ctrl-C to the main process, and end quietly when the pool
+    terminates it (a forked worker would otherwise inherit the CLI's SIGTERM handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watcher below still runs
+            pass
+    if not _alive(parent_pid):  # the parent died before the death signal was armed
+        os._exit(1)
+    ppid = os.getppid()
+    threading.Thread(target=_watch_parent, args=(parent_pid, ppid), name="tfpipe-parent-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch_parent(parent_pid: int, ppid: int, period: float = 1.0) -> None:
+    """Exit when the run's main process is gone or this process was re-parented (portable fallback)."""
+    while True:
+        time.sleep(period)
+        if os.getppid() != ppid or not _alive(parent_pid):
+            os._exit(1)
+
+
 class Pool:
     """Worker processes (forked after the kernels are loaded, so they start warm, where that is safe)."""
 
@@ -157,19 +243,38 @@ class Pool:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        warm = b"1" + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size)) + b"\n"
+        warm = (b"1" + (b" qid:1" if popts.keep_qid else b"")
+                + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size or 1)) + b"\n")
         work_block(warm, 1, popts, keys, False)
         has_zero_index(warm)
         ctx = mp.get_context(start_method())
         self.workers = workers
-        self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                            initargs=(os.getpid(),))
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
 
 
+def _worker_results(results):
+    """``results`` with a dead worker process turned into one clear error."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield from results
+    except BrokenProcessPool:
+        raise _died() from None
+
+
+def _died() -> TfpipeError:
+    return TfpipeError("a parser worker process died (killed by a signal, or out of memory); nothing was "
+                       "written: rerun, with fewer --workers if memory is short")
+
+
 def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
     """``resolve_index_base`` with the plain files scanned by the workers."""
+    from concurrent.futures.process import BrokenProcessPool
+
     futures = []
     try:
         for path in paths:
@@ -185,6 +290,8 @@ def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
             if fut.result():
                 log.info("index base auto: index 0 found in %s -> zero-based", path)
                 return 0
+    except BrokenProcessPool:  # a worker died, while tasks were submitted or while they ran
+        raise _died() from None
     finally:
         for _, fut in futures:
             fut.cancel()
@@ -204,7 +311,7 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad):
         _, fn, args = task
         return pool.executor.submit(fn, *args, popts, keys, stop_on_bad)
 
-    for (path, _, _), res in ordered_map(submit, _tasks(paths, block_size), 2 * pool.workers):
+    for (path, _, _), res in _worker_results(ordered_map(submit, _tasks(paths, block_size), 2 * pool.workers)):
         first = next_line[path]
         next_line[path] = first + res.lines
         if first != 1:

@@ -7,20 +7,23 @@ per-input-file accounting (records read / written / skipped by reason); options 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..tfrecord.schema import Schema
-from ..util.errors import TfpipeError
+from ..util.errors import IntegrityError, TfpipeError
 from ..util.version import __version__
+from .naming import check_plain_name, check_shard_name
 from .options import normalize_compression
 
 __all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "MAX_EXAMPLES", "ShardInfo", "InputStats", "Manifest",
-           "manifest_bytes"]
+           "manifest_bytes", "check_entries"]
 
 MANIFEST_NAME = "index.json"
 FORMAT_VERSION = 1
 MAX_EXAMPLES = 20  # skipped-line examples kept per input file
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)
@@ -131,11 +134,17 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: dict, location: str | None = None) -> "Manifest":
+        """Parse a manifest. Every entry that names a file is checked first (``check_entries``): a name
+        that could lead out of the shard set is an IntegrityError naming the entry, whatever reads it."""
+        where = f" {location}" if location else ""
+        if not isinstance(data, dict):
+            raise TfpipeError(f"invalid manifest{where}: a JSON object expected, got {type(data).__name__}")
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            raise TfpipeError(f"invalid manifest{where}: no format_version" if version is None else
+                              f"unsupported manifest format_version {version!r} (this tfpipe reads {FORMAT_VERSION})")
+        check_entries(data, where)
         try:
-            version = data["format_version"]
-            if version != FORMAT_VERSION:
-                raise TfpipeError(f"unsupported manifest format_version {version} (this tfpipe reads "
-                                  f"{FORMAT_VERSION})")
             return cls(
                 records=data["records"],
                 shards=tuple(ShardInfo(**s) for s in data["shards"]),
@@ -149,9 +158,52 @@ class Manifest:
                 format_version=version,
                 location=location,
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            where = f" {location}" if location else ""
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise TfpipeError(f"invalid manifest{where}: {exc!r}") from exc
+
+
+def check_entries(data: dict, where: str = "") -> None:
+    """Raise IntegrityError naming the entry unless every shard entry has a plain shard name in tfpipe's
+    template (unique), integer records/bytes >= 0 and a sha256 of 64 hex digits, and every tokenizer
+    recorded (``options.tokenizer``, ``extra.tokenizer.name``) is a plain name, not a path."""
+    shards = data.get("shards")
+    if not isinstance(shards, list):
+        raise IntegrityError(f"invalid manifest{where}: 'shards' must be a list, got {type(shards).__name__}")
+    seen: set[str] = set()
+    for i, entry in enumerate(shards):
+        if not isinstance(entry, dict):
+            raise IntegrityError(f"invalid manifest{where}: shards[{i}] is a {type(entry).__name__}, not an object")
+        name = entry.get("name")
+        try:
+            check_shard_name(name)
+        except ValueError as exc:
+            raise IntegrityError(f"invalid manifest{where}: shards[{i}] name {name!r} is not a shard of this "
+                                 f"set: {exc}") from None
+        if name in seen:
+            raise IntegrityError(f"invalid manifest{where}: shards[{i}] name {name!r} is listed twice")
+        seen.add(name)
+        for key in ("records", "bytes"):
+            v = entry.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise IntegrityError(f"invalid manifest{where}: shards[{i}] ({name}) {key} must be an integer "
+                                     f">= 0, got {v!r}")
+        sha = entry.get("sha256")
+        if not isinstance(sha, str) or not _SHA256.match(sha):
+            raise IntegrityError(f"invalid manifest{where}: shards[{i}] ({name}) sha256 must be 64 hex digits, "
+                                 f"got {sha!r}")
+    options, extra = data.get("options"), data.get("extra")
+    recorded = []
+    if isinstance(options, dict) and options.get("tokenizer") is not None:
+        recorded.append(("options.tokenizer", options["tokenizer"]))
+    tok = extra.get("tokenizer") if isinstance(extra, dict) else None
+    if isinstance(tok, dict) and tok.get("name") is not None:
+        recorded.append(("extra.tokenizer.name", tok["name"]))
+    for key, value in recorded:
+        try:
+            check_plain_name(value)
+        except ValueError as exc:
+            raise IntegrityError(f"invalid manifest{where}: {key} {value!r} must name a tokenizer, not a path: "
+                                 f"{exc}") from None
 
 
 def manifest_bytes(manifest: Manifest) -> bytes:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
-from ..storage import open_storage
+from ..storage import is_s3, open_storage
 from ..util.digest import file_digest
 from ..util.errors import IntegrityError, TfpipeError
+from ..util.fs import file_kind
 from .manifest import MANIFEST_NAME, Manifest, ShardInfo
 
-__all__ = ["read_manifest", "read_manifest_raw", "split_manifest_path", "check_file"]
+__all__ = ["read_manifest", "read_manifest_raw", "parse_manifest", "split_manifest_path", "check_file",
+           "shard_file_problem"]
 
 
 def split_manifest_path(path: str) -> tuple[str, str]:
@@ -22,21 +25,36 @@ def split_manifest_path(path: str) -> tuple[str, str]:
     return path.rstrip("/") or "/", MANIFEST_NAME
 
 
+def parse_manifest(raw: bytes, where: str, location: str | None = None) -> Manifest:
+    """A ``Manifest`` from the bytes of ``index.json`` (``where`` names it in errors): TfpipeError for
+    anything that is not one, IntegrityError for an entry naming a file outside the set."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TfpipeError(f"manifest {where} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise TfpipeError(f"manifest {where} is not a tfpipe manifest: its JSON is nested too deeply") from None
+    return Manifest.from_json(data, location=location)
+
+
 def read_manifest_raw(path: str | os.PathLike, **storage_options) -> tuple[Manifest, bytes]:
     """Read ``index.json`` (and its raw bytes) from a shard-set directory or the file itself, local or ``s3://``
     (``storage_options`` such as ``endpoint_url`` go to the S3 client)."""
-    base, name = split_manifest_path(str(path))
+    path = str(path)
+    if not is_s3(path) and os.path.exists(path) and not os.path.isdir(path) and not path.endswith(".json"):
+        raise TfpipeError(f"{path} is {_kind(path)}, not a shard set: give the directory that holds "
+                          f"{MANIFEST_NAME} (or the {MANIFEST_NAME} itself)")
+    base, name = split_manifest_path(path)
+    where = f"{base.rstrip('/')}/{name}"
     storage = open_storage(base, **storage_options)
     try:
         raw = storage.read_bytes(name)
     except FileNotFoundError:
-        raise TfpipeError(f"no manifest at {base.rstrip('/')}/{name}: not a tfpipe shard set "
+        raise TfpipeError(f"no manifest at {where}: not a tfpipe shard set "
                           "(or its conversion did not finish)") from None
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise TfpipeError(f"manifest {base}/{name} is not valid JSON: {exc}") from exc
-    return Manifest.from_json(data, location=base), raw
+    except OSError as exc:
+        raise TfpipeError(f"cannot read the manifest {where}: {exc.strerror or exc}") from None
+    return parse_manifest(raw, where, location=base), raw
 
 
 def read_manifest(path: str | os.PathLike, **storage_options) -> Manifest:
@@ -44,9 +62,33 @@ def read_manifest(path: str | os.PathLike, **storage_options) -> Manifest:
     return read_manifest_raw(path, **storage_options)[0]
 
 
+def _kind(path: str) -> str:
+    try:
+        return file_kind(os.stat(path).st_mode)
+    except OSError:
+        return "not a directory"
+
+
+def shard_file_problem(path: str) -> str | None:
+    """Why the file at ``path`` cannot be a shard of a set, or None: missing, a symbolic link (it could lead
+    out of the set), a FIFO or device (reading it could hang or never end)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing (listed in the manifest)"
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link; a shard set holds its own files"
+    if not stat.S_ISREG(mode):
+        return f"is {file_kind(mode)}, not a regular file"
+    return None
+
+
 def check_file(path: str, info: ShardInfo, where: str) -> None:
-    """Raise IntegrityError unless the file at ``path`` has the size and sha256 its manifest entry ``info``
-    records (``where`` names the shard set in the message)."""
+    """Raise IntegrityError unless the file at ``path`` is a regular file with the size and sha256 its
+    manifest entry ``info`` records (``where`` names the shard set in the message)."""
+    problem = shard_file_problem(path)
+    if problem:
+        raise IntegrityError(f"{where}/{info.name}: {problem}")
     size = os.path.getsize(path)
     if size != info.bytes:
         raise IntegrityError(f"{where}/{info.name}: {size} bytes, manifest says {info.bytes}")

@@ -7,11 +7,11 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..storage import open_storage
-from ..tfrecord.reader import scan_file
+from ..tfrecord.reader import is_gzip, scan_file
 from ..util.errors import IntegrityError
 from ..util.progress import progress_bar
 from .manifest import Manifest, ShardInfo
-from .reader import read_manifest
+from .reader import read_manifest, shard_file_problem
 
 __all__ = ["VerifyReport", "verify"]
 
@@ -53,6 +53,20 @@ def verify(path: str, *, progress: bool = False, raise_on_error: bool = True,
     return report
 
 
+def _not_a_shard(path: str, info: ShardInfo, manifest: Manifest) -> str | None:
+    """Why ``path`` cannot be this shard before reading its records (missing, not a regular file of the set,
+    compressed otherwise than the manifest says), or None."""
+    problem = shard_file_problem(path)
+    if problem:
+        return f"{info.name}: {problem}"
+    gz = is_gzip(path)
+    if manifest.compression == "gzip" and not gz:
+        return f"{info.name}: the manifest says gzip but the shard is not gzip-compressed"
+    if manifest.compression is None and gz:
+        return f"{info.name}: the shard is gzip-compressed but the manifest says uncompressed"
+    return None
+
+
 def _check_one(storage, manifest: Manifest, info: ShardInfo, report: VerifyReport, raise_on_error: bool) -> None:
     """Scan one shard (fetched to a temporary file when remote) and record its problem, if any."""
     local = storage.local_path(info.name)
@@ -60,11 +74,13 @@ def _check_one(storage, manifest: Manifest, info: ShardInfo, report: VerifyRepor
     if local is None:  # remote: fetch to a temporary file first
         tmpdir = tempfile.TemporaryDirectory(prefix="tfpipe-verify-")
         local = os.path.join(tmpdir.name, info.name)
-        storage.fetch(info.name, local)
+        try:
+            storage.fetch(info.name, local)
+        except FileNotFoundError:
+            pass  # reported as missing below
     try:
-        if not os.path.exists(local):
-            problem = f"{info.name}: missing (listed in the manifest)"
-        else:
+        problem = _not_a_shard(local, info, manifest)
+        if problem is None:
             res = scan_file(local)
             report.shards += 1
             report.records += res.records

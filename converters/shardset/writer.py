@@ -2,67 +2,114 @@
 
 Records arrive already framed (see ``examples.serialize_batch``). A shard is closed *before* the record
 that would cross the target size (framing counted; with GZIP the target bounds the uncompressed stream).
-Each shard is written under a temporary name, fsynced, and renamed to
+Each shard is written under a temporary name unique to the run, fsynced, and renamed to
 ``{prefix}-{i:05d}-of-{n:05d}.tfrecord`` only when the whole set is complete; the manifest comes last.
-An interrupted run therefore leaves no file under a final name, and no manifest.
+An interrupted run therefore leaves no file under a final name, and no manifest; a run whose manifest cannot
+be written (disk full at the very end) takes its renamed shards back.
+
+One writer per output: ``prepare_output`` claims the location (``storage.claim``) before it looks at it, so
+a second run into the same output fails at once naming the first; the claim is released when the run
+finishes or aborts. ``--overwrite`` deletes only what a valid tfpipe manifest there lists, the manifest and
+tfpipe's temporary files; anything else makes it refuse, naming the files.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import os
-from typing import Any, Iterable
+import secrets
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from ..storage import TMP_PREFIX, Storage, open_storage
+from ..storage import CLAIM_NAME, TMP_PREFIX, Storage, claim_output, open_storage
 from ..tfrecord.schema import Schema
-from ..util.errors import OutputExistsError, TfpipeError
-from ..util.fs import HashingWriter, fsync_dir
+from ..util.errors import OutputError, OutputExistsError, TfpipeError
+from ..util.fs import HashingWriter, create_new, fsync_dir
 from .cuts import plan_cuts
 from .manifest import MANIFEST_NAME, InputStats, Manifest, ShardInfo, manifest_bytes
-from .naming import ShardName
 from .options import ShardOutputOptions
+from .reader import parse_manifest
 
-__all__ = ["ShardSetWriter", "prepare_output"]
+__all__ = ["ShardSetWriter", "prepare_output", "output_errors", "new_run_id"]
 
 log = logging.getLogger(__name__)
 
 
-def prepare_output(out: str, *, overwrite: bool, **storage_options) -> Storage:
-    """Open the output location; refuse a non-empty one unless ``overwrite`` (then clear tfpipe's files)."""
+def new_run_id() -> str:
+    """A short id that makes this run's temporary names its own."""
+    return secrets.token_hex(6)
+
+
+@contextlib.contextmanager
+def output_errors(where: str, action: str = "write") -> Iterator[None]:
+    """Turn an operating-system error while writing output into one ``OutputError`` line naming the path and
+    the system's reason (read-only file system, no space left, name too long, not a directory, ...)."""
+    try:
+        yield
+    except OSError as exc:
+        path = exc.filename if exc.filename is not None else where
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise OutputError(f"cannot {action} {path}: {reason}") from exc
+
+
+def prepare_output(out: str, *, overwrite: bool, claim: bool = True, run_id: str | None = None,
+                   **storage_options) -> Storage:
+    """Open the output location and claim it for this run (``storage.claim``; release it with
+    ``storage.claim.release()``, or let the writer do it); refuse a non-empty one unless ``overwrite``, then
+    delete what a tfpipe manifest there lists, the manifest and tfpipe's temporary files, and refuse if
+    anything else is there."""
     storage = open_storage(out, **storage_options)
-    names = storage.list()
-    if names:
-        if not overwrite:
-            leftovers = [n for n in names if n.startswith(TMP_PREFIX)]
-            hint = (" (it holds temporary files of an interrupted run)" if leftovers and len(leftovers) == len(names)
-                    else "")
-            raise OutputExistsError(f"output {out} is not empty{hint}: pass --overwrite to replace its contents")
-        ours = [n for n in names if n == MANIFEST_NAME or n.startswith(TMP_PREFIX) or _is_shard(n)]
-        others = sorted(set(names) - set(ours))
-        if others:
-            raise OutputExistsError(
-                f"output {out} holds files tfpipe did not write ({', '.join(others[:5])}"
-                f"{', ...' if len(others) > 5 else ''}); refusing to overwrite them: choose an empty location")
-        # manifest first, so a half-deleted set is never taken for a complete one
-        for n in sorted(ours, key=lambda n: n != MANIFEST_NAME):
-            storage.delete(n)
+    with output_errors(out, "prepare the output"):
+        storage.claim = claim_output(storage, run_id or new_run_id()) if claim else None
+        try:
+            _clear(storage, out, overwrite)
+        except BaseException:
+            if storage.claim is not None:
+                storage.claim.release()
+            raise
     return storage
 
 
-def _is_shard(name: str) -> bool:
-    try:
-        ShardName.parse(name)
-        return True
-    except ValueError:
-        return False
+def _clear(storage: Storage, out: str, overwrite: bool) -> None:
+    names = [n for n in storage.list() if n != CLAIM_NAME]
+    if not names:
+        return
+    if not overwrite:
+        leftovers = [n for n in names if n.startswith(TMP_PREFIX)]
+        hint = (" (it holds temporary files of an interrupted run)" if leftovers and len(leftovers) == len(names)
+                else "")
+        raise OutputExistsError(f"output {out} is not empty{hint}: pass --overwrite to replace its contents")
+    listed: set[str] = set()
+    if MANIFEST_NAME in names:
+        try:
+            manifest = parse_manifest(storage.read_bytes(MANIFEST_NAME), f"{out}/{MANIFEST_NAME}")
+        except (TfpipeError, OSError) as exc:
+            raise OutputExistsError(
+                f"output {out} holds an {MANIFEST_NAME} that is not a valid tfpipe manifest ({exc}); refusing to "
+                "replace it or anything beside it: choose another location") from None
+        listed = {MANIFEST_NAME} | {s.name for s in manifest.shards}
+    # tfpipe's temporary files, and the temporary areas interrupted engine runs left (LocalStorage.delete
+    # removes such a directory): with the output claimed, no other run can be using them
+    temps = [n for n in names if n.startswith(TMP_PREFIX)]
+    foreign = sorted(n for n in names if n not in listed and not n.startswith(TMP_PREFIX))
+    if foreign:
+        raise OutputExistsError(
+            f"output {out} holds files tfpipe did not write or cannot prove it wrote ({', '.join(foreign[:5])}"
+            f"{', ...' if len(foreign) > 5 else ''}{'' if listed else '; there is no tfpipe manifest'}); refusing "
+            "to overwrite them: choose an empty location or remove them yourself")
+    # manifest first, so a half-deleted set is never taken for a complete one
+    for n in sorted(set(names) & listed, key=lambda n: n != MANIFEST_NAME) + temps:
+        storage.delete(n)
 
 
 class ShardSetWriter:
     """Write framed records into size-bounded shards; ``finish`` renames them and writes the manifest.
 
-    Use as a context manager: on an exception the temporary shards are removed.
+    Use as a context manager: leaving it without ``finish`` (an exception) removes the temporary shards and
+    releases the claim.
+    Operating-system errors become ``OutputError`` naming the path and the reason.
     """
 
     def __init__(self, out: str, output: ShardOutputOptions | None = None, *, overwrite: bool = False,
@@ -75,9 +122,19 @@ class ShardSetWriter:
         self.compression = output.compression
         self.names = output.names
         self.shard_bytes = output.shard_size
-        self.storage = storage or prepare_output(self.out, overwrite=overwrite, **storage_options)
-        self._staging = self.storage.staging_dir()
+        self.run_id = new_run_id()
+        owned = storage is None
+        self.storage = storage or prepare_output(self.out, overwrite=overwrite, run_id=self.run_id,
+                                                 **storage_options)
+        self._claim = getattr(self.storage, "claim", None) if owned else None
+        try:
+            with output_errors(self.out):
+                self._staging = self.storage.staging_dir()
+        except BaseException:
+            self._release()
+            raise
         self._done: list[tuple[str, int, int, str]] = []  # (tmp_name, records, bytes, sha256)
+        self._published: list[str] = []
         self._file = None
         self._used = 0
         self._records = 0
@@ -88,8 +145,8 @@ class ShardSetWriter:
     # -- shard file handling -------------------------------------------------------------------------
     def _open(self) -> None:
         idx = len(self._done)
-        self._tmp_name = f"{TMP_PREFIX}{self.names.prefix}-{idx:05d}{self.names.suffix}"
-        raw = open(os.path.join(self._staging, self._tmp_name), "wb")
+        self._tmp_name = f"{TMP_PREFIX}{self.run_id}-{self.names.prefix}-{idx:05d}{self.names.suffix}"
+        raw = create_new(os.path.join(self._staging, self._tmp_name))
         self._raw = raw
         self._hash = HashingWriter(raw)
         if self.compression:
@@ -113,6 +170,9 @@ class ShardSetWriter:
         log.debug("closed shard %s: %d records, %d bytes", self._tmp_name, self._records, self._hash.nbytes)
         self._file = None
 
+    def _tmp_path(self) -> str:
+        return os.path.join(self._staging, self._tmp_name or "")
+
     # -- public API ----------------------------------------------------------------------------------
     def write(self, framed: np.ndarray | bytes, lengths: np.ndarray | Iterable[int]) -> None:
         """Append framed records (concatenated bytes) with their framed lengths."""
@@ -124,21 +184,22 @@ class ShardSetWriter:
         mv = memoryview(framed).cast("B") if not isinstance(framed, np.ndarray) else memoryview(framed)
         if int(lengths.sum()) != mv.nbytes:
             raise ValueError(f"framed bytes ({mv.nbytes}) do not match the sum of lengths ({int(lengths.sum())})")
-        if self._file is None:
-            self._open()
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        cuts = plan_cuts(lengths, self._used, self.shard_bytes)
-        bounds = [0] + [c for c in cuts if c > 0] + [len(lengths)]
-        for k in range(len(bounds) - 1):
-            start, stop = bounds[k], bounds[k + 1]
-            if k > 0 or (cuts and cuts[0] == 0):  # this segment starts a new shard
-                self._close()
+        with output_errors(self._tmp_path() if self._file is not None else self.out):
+            if self._file is None:
                 self._open()
-            a, b = int(offsets[start]), int(offsets[stop])
-            self._file.write(mv[a:b])
-            self._used += b - a
-            self._records += stop - start
-            self.records += stop - start
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            cuts = plan_cuts(lengths, self._used, self.shard_bytes)
+            bounds = [0] + [c for c in cuts if c > 0] + [len(lengths)]
+            for k in range(len(bounds) - 1):
+                start, stop = bounds[k], bounds[k + 1]
+                if k > 0 or (cuts and cuts[0] == 0):  # this segment starts a new shard
+                    self._close()
+                    self._open()
+                a, b = int(offsets[start]), int(offsets[stop])
+                self._file.write(mv[a:b])
+                self._used += b - a
+                self._records += stop - start
+                self.records += stop - start
 
     def shard_records(self) -> list[int]:
         """Records in each shard so far, in order (the open shard last); a record stays in the shard it was
@@ -148,53 +209,85 @@ class ShardSetWriter:
 
     def close_shard(self) -> None:
         """Close the open shard now, whatever its size: the next ``write`` starts a new one (exact counts)."""
-        self._close()
+        with output_errors(self._tmp_path()):
+            self._close()
 
     def finish(self, *, schema: Schema, inputs: Iterable[InputStats] = (), options: dict[str, Any] | None = None,
                kind: str = "libsvm", extra: dict[str, Any] | None = None) -> Manifest:
-        """Close the open shard, give every shard its final name, and write the manifest last."""
-        self._close()
-        n = len(self._done)
-        shards = []
-        for i, (tmp, records, nbytes, sha) in enumerate(self._done):
-            final = self.names.format(i, n)
-            self.storage.publish(tmp, final)
-            shards.append(ShardInfo(final, records, nbytes, sha))
-        if self.storage.local_path(MANIFEST_NAME):
-            fsync_dir(self._staging)
-        manifest = Manifest(
-            records=self.records, shards=tuple(shards), schema=schema, inputs=tuple(inputs),
-            options=dict(options or {}), compression=self.compression, kind=kind, extra=dict(extra or {}),
-            location=self.out,
-        )
-        self.storage.write_bytes_atomic(MANIFEST_NAME, manifest_bytes(manifest))
+        """Close the open shard, give every shard its final name, and write the manifest last. If any of it
+        fails, the shards already renamed are removed again (``abort``): no final name without a manifest."""
+        try:
+            with output_errors(self._tmp_path()):
+                self._close()
+            n = len(self._done)
+            shards = []
+            with output_errors(self.out):
+                for i, (tmp, records, nbytes, sha) in enumerate(self._done):
+                    final = self.names.format(i, n)
+                    self.storage.publish(tmp, final)
+                    self._published.append(final)
+                    shards.append(ShardInfo(final, records, nbytes, sha))
+                if self.storage.local_path(MANIFEST_NAME):
+                    fsync_dir(self._staging)
+                manifest = Manifest(
+                    records=self.records, shards=tuple(shards), schema=schema, inputs=tuple(inputs),
+                    options=dict(options or {}), compression=self.compression, kind=kind,
+                    extra=dict(extra or {}), location=self.out,
+                )
+                self.storage.write_bytes_atomic(MANIFEST_NAME, manifest_bytes(manifest))
+        except BaseException:
+            self.abort()
+            raise
         self._finished = True
+        self._release()
         log.info("wrote %d records in %d shards to %s", self.records, n, self.out)
         return manifest
 
     def abort(self) -> None:
-        """Remove every temporary shard of this run (nothing under a final name exists yet)."""
+        """Remove every file of this run (temporary shards, and shards already renamed when the manifest could
+        not be written), then release the claim."""
         if self._file is not None:
             try:
                 if self.compression:
                     self._file.close()
+            except OSError:
+                pass
+            try:
                 self._raw.close()
             except OSError:
                 pass
             self._done.append((self._tmp_name, 0, 0, ""))
             self._file = None
-        for tmp, *_ in self._done:
-            try:
-                os.unlink(os.path.join(self._staging, tmp))
-            except FileNotFoundError:
-                pass
-            if self.storage.local_path(tmp) is None:
-                self.storage.delete(tmp)
-        self._done.clear()
+        try:
+            for tmp, *_ in self._done:
+                try:
+                    os.unlink(os.path.join(self._staging, tmp))
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    log.warning("could not remove %s: %s", tmp, exc)
+                if self.storage.local_path(tmp) is None:
+                    self._quietly(self.storage.delete, tmp)
+            for final in self._published:
+                self._quietly(self.storage.delete, final)
+        finally:
+            self._done.clear()
+            self._published.clear()
+            self._release()
+
+    def _quietly(self, fn, name: str) -> None:
+        try:
+            fn(name)
+        except Exception as exc:  # noqa: BLE001 - cleanup goes on; the run's own error is what the user sees
+            log.warning("could not remove %s from %s: %s", name, self.out, exc)
+
+    def _release(self) -> None:
+        if self._claim is not None:
+            self._claim.release()
 
     def __enter__(self) -> "ShardSetWriter":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None and not self._finished:
+        if not self._finished:  # an error, or a block that ended without finish(): nothing was published
             self.abort()

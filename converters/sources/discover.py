@@ -1,26 +1,43 @@
-"""Find inputs: files, directories (recursively, hidden entries skipped) and globs, in a stable order."""
+"""Find inputs: files, directories (recursively, hidden entries skipped) and globs, in a stable order.
+
+Only regular files are inputs. A directory walk or a glob skips FIFOs, devices, sockets and symbolic links
+that do not lead to a regular file (reading them could hang or never end), counting them in a warning; a
+non-regular file named explicitly is refused with what it is.
+"""
 from __future__ import annotations
 
 import glob
+import logging
 import os
+import stat
 from typing import Iterable
 
 from ..util.errors import TfpipeError
+from ..util.fs import file_kind
 from .streams import compression_of
 
-__all__ = ["expand_inputs"]
+__all__ = ["expand_inputs", "refuse_inputs_in"]
+
+log = logging.getLogger(__name__)
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, ...] | None = None) -> list[str]:
     """Expand files, directories (recursively, hidden files skipped) and globs into a sorted, de-duplicated
-    list of files. Order: the inputs in the order given, each expanded in sorted order."""
+    list of regular files. Order: the inputs in the order given, each expanded in sorted order."""
     out: list[str] = []
     seen: set[str] = set()
     inputs = [str(i) for i in inputs]
     if not inputs:
         raise TfpipeError("no inputs given")
     for item in inputs:
-        if os.path.isdir(item):
+        skipped: dict[str, int] = {}
+        try:
+            st = os.stat(item)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise TfpipeError(f"input {item!r}: cannot access it: {exc.strerror}") from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
             found = []
             for root, dirs, files in os.walk(item):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -28,22 +45,73 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, .
             found.sort()
             if suffixes:
                 found = [f for f in found if _matches(f, suffixes)]
-        elif os.path.isfile(item):
+            found = _regular_only(found, skipped)
+        elif st is not None and stat.S_ISREG(st.st_mode):
             found = [item]
+        elif st is not None:
+            raise TfpipeError(f"input {item!r} is {file_kind(st.st_mode)}, not a regular file: tfpipe reads "
+                              "regular files only")
+        elif os.path.islink(item):
+            raise TfpipeError(f"input {item!r} is a broken symbolic link (it leads to {os.readlink(item)!r}, "
+                              "which does not exist)")
         elif any(c in item for c in "*?["):
-            found = sorted(p for p in glob.glob(item, recursive=True) if os.path.isfile(p))
+            found = _regular_only(sorted(glob.glob(item, recursive=True)), skipped, dirs_too=False)
             if not found:
                 raise TfpipeError(f"input pattern {item!r} matches no files")
         else:
             raise TfpipeError(f"input {item!r} does not exist")
+        note = _describe(skipped)
+        if note:
+            log.warning("input %s: %s", item, note)
         if not found:
-            raise TfpipeError(f"input directory {item!r} holds no input files")
+            raise TfpipeError(f"input directory {item!r} holds no input files{f' ({note})' if note else ''}")
         for f in found:
             key = os.path.abspath(f)
             if key not in seen:
                 seen.add(key)
                 out.append(f)
     return out
+
+
+def refuse_inputs_in(paths: list[str], out: str) -> None:
+    """Raise TfpipeError if an input lies inside the (local) output directory ``out``: the run would read
+    files it is about to replace."""
+    if "://" in str(out):
+        return
+    root = os.path.realpath(out)
+    for p in paths:
+        real = os.path.realpath(p)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            raise TfpipeError(f"input {p!r} is inside the output {out}: choose an output outside the inputs")
+
+
+def _regular_only(paths: list[str], skipped: dict[str, int], *, dirs_too: bool = True) -> list[str]:
+    """The regular files among ``paths`` (symlinks followed); the others are counted in ``skipped`` by kind
+    (directories matched by a glob are silently left out, as before)."""
+    keep = []
+    for p in paths:
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            kind = "broken symbolic link" if os.path.islink(p) else "unreadable entry"
+            skipped[kind] = skipped.get(kind, 0) + 1
+            continue
+        if stat.S_ISREG(mode):
+            keep.append(p)
+        elif stat.S_ISDIR(mode) and not dirs_too:
+            continue
+        else:
+            kind = file_kind(mode).removeprefix("a ")
+            skipped[kind] = skipped.get(kind, 0) + 1
+    return keep
+
+
+def _describe(skipped: dict[str, int]) -> str:
+    if not skipped:
+        return ""
+    kinds = ", ".join(f"{k}: {n}" for k, n in sorted(skipped.items()))
+    return f"skipped {sum(skipped.values())} entr{'y' if sum(skipped.values()) == 1 else 'ies'} that are not " \
+           f"regular files ({kinds})"
 
 
 def _matches(path: str, suffixes: tuple[str, ...]) -> bool:

@@ -1,22 +1,29 @@
 """Open inputs as byte streams (.gz, .bz2, .zst, plain) and read them in line-aligned blocks.
 
 Compression is chosen by extension and checked against the file's magic bytes, so a plain file named
-``.zst`` gives a clear error instead of garbage. ``.zst`` streams are read across frames to the end.
+``.zst`` gives a clear error instead of garbage. Only regular files are opened (a FIFO or a device named as
+input is refused, never read). Every compressed format is decoded by one incremental reader that reads the
+file in small pieces, reads every member / frame / stream to the end of the file, hands out all the data
+decoded before any damage, and only then raises, naming the uncompressed offset where decoding failed (a
+truncated or corrupt file loses only what follows the damage).
 """
 from __future__ import annotations
 
 import bz2
-import gzip
 import io
-from typing import BinaryIO, Iterator
+import zlib
+from typing import BinaryIO, Callable, Iterator
 
 from ..util.errors import InputError
+from ..util.fs import open_regular
 
-__all__ = ["open_input", "compression_of", "iter_blocks", "COMPRESSED_SUFFIXES"]
+__all__ = ["open_input", "compression_of", "iter_blocks", "COMPRESSED_SUFFIXES", "MAX_LINE_BYTES"]
 
 COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 _MAGIC = {"gzip": b"\x1f\x8b", "bz2": b"BZh", "zstd": b"\x28\xb5\x2f\xfd"}
-_BLOCK = 8 << 20  # 8 MiB
+_BLOCK = 8 << 20           # 8 MiB
+_RAW_PIECE = 64 << 10      # compressed bytes decoded at a time: damage is found within this much
+MAX_LINE_BYTES = 1 << 30   # 1 GiB: a longer "line" is not line-oriented data (e.g. a binary file)
 
 
 def compression_of(path: str) -> str | None:
@@ -30,9 +37,9 @@ def open_input(path: str) -> BinaryIO:
     """Open ``path`` for binary reading, decompressing by extension after checking its magic bytes."""
     kind = compression_of(path)
     try:
-        raw = open(path, "rb")
+        raw = open_regular(path)
     except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror}", path=path) from exc
+        raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from None
     if kind is None:
         return raw
     head = raw.read(4)
@@ -43,72 +50,94 @@ def open_input(path: str) -> BinaryIO:
         what = f"{actual} data" if actual else ("an empty file" if not head else "not compressed data")
         raise InputError(f"named like a {kind} file but holds {what}: rename it or recompress it", path=path,
                          offset=0)
+    return _DecodedReader(raw, kind)  # type: ignore[return-value]
+
+
+def _decoder_factory(kind: str) -> tuple[Callable[[], object], tuple[type[BaseException], ...]]:
+    """A new decompressor for one gzip member / bz2 stream / zstd frame, and the errors it raises."""
     if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return (lambda: zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)), (zlib.error,)
     if kind == "bz2":
-        return bz2.BZ2File(raw, mode="rb")  # type: ignore[return-value]
-    return _ZstdReader(raw)  # type: ignore[return-value]
+        return bz2.BZ2Decompressor, (OSError, EOFError)
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
+    return dctx.decompressobj, (zstandard.ZstdError,)
 
 
-class _ZstdReader(io.RawIOBase):
-    """Multi-frame zstd decompression that reads every frame to the end of the file and raises OSError on a
-    truncated last frame (zstandard's stream reader would end silently)."""
+class _DecodedReader(io.RawIOBase):
+    """Incremental decompression of a whole file: every gzip member, bz2 stream or zstd frame to the end of
+    the file (zero padding after a gzip member is allowed, as gzip does). Data decoded before damage is
+    handed out first; the next read raises OSError (truncated or corrupt stream)."""
 
-    def __init__(self, raw: BinaryIO):
-        import zstandard
-
-        self._zstd = zstandard
+    def __init__(self, raw: BinaryIO, kind: str):
         self._raw = raw
-        self._dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
-        self._obj = self._dctx.decompressobj()
-        self._in_frame = False
-        self._buf = b""
+        self._kind = kind
+        self._new, self._errors = _decoder_factory(kind)
+        self._dec = self._new()
+        self._in_member = False
+        self._buf = bytearray()
+        self._pos = 0
         self._eof = False
         self._error: OSError | None = None
 
     def readable(self) -> bool:
         return True
 
+    def _feed(self, data: bytes) -> None:
+        while data:
+            if not self._in_member and self._kind == "gzip":
+                data = data.lstrip(b"\x00")
+                if not data:
+                    return
+            try:
+                out = self._dec.decompress(data)
+            except self._errors as exc:
+                raise OSError(f"corrupt {self._kind} data: {exc}") from exc
+            self._in_member = True
+            if out:
+                self._buf += out
+            if self._dec.eof:
+                data = self._dec.unused_data
+                self._dec = self._new()
+                self._in_member = False
+            else:
+                data = b""
+
     def _fill(self, want: int) -> None:
-        while len(self._buf) < want and not self._eof:
-            chunk = self._raw.read(1 << 20)
+        while len(self._buf) - self._pos < want and not self._eof:
+            chunk = self._raw.read(_RAW_PIECE)
             if not chunk:
                 self._eof = True
-                if self._in_frame:
-                    raise OSError("zstd stream ends inside a frame")
+                if self._in_member:
+                    raise OSError(f"{self._kind} stream ends before its end marker (file truncated)")
                 return
-            out = []
-            while chunk:
-                try:
-                    out.append(self._obj.decompress(chunk))
-                except self._zstd.ZstdError as exc:
-                    raise OSError(f"corrupt zstd data: {exc}") from exc
-                self._in_frame = True
-                if self._obj.eof:
-                    chunk = self._obj.unused_data
-                    self._obj = self._dctx.decompressobj()
-                    self._in_frame = False
-                else:
-                    chunk = b""
-            self._buf += b"".join(out)
+            self._feed(chunk)
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             chunks = []
-            while True:
-                c = self.read(_BLOCK)
-                if not c:
-                    return b"".join(chunks)
+            while c := self.read(_BLOCK):
                 chunks.append(c)
-        if self._error is not None and not self._buf:
+            return b"".join(chunks)
+        if self._error is not None and self._pos >= len(self._buf):
             raise self._error
-        try:
-            self._fill(size)
-        except OSError as exc:
-            if not self._buf:
-                raise
-            self._error = exc  # hand out what was decoded before the damage first; raise on the next read
-        data, self._buf = self._buf[:size], self._buf[size:]
+        if self._error is None:
+            try:
+                self._fill(size)
+            except OSError as exc:
+                self._error = exc  # hand out what was decoded before the damage first; raise on the next read
+                if self._pos >= len(self._buf):
+                    raise
+        with memoryview(self._buf) as mv:
+            data = bytes(mv[self._pos:self._pos + size])
+        self._pos += len(data)
+        if self._pos >= len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif self._pos > (8 << 20):
+            del self._buf[:self._pos]
+            self._pos = 0
         return data
 
     def readinto(self, b) -> int:
@@ -121,31 +150,39 @@ class _ZstdReader(io.RawIOBase):
         super().close()
 
 
-def iter_blocks(path: str, block_size: int = _BLOCK) -> Iterator[tuple[bytes, int, int]]:
+def iter_blocks(path: str, block_size: int = _BLOCK, max_line: int = MAX_LINE_BYTES
+                ) -> Iterator[tuple[bytes, int, int]]:
     """Yield ``(block, first_line_number, byte_offset)`` with each block ending at a newline (the last one
-    may lack it). Memory stays at about one block. Decompression errors become InputError naming the file
-    and the uncompressed byte offset reached. A stream that ends in the middle of compressed data
-    (truncated file) is an error, not a silent short read."""
+    may lack it). Memory stays at about one block (or the longest line; a line over ``max_line`` bytes is an
+    error). Decompression errors become InputError naming the file and the uncompressed byte offset where
+    decoding failed, after every complete line before it was yielded. A stream that ends in the middle of
+    compressed data (truncated file) is an error, not a silent short read."""
     line = 1
     offset = 0
-    carry = b""
+    carry: list[bytes] = []  # pieces of an unfinished line (joined once, never re-copied per read)
+    carried = 0
     with open_input(path) as f:
         while True:
             try:
                 chunk = f.read(block_size)
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            except (OSError, EOFError) as exc:
                 raise InputError(f"cannot decompress ({exc}); the file is truncated or corrupt", path=path,
-                                 offset=offset + len(carry)) from exc
+                                 offset=offset + carried) from None
             if not chunk:
                 if carry:
-                    yield carry, line, offset
+                    yield b"".join(carry), line, offset
                 return
-            data = carry + chunk if carry else chunk
-            cut = data.rfind(b"\n") + 1
+            cut = chunk.rfind(b"\n") + 1
             if cut == 0:
-                carry = data
+                carry.append(chunk)
+                carried += len(chunk)
+                if carried > max_line:
+                    raise InputError(f"line {line} is longer than {max_line} bytes without a newline: not "
+                                     "line-oriented text", path=path, offset=offset)
                 continue
-            block, carry = data[:cut], data[cut:]
+            block = b"".join(carry) + chunk[:cut] if carry else chunk[:cut]
+            rest = chunk[cut:]
+            carry, carried = ([rest], len(rest)) if rest else ([], 0)
             yield block, line, offset
             line += block.count(b"\n")
             offset += len(block)

@@ -20,6 +20,7 @@ def is_s3(url: str) -> bool:
 
 class Storage(Protocol):
     url: str
+    claim: object | None  # a ``claim.Claim`` while a run holds this location for writing
 
     def list(self) -> list[str]: ...
     def exists(self, name: str) -> bool: ...

@@ -6,7 +6,7 @@ import os
 import shutil
 
 from ..util.errors import TfpipeError
-from ..util.fs import write_atomic
+from ..util.fs import open_regular, write_atomic
 from .base import TMP_PREFIX
 
 __all__ = ["LocalStorage"]
@@ -18,6 +18,7 @@ class LocalStorage:
     def __init__(self, path: str | os.PathLike):
         self.url = str(path)
         self.path = os.path.abspath(path)
+        self.claim = None  # the run's claim on this location, set by ``shardset.writer.prepare_output``
 
     def _p(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -33,7 +34,8 @@ class LocalStorage:
         return os.path.exists(self._p(name))
 
     def read_bytes(self, name: str) -> bytes:
-        with open(self._p(name), "rb") as f:
+        """The file's bytes; a FIFO or device under ``name`` is refused (``NotRegularFileError``), never read."""
+        with open_regular(self._p(name)) as f:
             return f.read()
 
     def write_bytes_atomic(self, name: str, data: bytes) -> None:
@@ -41,8 +43,13 @@ class LocalStorage:
         write_atomic(self._p(name), data, tmp_prefix=TMP_PREFIX)
 
     def delete(self, name: str) -> None:
+        """Remove a file; also a run's temporary area (a ``.tfpipe-tmp-*`` directory an engine left behind)."""
+        p = self._p(name)
+        if name.startswith(TMP_PREFIX) and os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+            return
         try:
-            os.unlink(self._p(name))
+            os.unlink(p)
         except FileNotFoundError:
             pass
 

@@ -10,6 +10,11 @@
   copied server-side to their final key on publish; the manifest is written last with one PUT (atomic).
 * Errors become ``TfpipeError`` with the bucket/key and the cause (missing bucket, access denied,
   throttled after retries, endpoint unreachable, no credentials).
+* Bounded waits: every request has a connect timeout and a read timeout (a stalled socket read), and is tried
+  at most ``max_attempts`` times, so an endpoint that accepts connections but never answers fails after about
+  ``max_attempts * (connect_timeout + read_timeout)`` plus backoff, saying so; ``TFPIPE_S3_CONNECT_TIMEOUT``,
+  ``TFPIPE_S3_READ_TIMEOUT`` (seconds) and ``TFPIPE_S3_MAX_ATTEMPTS`` override the defaults.
+* Conditional writes (``put_conditional``, ``delete_if_match``) for the output claim (``storage.claim``).
 """
 from __future__ import annotations
 
@@ -18,18 +23,23 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from typing import Callable, Iterator
 
 from ..util.errors import TfpipeError
 from ..util.units import format_size
 
-__all__ = ["S3Storage", "parse_s3_url", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_PART_SIZE"]
+__all__ = ["S3Storage", "parse_s3_url", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_PART_SIZE", "DEFAULT_CONNECT_TIMEOUT",
+           "DEFAULT_READ_TIMEOUT"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_ATTEMPTS = 8
+DEFAULT_MAX_ATTEMPTS = 4
+DEFAULT_CONNECT_TIMEOUT = 5.0  # seconds to open a connection
+DEFAULT_READ_TIMEOUT = 10.0    # seconds a socket read may stall (not a bound on a whole transfer)
 DEFAULT_PART_SIZE = 64 << 20  # 64 MiB multipart threshold and part size
+_PRECONDITION = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 _THROTTLE = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
              "RequestThrottled", "ServiceUnavailable", "503", "InternalError", "500"}
 
@@ -46,12 +56,34 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     return bucket, (prefix + "/" if prefix else "")
 
 
+def _env_number(name: str, default: float, cast=float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = cast(raw)
+    except ValueError:
+        raise ValueError(f"${name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"${name} must be positive, got {raw!r}")
+    return value
+
+
 class S3Storage:
     """A shard-set location in S3 (or an S3-compatible store via ``endpoint_url`` / ``AWS_ENDPOINT_URL``)."""
 
-    def __init__(self, url: str, *, endpoint_url: str | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    def __init__(self, url: str, *, endpoint_url: str | None = None, max_attempts: int | None = None,
                  part_size: int = DEFAULT_PART_SIZE, max_concurrency: int = 4, region_name: str | None = None,
-                 addressing_style: str | None = None, connect_timeout: float = 10, read_timeout: float = 60):
+                 addressing_style: str | None = None, connect_timeout: float | None = None,
+                 read_timeout: float | None = None):
+        if max_attempts is None:
+            max_attempts = int(_env_number("TFPIPE_S3_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, int))
+        if connect_timeout is None:
+            connect_timeout = _env_number("TFPIPE_S3_CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT)
+        if read_timeout is None:
+            read_timeout = _env_number("TFPIPE_S3_READ_TIMEOUT", DEFAULT_READ_TIMEOUT)
+        if connect_timeout <= 0 or read_timeout <= 0:
+            raise ValueError(f"timeouts must be positive, got connect {connect_timeout!r}, read {read_timeout!r}")
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         if part_size < 5 << 20:
@@ -67,6 +99,7 @@ class S3Storage:
         self._timeouts = (connect_timeout, read_timeout)
         self._client = None
         self._staging: str | None = None
+        self.claim = None  # the run's claim on this location, set by ``shardset.writer.prepare_output``
 
     # -- client ---------------------------------------------------------------------------------------
     @property
@@ -105,6 +138,7 @@ class S3Storage:
     @contextlib.contextmanager
     def _errors(self, action: str, name: str | None = None) -> Iterator[None]:
         """Turn botocore/boto3 failures into one clear TfpipeError (FileNotFoundError for a missing key)."""
+        self._started = time.monotonic()
         try:
             yield
         except TfpipeError:
@@ -145,13 +179,21 @@ class S3Storage:
         if isinstance(cause, bx.NoCredentialsError):
             return TfpipeError(f"cannot {action} {where}: no AWS credentials found (set AWS_ACCESS_KEY_ID/"
                                "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance role)")
-        if isinstance(cause, (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.ReadTimeoutError,
-                              bx.ConnectTimeoutError, bx.ConnectionError, bx.HTTPClientError)):
-            return TfpipeError(f"cannot {action} {where}: connection to "
-                               f"{self.endpoint_url or 'S3'} failed after {self.max_attempts} attempts ({cause})")
+        if isinstance(cause, (bx.ReadTimeoutError, bx.ConnectTimeoutError)):
+            return TfpipeError(f"cannot {action} {where}: {self.endpoint_url or 'S3'} did not answer; gave up after "
+                               f"{self.max_attempts} attempts in {self._elapsed():.0f} s (connect timeout "
+                               f"{self._timeouts[0]:g} s, read timeout {self._timeouts[1]:g} s per attempt; "
+                               f"$TFPIPE_S3_READ_TIMEOUT / $TFPIPE_S3_MAX_ATTEMPTS change them)")
+        if isinstance(cause, (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.ConnectionError,
+                              bx.HTTPClientError)):
+            return TfpipeError(f"cannot {action} {where}: connection to {self.endpoint_url or 'S3'} failed after "
+                               f"{self.max_attempts} attempts in {self._elapsed():.0f} s ({cause})")
         if isinstance(cause, bx.BotoCoreError) or type(exc).__module__.startswith(("boto3", "s3transfer")):
             return TfpipeError(f"cannot {action} {where}: {cause}")
         return exc
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - getattr(self, "_started", time.monotonic())
 
     # -- Storage interface ----------------------------------------------------------------------------
     def list(self) -> list[str]:
@@ -216,6 +258,51 @@ class S3Storage:
 
     def local_path(self, name: str) -> str | None:
         return None
+
+    # -- conditional writes (the output claim) --------------------------------------------------------------
+    def _conditional(self, call, name: str, action: str):
+        """Run ``call()``; None when its precondition failed; NotImplementedError when the store has no
+        conditional requests."""
+        from botocore.exceptions import ClientError
+
+        with self._errors(action, name):
+            try:
+                return call()
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if code in _PRECONDITION or status in (409, 412):
+                    return None
+                if code == "NotImplemented" or status == 501:
+                    raise NotImplementedError(f"{self._where(name)}: conditional requests not supported") from None
+                raise
+
+    def put_conditional(self, name: str, data: bytes, *, if_match: str | None = None) -> str | None:
+        """One PUT that succeeds only if no object ``name`` exists (or, with ``if_match``, if it still has that
+        ETag); returns the new ETag, None when the condition failed."""
+        cond = {"IfMatch": if_match} if if_match else {"IfNoneMatch": "*"}
+        resp = self._conditional(lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(name), Body=data,
+                                                                **cond), name, "write")
+        return None if resp is None else resp.get("ETag", "")
+
+    def read_with_etag(self, name: str) -> tuple[bytes, str]:
+        with self._errors("read", name):
+            resp = self.client.get_object(Bucket=self.bucket, Key=self._key(name))
+            return resp["Body"].read(), resp.get("ETag", "")
+
+    def delete_if_match(self, name: str, etag: str | None) -> None:
+        """Delete ``name`` if it still has the ETag ``etag`` (any version when None or unsupported)."""
+        if etag:
+            try:
+                self._conditional(lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(name),
+                                                                    IfMatch=etag), name, "delete")
+                return
+            except (NotImplementedError, FileNotFoundError):
+                pass
+        try:
+            self.delete(name)
+        except FileNotFoundError:
+            pass
 
     # -- transfers ------------------------------------------------------------------------------------
     def upload_file(self, local_path: str, name: str, callback: Callable[[int], None] | None = None,

@@ -21,14 +21,15 @@ import numpy as np
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..shardset.writer import ShardSetWriter
-from ..sources import expand_inputs
+from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..tfrecord.examples import serialize_batch
+from ..util.errors import TfpipeError
 from ..util.ordered import ordered_map
 from ..util.progress import progress_bar
-from ..util.system import cpu_count
-from ..util.units import DEFAULT_SHARD_BYTES
+from ..util.system import available_memory, cap_workers, cpu_count
+from ..util.units import DEFAULT_SHARD_BYTES, format_size
 from .options import FEATURE, TextOptions, text_schema
-from .packing import Packed, Packer, PackSpec
+from .packing import MAX_RECORD_BYTES, Packed, Packer, PackSpec, window_footprint
 from .readers import (
     DEFAULT_BATCH_CHARS,
     INPUT_SUFFIXES,
@@ -38,7 +39,7 @@ from .readers import (
 )
 from .tokenizers import load_tokenizer
 
-__all__ = ["run", "convert_text"]
+__all__ = ["run", "convert_text", "count_subsets"]
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +80,18 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
         workers = min(cpu_count(), 16)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    workers = cap_workers(workers, "tokenizer threads")
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)
+    refuse_inputs_in(files, str(out))
     for f in files:
         format_of(f)  # unknown formats fail before any output is created
     tok = load_tokenizer(opts.tokenizer, eod_token=opts.eod_token)
     info = tok.info
     spec = PackSpec(seq_len=opts.seq_len, eod_id=info.eod_id, no_cross_doc=opts.no_cross_doc,
                     pad_last=opts.pad_last, mask_name=opts.mask_name)
+    max_windows = _check_window(spec, info.vocab_size, files)  # before any output exists or anything is allocated
     schema = text_schema(opts.seq_len, spec.mask_name if spec.masked else None)
     read_opts = opts.read_options(batch_chars)
     packer = Packer(spec)
@@ -120,8 +124,9 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tfpipe-tok") as pool:
             for batch, (ids, lengths) in ordered_map(lambda b: pool.submit(encode, b), batches(), 2 * workers):
                 if batch.texts:
-                    _count_subsets(batch.subsets, lengths, subset_docs, subset_tokens)
-                    write(writer, packer.add(ids, lengths))
+                    count_subsets(batch.subsets, lengths, subset_docs, subset_tokens)
+                    for packed in packer.add_chunks(ids, lengths, max_windows):
+                        write(writer, packed)
                 bar.update(batch.nbytes)
                 bar.set_postfix(docs=f"{packer.documents:,}", tokens=f"{packer.tokens:,}", refresh=False)
             write(writer, packer.finish())
@@ -146,11 +151,48 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
     return manifest
 
 
+_PACK_BUDGET = 256 << 20  # 256 MiB of windows in flight between the packer and the writer
+
+
+def _check_window(spec: PackSpec, vocab_size: int, files: Sequence[str]) -> int:
+    """Refuse a window that cannot be written or held: a record over the 2 GiB protobuf limit, a window whose
+    way to disk needs more than half the available memory, or a large window longer than the whole input
+    could fill (plain inputs: at most one token and one end-of-document id per byte), which would only be
+    padding or dropped. Returns how many windows to pack at once."""
+    record, working = window_footprint(spec, vocab_size)
+    bound = _token_bound(files)
+    if bound is not None and spec.window > bound and working > _PACK_BUDGET:
+        raise TfpipeError(f"--seq-len {spec.seq_len} is longer than the whole input could fill (at most "
+                          f"{bound:,} tokens in {bound // 2:,} bytes of text), and every window needs about "
+                          f"{format_size(working)}: choose a --seq-len the input can fill")
+    if record > MAX_RECORD_BYTES:
+        raise TfpipeError(f"--seq-len {spec.seq_len} makes every record about {format_size(record)}; a "
+                          f"tf.train.Example must stay under 2 GiB: choose a much smaller --seq-len")
+    avail = available_memory()
+    if avail is not None and working > avail // 2:
+        raise TfpipeError(f"--seq-len {spec.seq_len} needs about {format_size(working)} of memory per window "
+                          f"({'windows and mask' if spec.masked else 'windows'} as int64, plus the serialized "
+                          f"record), more than half of the {format_size(avail)} available: choose a smaller "
+                          "--seq-len")
+    return max(1, _PACK_BUDGET // working)
+
+
+def _token_bound(files: Sequence[str]) -> int | None:
+    """At most this many tokens + end-of-document ids can come out of ``files`` (2 per byte of text), when
+    every input is plain text or jsonl; None when any is compressed (its size says little)."""
+    total = 0
+    for f in files:
+        if compression_of(f) is not None or format_of(f) == "parquet":
+            return None
+        total += os.path.getsize(f)
+    return 2 * total
+
+
 def _names(v):
     return v if v is None or isinstance(v, str) else tuple(v)
 
 
-def _count_subsets(subsets: list[str], lengths: np.ndarray, docs: dict[str, int], tokens: dict[str, int]) -> None:
+def count_subsets(subsets: list[str], lengths: np.ndarray, docs: dict[str, int], tokens: dict[str, int]) -> None:
     """Per-subset documents and tokens (document ids + its EOD)."""
     names, inv = np.unique(np.asarray(subsets, dtype=object), return_inverse=True)
     nd = np.bincount(inv, minlength=len(names))

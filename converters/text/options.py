@@ -2,10 +2,12 @@
 shared ``ShardOutputOptions``), recorded in the manifest, and the feature schema it implies."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..shardset.naming import check_plain_name
 from ..shardset.options import ShardOutputOptions
 from ..tfrecord.schema import FeatureSpec, Schema
 from .readers import ReadOptions, subset_names
@@ -41,6 +43,10 @@ class TextOptions:
         if not isinstance(self.output, ShardOutputOptions):
             raise ValueError(f"output must be a ShardOutputOptions, got {type(self.output).__name__}")
         self.read_options()  # validates text_key and txt_mode
+        try:  # the manifest records the tokenizer's file name: it must read back as one
+            check_plain_name(self.to_json()["tokenizer"])
+        except ValueError as exc:
+            raise ValueError(f"tokenizer {self.tokenizer!r}: its file name cannot be recorded: {exc}") from None
 
     def read_options(self, batch_chars: int | None = None) -> ReadOptions:
         extra = {"batch_chars": batch_chars} if batch_chars is not None else {}
@@ -52,6 +58,9 @@ class TextOptions:
         """The manifest's ``options``: one flat dict (text options and the shard-output options)."""
         own = {k: getattr(self, k) for k in ("seq_len", "tokenizer", "eod_token", "text_key", "no_cross_doc",
                                               "pad_last", "mask_name", "txt_mode")}
+        # the tokenizer's file name, never its path: a manifest names nothing outside its set (its sha256 is in
+        # extra.tokenizer), and the output does not depend on where the tokenizer file was
+        own["tokenizer"] = os.path.basename(str(self.tokenizer).rstrip("/\\")) or str(self.tokenizer)
         for k in ("include_subsets", "exclude_subsets"):
             v = getattr(self, k)
             own[k] = list(v) if v is not None else None

@@ -16,10 +16,14 @@ the loss by ``mask[1:]`` (use it as attention mask too if it wants padding unatt
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
-__all__ = ["PackSpec", "Packed", "Packer", "insert_eod", "pack_documents"]
+__all__ = ["PackSpec", "Packed", "Packer", "insert_eod", "pack_documents", "window_footprint",
+           "MAX_RECORD_BYTES"]
+
+MAX_RECORD_BYTES = (2 << 30) - 1  # a tf.train.Example (a protobuf message) must stay under 2 GiB
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,18 @@ class PackSpec:
     def masked(self) -> bool:
         """Whether windows may hold padding, so a mask feature is written."""
         return self.no_cross_doc or self.pad_last
+
+
+def window_footprint(spec: PackSpec, vocab_size: int) -> tuple[int, int]:
+    """``(record_bytes, working_bytes)`` of one window, at most: its serialized Example (ids as varints of the
+    largest id, mask ids of one byte) and the memory one window takes on its way to disk (the int64 window
+    and mask, their stacked copy for serialization, and the serialized bytes)."""
+    w = spec.window
+    largest = max(vocab_size - 1, spec.pad_id or 0, 1)
+    varint = (largest.bit_length() + 6) // 7
+    record = w * varint + (w if spec.masked else 0) + 64  # + keys, lengths, framing
+    arrays = w * 8 * (2 if spec.masked else 1)
+    return record, 2 * arrays + record
 
 
 @dataclass(frozen=True)
@@ -140,6 +156,24 @@ class Packer:
         n = stream.size // w
         self._carry = stream[n * w:].copy()
         return self._emit(stream[: n * w].reshape(n, w), None)
+
+    def add_chunks(self, ids: np.ndarray, lengths: np.ndarray, max_windows: int) -> Iterator[Packed]:
+        """``add`` in pieces of whole documents making at most about ``max_windows`` windows each (at least one
+        document per piece), so that padding in ``no_cross_doc`` mode cannot multiply memory: a batch of
+        many short documents and a long window would otherwise be padded all at once."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if not self.spec.no_cross_doc or lengths.size == 0:
+            yield self.add(ids, lengths)
+            return
+        rows = np.cumsum(-(-(lengths + 1) // self.spec.window))
+        id_off = np.zeros(lengths.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=id_off[1:])
+        start = 0
+        while start < lengths.size:
+            base = int(rows[start - 1]) if start else 0
+            end = max(start + 1, int(np.searchsorted(rows, base + max(1, max_windows), side="right")))
+            yield self.add(ids[id_off[start]:id_off[end]], lengths[start:end])
+            start = end
 
     def finish(self) -> Packed:
         """The last window: padded (``pad_last``) or dropped (counted in ``tokens_dropped``)."""

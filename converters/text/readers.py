@@ -187,6 +187,9 @@ def _read_jsonl(sink: _Sink) -> Iterator[DocBatch]:
             stats.records_read += 1
             try:
                 obj = loads(ln)
+            except RecursionError:
+                sink.bad(line_no, "invalid_json", "invalid JSON: nested too deeply to parse")
+                continue
             except ValueError as exc:
                 if last:
                     sink.bad(line_no, "truncated_line",
@@ -318,7 +321,7 @@ def _parquet_subsets(col, n: int) -> list:
         for v in col.to_pylist():
             try:
                 m = json.loads(v) if v else None
-            except ValueError:
+            except (ValueError, RecursionError):
                 m = None
             out.append(m.get("pile_set_name") if isinstance(m, dict) else None)
         return out

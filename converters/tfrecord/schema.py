@@ -1,4 +1,9 @@
-"""Feature schema of a shard set: fixed-length int64/float32 features, plus which one is the label."""
+"""Feature schema of a shard set: int64/float32 features of fixed length (shape ``()`` or ``(k,)``) or of
+variable length (shape ``None``: a list of any length per record), plus which one is the label.
+
+In the manifest's JSON a fixed feature is ``{"dtype": ..., "shape": [k]}`` and a variable-length one
+``{"dtype": ..., "shape": null}``: manifests of fixed-width sets read exactly as before, and a reader that
+predates variable-length features fails on ``null`` instead of taking the feature for a scalar."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,28 +15,43 @@ _DTYPES = ("int64", "float32")
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """One fixed-length feature: name, dtype ("int64" or "float32") and shape (() or (k,))."""
+    """One feature: name, dtype ("int64" or "float32") and shape: ``()`` (scalar), ``(k,)`` (k values) or
+    ``None`` (variable length: any number of values, zero included, per record)."""
 
     name: str
     dtype: str
-    shape: tuple[int, ...] = ()
+    shape: tuple[int, ...] | None = ()
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
             raise ValueError(f"feature name must be a non-empty string, got {self.name!r}")
         if self.dtype not in _DTYPES:
             raise ValueError(f"feature {self.name!r}: dtype must be one of {_DTYPES}, got {self.dtype!r}")
-        shape = tuple(int(s) for s in self.shape)
+        if self.shape is None:
+            return
+        try:
+            shape = tuple(int(s) for s in self.shape)
+        except (TypeError, ValueError):
+            shape = (0, 0)
         if len(shape) > 1 or any(s <= 0 for s in shape):
-            raise ValueError(f"feature {self.name!r}: shape must be () or (k,) with k > 0, got {self.shape!r}")
+            raise ValueError(f"feature {self.name!r}: shape must be (), (k,) with k > 0, or None (variable "
+                             f"length), got {self.shape!r}")
         object.__setattr__(self, "shape", shape)
 
     @property
+    def varlen(self) -> bool:
+        """Whether records hold a list of any length (``shape is None``)."""
+        return self.shape is None
+
+    @property
     def width(self) -> int:
+        """Values per record of a fixed-length feature (a ValueError for a variable-length one)."""
+        if self.shape is None:
+            raise ValueError(f"feature {self.name!r} has variable length: no fixed width")
         return self.shape[0] if self.shape else 1
 
     def to_json(self) -> dict:
-        return {"dtype": self.dtype, "shape": list(self.shape)}
+        return {"dtype": self.dtype, "shape": None if self.shape is None else list(self.shape)}
 
 
 @dataclass(frozen=True)
@@ -57,11 +77,16 @@ class Schema:
                 return f
         raise KeyError(name)
 
+    @property
+    def varlen(self) -> tuple[str, ...]:
+        """Names of the variable-length features (empty for a fixed-width schema)."""
+        return tuple(f.name for f in self.features if f.varlen)
+
     def to_json(self) -> dict:
         return {"features": {f.name: f.to_json() for f in self.features}, "label": self.label}
 
     @classmethod
     def from_json(cls, data: dict) -> "Schema":
-        feats = tuple(FeatureSpec(name, spec["dtype"], tuple(spec["shape"]))
+        feats = tuple(FeatureSpec(name, spec["dtype"], None if spec["shape"] is None else tuple(spec["shape"]))
                       for name, spec in data["features"].items())
         return cls(feats, data.get("label"))

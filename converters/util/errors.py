@@ -1,7 +1,7 @@
 """Errors that the CLI turns into one line on stderr and a non-zero exit code."""
 from __future__ import annotations
 
-__all__ = ["TfpipeError", "InputError", "OutputExistsError", "IntegrityError"]
+__all__ = ["TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError", "IntegrityError"]
 
 
 class TfpipeError(Exception):
@@ -36,6 +36,19 @@ class OutputExistsError(TfpipeError):
     """Output location is not empty and overwriting was not asked for."""
 
     exit_code = 3
+
+
+class OutputInUseError(TfpipeError):
+    """Another run holds the output location (its claim names the process, host and start time)."""
+
+    exit_code = 6
+
+
+class OutputError(TfpipeError):
+    """The output could not be written (read-only file system, disk full, name too long, ...); the message
+    names the path and the operating system's reason, and nothing was left under a final name."""
+
+    exit_code = 1
 
 
 class IntegrityError(TfpipeError):

@@ -1,14 +1,56 @@
-"""Durable files: fsync a directory after renames, write a small file atomically, and hash bytes as they
-pass through a file object (so a shard's sha256 is known the moment it is closed)."""
+"""Durable files: fsync a directory after renames, write a small file atomically, create a file that must
+not exist yet, open only regular files for reading, and hash bytes as they pass through a file object (so a
+shard's sha256 is known the moment it is closed)."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
-import tempfile
+import secrets
+import stat
 from typing import BinaryIO
 
-__all__ = ["fsync_dir", "write_atomic", "HashingWriter", "HashingReader"]
+__all__ = ["fsync_dir", "write_atomic", "create_new", "open_regular", "file_kind", "NotRegularFileError",
+           "HashingWriter", "HashingReader"]
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISLNK, "a symbolic link"))
+
+
+class NotRegularFileError(OSError):
+    """A path that must be a regular file is something else (its ``strerror`` says what)."""
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` describes, for messages: ``"a regular file"``, ``"a FIFO (named pipe)"``, ..."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """Open ``path`` for binary reading if it is a regular file (symlinks followed); else raise
+    ``NotRegularFileError``. A FIFO or device is opened non-blocking only to be looked at, so it can
+    neither hang the caller (a FIFO without writer) nor feed it forever (``/dev/zero``)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(errno.EINVAL, f"is {file_kind(mode)}, not a regular file", os.fspath(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def create_new(path: str | os.PathLike, mode: int = 0o666) -> BinaryIO:
+    """Create ``path`` for binary writing; it must not exist yet (``O_EXCL``: never follows a symlink planted
+    there, never truncates another run's file). Permissions: ``mode`` less the umask, like ``open``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    return os.fdopen(fd, "wb")
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
@@ -27,19 +69,23 @@ def fsync_dir(path: str | os.PathLike) -> None:
 
 def write_atomic(path: str | os.PathLike, data: bytes, *, tmp_prefix: str = ".tmp-") -> None:
     """Write ``data`` to ``path`` through a uniquely named temporary file in the same directory: fsync,
-    rename, fsync the directory. Readers see the old file or the new one, never a part."""
+    rename, fsync the directory. Readers see the old file or the new one, never a part. The file gets the
+    permissions of any new file (0666 less the umask), as readable as the data beside it."""
     path = os.fspath(path)
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, dir=directory)
+    tmp = os.path.join(directory, f"{tmp_prefix}{secrets.token_hex(8)}")
+    f = create_new(tmp)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        try:
             os.unlink(tmp)
+        except OSError:
+            pass
         raise
     fsync_dir(directory)
 

@@ -1,9 +1,14 @@
-"""Facts about the host that defaults depend on."""
+"""Facts about the host that defaults depend on, and the limits derived from them."""
 from __future__ import annotations
 
+import logging
 import os
 
-__all__ = ["cpu_count"]
+__all__ = ["cpu_count", "cap_workers", "available_memory", "WORKERS_PER_CPU"]
+
+log = logging.getLogger(__name__)
+
+WORKERS_PER_CPU = 4  # more workers than this per vCPU only add memory and switching, never speed
 
 
 def cpu_count() -> int:
@@ -15,3 +20,37 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def cap_workers(workers: int, what: str = "workers") -> int:
+    """``workers`` capped at ``WORKERS_PER_CPU`` times the vCPUs, with a warning when capped."""
+    limit = WORKERS_PER_CPU * cpu_count()
+    if workers > limit:
+        log.warning("%d %s asked for, but this machine has %d vCPU(s): using %d (%d per vCPU)", workers, what,
+                    cpu_count(), limit, WORKERS_PER_CPU)
+        return limit
+    return workers
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available for new allocations (``MemAvailable``, or the cgroup limit if lower);
+    None when unknown."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                raw = f.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < (1 << 60):
+            avail = min(avail, int(raw)) if avail else int(raw)
+        break
+    return avail

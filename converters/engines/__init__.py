@@ -1,0 +1,30 @@
+"""Engines: one conversion, cut into independent steps that any engine can schedule, with the local
+converter's bytes.
+
+The pure core (no engine imports; every value picklable):
+
+* ``units``: ``Unit``, ``plan_units`` (inputs -> work units in input order), ``read_unit``;
+* ``area``: ``RunArea`` (the run's temporary area ``OUT/.tfpipe-tmp-<run>/`` and temporary shard names),
+  ``prepare_run``;
+* ``core``: ``ErrorRecord``, ``Cutter`` (the shard-cut rule, streamed), ``ShardSpec``, ``Plan``,
+  ``ShardFile``/``ShardResult``, ``Outcome`` and ``finalize``;
+* ``libsvmjob.LibsvmJob`` and ``textjob.TextJob`` (with ``windows``): the format steps — units, pre-pass,
+  pass 1, size step, plan, pass 2;
+* ``inprocess``: the step contract (``TwoPassJob``) and ``run_job``, the reference engine (every step in
+  this process, in order).
+
+Engines on top: ``beam`` (Apache Beam, any runner; the only module that imports apache_beam). The local
+converters (``converters.libsvm.convert``, ``converters.text.convert``) stay single-pass streaming engines.
+"""
+from __future__ import annotations
+
+from ..util.lazy import lazy_exports
+
+__all__ = ["Unit", "plan_units", "RunArea", "prepare_run", "Plan", "ShardSpec", "ShardResult", "Outcome",
+           "finalize", "LibsvmJob", "TextJob", "run_job", "TwoPassJob"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Unit": ".units", "plan_units": ".units", "RunArea": ".area", "prepare_run": ".area", "Plan": ".core",
+    "ShardSpec": ".core", "ShardResult": ".core", "Outcome": ".core", "finalize": ".core",
+    "LibsvmJob": ".libsvmjob", "TextJob": ".textjob", "run_job": ".inprocess", "TwoPassJob": ".inprocess",
+}, globals())

@@ -1,0 +1,142 @@
+"""A run's place under the output location: the temporary area and the temporary shard names.
+
+Layout for a run with id ``R`` writing to ``OUT`` (a local directory, ``s3://bucket/prefix`` or any scheme
+``converters.storage`` opens):
+
+* ``OUT/.tfpipe-tmp-R/`` — the temporary area (a directory, or a key prefix): what one step leaves for a
+  later one, e.g. ``u0000012.len`` (pass 1: framed record lengths of unit 12) or ``u0000003-c000001.ids``
+  (pass 1: token ids of chunk 1 of unit 3). Nothing is ever written in the current directory.
+* ``OUT/.tfpipe-tmp-R-train-00003.tfrecord`` — shard 3 as pass 2 wrote it; finalize renames it to
+  ``train-00003-of-00012.tfrecord``.
+
+``RunArea`` is a small frozen value (picklable): every task of every engine opens the storages from it on its
+own (once per process). ``cleanup`` removes the area and the run's temporary shards, on success and on failure,
+so nothing of the run is left but the shard set and its manifest.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..shardset.writer import prepare_output
+from ..storage import TMP_PREFIX, Storage, is_s3, open_storage
+
+__all__ = ["RunArea", "new_run_id", "prepare_run"]
+
+log = logging.getLogger(__name__)
+
+_STORAGES: dict[tuple, Storage] = {}  # per process: (run id, url, options) -> opened storage
+
+
+def new_run_id() -> str:
+    """A fresh run id (12 hex digits)."""
+    return uuid.uuid4().hex[:12]
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def _open(run_id: str, url: str, options: tuple) -> Storage:
+    key = (run_id, url, options)
+    st = _STORAGES.get(key)
+    if st is None:
+        st = _STORAGES[key] = open_storage(url, **dict(options))
+    return st
+
+
+@dataclass(frozen=True)
+class RunArea:
+    """Where run ``run_id`` writes under ``out``; ``storage_options`` go to ``open_storage`` (e.g. an S3
+    ``endpoint_url``)."""
+
+    out: str
+    run_id: str
+    storage_options: tuple[tuple[str, object], ...] = field(default=())
+
+    def __post_init__(self):
+        if not self.run_id or not all(c.isalnum() or c in "-_" for c in self.run_id):
+            raise ValueError(f"run_id must be a non-empty name of letters, digits, '-' or '_', got {self.run_id!r}")
+        object.__setattr__(self, "out", str(self.out))
+        object.__setattr__(self, "storage_options", tuple(sorted(dict(self.storage_options).items())))
+
+    # -- where -------------------------------------------------------------------------------------
+    @property
+    def temp_url(self) -> str:
+        return _join(self.out, f"{TMP_PREFIX}{self.run_id}")
+
+    @property
+    def shard_tmp_prefix(self) -> str:
+        """Temporary shard names of this run start with this (in ``out`` itself)."""
+        return f"{TMP_PREFIX}{self.run_id}-"
+
+    def shard_tmp_name(self, index: int, names) -> str:
+        """The temporary name of shard ``index`` (``names``: the output's ``ShardName``)."""
+        return f"{self.shard_tmp_prefix}{names.prefix}-{index:05d}{names.suffix}"
+
+    def output(self) -> Storage:
+        """The output location's storage (opened once per process)."""
+        return _open(self.run_id, self.out, self.storage_options)
+
+    def temp(self) -> Storage:
+        """The temporary area's storage (opened once per process)."""
+        return _open(self.run_id, self.temp_url, self.storage_options)
+
+    # -- temporary arrays ----------------------------------------------------------------------------
+    def put_array(self, name: str, array: np.ndarray) -> None:
+        """Write a 1-D array's raw bytes under ``name`` in the temporary area (atomically)."""
+        self.temp().write_bytes_atomic(name, np.ascontiguousarray(array).tobytes())
+
+    def get_array(self, name: str, dtype) -> np.ndarray:
+        """Read back an array written by ``put_array``."""
+        return np.frombuffer(self.temp().read_bytes(name), dtype=dtype)
+
+    # -- cleanup -------------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Give up this process's claim on the output, if it holds one (the driver that prepared the run)."""
+        st = _STORAGES.get((self.run_id, self.out, self.storage_options))
+        claim = getattr(st, "claim", None)
+        if claim is not None:
+            claim.release()
+            st.claim = None
+
+    def cleanup(self) -> None:
+        """Remove the temporary area and this run's temporary shards (idempotent; errors are logged). The
+        claim on the output stays (see ``release``)."""
+        try:
+            temp = self.temp()
+            for name in temp.list():
+                temp.delete(name)
+            path = temp.local_path("")
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+            elif not is_s3(self.temp_url):
+                temp.delete("")  # a Beam file system with real directories: the area's own directory
+        except Exception as exc:  # noqa: BLE001 - cleanup must not hide the run's own error
+            log.warning("could not remove the temporary area %s: %s", self.temp_url, exc)
+        try:
+            out = self.output()
+            for name in out.list():
+                if name.startswith(self.shard_tmp_prefix):
+                    out.delete(name)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not remove temporary shards of run %s in %s: %s", self.run_id, self.out, exc)
+        for key in [k for k in _STORAGES if k[0] == self.run_id and k[1] != self.out]:
+            del _STORAGES[key]
+
+
+def prepare_run(out: str, *, overwrite: bool, run_id: str | None = None, **storage_options) -> RunArea:
+    """Check the output location as the local converter does (refuse a non-empty one unless ``overwrite``,
+    then clear tfpipe's files only — on a local disk, temporary areas of interrupted runs included) and
+    return the run's area."""
+    out = str(out)
+    storage = prepare_output(out, overwrite=overwrite, **storage_options)
+    if storage.local_path("") is not None:
+        storage.staging_dir()  # the local converter creates the output directory up front too
+    area = RunArea(out, run_id or new_run_id(), tuple(storage_options.items()))
+    _STORAGES[(area.run_id, area.out, area.storage_options)] = storage
+    return area

@@ -1,0 +1,340 @@
+"""LibSVM as a two-pass job: the steps an engine runs, each a function of plain picklable values.
+
+* ``units``: plain files in line-aligned byte ranges, compressed files whole (driver).
+* ``prepass(unit)`` (only with ``--index-base auto``): does the unit hold an index 0? ``resolve`` decides the
+  base over all units in input order, exactly as the local pre-pass (first index 0 -> zero-based; an
+  unreadable input met before any index 0 is the error).
+* ``pass1(unit, ctx)``: parse, compute each record's framed length without serializing, write the lengths
+  (int32) to the temporary area; return a ``LibsvmSummary`` (counts, bad lines with unit-local numbers).
+* ``plan(summaries)``: accounting merged per input file, the first bad line raised in input order (line
+  numbers shifted by the lines of the file's earlier units), shard cuts by ``core.Cutter``.
+* ``pass2(spec)``: re-parse the units of one shard, serialize exactly its records, write it.
+
+Parsing and serialization are the local converter's (``libsvm.block.parse``, ``tfrecord.examples``), so the
+bytes are the same.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from ..libsvm.block import has_zero_index, parse, serialize_parsed
+from ..libsvm.convert import DEFAULT_BLOCK_BYTES, RowTotals
+from ..libsvm.options import LibsvmOptions
+from ..libsvm.reasons import BadLine
+from ..libsvm.sparse import SparseBlock, row_stats
+from ..shardset.manifest import MAX_EXAMPLES, InputStats
+from ..sources import expand_inputs, iter_blocks
+from ..tfrecord.examples import column_payloads, framed_lengths
+from ..util.errors import InputError, TfpipeError
+from .area import RunArea, prepare_run
+from .core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from .units import DEFAULT_UNIT_BYTES, Unit, input_files, plan_units, read_unit
+
+__all__ = ["LibsvmJob", "LibsvmContext", "LibsvmPrepass", "LibsvmSummary", "LibsvmPiece"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LibsvmPrepass:
+    """``--index-base auto`` for one unit: an index 0 seen, or the error that stopped the scan."""
+
+    unit: int
+    zero: bool = False
+    error: ErrorRecord | None = None
+
+
+@dataclass(frozen=True)
+class LibsvmContext:
+    """What pass 1 needs from the pre-pass: the index base, or the error that ends the run."""
+
+    base: int | None
+    error: ErrorRecord | None = None
+
+
+@dataclass
+class LibsvmSummary:
+    """Pass 1's report for one unit. Line numbers of ``bad`` are unit-local for a range unit (the planner
+    shifts them). ``blocks``: records per ``block_size`` block of a whole (compressed) unit."""
+
+    unit: Unit
+    records: int = 0
+    nbytes: int = 0                 # framed bytes of the records
+    lines: int = 0
+    blank: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    bad: list[BadLine] = field(default_factory=list)
+    fallback: int = 0
+    blocks: tuple[int, ...] = ()
+    error: ErrorRecord | None = None
+    sparse: dict | None = None      # sparse layout: the unit's ``sparse.row_stats`` totals
+
+
+@dataclass(frozen=True)
+class LibsvmPiece:
+    """Records ``[first, stop)`` of ``unit`` (which holds ``count`` records; ``blocks`` as in the summary),
+    parsed with index base ``base``."""
+
+    unit: Unit
+    first: int
+    stop: int
+    count: int
+    base: int
+    blocks: tuple[int, ...] = ()
+
+
+def _check_sizes(unit_size, block_size) -> None:
+    for name, v in (("unit_size", unit_size), ("block_size", block_size)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive number of bytes, got {v!r}")
+
+
+def _bad_error(b: BadLine, path: str) -> ErrorRecord:
+    """The local converter's error for the first bad line (``--on-error raise``)."""
+    return ErrorRecord(f"{b.reason}: {b.message} (use --on-error skip to skip bad lines)", path, b.line,
+                       reason=b.reason)
+
+
+@dataclass(frozen=True)
+class LibsvmJob:
+    """One LibSVM conversion as independent steps (see the module docstring); a plain, picklable value."""
+
+    options: LibsvmOptions
+    paths: tuple[str, ...]
+    area: RunArea
+    unit_size: int = DEFAULT_UNIT_BYTES
+    block_size: int = DEFAULT_BLOCK_BYTES
+    kind = "libsvm"
+
+    def __post_init__(self):
+        if not isinstance(self.options, LibsvmOptions):
+            raise TypeError(f"options must be a LibsvmOptions, got {type(self.options).__name__}")
+        object.__setattr__(self, "paths", tuple(self.paths))
+        _check_sizes(self.unit_size, self.block_size)
+
+    @classmethod
+    def create(cls, inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike,
+               options: LibsvmOptions, *, overwrite: bool = False, unit_size: int = DEFAULT_UNIT_BYTES,
+               block_size: int = DEFAULT_BLOCK_BYTES, run_id: str | None = None, **storage_options) -> "LibsvmJob":
+        """The driver's set-up, in the local converter's order: expand the inputs, then check and prepare the
+        output location (refused if not empty unless ``overwrite``) and the run's temporary area."""
+        if not isinstance(options, LibsvmOptions):
+            raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
+        _check_sizes(unit_size, block_size)
+        paths = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
+        area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
+        return cls(options, tuple(paths), area, unit_size, block_size)
+
+    @property
+    def output(self):
+        return self.options.output
+
+    def lite(self) -> "LibsvmJob":
+        """What every step but pass 1 needs: the job itself (see ``TextJob.lite``)."""
+        return self
+
+    @property
+    def schema(self):
+        return self.options.schema
+
+    @property
+    def needs_prepass(self) -> bool:
+        return self.options.index_base == "auto"
+
+    def units(self) -> list[Unit]:
+        return plan_units(input_files(self.paths), self.unit_size)
+
+    # -- index-base pre-pass -----------------------------------------------------------------------
+    def prepass(self, unit: Unit) -> LibsvmPrepass:
+        try:
+            if not unit.whole:
+                return LibsvmPrepass(unit.index, has_zero_index(read_unit(unit)))
+            for block, _, _ in iter_blocks(unit.path, self.block_size):
+                if has_zero_index(block):
+                    return LibsvmPrepass(unit.index, True)
+            return LibsvmPrepass(unit.index)
+        except InputError as exc:
+            return LibsvmPrepass(unit.index, error=ErrorRecord.of(exc))
+
+    def resolve(self, prepasses: Sequence[LibsvmPrepass]) -> LibsvmContext:
+        if not self.needs_prepass:
+            return LibsvmContext(self.options.index_base)
+        for p in sorted(prepasses, key=lambda p: p.unit):
+            if p.zero:
+                log.info("index base auto: index 0 found (unit %d) -> zero-based", p.unit)
+                return LibsvmContext(0)
+            if p.error is not None:
+                return LibsvmContext(None, p.error)
+        log.info("index base auto: no index 0 in %d input(s) -> one-based", len(self.paths))
+        return LibsvmContext(1)
+
+    # -- pass 1 ---------------------------------------------------------------------------------------
+    def _lengths(self, pb) -> np.ndarray:
+        if pb.n == 0:
+            return np.zeros(0, np.int32)
+        if isinstance(pb, SparseBlock):  # variable-length rows: the serializer's own lengths
+            return serialize_parsed(pb, self.options.keys)[1].astype(np.int32)
+        lk, ik, vk = self.options.keys
+        cols = {lk: pb.label, ik: pb.ids, vk: pb.values}
+        return framed_lengths(self.schema, column_payloads(self.schema, cols)).astype(np.int32)
+
+    def _blocks(self, unit: Unit) -> Iterator[tuple[bytes, int]]:
+        if unit.whole:
+            for block, first_line, _ in iter_blocks(unit.path, self.block_size):
+                yield block, first_line
+        else:
+            yield read_unit(unit), 1
+
+    def pass1(self, unit: Unit, ctx: LibsvmContext) -> LibsvmSummary:
+        s = LibsvmSummary(unit)
+        if ctx.error is not None:
+            return s  # the run ends at the planner: nothing to do
+        popts = self.options.parse_options(ctx.base)
+        stop_on_bad = self.output.on_error == "raise"
+        lengths, blocks = [], []
+        rows = RowTotals() if self.options.sparse else None
+        try:
+            for block, first_line in self._blocks(unit):
+                pb = parse(block, popts, first_line, MAX_EXAMPLES)
+                s.lines += pb.lines
+                s.blank += pb.blank
+                s.fallback += pb.fallback_lines
+                for k, v in pb.skipped.items():
+                    s.skipped[k] = s.skipped.get(k, 0) + v
+                s.bad.extend(pb.bad[:MAX_EXAMPLES - len(s.bad)])
+                if stop_on_bad and pb.bad:
+                    break  # the run stops at this line
+                ln = self._lengths(pb)
+                if rows is not None:
+                    rows.add(row_stats(pb))
+                lengths.append(ln)
+                blocks.append(pb.n)
+                s.records += pb.n
+                s.nbytes += int(ln.sum(dtype=np.int64))
+        except InputError as exc:
+            s.error = ErrorRecord.of(exc)
+        s.blocks = tuple(blocks) if unit.whole else ()
+        s.sparse = rows.stats() if rows is not None else None
+        if s.records and s.error is None and not (stop_on_bad and s.bad):
+            self.area.put_array(f"{unit.key}.len", np.concatenate(lengths))
+        return s
+
+    # -- planning -------------------------------------------------------------------------------------
+    def size_tasks(self, summaries: Sequence[LibsvmSummary]) -> list:
+        return []  # pass 1 already knows every record's length
+
+    def sizes(self, task) -> None:  # pragma: no cover - no size tasks for LibSVM
+        raise TypeError("LibSVM has no size step")
+
+    def plan(self, summaries: Sequence[LibsvmSummary], sizes: Sequence = (), ctx: LibsvmContext | None = None
+             ) -> Plan:
+        if ctx is not None and ctx.error is not None:
+            return Plan.failed(ctx.error)
+        summaries = sorted(summaries, key=lambda s: s.unit.index)
+        raise_on_bad = self.output.on_error == "raise"
+        stats = [InputStats(p) for p in self.paths]
+        lines_before = [0] * len(self.paths)
+        cutter = Cutter(self.output.shard_size)
+        firsts, fallback = [], 0
+        rows = RowTotals() if self.options.sparse else None
+        for s in summaries:
+            i, path = s.unit.input_index, s.unit.path
+            shift = lines_before[i]
+            bad = [BadLine(b.line + shift, b.reason, b.token) for b in s.bad] if shift else s.bad
+            if raise_on_bad and bad:
+                return Plan.failed(_bad_error(bad[0], path))
+            if s.error is not None:
+                return Plan.failed(s.error)
+            _account(stats[i], s, bad, path)
+            lines_before[i] += s.lines
+            fallback += s.fallback
+            if rows is not None:
+                rows.add(s.sparse)
+            firsts.append(cutter.records)
+            if not cutter.add_run(s.records, s.nbytes):
+                cutter.add(self.area.get_array(f"{s.unit.key}.len", np.int32))
+        read = sum(st.records_read for st in stats)
+        blank = sum(st.blank_lines for st in stats)
+        if cutter.records == 0:
+            return Plan.failed(ErrorRecord(
+                f"no records to write: the input holds no valid line ({blank} blank/comment line(s), {read} bad "
+                "line(s) skipped)", self.paths[0] if len(self.paths) == 1 else None, reason="empty_input"))
+        _log_totals(stats, read, fallback)
+        base = ctx.base if ctx is not None else self.options.index_base
+        options = self.options.to_json()
+        options["index_base_used"] = base
+        shards = tuple(ShardSpec(k, b - a, _pieces(summaries, firsts, a, b, base), first=a)
+                       for k, (a, b) in enumerate(cutter.ranges()))
+        extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
+        return Plan(shards, cutter.records, tuple(stats), options, extra)
+
+    # -- pass 2 ---------------------------------------------------------------------------------------
+    def pass2(self, spec: ShardSpec) -> ShardResult:
+        return write_shard(self.area, self.output, spec,
+                           (batch for piece in spec.pieces for batch in self._records(piece)))
+
+    def _records(self, piece: LibsvmPiece) -> Iterator[tuple[np.ndarray, int]]:
+        popts = self.options.parse_options(piece.base)
+        counts = piece.blocks if piece.unit.whole else (piece.count,)
+        at = 0
+        for (block, first_line), n in zip(self._blocks(piece.unit), counts):
+            lo, hi = max(piece.first - at, 0), min(piece.stop - at, n)
+            at += n
+            if hi <= lo:
+                if at >= piece.stop:
+                    break
+                continue  # a block before the piece: not parsed
+            pb = parse(block, popts, first_line, 1)
+            if pb.n != n:
+                raise TfpipeError(f"{piece.unit.path}: {pb.n} records where pass 1 found {n} (did the input "
+                                  "change during the run?)")
+            framed, lengths = serialize_parsed(pb, self.options.keys)
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            yield framed[int(offsets[lo]):int(offsets[hi])], hi - lo
+            if at >= piece.stop:
+                break
+
+
+def _account(st: InputStats, s: LibsvmSummary, bad: list[BadLine], path: str) -> None:
+    """One unit's accounting into its input's (as the local converter adds a block's)."""
+    st.records_written += s.records
+    st.records_read += s.records + sum(s.skipped.values())
+    st.blank_lines += s.blank
+    for reason, count in s.skipped.items():
+        st.skipped[reason] = st.skipped.get(reason, 0) + count
+    for b in bad:
+        if len(st.examples) < MAX_EXAMPLES:
+            st.examples.append(b.describe(path))
+            log.info("skipped %s", b.describe(path))
+
+
+def _log_totals(stats: list[InputStats], read: int, fallback: int) -> None:
+    skipped = sum(st.records_skipped for st in stats)
+    if skipped:
+        by_reason: dict[str, int] = {}
+        for st in stats:
+            for k, v in st.skipped.items():
+                by_reason[k] = by_reason.get(k, 0) + v
+        log.info("skipped %d bad line(s) of %d: %s", skipped, read,
+                 ", ".join(f"{k}={v}" for k, v in sorted(by_reason.items())))
+    if fallback:
+        log.info("%d line(s) needed the exact Python number parser", fallback)
+
+
+def _pieces(summaries: list[LibsvmSummary], firsts: list[int], a: int, b: int, base: int) -> tuple:
+    """The units (and their record ranges) that hold global records ``[a, b)``."""
+    out = []
+    k = max(bisect.bisect_right(firsts, a) - 1, 0)
+    while k < len(summaries) and firsts[k] < b:
+        s = summaries[k]
+        lo, hi = max(a, firsts[k]), min(b, firsts[k] + s.records)
+        if hi > lo:
+            out.append(LibsvmPiece(s.unit, lo - firsts[k], hi - firsts[k], s.records, base, s.blocks))
+        k += 1
+    return tuple(out)

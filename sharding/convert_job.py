@@ -1,0 +1,128 @@
+"""The conversion a Processing job runs, read from the same command line as ``tfpipe convert``:
+``convert {libsvm|text} INPUT... --out URL [options]`` -> a ``ConvertJob`` (format, inputs, output, the
+validated options object and the local engine's knobs), and ``convert_part``, which runs the local converter
+on some of the inputs (one instance's share) into a location of the work area."""
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from converters.shardset.manifest import Manifest
+from converters.util.errors import TfpipeError
+
+__all__ = ["ConvertJob", "parse_convert", "convert_part", "input_files", "FORMATS", "EXTRAS"]
+
+FORMATS = ("libsvm", "text")
+EXTRAS = {"libsvm": ("s3",), "text": ("s3", "text")}  # pip extras an instance needs per format
+
+
+@dataclass(frozen=True)
+class ConvertJob:
+    """One ``tfpipe convert`` command: ``options`` is a ``LibsvmOptions`` or ``TextOptions``."""
+
+    format: str
+    argv: tuple[str, ...]
+    inputs: tuple[str, ...]
+    out: str
+    options: Any
+    workers: int | None = None
+    overwrite: bool = False
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if not self.inputs:
+            raise ValueError("a conversion needs at least one input")
+
+    @property
+    def kind(self) -> str:
+        return self.format
+
+    def with_options(self, **changes) -> "ConvertJob":
+        """The same job with some options changed (e.g. the index base decided over all instances)."""
+        return replace(self, options=replace(self.options, **changes))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # a usage error becomes one line, not a usage dump and exit 2 from deep inside
+        raise ValueError(f"{self.prog}: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from converters.cli import libsvm, text
+
+    top = _Parser(prog="tfpipe", add_help=False)
+    sub = top.add_subparsers(dest="command", parser_class=_Parser)
+    convert = sub.add_parser("convert", add_help=False)
+    csub = convert.add_subparsers(dest="format", parser_class=_Parser)
+    libsvm.register(csub)
+    text.register(csub, argparse.ArgumentParser(add_help=False).add_subparsers())  # 'tokenizer' not needed here
+    return top
+
+
+def parse_convert(argv: Sequence[str]) -> ConvertJob:
+    """Parse ``convert {libsvm|text} ...`` exactly as ``tfpipe convert`` does; a bad command is a ValueError
+    with one line (the same options are valid, with the same defaults)."""
+    argv = [str(a) for a in argv]
+    if len(argv) < 2 or argv[0] != "convert" or argv[1] not in FORMATS:
+        raise ValueError(f"expected a conversion command 'convert {{{'|'.join(FORMATS)}}} INPUT... --out URL ...', "
+                         f"got {' '.join(argv[:3]) or 'nothing'!r}")
+    args = _parser().parse_args(argv)
+    if getattr(args, "engine", "local") != "local" or getattr(args, "beam_option", None):
+        raise ValueError("--engine/--beam-option do not apply here: the Processing instances are the engine "
+                         "(drop them; --workers sets the processes per instance)")
+    if args.format == "libsvm":
+        from converters.cli.libsvm import options_from_args
+    else:
+        from converters.cli.text import options_from_args
+    options = options_from_args(args)
+    return ConvertJob(args.format, tuple(argv), tuple(args.inputs), args.out, options, args.workers,
+                      args.overwrite)
+
+
+def convert_part(job: ConvertJob, files: Sequence[str], out: str) -> Manifest:
+    """Convert ``files`` (this instance's share of the inputs) into a complete shard set at ``out`` with the
+    job's options, replacing whatever an earlier attempt left there; inputs without a valid record give a
+    manifest with no shard (their accounting still counts)."""
+    if not files:
+        raise TfpipeError("convert_part needs at least one file")
+    if job.format == "libsvm":
+        from converters.libsvm.convert import run
+
+        return run(list(files), out, job.options, workers=job.workers, overwrite=True, allow_empty=True)
+    from converters.text.convert import run
+
+    return run(list(files), out, job.options, workers=job.workers, overwrite=True)
+
+
+def input_files(job: ConvertJob, *, allow_empty_dirs: bool) -> list[str]:
+    """The job's inputs expanded into files as the local converter expands them; with ``allow_empty_dirs``
+    an existing directory that holds no input file counts as none (an instance of a ShardedByS3Key job may
+    get no object)."""
+    from converters.sources import expand_inputs
+
+    suffixes = None
+    if job.format == "text":
+        from converters.text.readers import INPUT_SUFFIXES
+
+        suffixes = INPUT_SUFFIXES
+    files: list[str] = []
+    seen: set[str] = set()
+    for item in job.inputs:
+        if allow_empty_dirs and os.path.isdir(item) and not _has_files(item):
+            continue
+        for f in expand_inputs([item], suffixes=suffixes):
+            if os.path.abspath(f) not in seen:
+                seen.add(os.path.abspath(f))
+                files.append(f)
+    return files
+
+
+def _has_files(directory: str) -> bool:
+    for _, dirs, names in os.walk(directory):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if any(not n.startswith(".") for n in names):
+            return True
+    return False

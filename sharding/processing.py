@@ -1,0 +1,118 @@
+"""The SageMaker Processing entry point: one call per instance, ``run_instance(convert_argv, ...)``.
+
+Each instance learns its place from ``resourceconfig.json`` and each input's distribution from
+``processingjobconfig.json`` (``sharding.processing_config``), converts its share, and coordinates with the
+others only through files under the output location (``sharding.workarea``): no host name is resolved and
+nothing else is shared. The first host in ``hosts`` finalizes: it waits for every part, publishes the shards and
+writes ``index.json`` last; the others return once their part is durably written.
+
+* ShardedByS3Key inputs: ``sharding.sharded`` (each instance converts its own objects).
+* FullyReplicated inputs (every instance sees everything): ``sharding.replicated`` (the instances split the
+  two-pass conversion's work units and shards; the result is byte-identical to a local conversion).
+* A failure is recorded in the work area (``failed/<host>.json``) so waiting instances stop at once; an
+  instance that never starts makes the finalizer give up after ``timeout`` seconds naming it. No manifest is
+  written then, and a rerun of the job reuses the parts already written.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from converters.shardset.manifest import Manifest
+from converters.shardset.reader import read_manifest
+from converters.storage import open_storage
+from converters.util.errors import TfpipeError
+
+from .convert_job import ConvertJob, input_files, parse_convert
+from .finalize import check_output, finished
+from .hosts import SHARDED, distribution_of, run_id
+from .processing_config import (
+    PROCESSING_CONFIG_DIR,
+    ProcessingConfig,
+    read_processing_config,
+)
+from .workarea import FAILED, WorkArea
+
+__all__ = ["run_instance", "InstanceResult", "DEFAULT_WAIT_TIMEOUT", "DEFAULT_POLL", "one_line"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WAIT_TIMEOUT = 6 * 3600.0  # seconds an instance waits for the others in any one wait
+DEFAULT_POLL = 5.0  # seconds between two listings of the work area
+
+
+@dataclass(frozen=True)
+class InstanceResult:
+    """What one instance did: its host, whether it finalized, the distribution, the work area's run name,
+    (finalizer only) the shard set's manifest, whether it reused its part from an earlier run, and its share of
+    the work in words."""
+
+    host: str
+    finalizer: bool
+    distribution: str
+    run: str
+    manifest: Manifest | None = None
+    reused: bool = False
+    work: str = ""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as the one line a job's ExitMessage and the other instances see."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, TfpipeError) else f"{type(exc).__name__}: {text}"
+
+
+def _check_positive(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def run_instance(convert_argv: Sequence[str], *, config_dir: str = PROCESSING_CONFIG_DIR,
+                 timeout: float = DEFAULT_WAIT_TIMEOUT, poll: float = DEFAULT_POLL,
+                 run: str | None = None, unit_size: int | None = None) -> InstanceResult:
+    """Run this instance's share of ``convert {libsvm|text} ...`` (the ``tfpipe convert`` command line).
+
+    ``timeout``: seconds to wait for the other instances in any one wait; ``poll``: seconds between two looks
+    at the work area; ``run``: the work area's name (default: a digest of the command, the hosts and the
+    distribution, the same for a rerun of the job); ``unit_size``: bytes of LibSVM input per work unit of a
+    FullyReplicated conversion (default: the two-pass core's)."""
+    _check_positive("timeout", timeout)
+    _check_positive("poll", poll)
+    cfg = read_processing_config(config_dir)
+    job = parse_convert(convert_argv)
+    distribution = distribution_of([os.path.abspath(i) for i in job.inputs], cfg.channels)
+    run = run or run_id(job.argv, cfg.place.hosts, distribution)
+    area = WorkArea(job.out, run, cfg.job)
+    host = cfg.place.current_host
+    log.info("%s (%d of %d, finalizer %s): %s conversion, %s inputs, work area %s", host, cfg.place.index + 1,
+             len(cfg.place.hosts), cfg.place.finalizer, job.format, distribution, area.url)
+    result = InstanceResult(host, cfg.place.is_finalizer, distribution, run)
+    try:
+        area.unmark(FAILED, host)  # a failure of an earlier attempt no longer holds
+        storage = open_storage(job.out)
+        if finished(storage, area):  # an earlier attempt wrote the manifest; only the clean-up was left
+            if cfg.place.is_finalizer:
+                area.remove()
+            return replace(result, manifest=read_manifest(job.out) if cfg.place.is_finalizer else None)
+        check_output(storage, overwrite=job.overwrite)
+        manifest, reused, work = _convert(job, cfg, area, distribution, timeout=timeout, poll=poll,
+                                          unit_size=unit_size)
+    except BaseException as exc:
+        area.fail(host, one_line(exc))
+        raise
+    return replace(result, manifest=manifest, reused=reused, work=work)
+
+
+def _convert(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, distribution: str, *, timeout: float,
+             poll: float, unit_size: int | None) -> tuple[Manifest | None, bool, str]:
+    if distribution == SHARDED:
+        from .sharded import run_sharded
+
+        files = input_files(job, allow_empty_dirs=True)
+        return run_sharded(job, cfg, area, files, timeout=timeout, poll=poll)
+    from .replicated import run_replicated
+
+    return run_replicated(job, cfg, area, input_files(job, allow_empty_dirs=False), timeout=timeout, poll=poll,
+                          unit_size=unit_size)

@@ -1,0 +1,196 @@
+"""ShardedByS3Key: every instance sees only its own objects, converts them into its own part, and the first
+host stitches the parts into one shard set.
+
+* Each instance runs the local converter on its own files into ``<work area>/part-<host>/`` (a complete shard
+  set with its own manifest), then writes its marker ``parts/<host>.json`` (the part's manifest, the files it
+  converted and their sizes). A rerun reuses a part whose marker matches the same files and options.
+* LibSVM ``--index-base auto`` is decided over *all* instances' inputs first: each instance scans its files for
+  an index 0 and writes ``index-base/<host>.json``; all wait for all, then every part uses the same base.
+* The finalizer waits for every marker, names the shards in host order (each host's shards in its input
+  order), moves them to their final names, merges the accounting (every input of every host, host order) and
+  writes ``index.json`` last.
+* Text: each instance packs its own documents, so windows never span two instances: each instance's final
+  partial window is dropped (counted in ``tokens_dropped``) or padded with ``--pad-last``, as at the end of a
+  local run.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Sequence
+
+from converters.shardset.manifest import InputStats, Manifest, ShardInfo
+from converters.storage import open_storage
+from converters.tfrecord.schema import Schema
+from converters.util.errors import InputError, TfpipeError
+
+from .convert_job import ConvertJob, convert_part
+from .finalize import check_output, commit, publish
+from .hosts import sharded_layout
+from .processing_config import ProcessingConfig
+from .workarea import WorkArea
+
+__all__ = ["run_sharded", "merge_extra"]
+
+log = logging.getLogger(__name__)
+
+PARTS = "parts"
+INDEX_BASE = "index-base"
+
+# converter totals that add up over parts; every other ``extra`` entry must be the same in every part
+_SUMS = {"libsvm": ("blank_lines",), "text": ("documents", "tokens", "tokens_dropped", "padding_tokens", "windows")}
+_NESTED_SUMS = {"text": ("subsets",)}
+
+
+def _fingerprint(files: Sequence[str]) -> list[list]:
+    return [[f, os.path.getsize(f)] for f in files]
+
+
+def run_sharded(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: list[str], *, timeout: float,
+                poll: float) -> tuple[Manifest | None, bool, str]:
+    """This instance's part; on the first host also the finalize. Returns the set's manifest (finalizer, else
+    None), whether this instance reused a part written by an earlier run, and its share in words."""
+    place = cfg.place
+    if job.format == "libsvm" and job.options.index_base == "auto":
+        base = _index_base_round(job, cfg, area, files, timeout=timeout, poll=poll)
+        part_job = job.with_options(index_base=base)
+    else:
+        base = None
+        part_job = job
+    reused = _part(part_job, place.current_host, area, files)
+    work = f"{len(files)} file(s)"
+    if not place.is_finalizer:
+        return None, reused, work
+    markers = area.wait(PARTS, place.hosts, timeout=timeout, poll=poll, what="part")
+    return _finalize(job, cfg, area, [markers[h] for h in place.hosts], base), reused, work
+
+
+def _index_base_round(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: list[str], *,
+                      timeout: float, poll: float) -> int:
+    """``--index-base auto`` over every instance's inputs: 0 if any instance saw an index 0, else 1."""
+    host = cfg.place.current_host
+    fp = _fingerprint(files)
+    old = area.marker(INDEX_BASE, host, any_job=True)
+    if old is not None and old.get("inputs") == fp:
+        zero = bool(old.get("zero"))
+    else:
+        zero = bool(files) and _scan_zero(job, files)
+    area.mark(INDEX_BASE, host, {"inputs": fp, "zero": zero})
+    seen = area.wait(INDEX_BASE, cfg.place.hosts, timeout=timeout, poll=poll, what="index-base scan")
+    zeros = [h for h in cfg.place.hosts if seen[h].get("zero")]
+    base = 0 if zeros else 1
+    log.info("index base auto over %d host(s): %s", len(seen),
+             f"index 0 seen by {', '.join(zeros)} -> zero-based" if zeros else "no index 0 -> one-based")
+    return base
+
+
+def _scan_zero(job: ConvertJob, files: list[str]) -> bool:
+    from converters.libsvm.convert import DEFAULT_BLOCK_BYTES
+    from converters.libsvm.workers import Pool, resolve_index_base, resolve_parallel
+    from converters.util.system import cpu_count
+
+    workers = job.workers or cpu_count()
+    if workers == 1:
+        return resolve_index_base(files, DEFAULT_BLOCK_BYTES) == 0
+    pool = Pool(workers, job.options.parse_options(1), job.options.keys)
+    try:
+        return resolve_parallel(files, DEFAULT_BLOCK_BYTES, pool) == 0
+    finally:
+        pool.close()
+
+
+def _part(job: ConvertJob, host: str, area: WorkArea, files: list[str]) -> bool:
+    """Write (or reuse: returns True) this host's part, then its marker."""
+    fp = _fingerprint(files)
+    options = job.options.to_json()
+    old = area.marker(PARTS, host, any_job=True)
+    if old is not None and old.get("inputs") == fp and old.get("options") == options and _intact(area, host, old):
+        log.info("%s: reusing the part written by an earlier run (%d file(s))", host, len(files))
+        area.mark(PARTS, host, {k: v for k, v in old.items() if k not in ("job", "host")})
+        return True
+    area.unmark(PARTS, host)
+    part = None
+    if files:
+        part = convert_part(job, files, area.sub_url(f"part-{host}")).to_json()
+    area.mark(PARTS, host, {"inputs": fp, "options": options, "manifest": part})
+    log.info("%s: part written: %d file(s), %d record(s)", host, len(files), part["records"] if part else 0)
+    return False
+
+
+def _intact(area: WorkArea, host: str, marker: dict) -> bool:
+    """Every shard the marker lists is still in the part (an interrupted finalize may have moved some)."""
+    part = marker.get("manifest")
+    if not part:
+        return True
+    names = set(area.storage(f"part-{host}").list())
+    return all(s["name"] in names for s in part["shards"])
+
+
+def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: list[dict],
+              base: int | None) -> Manifest:
+    parts = [m.get("manifest") for m in markers]
+    counts = [len(p["shards"]) if p else 0 for p in parts]
+    layout = sharded_layout(counts)
+    n = len(layout)
+    names = job.options.output.names
+    finals = [names.format(i, n) for i in range(n)]
+    shards, moves = [], []
+    for i, (h, k) in enumerate(layout):
+        s = parts[h]["shards"][k]
+        host = cfg.place.hosts[h]
+        moves.append((f"{area.name}/part-{host}/{s['name']}", finals[i], s["bytes"]))
+        shards.append(ShardInfo(finals[i], s["records"], s["bytes"], s["sha256"]))
+    inputs = [InputStats(**i) for p in parts if p for i in p["inputs"]]
+    records = sum(s.records for s in shards)
+    if records == 0 and job.format == "libsvm":
+        blank = sum(i.blank_lines for i in inputs)
+        read = sum(i.records_read for i in inputs)
+        raise InputError(f"no records to write: no instance's input holds a valid line ({blank} blank/comment "
+                         f"line(s), {read} bad line(s) skipped)", reason="empty_input")
+    full = [p for p in parts if p]
+    if not full:
+        raise TfpipeError("no instance had an input file: nothing to convert")
+    options = job.options.to_json()
+    if job.format == "libsvm":
+        options["index_base_used"] = base if base is not None else job.options.index_base
+    extra = merge_extra(job.format, [p["extra"] for p in full])
+    extra["hosts"] = [{"host": h, "inputs": len(p["inputs"]) if p else 0, "shards": c,
+                       "records": p["records"] if p else 0}
+                      for h, p, c in zip(cfg.place.hosts, parts, counts)]
+    manifest = Manifest(records=records, shards=tuple(shards), schema=Schema.from_json(full[0]["schema"]),
+                        inputs=tuple(inputs), options=options, compression=job.options.output.compression,
+                        kind=job.format, extra=extra, location=job.out)
+    storage = open_storage(job.out)
+    check_output(storage, overwrite=job.overwrite, planned=finals)
+    publish(storage, moves)
+    commit(storage, area, manifest)
+    log.info("finalized %d record(s) in %d shard(s) from %d host(s) -> %s", records, n, len(parts), job.out)
+    return manifest
+
+
+def merge_extra(kind: str, extras: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One manifest ``extra`` from the parts': totals add up, nested totals (text subsets) add up per name,
+    everything else (tokenizer, sequence length, index base) must be the same in every part."""
+    if not extras:
+        return {}
+    sums, nested = _SUMS.get(kind, ()), _NESTED_SUMS.get(kind, ())
+    out: dict[str, Any] = {}
+    for key in sorted({k for e in extras for k in e}):
+        values = [e.get(key) for e in extras]
+        if key in sums:
+            out[key] = sum(int(v or 0) for v in values)
+        elif key in nested:
+            merged: dict[str, dict[str, int]] = {}
+            for v in values:
+                for name, counts in (v or {}).items():
+                    slot = merged.setdefault(name, {})
+                    for c, x in counts.items():
+                        slot[c] = slot.get(c, 0) + int(x)
+            out[key] = dict(sorted(merged.items()))
+        else:
+            if any(v != values[0] for v in values[1:]):
+                raise TfpipeError(f"the instances' parts disagree on {key!r} ({values[0]!r} vs "
+                                  f"{next(v for v in values if v != values[0])!r}): were they run with the same "
+                                  "command and the same image?")
+            out[key] = values[0]
+    return out

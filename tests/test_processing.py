@@ -1,0 +1,168 @@
+"""``tfpipe processing run``: simulated Processing instances (each its own config dir and working directory,
+run at the same time as separate processes) converting into one shard set on a local S3 (moto's server).
+
+ShardedByS3Key: every instance sees only its own files at the same local path (here: ``in/train`` relative to
+the instance's own working directory, so every instance runs the very same command line)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from moto_s3 import keys
+from processing_sim import HOSTS, Cluster, records_of
+
+from converters.libsvm.convert import convert_libsvm
+from converters.libsvm.synthetic import write_criteo_libsvm
+from converters.shardset.manifest import MANIFEST_NAME
+from converters.shardset.reader import read_manifest
+from converters.text.convert import convert_text
+from converters.text.synthetic import write_pile_jsonl
+
+pytest.importorskip("boto3")
+pytest.importorskip("moto.server")
+
+
+def libsvm_inputs(cluster: Cluster, *, zero_on: str | None = None) -> list[Path]:
+    """algo-1: two files, algo-2: one, algo-3: two (one with an index 0 when ``zero_on`` names it); host order."""
+    files = []
+    for i, (h, n) in enumerate(zip(cluster.hosts, (2, 1, 2))):
+        for k in range(n):
+            f = cluster.inputs(h) / f"day-{i}{k}.txt"
+            write_criteo_libsvm(f, 150 + 40 * (i + k), field_size=4, seed=10 * i + k)
+            if h == zero_on and k == 0:
+                f.write_bytes(f.read_bytes() + b"1 0:1 2:0.5 3:1 4:2\n")
+            files.append(f)
+    return files
+
+
+def test_sharded_by_s3_key_holds_every_instances_records(s3, tmp_path):
+    """Three instances, index 0 only in algo-3's input: --index-base auto is decided over all of them (zero-based
+    everywhere) and the set holds exactly the records of a local conversion of every input in host order."""
+    cluster = Cluster(tmp_path / "job")
+    files = libsvm_inputs(cluster, zero_on="algo-3")
+    out = f"{s3.url}/criteo"
+    cmd = ["convert", "libsvm", "in/train", "--field-size", "4", "--out", out, "--shard-size", "8KiB",
+           "--workers", "1"]
+    res = cluster.run(cmd)
+    assert [r[0] for r in res.values()] == [0, 0, 0], res
+    assert "finalized" in res["algo-1"][1] and "part written" in res["algo-3"][1]
+    local = convert_libsvm([str(f) for f in files], str(tmp_path / "local"), field_size=4, shard_size=8 << 10,
+                           workers=1)
+    assert local.options["index_base_used"] == 0
+    got = records_of(out, tmp_path / "got")
+    assert got == records_of(str(tmp_path / "local"), tmp_path)
+    m = read_manifest(out)
+    assert m.options["index_base_used"] == 0 and m.options["index_base"] == "auto"
+    assert [Path(i.path).name for i in m.inputs] == [f.name for f in files]  # host order, then input order
+    assert [(i.records_read, i.records_written) for i in m.inputs] == \
+        [(i.records_read, i.records_written) for i in local.inputs]
+    assert [h["host"] for h in m.extra["hosts"]] == list(HOSTS)
+    assert not [k for k in keys(s3, "criteo/") if ".tfpipe-tmp-" in k]  # work area removed
+
+
+def test_missing_instance_fails_within_wait_timeout_and_a_rerun_finishes(s3, tmp_path):
+    """algo-3 never starts: the finalizer gives up after --wait-timeout naming algo-3, writes the reason to the
+    message file and no manifest. A rerun of the job (all three) reuses the parts already written."""
+    cluster = Cluster(tmp_path / "job")
+    files = libsvm_inputs(cluster)
+    out = f"{s3.url}/two-of-three"
+    cmd = ["convert", "libsvm", "in/train", "--field-size", "4", "--out", out, "--shard-size", "8KiB",
+           "--workers", "1", "--index-base", "1"]
+    wait = 4.0
+    res = cluster.run(cmd, hosts=HOSTS[:2], wait_timeout=wait)
+    code, _, err, secs = res["algo-1"]
+    assert code != 0 and "algo-3" in err and "algo-2" not in err.split("waiting for")[-1], err
+    assert err.strip().count("\n") == 0, err  # one line
+    assert res["algo-2"][0] == 0
+    # it waited, but not much longer than the timeout past what a converting instance took (same run's clock)
+    assert wait <= secs <= res["algo-2"][3] + wait + 10, (secs, res["algo-2"][3])
+    message = (cluster.dir("algo-1") / "message").read_text()
+    assert "algo-3" in message and message.count("\n") == 1
+    assert f"criteo/{MANIFEST_NAME}" not in keys(s3) and not [k for k in keys(s3, "two-of-three/")
+                                                              if not k.startswith("two-of-three/.tfpipe-tmp-")]
+    # the rerun: a new job name; algo-1 and algo-2 find their parts and reuse them
+    res = cluster.run(cmd, job="job-2")
+    assert [r[0] for r in res.values()] == [0, 0, 0], res
+    assert "reused" in res["algo-2"][1] and "reused" not in res["algo-3"][1]
+    local = convert_libsvm([str(f) for f in files], str(tmp_path / "local"), field_size=4, shard_size=8 << 10,
+                           workers=1, index_base=1)
+    assert records_of(out, tmp_path / "got") == records_of(str(tmp_path / "local"), tmp_path)
+    m = read_manifest(out)
+    names = [s.name for s in m.shards]
+    assert len(names) == len(set(names)) and names[-1].endswith(f"-of-{len(names):05d}.tfrecord")
+    assert sorted(k for k in keys(s3, "two-of-three/")) == sorted(f"two-of-three/{n}" for n in
+                                                                   [*names, MANIFEST_NAME])
+    assert local.records == m.records
+
+
+def test_an_instance_that_fails_stops_the_finalizer_at_once(s3, tmp_path):
+    """A bad line on algo-2: algo-2 exits 2 naming file:line; the finalizer stops with algo-2's reason well
+    before its wait timeout; no manifest."""
+    cluster = Cluster(tmp_path / "job", HOSTS[:2])
+    write_criteo_libsvm(cluster.inputs("algo-1") / "a.txt", 100, field_size=4)
+    (cluster.inputs("algo-2") / "b.txt").write_bytes(b"1 1:1 2:1 3:1 4:1\nnot-a-label 1:1 2:1 3:1 4:1\n")
+    out = f"{s3.url}/bad"
+    res = cluster.run(["convert", "libsvm", "in/train", "--field-size", "4", "--out", out, "--workers", "1"],
+                      wait_timeout=600)
+    assert res["algo-2"][0] == 2 and "in/train/b.txt:2" in res["algo-2"][2]
+    code, _, err, secs = res["algo-1"]
+    assert code != 0 and "algo-2 failed" in err and "b.txt:2" in err
+    assert secs < 300  # far from the 600 s timeout: the failure marker stopped it
+    assert "b.txt:2" in (cluster.dir("algo-2") / "message").read_text()
+    assert not [k for k in keys(s3, "bad/") if k.endswith(MANIFEST_NAME) and ".tfpipe-tmp-" not in k]
+
+
+def test_sharded_text_packs_each_instance_separately(s3, tmp_path):
+    """Text, two instances: windows never span instances, so the set is the concatenation of each instance's
+    own local conversion (its last partial window dropped), and the totals add up."""
+    cluster = Cluster(tmp_path / "job", HOSTS[:2])
+    per_host = []
+    for i, h in enumerate(cluster.hosts):
+        f = write_pile_jsonl(cluster.inputs(h) / f"pile-{i}.jsonl", 30 + 10 * i, seed=i, mean_words=40)
+        per_host.append(convert_text([f], str(tmp_path / f"local-{h}"), seq_len=63, shard_size=16 << 10,
+                                     workers=1))
+    out = f"{s3.url}/pile"
+    res = cluster.run(["convert", "text", "in/train", "--seq-len", "63", "--out", out, "--shard-size", "16KiB",
+                       "--workers", "1"])
+    assert [r[0] for r in res.values()] == [0, 0], res
+    expect = [r for h in cluster.hosts for r in records_of(str(tmp_path / f"local-{h}"), tmp_path)]
+    assert records_of(out, tmp_path / "got") == expect
+    m = read_manifest(out)
+    for key in ("documents", "tokens", "tokens_dropped", "windows"):
+        assert m.extra[key] == sum(p.extra[key] for p in per_host), key
+    assert m.extra["tokenizer"] == per_host[0].extra["tokenizer"]
+
+
+def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):
+    from converters.libsvm.synthetic import write_criteo_shards
+
+    write_criteo_shards(f"{s3.url}/full", 50)
+    cluster = Cluster(tmp_path / "job", HOSTS[:2])
+    for h in cluster.hosts:
+        write_criteo_libsvm(cluster.inputs(h) / f"{h}.txt", 20, field_size=4)
+    res = cluster.run(["convert", "libsvm", "in/train", "--field-size", "4", "--out", f"{s3.url}/full",
+                       "--workers", "1"], wait_timeout=60)
+    for h in cluster.hosts:
+        assert res[h][0] == 3 and "--overwrite" in res[h][2], res[h]
+
+
+@pytest.mark.parametrize("command, config, code, match", [
+    ([], True, 2, "expected a conversion command 'convert {libsvm|text}"),
+    (["convert", "libsvm", "in", "--out", "o"], True, 2, "give --field-size N (fixed width) or --sparse"),
+    (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--engine", "beam"], True, 2,
+     "--engine/--beam-option do not apply here: the Processing instances are the engine"),
+    (["convert", "libsvm", "in", "--field-size", "1", "--out", "o"], False, 1,
+     "resourceconfig.json not found: not inside a SageMaker Processing job"),
+])
+def test_run_errors_are_one_line_and_go_to_the_message_file(tmp_path, capsys, command, config, code, match):
+    from converters.cli import main
+
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    if config:
+        (cfg / "resourceconfig.json").write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
+    msg = tmp_path / "message"
+    assert main(["processing", "run", "--config-dir", str(cfg), "--message-file", str(msg), *command]) == code
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
+    assert match in msg.read_text()
