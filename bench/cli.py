@@ -13,6 +13,7 @@ BENCHMARKS = (
     "bench.pipeline_cmd",
     "bench.threads_cmd",
     "bench.overhead_cmd",
+    "bench.small_files",
 )
 
 

@@ -390,3 +390,45 @@ def test_workers_in_a_multithreaded_process_use_forkserver_and_match(criteo_file
     assert method == "forkserver"
     ref = convert_libsvm([criteo_file], str(tmp_path / "ref"), field_size=39, workers=1)
     assert shas.split() == [s.sha256 for s in ref.shards]
+
+
+# -- many small files ----------------------------------------------------------------------------------------
+
+def test_small_files_are_packed_with_the_same_bytes_and_accounting(tmp_path):
+    """Runs of small files are read, parsed one by one and serialized together: the shards equal those of one
+    file per task and of the files concatenated; every file keeps its own line numbers and accounting."""
+    import gzip
+
+    d = tmp_path / "in"
+    d.mkdir()
+    lines = criteo_lines(400, seed=3).split(b"\n")[:-1]
+    for k in range(60):
+        chunk = lines[k * 6:(k + 1) * 6]
+        body = b"\n".join(chunk) + (b"" if k % 7 == 3 else b"\n")          # some without a final newline
+        if k == 10:
+            body = chunk[0] + b"\nabc 1:1\n\n# note\n" + b"\n".join(chunk[1:]) + b"\n"   # bad, blank, comment
+        if k == 20:
+            body = b""                                                     # empty file
+        (d / f"f{k:03d}.libsvm").write_bytes(body)
+    (d / "f030.libsvm").unlink()
+    with gzip.open(d / "f030.libsvm.gz", "wb") as f:                       # a compressed file in the middle
+        f.write(b"\n".join(lines[180:186]) + b"\n")
+    (d / "f061.libsvm").write_bytes(criteo_lines(500, seed=9))             # one file larger than a block
+    opts = dict(field_size=39, on_error="skip", shard_size=20_000, block_size=16_000)
+    ms = [convert_libsvm(d, tmp_path / f"o{w}", workers=w, **opts) for w in (1, 2)]
+    assert dir_bytes(tmp_path / "o1") == dir_bytes(tmp_path / "o2")
+    assert ms[0].inputs == ms[1].inputs and len(ms[0].inputs) == 61
+    by_name = {os.path.basename(i.path): i for i in ms[0].inputs}
+    bad = by_name["f010.libsvm"]
+    assert (bad.records_read, bad.records_written, bad.blank_lines, bad.skipped) == (7, 6, 2, {"bad_label": 1})
+    assert bad.examples == [f"{d / 'f010.libsvm'}:2: bad_label: label is not a number ('abc')"]
+    assert by_name["f020.libsvm"].records_read == 0 and by_name["f061.libsvm"].records_written == 500
+    one = tmp_path / "one.libsvm"                                          # the same records in one file
+    with open(one, "wb") as f:
+        for i in ms[0].inputs:
+            opener = gzip.open if i.path.endswith(".gz") else open
+            with opener(i.path, "rb") as src:
+                data = src.read()
+            f.write(data if not data or data.endswith(b"\n") else data + b"\n")
+    convert_libsvm(one, tmp_path / "one", workers=2, **opts)
+    assert dir_bytes(tmp_path / "one") | {"index.json": b""} == dir_bytes(tmp_path / "o1") | {"index.json": b""}

@@ -37,10 +37,10 @@ from .kernel import DONE, POW10, ROWS_FULL, parse_kernel
 from .options import ParseOptions, libsvm_schema
 from .reasons import REASONS, BadLine, pair_count_token
 from .reference import hand_over, parse_line
-from .sparse import SparseBlock, parse_sparse, serialize_sparse
+from .sparse import SparseBlock, concat_sparse, parse_sparse, serialize_sparse
 
 __all__ = ["ParsedBlock", "SparseBlock", "parse_block", "parse", "convert_block", "serialize_parsed",
-           "min_index", "has_zero_index", "MAX_EXAMPLES"]
+           "concat_records", "min_index", "has_zero_index", "MAX_EXAMPLES"]
 
 
 @dataclass
@@ -104,6 +104,17 @@ def convert_block(block: bytes, *, field_size: int | None = None,
     parsed = parse_block(block, field_size=field_size, **parse_options)
     framed, lengths = serialize_parsed(parsed, keys)
     return framed, lengths, parsed
+
+
+def concat_records(blocks: list) -> ParsedBlock | SparseBlock:
+    """The records of several parsed blocks (one layout) as one block, to serialize them in one call;
+    its accounting fields are zero (each block keeps its own)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    if isinstance(blocks[0], SparseBlock):
+        return concat_sparse(blocks)
+    return ParsedBlock(np.concatenate([b.label for b in blocks]), np.concatenate([b.ids for b in blocks]),
+                       np.concatenate([b.values for b in blocks]), 1, 0, 0)
 
 
 def serialize_parsed(parsed: ParsedBlock | SparseBlock, keys: tuple[str, ...] = ("label", "ids", "values")

@@ -29,7 +29,7 @@ from .sparse_kernel import (
     parse_sparse_kernel,
 )
 
-__all__ = ["SparseBlock", "parse_sparse", "serialize_sparse", "row_stats"]
+__all__ = ["concat_sparse", "SparseBlock", "parse_sparse", "serialize_sparse", "row_stats"]
 
 
 @dataclass
@@ -159,6 +159,23 @@ def _append(a: _Arrays, state: np.ndarray, opts: ParseOptions, labels, qid, ids,
     a.row_splits[r + 1] = k + len(ids)
     a.label_splits[r + 1] = m + len(labels)
     state[2], state[5], state[6] = r + 1, k + len(ids), m + len(labels)
+
+
+def concat_sparse(blocks: list[SparseBlock]) -> SparseBlock:
+    """The records of several blocks as one (to serialize them in one call); accounting fields are zero."""
+    def splits(name):
+        parts, at = [np.zeros(1, np.int64)], 0
+        for b in blocks:
+            sp = getattr(b, name)
+            parts.append(sp[1:] + at)
+            at += int(sp[-1])
+        return np.concatenate(parts)
+
+    first = blocks[0]
+    return SparseBlock(np.concatenate([b.label for b in blocks]), np.concatenate([b.ids for b in blocks]),
+                       np.concatenate([b.values for b in blocks]), splits("row_splits"),
+                       splits("label_splits") if first.label_splits is not None else None,
+                       np.concatenate([b.qid for b in blocks]) if first.qid is not None else None, 1, 0, 0)
 
 
 def serialize_sparse(parsed: SparseBlock, keys: tuple[str, ...] = ("label", "ids", "values")

@@ -6,6 +6,11 @@ compressed inputs are decompressed here and sent as blocks), parse and serialize
 strictly in input order with at most ``2 * workers`` tasks in flight (``util.ordered.ordered_map``), line
 numbers renumbered from the running line count, so the output is byte-identical whatever ``workers`` is.
 
+Small plain files (many of them, as a day of click logs often arrives) are packed: consecutive files of less
+than a block each are read by one task, parsed one by one (each keeps its own line numbers and accounting)
+and serialized together, so the per-file cost is a read and a parse call, not a task, a serializer call and a
+writer call each.
+
 Workers never outlive the run: each asks the kernel to kill it when its parent dies (``PR_SET_PDEATHSIG`` on
 Linux) and watches its parent process id besides (elsewhere, or if the parent died before that was set up);
 they ignore Ctrl-C, which the main process handles. A worker that dies (killed, out of memory) ends the run
@@ -28,9 +33,9 @@ import numpy as np
 from ..shardset.manifest import MAX_EXAMPLES
 from ..sources import compression_of, iter_blocks
 from ..util.errors import InputError, TfpipeError
-from ..util.fs import open_regular
+from ..util.fs import open_regular, read_regular
 from ..util.ordered import ordered_map
-from .block import has_zero_index, parse, serialize_parsed
+from .block import concat_records, has_zero_index, parse, serialize_parsed
 from .reasons import BadLine
 from .sparse import SparseBlock, row_stats
 
@@ -68,12 +73,85 @@ def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...
                         pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None)
 
 
+@dataclass
+class PackResult:
+    """What a worker sends back for a pack of small files: all their records serialized together, and each
+    file's own accounting (``BlockResult`` with no bytes)."""
+
+    framed: np.ndarray
+    lengths: np.ndarray
+    parts: list
+
+
+def _read_whole(path: str) -> bytes:
+    try:
+        return read_regular(path)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", path=path, offset=0) from None
+
+
+def work_pack(paths: list[str], popts, schema_keys: tuple[str, ...], stop_on_bad: bool) -> PackResult:
+    """Parse small whole files and serialize their records in one call each. Fast path: the files joined and
+    parsed at once, when that shows every line is a record (no bad, blank or comment line), so each file's
+    accounting is its line count; otherwise each file is parsed on its own (its own line numbers and counts)."""
+    blocks = [_read_whole(path) for path in paths]
+    joined = b"".join(b if not b or b.endswith(b"\n") else b + b"\n" for b in blocks)
+    pb = parse(joined, popts, 1, MAX_EXAMPLES)
+    lines = [b.count(b"\n") + (1 if b and not b.endswith(b"\n") else 0) for b in blocks]
+    if not pb.skipped and not pb.blank and pb.n == sum(lines):
+        framed, lengths = serialize_parsed(pb, schema_keys)
+        last = len(blocks) - 1
+        parts = [BlockResult(_NONE, _NO_LENGTHS, n, 0, {}, [], len(b), n, pb.fallback_lines if k == last else 0,
+                             row_stats(pb) if k == last and isinstance(pb, SparseBlock) else None)
+                 for k, (b, n) in enumerate(zip(blocks, lines))]
+        return PackResult(framed, lengths, parts)
+    parsed, parts = [], []
+    for block in blocks:
+        pb = parse(block, popts, 1, MAX_EXAMPLES)
+        parsed.append(pb)
+        parts.append(BlockResult(_NONE, _NO_LENGTHS, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
+                                 pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None))
+        if stop_on_bad and pb.bad:  # the run stops here
+            return PackResult(_NONE, _NO_LENGTHS, parts)
+    framed, lengths = serialize_parsed(concat_records(parsed), schema_keys)
+    return PackResult(framed, lengths, parts)
+
+
+_NONE, _NO_LENGTHS = np.zeros(0, np.uint8), np.zeros(0, np.int64)
+
+
+def _pack_has_zero_index(paths: list[str]) -> bool:
+    return has_zero_index(b"\n".join(_read_whole(p) for p in paths))
+
+
+def _items(paths: list[str], block_size: int) -> Iterator[tuple[str, object]]:
+    """The inputs as they are read, in order: ``("pack", [small plain files])`` for runs of consecutive plain
+    files of less than a block each (together at most a block), ``("file", path)`` for the others."""
+    pack, size = [], 0
+    for path in paths:
+        n = os.path.getsize(path) if compression_of(path) is None else block_size
+        if n < block_size:
+            if pack and size + n > block_size:
+                yield "pack", pack
+                pack, size = [], 0
+            pack.append(path)
+            size += n
+            continue
+        if pack:
+            yield "pack", pack
+            pack, size = [], 0
+        yield "file", path
+    if pack:
+        yield "pack", pack
+
+
 def resolve_index_base(paths: list[str], block_size: int) -> int:
     """``--index-base auto`` over all inputs: 0 if any index 0 appears anywhere, else 1 (one pass over
     the inputs; stops at the first index 0)."""
-    for path in paths:
-        if _file_has_zero_index(path, block_size):
-            log.info("index base auto: index 0 found in %s -> zero-based", path)
+    for kind, item in _items(paths, block_size):
+        if _pack_has_zero_index(item) if kind == "pack" else _file_has_zero_index(item, block_size):
+            log.info("index base auto: index 0 found in %s -> zero-based", item if kind == "file" else
+                     f"one of {item[0]} .. {item[-1]}")
             return 0
     log.info("index base auto: no index 0 in %d input(s) -> one-based", len(paths))
     return 1
@@ -165,22 +243,18 @@ def byte_ranges(path: str, block_size: int) -> list[tuple[int, int]]:
     return [(a, min(a + block_size, size)) for a in range(0, size, block_size)]
 
 
-def _blocks(paths: list[str], block_size: int) -> Iterator[tuple[str, bytes, int]]:
-    for path in paths:
-        for block, first_line, _ in iter_blocks(path, block_size):
-            yield path, block, first_line
-
-
 def _tasks(paths: list[str], block_size: int):
-    """Worker tasks in input order: byte ranges of plain files (the worker reads them), text blocks of
-    compressed files (decompressed here, in order)."""
-    for path in paths:
-        if compression_of(path) is None:
-            for a, b in byte_ranges(path, block_size):
-                yield path, _work_range, (path, a, b)
+    """Worker tasks in input order: packs of small plain files and byte ranges of larger ones (the worker reads
+    them), text blocks of compressed files (decompressed here, in order)."""
+    for kind, item in _items(paths, block_size):
+        if kind == "pack":
+            yield item, work_pack, (item,)
+        elif compression_of(item) is None:
+            for a, b in byte_ranges(item, block_size):
+                yield item, _work_range, (item, a, b)
         else:
-            for block, _, _ in iter_blocks(path, block_size):
-                yield path, work_block, (block, 1)
+            for block, _, _ in iter_blocks(item, block_size):
+                yield item, work_block, (block, 1)
 
 
 def start_method() -> str:
@@ -277,8 +351,10 @@ def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
 
     futures = []
     try:
-        for path in paths:
-            if compression_of(path) is None:
+        for kind, path in _items(paths, block_size):
+            if kind == "pack":
+                futures.append((f"one of {path[0]} .. {path[-1]}", pool.executor.submit(_pack_has_zero_index, path)))
+            elif compression_of(path) is None:
                 futures += [(path, pool.executor.submit(_zero_in_range, path, a, b))
                             for a, b in byte_ranges(path, block_size)]
             else:
@@ -302,8 +378,12 @@ def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
 def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad):
     """Yield (path, first_line, BlockResult) in input order, bad-line numbers counted from the file start."""
     if pool is None:
-        for path, block, first_line in _blocks(paths, block_size):
-            yield path, first_line, work_block(block, first_line, popts, keys, stop_on_bad)
+        for kind, item in _items(paths, block_size):
+            if kind == "pack":
+                yield from _unpack(item, work_pack(item, popts, keys, stop_on_bad))
+                continue
+            for block, first_line, _ in iter_blocks(item, block_size):
+                yield item, first_line, work_block(block, first_line, popts, keys, stop_on_bad)
         return
     next_line = {p: 1 for p in paths}
 
@@ -312,8 +392,21 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad):
         return pool.executor.submit(fn, *args, popts, keys, stop_on_bad)
 
     for (path, _, _), res in _worker_results(ordered_map(submit, _tasks(paths, block_size), 2 * pool.workers)):
+        if isinstance(res, PackResult):
+            yield from _unpack(path, res)
+            continue
         first = next_line[path]
         next_line[path] = first + res.lines
         if first != 1:
             res.bad = [BadLine(b.line + first - 1, b.reason, b.token) for b in res.bad]
         yield path, first, res
+
+
+def _unpack(paths: list[str], pack: PackResult):
+    """A pack's files one by one, in order; the last carries the pack's records (the order of the records is
+    the files' order either way)."""
+    parts = pack.parts
+    for k, (path, part) in enumerate(zip(paths, parts)):
+        if k == len(parts) - 1:
+            part.framed, part.lengths = pack.framed, pack.lengths
+        yield path, 1, part

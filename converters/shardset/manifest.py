@@ -69,9 +69,9 @@ class InputStats:
         return sum(self.skipped.values())
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d["skipped"] = dict(sorted(self.skipped.items()))
-        return d
+        return {"path": self.path, "records_read": self.records_read, "records_written": self.records_written,
+                "blank_lines": self.blank_lines, "skipped": dict(sorted(self.skipped.items())),
+                "examples": list(self.examples)}
 
 
 @dataclass(frozen=True)
@@ -207,5 +207,15 @@ def check_entries(data: dict, where: str = "") -> None:
 
 
 def manifest_bytes(manifest: Manifest) -> bytes:
-    """Deterministic serialization (sorted keys, no timestamps)."""
-    return (json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    """Deterministic serialization (sorted keys, no timestamps): indented, with one line per input file (a run
+    over many small files has tens of thousands; the compact encoder is ~10x faster than the indenting one)."""
+    data = manifest.to_json()
+    inputs = data["inputs"]
+    data["inputs"] = _PLACEHOLDER
+    text = json.dumps(data, indent=2, sort_keys=True)
+    rendered = ("[\n" + ",\n".join("    " + json.dumps(i, sort_keys=True) for i in inputs) + "\n  ]"
+                if inputs else "[]")
+    return (text.replace(json.dumps(_PLACEHOLDER), rendered, 1) + "\n").encode("utf-8")
+
+
+_PLACEHOLDER = "\x00inputs\x00"  # rendered as "\u0000inputs\u0000": no real value looks like it

@@ -79,8 +79,15 @@ def refuse_inputs_in(paths: list[str], out: str) -> None:
     if "://" in str(out):
         return
     root = os.path.realpath(out)
+    real_dirs: dict[str, str] = {}  # many inputs share a directory: resolve each directory once
     for p in paths:
-        real = os.path.realpath(p)
+        if os.path.islink(p):
+            real = os.path.realpath(p)
+        else:
+            head, tail = os.path.split(os.path.abspath(p))
+            if head not in real_dirs:
+                real_dirs[head] = os.path.realpath(head)
+            real = os.path.join(real_dirs[head], tail)
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
             raise TfpipeError(f"input {p!r} is inside the output {out}: choose an output outside the inputs")
 

@@ -11,7 +11,7 @@ import secrets
 import stat
 from typing import BinaryIO
 
-__all__ = ["fsync_dir", "write_atomic", "create_new", "open_regular", "file_kind", "NotRegularFileError",
+__all__ = ["fsync_dir", "write_atomic", "create_new", "open_regular", "read_regular", "file_kind", "NotRegularFileError",
            "HashingWriter", "HashingReader"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -44,6 +44,24 @@ def open_regular(path: str | os.PathLike) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The whole content of a regular file (checked as ``open_regular`` does), with plain system calls: the
+    cheap way to read many small files."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFileError(errno.EINVAL, f"is {file_kind(st.st_mode)}, not a regular file",
+                                      os.fspath(path))
+        os.set_blocking(fd, True)
+        parts = []
+        while chunk := os.read(fd, max(st.st_size + 1, 1 << 16)):
+            parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def create_new(path: str | os.PathLike, mode: int = 0o666) -> BinaryIO:

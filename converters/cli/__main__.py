@@ -1,0 +1,6 @@
+"""``python3 -m converters.cli ...`` runs the ``tfpipe`` command line."""
+from __future__ import annotations
+
+from .main import main
+
+raise SystemExit(main())
