@@ -298,7 +298,8 @@ def _shard_name(f: str, by_name: dict) -> str:
 def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> list[str]:
     """Fetch shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest. A file
     already in the cache is reused only when it passes the same check (else it is fetched again). Names come
-    from a validated manifest: plain file names, so every file lands inside ``cache_dir``."""
+    from a validated manifest: plain file names (or ``label=<v>/<name>`` in a group), so every file lands
+    inside ``cache_dir``."""
     from converters.storage import open_storage
 
     storage = open_storage(base)
@@ -307,6 +308,7 @@ def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> li
     out = []
     for name in names:
         local = os.path.join(cache_dir, name)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
         if os.path.lexists(local):
             try:
                 check_file(local, by_name[name], where)

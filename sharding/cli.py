@@ -7,7 +7,13 @@ import json
 import os
 import sys
 
-from converters.cli.types import positive_int, size
+from converters.cli.types import (
+    add_prep_options,
+    positive_int,
+    prep_options,
+    print_prep,
+    size,
+)
 
 __all__ = ["register"]
 
@@ -62,6 +68,7 @@ def register(sub) -> None:
                    help="output compression (default: same as the source)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing shard set at --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_prep_options(p, labels=False)
     _endpoint(p)
     p.set_defaults(func=_cmd_reshard)
 
@@ -144,13 +151,15 @@ def _cmd_topology(args) -> int:
 def _cmd_reshard(args) -> int:
     from .reshard import reshard
 
+    prep = prep_options(args)
     m = reshard(args.path, args.out, num_shards=args.num_shards, shard_size=args.shard_size,
                 overwrite=args.overwrite, progress=_progress(args),
                 compression=None if args.compression == "none" else args.compression,
-                endpoint_url=args.endpoint_url or None)
+                endpoint_url=args.endpoint_url or None, shuffle=prep.shuffle if prep else None)
     sizes = [s.records for s in m.shards]
     print(f"wrote {m.records:,} records in {len(m.shards)} shard(s) to {args.out} "
           f"({min(sizes):,}..{max(sizes):,} records per shard)")
+    print_prep(m)
     return 0
 
 

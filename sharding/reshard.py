@@ -6,6 +6,7 @@ never re-serialized); shard i of N gets records ``[i*R//N, (i+1)*R//N)``.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -14,6 +15,7 @@ from typing import Iterator
 
 import numpy as np
 
+from converters.prep.shuffle import ShuffleOptions, ShuffleSink
 from converters.shardset.manifest import Manifest
 from converters.shardset.naming import ShardName
 from converters.shardset.options import ShardOutputOptions
@@ -49,7 +51,7 @@ def _batches(manifest: Manifest, storage_options: dict) -> Iterator[tuple[np.nda
         for info in manifest.shards:
             path = source.local_path(info.name)
             if path is None:
-                path = os.path.join(staging, info.name)
+                path = os.path.join(staging, info.name.replace("/", "__"))  # a group: "label=<v>/<shard>"
                 source.fetch(info.name, path)
             check_file(path, info, manifest.location.rstrip("/"))  # what is copied is what the manifest lists
             n = 0
@@ -65,12 +67,38 @@ def _batches(manifest: Manifest, storage_options: dict) -> Iterator[tuple[np.nda
         shutil.rmtree(staging, ignore_errors=True)
 
 
+class _Bounded:
+    """A writer that starts a new shard at given record boundaries (``--num-shards``: record-balanced)."""
+
+    def __init__(self, writer: ShardSetWriter, bounds: list[int] | None):
+        self.writer, self.bounds, self.written, self.shard = writer, bounds, 0, 0
+
+    def write(self, framed, lengths) -> None:
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        i, n = 0, len(lengths)
+        while i < n:
+            take = n - i if self.bounds is None else min(n - i, self.bounds[self.shard + 1] - self.written)
+            self.writer.write(framed[offsets[i]:offsets[i + take]], lengths[i:i + take])
+            i += take
+            self.written += take
+            if (self.bounds is not None and self.written == self.bounds[self.shard + 1]
+                    and self.shard < len(self.bounds) - 2):
+                self.writer.close_shard()
+                self.shard += 1
+
+    def shard_records(self) -> list[int]:
+        return self.writer.shard_records()
+
+
 def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int | None = None, *,
             overwrite: bool = False, progress: bool = False, prefix: str | None = None,
-            compression: str | None = "same", endpoint_url: str | None = None) -> Manifest:
+            compression: str | None = "same", endpoint_url: str | None = None,
+            shuffle: ShuffleOptions | None = None) -> Manifest:
     """Rewrite the shard set at ``src`` into ``out`` with exactly ``num_shards`` record-balanced shards, or
     with shards cut before ``shard_size`` bytes. Schema, kind, inputs and extra totals carry over; options
-    gain ``reshard``. ``compression="same"`` keeps the source's."""
+    gain ``reshard``. ``compression="same"`` keeps the source's. ``shuffle``: a global shuffle of the records
+    on the way (``converters.prep.shuffle``: bounded memory, deterministic for the seed)."""
     if (num_shards is None) == (shard_size is None):
         raise ValueError("give exactly one of num_shards and shard_size")
     if num_shards is not None and (not isinstance(num_shards, int) or num_shards < 1):
@@ -85,34 +113,34 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
     if num_shards is not None and num_shards > R:
         raise TfpipeError(f"cannot make {num_shards} non-empty shards from {R} records")
     if prefix is None:
-        prefix = ShardName.parse(manifest.shards[0].name)[0] if manifest.shards else "train"
+        prefix = ShardName.parse(os.path.basename(manifest.shards[0].name))[0] if manifest.shards else "train"
     if compression == "same":
         compression = manifest.compression
     bounds = balanced_bounds(R, num_shards) if num_shards is not None else None
-    written, shard = 0, 0
     output = ShardOutputOptions(shard_size=shard_size or _NO_SIZE_LIMIT, compression=compression, prefix=prefix)
+    extra = {k: v for k, v in manifest.extra.items() if k != "group"}  # a group resharded is one set
     with ShardSetWriter(out, output, overwrite=overwrite, **(opts if is_s3(out) else {})) as writer, \
             progress_bar(progress, desc="reshard", total=R, unit="rec", leave=False) as bar:
-        for framed, lengths in _batches(manifest, opts if is_s3(src) else {}):
-            offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offsets[1:])
-            i, n = 0, len(lengths)
-            while i < n:
-                take = n - i if bounds is None else min(n - i, bounds[shard + 1] - written)
-                writer.write(framed[offsets[i]:offsets[i + take]], lengths[i:i + take])
-                i += take
-                written += take
-                bar.update(take)
-                if bounds is not None and written == bounds[shard + 1] and shard < num_shards - 1:
-                    writer.close_shard()
-                    shard += 1
-        if written != R:
-            raise IntegrityError(f"{manifest.location}: read {written} records, manifest says {R}")
+        bounded = _Bounded(writer, bounds)
+        tmp_root = out if not is_s3(out) else tempfile.gettempdir()
+        with (ShuffleSink(bounded, shuffle, tmp_root=tmp_root, expected_bytes=manifest.total_bytes)
+              if shuffle is not None else contextlib.nullcontext(bounded)) as sink:
+            read = 0
+            for framed, lengths in _batches(manifest, opts if is_s3(src) else {}):
+                sink.write(framed, lengths)
+                read += len(lengths)
+                bar.update(len(lengths))
+            if shuffle is not None:
+                extra["shuffle"] = sink.finish()
+        if bounded.written != R or read != R:
+            raise IntegrityError(f"{manifest.location}: read {read} records, manifest says {R}")
         options = dict(manifest.options)
         options["reshard"] = ({"from": manifest.location, "num_shards": num_shards} if num_shards is not None
                               else {"from": manifest.location, "shard_size": shard_size})
+        if shuffle is not None:
+            options["reshard"]["shuffle"] = shuffle.to_json()
         result = writer.finish(schema=manifest.schema, inputs=manifest.inputs, options=options, kind=manifest.kind,
-                               extra=manifest.extra)
+                               extra=extra)
     log.info("resharded %s (%d shards) into %s (%d shards)", manifest.location, len(manifest.shards), out,
              len(result.shards))
     return result

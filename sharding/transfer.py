@@ -6,6 +6,7 @@ checked against the manifest's byte count and sha256, renamed, then the manifest
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -67,8 +68,8 @@ def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, progress: b
             local = source.local_path(info.name)
             fetched = None
             if local is None:  # remote source: fetch to a temporary name (in the target dir when it is local)
-                fetched = (target.local_path(TMP_PREFIX + info.name) if local_target
-                           else os.path.join(staging, info.name))
+                fetched = (_tmp_beside(target.local_path(info.name)) if local_target
+                           else os.path.join(staging, info.name.replace("/", "__")))
                 source.fetch(info.name, fetched, callback=tick)
                 local = fetched
             elif not os.path.exists(local):
@@ -86,6 +87,10 @@ def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, progress: b
             finally:
                 if fetched is not None and os.path.exists(fetched):
                     os.unlink(fetched)
+        for part in manifest.parts:  # a group: each part's manifest, then the group's
+            name = f"{part.path}/{MANIFEST_NAME}"
+            placed.append(name)
+            target.write_bytes_atomic(name, source.read_bytes(name))
         if local_target:
             fsync_dir(target.local_path(""))
         target.write_bytes_atomic(MANIFEST_NAME, raw)
@@ -95,11 +100,20 @@ def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, progress: b
                 target.delete(name)
             except Exception as exc:  # noqa: BLE001 - the copy's own error is what the user sees
                 log.warning("could not remove %s from %s: %s", name, dest, exc)
+        for part in manifest.parts if local_target else ():
+            with contextlib.suppress(OSError):
+                os.rmdir(target.local_path(part.path))
         raise
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
         bar.close()
+
+
+def _tmp_beside(final: str) -> str:
+    """A temporary name in the directory of ``final`` (created: a group's shards sit in part directories)."""
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    return os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{os.getpid()}-{os.path.basename(final)}")
 
 
 def _put(target, local: str, name: str, sha256: str, tick) -> None:
@@ -109,8 +123,7 @@ def _put(target, local: str, name: str, sha256: str, tick) -> None:
         upload_file(local, name, callback=tick, sha256=sha256)
         return
     final = target.local_path(name)
-    os.makedirs(os.path.dirname(final), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{os.getpid()}-{name}")
+    tmp = _tmp_beside(final)
     try:
         with open(local, "rb") as fin, create_new(tmp) as fout:
             while chunk := fin.read(_COPY_CHUNK):

@@ -20,7 +20,7 @@ class ListWriter:
     def __init__(self, per_shard: int = 1 << 62):
         self.data, self.lengths, self.per_shard, self.total = [], [], per_shard, 0
 
-    def write(self, framed, lengths):
+    def write(self, framed, lengths, labels=None):
         self.data.append(bytes(np.asarray(framed, np.uint8)))
         self.lengths.append(np.asarray(lengths))
         self.total += len(lengths)
@@ -115,7 +115,7 @@ def test_label_mix_of_a_label_sorted_input(tmp_path):
 
 def test_temporary_files_are_removed_on_error(tmp_path):
     class Broken(ListWriter):
-        def write(self, framed, lengths):
+        def write(self, framed, lengths, labels=None):
             raise OSError(28, "No space left on device")
 
     sink = ShuffleSink(Broken(), ShuffleOptions(seed=1, memory=1 << 20), tmp_root=str(tmp_path))

@@ -7,12 +7,16 @@ import time
 
 from .types import (
     add_engine_options,
+    add_prep_options,
     add_shard_output_options,
     beam_module,
     engine_choice,
     nonneg_int,
     positive_int,
+    prep_options,
+    print_prep,
     print_skips,
+    refuse_prep_on_engine,
     shard_output_options,
 )
 
@@ -54,6 +58,7 @@ def register(convert_sub) -> None:
     p.add_argument("--values-key", default="values", help="feature name of the values (default values)")
     p.add_argument("--qid-key", default="qid", help="feature name of the qid with --keep-qid (default qid)")
     add_shard_output_options(p, record="line")
+    add_prep_options(p)
     add_engine_options(p)
     p.set_defaults(func=lambda args: p.error(msg) if (msg := layout_error(args)) else _cmd_convert(args))
 
@@ -89,18 +94,20 @@ def _cmd_convert(args) -> int:
 
     options = options_from_args(args)
     beam_options = engine_choice(args)
+    prep = prep_options(args)
     start = time.perf_counter()
     if beam_options is not None:
+        refuse_prep_on_engine(prep, "--engine beam")
         m = beam_module().convert_libsvm(args.inputs, args.out, options, beam_options=beam_options,
                                          overwrite=args.overwrite)
     else:
         m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-                progress=not args.no_progress and sys.stderr.isatty())
+                progress=not args.no_progress and sys.stderr.isatty(), prep=prep)
     secs = time.perf_counter() - start
     read = sum(i.records_read for i in m.inputs)
     blank = sum(i.blank_lines for i in m.inputs)
     skipped = m.skipped
-    print_skips(m, "line")
+    print_skips(m, "line", ignore=("sampled_out",))
     print(f"converted {len(m.inputs)} input(s): {read:,} records read, {m.records:,} written, "
           f"{sum(skipped.values()):,} skipped, {blank:,} blank/comment lines "
           f"(index base {m.options.get('index_base_used')})")
@@ -111,5 +118,6 @@ def _cmd_convert(args) -> int:
         nz = m.extra["nonzeros"]
         print(f"sparse: num_features {m.extra['num_features']:,}, nonzeros per row min {nz['min']:,} "
               f"mean {nz['mean']:,} max {nz['max']:,}")
+    print_prep(m)
     print(f"manifest {where.rstrip('/')}/index.json")
     return 0

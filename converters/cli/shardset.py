@@ -21,14 +21,15 @@ def register(sub) -> None:
 
 
 def _cmd_inspect(args) -> int:
-    from ..shardset.reader import read_manifest
+    from ..shardset.reader import read_manifest_raw
     from ..util.units import format_size
+    from .types import print_prep
 
-    m = read_manifest(args.path)
-    if args.json:
-        print(json.dumps(m.to_json(), indent=2, sort_keys=True))
+    m, raw = read_manifest_raw(args.path)
+    if args.json:  # the manifest as written (a group's own manifest for a group)
+        print(json.dumps(json.loads(raw), indent=2, sort_keys=True))
         return 0
-    print(f"shard set   {m.location}")
+    print(f"shard set   {m.location}" + (f"   (a group of {len(m.parts)} per-label sets)" if m.parts else ""))
     print(f"kind        {m.kind}   (tfpipe {m.tfpipe_version}, format {m.format_version})")
     print(f"records     {m.records:,}")
     print(f"shards      {len(m.shards)}   {format_size(m.total_bytes)} total"
@@ -53,6 +54,7 @@ def _cmd_inspect(args) -> int:
             print(f"{k:<11} {v}")
         elif k == "nonzeros" and isinstance(v, dict):  # sparse LibSVM: per-row nonzeros
             print(f"{k:<11} " + " ".join(f"{a} {v.get(a)}" for a in ("min", "mean", "max", "total")))
+    print_prep(m)
     return 0
 
 

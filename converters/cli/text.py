@@ -6,12 +6,16 @@ import time
 
 from .types import (
     add_engine_options,
+    add_prep_options,
     add_shard_output_options,
     beam_module,
     engine_choice,
     names,
     positive_int,
+    prep_options,
+    print_prep,
     print_skips,
+    refuse_prep_on_engine,
     shard_output_options,
 )
 
@@ -51,6 +55,7 @@ def register(convert_sub, top_sub) -> None:
     p.add_argument("--txt-mode", choices=("block", "file"), default="block",
                    help=".txt inputs: one document per blank-line-separated block (default) or per file")
     add_shard_output_options(p, record="record")
+    add_prep_options(p, labels=False)
     add_engine_options(p)
     p.set_defaults(func=_cmd_convert)
 
@@ -93,13 +98,15 @@ def _cmd_convert(args) -> int:
 
     options = options_from_args(args)
     beam_options = engine_choice(args)
+    prep = prep_options(args)
     start = time.perf_counter()
     if beam_options is not None:
+        refuse_prep_on_engine(prep, "--engine beam")
         m = beam_module().convert_text(args.inputs, args.out, options, beam_options=beam_options,
                                        overwrite=args.overwrite)
     else:
         m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-                progress=not args.no_progress and sys.stderr.isatty())
+                progress=not args.no_progress and sys.stderr.isatty(), prep=prep)
     secs = time.perf_counter() - start
     x = m.extra
     read = sum(i.records_read for i in m.inputs)
@@ -113,6 +120,7 @@ def _cmd_convert(args) -> int:
           f"(vocab {x['tokenizer']['vocab_size']:,}, EOD {x['eod_id']})")
     print(f"records     {m.records:,} windows of {x['seq_len'] + 1} ids in {len(m.shards)} shard(s), "
           f"{format_size(m.total_bytes)}, {secs:.1f} s ({x['tokens'] / max(secs, 1e-9):,.0f} tokens/s)")
+    print_prep(m)
     print(f"manifest    {m.location.rstrip('/')}/index.json")
     return 0
 

@@ -9,7 +9,8 @@ from ..shardset.options import COMPRESSIONS, ON_ERROR, ShardOutputOptions
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 
 __all__ = ["positive_int", "nonneg_int", "size", "names", "add_shard_output_options", "shard_output_options",
-           "print_skips", "add_engine_options", "engine_choice", "beam_module"]
+           "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
+           "refuse_prep_on_engine", "print_prep"]
 
 
 def _int(s: str, *, minimum: int, what: str) -> int:
@@ -64,6 +65,46 @@ def shard_output_options(args: argparse.Namespace):
                               prefix=args.prefix, on_error=args.on_error)
 
 
+def add_prep_options(p: argparse.ArgumentParser, *, labels: bool = True) -> None:
+    """Write-time preparation: ``--shuffle``, ``--seed``, ``--shuffle-memory``, ``--tmp-dir`` and, for labelled
+    records, ``--balance`` and ``--split-by-label``."""
+    g = p.add_argument_group("preparation (before sharding)")
+    g.add_argument("--shuffle", action="store_true",
+                   help="shuffle globally before sharding (bounded memory, deterministic for --seed)")
+    g.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
+                   help="seed of --shuffle and --balance (required with them)")
+    g.add_argument("--shuffle-memory", type=size, default=None, metavar="SIZE",
+                   help="memory the shuffle may hold (default 1GiB); the rest waits in temporary bucket files")
+    g.add_argument("--tmp-dir", default=None, metavar="DIR",
+                   help="where the shuffle's (and balance's) temporary files go (default: under --out; the system "
+                        "temporary directory for s3:// outputs); removed when the run ends")
+    if labels:
+        g.add_argument("--balance", default=None, metavar="equal|LABEL=RATE,...",
+                       help="sample to balance labels, exact counts: 'equal' keeps as many of every label as the "
+                            "rarest has; '0=0.25,1=1' keeps round(rate x count) of the named labels")
+        g.add_argument("--split-by-label", action="store_true",
+                       help="one shard set per label under OUT/label=<v>/ and a group manifest OUT/index.json")
+
+
+def prep_options(args: argparse.Namespace):
+    """The ``PrepOptions`` the arguments of ``add_prep_options`` ask for (None when none)."""
+    from ..prep.balance import BalanceOptions
+    from ..prep.options import PrepOptions
+    from ..prep.shuffle import DEFAULT_SHUFFLE_MEMORY, ShuffleOptions
+
+    balance = getattr(args, "balance", None)
+    split = getattr(args, "split_by_label", False)
+    if (args.shuffle or balance) and args.seed is None:
+        raise ValueError(f"{'--shuffle' if args.shuffle else '--balance'} needs --seed S (the same seed gives "
+                         "the same bytes)")
+    if not args.shuffle and (args.shuffle_memory is not None or args.tmp_dir is not None) and not balance:
+        raise ValueError("--shuffle-memory/--tmp-dir apply to --shuffle (and --balance)")
+    shuffle = (ShuffleOptions(args.seed, args.shuffle_memory or DEFAULT_SHUFFLE_MEMORY, args.tmp_dir)
+               if args.shuffle else None)
+    prep = PrepOptions(shuffle, BalanceOptions.parse(balance, args.seed) if balance else None, split)
+    return prep if prep.active else None
+
+
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """``--engine local|beam`` and ``--beam-option KEY=VALUE`` (repeatable)."""
     p.add_argument("--engine", choices=("local", "beam"), default="local",
@@ -87,6 +128,14 @@ def engine_choice(args: argparse.Namespace) -> dict | None:
     from ..engines.options import parse_beam_options
 
     return parse_beam_options(args.beam_option)
+
+
+def refuse_prep_on_engine(prep, engine: str) -> None:
+    """Write-time preparation runs in the local engine only: a clear refusal, never a silent difference."""
+    if prep is not None:
+        raise ValueError(f"{prep.describe()} is not available with {engine} yet (the output would differ from "
+                         "the local converter's): convert with --engine local, or reshard the result with "
+                         "`tfpipe reshard --shuffle`")
 
 
 def beam_module():
@@ -113,3 +162,19 @@ def print_skips(manifest, noun: str, *, ignore: tuple[str, ...] = (), examples: 
     shown = [ex for i in manifest.inputs for ex in i.examples if not any(r in ex for r in ignore)]
     for ex in shown[:examples]:
         print(f"  {ex}", file=sys.stderr)
+
+
+def print_prep(manifest) -> None:
+    """What write-time preparation did (from the manifest): shuffle quality, balance counts, per-label parts."""
+    sh = manifest.extra.get("shuffle")
+    if sh:
+        mix = (f", largest label-mix deviation of a shard {sh['label_mix_max_deviation']:.2%} over "
+               f"{sh['label_mix_shards']} shard(s)" if "label_mix_max_deviation" in sh else "")
+        print(f"shuffle: seed {sh['seed']}, rank correlation input/output position {sh['rank_correlation']:+.4f}"
+              f"{mix}")
+    bal = manifest.extra.get("balance")
+    if bal:
+        print("balance: " + ", ".join(f"label {k}: {bal['counts_in'][k]:,} -> {bal['counts_out'][k]:,}"
+                                      for k in bal["counts_in"]))
+    for part in manifest.parts:
+        print(f"part {part.path}: {part.records:,} records in {part.shards} shard(s)")

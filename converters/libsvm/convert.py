@@ -8,7 +8,8 @@ The I/O shell around the pure core (``block.parse`` + ``tfrecord.examples.serial
   index 0 anywhere: zero-based, else one-based);
 * blocks are parsed inline or by worker processes (``workers``), consumed in input order, so the shards are
   byte-identical whatever ``workers`` is;
-* the main process writes with ``ShardSetWriter`` (temporary names, fsync, rename, manifest last);
+* the main process writes with ``ShardSetWriter`` (temporary names, fsync, rename, manifest last), through
+  ``prep.PrepWriter`` when the data is prepared on the way (shuffle, balance, split by label);
 * in the sparse layout the manifest's ``extra`` gets ``num_features`` (largest zero-based id + 1 over all
   written records, as scikit-learn's ``n_features``) and the nonzeros per row (min/mean/max/total), summed
   up block by block as the records stream past.
@@ -23,7 +24,8 @@ from typing import Iterable
 
 from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
-from ..shardset.writer import ShardSetWriter
+from ..prep.options import PrepOptions
+from ..prep.writer import PrepWriter
 from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..util.errors import InputError
 from ..util.progress import progress_bar
@@ -46,31 +48,34 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
                    compression: str | None = None, overwrite: bool = False, prefix: str = "train",
                    label_key: str = "label", ids_key: str = "ids", values_key: str = "values",
                    progress: bool = False, block_size: int = DEFAULT_BLOCK_BYTES, sparse: bool = False,
-                   multilabel: bool = False, keep_qid: bool = False, qid_key: str = "qid") -> Manifest:
+                   multilabel: bool = False, keep_qid: bool = False, qid_key: str = "qid",
+                   prep: PrepOptions | None = None) -> Manifest:
     """Convert LibSVM text files into a TFRecord shard set with a manifest; returns the Manifest.
 
     The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments (``field_size`` for
     fixed-width rows, or ``sparse=True`` with optional ``multilabel``/``keep_qid``). With
     ``on_error="raise"`` the first bad line raises ``InputError`` naming file:line and reason, and no
     manifest is written; with ``"skip"`` bad lines are counted by reason in the manifest (records read ==
-    written + skipped).
+    written + skipped). ``prep``: write-time shuffle, label balancing, per-label sets (``converters.prep``).
     """
     output = ShardOutputOptions(shard_size=shard_size, compression=compression, prefix=prefix, on_error=on_error)
     options = LibsvmOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, label_key, ids_key,
                             values_key, output, sparse, multilabel, keep_qid, qid_key)
     return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
-               block_size=block_size)
+               block_size=block_size, prep=prep)
 
 
 def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, options: LibsvmOptions,
         *, workers: int | None = None, overwrite: bool = False, progress: bool = False,
-        block_size: int = DEFAULT_BLOCK_BYTES, allow_empty: bool = False) -> Manifest:
+        block_size: int = DEFAULT_BLOCK_BYTES, allow_empty: bool = False, prep: PrepOptions | None = None
+        ) -> Manifest:
     """Convert LibSVM inputs into a shard set at ``out`` as ``options`` say; returns the Manifest.
 
     ``workers`` processes parse and serialize (default: all cores); the output bytes depend on neither it
     nor ``block_size`` (the text read per task). Inputs without a single valid line are an error unless
     ``allow_empty`` (a part of a larger conversion, such as one Processing instance's share): then the
-    manifest lists no shard, only the accounting.
+    manifest lists no shard, only the accounting. ``prep`` (``converters.prep.PrepOptions``): shuffle, balance
+    labels or split by label on the way to the shards (balancing reads the input twice).
     """
     if not isinstance(options, LibsvmOptions):
         raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
@@ -83,9 +88,12 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
+    if prep is not None and prep.needs_labels and options.multilabel:
+        raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     paths = expand_inputs(inputs)
     refuse_inputs_in(paths, str(out))
-    with ShardSetWriter(str(out), options.output, overwrite=overwrite) as writer:
+    size = None if any(compression_of(p) for p in paths) else sum(os.path.getsize(p) for p in paths)
+    with PrepWriter(str(out), options.output, prep, overwrite=overwrite, expected_bytes=size) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
         try:
             return _convert(paths, options, writer, pool, block_size, progress, allow_empty)
@@ -94,7 +102,7 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
                 pool.close()
 
 
-def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool: Pool | None, block_size: int,
+def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_size: int,
              progress: bool, allow_empty: bool = False) -> Manifest:
     raise_on_bad = opts.output.on_error == "raise"
     if opts.index_base != "auto":
@@ -107,16 +115,21 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: ShardSetWriter, pool
     rows = RowTotals() if opts.sparse else None
     fallback = lines = 0
     total = None if any(compression_of(p) for p in paths) else sum(os.path.getsize(p) for p in paths)
-    results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size, raise_on_bad)
+    if writer.needs_counts:  # balancing: a first pass counts the labels (bad input stops it as it would later)
+        _count_labels(writer, run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size,
+                                         raise_on_bad), raise_on_bad, progress, total)
+    results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size, raise_on_bad,
+                         split_packs=writer.prep.balance is not None)
     try:
         with progress_bar(progress, desc="convert libsvm", total=total) as bar:
             for path, _, res in results:
                 if res.bad and raise_on_bad:
-                    b = res.bad[0]
-                    raise InputError(f"{b.reason}: {b.message} (use --on-error skip to skip bad lines)",
-                                     path=path, line=b.line, reason=b.reason)
-                writer.write(res.framed, res.lengths)
+                    raise _bad_line(path, res.bad[0])
+                dropped = writer.write(res.framed, res.lengths, res.labels)
                 _account(stats[path], res, path)
+                if dropped:
+                    stats[path].records_written -= dropped
+                    stats[path].skip("sampled_out", dropped)
                 if rows is not None:
                     rows.add(res.sparse)
                 fallback += res.fallback
@@ -176,6 +189,26 @@ class RowTotals:
         mean = round(self.nonzeros / self.rows, 4) if self.rows else 0.0
         return {"num_features": max(self.max_id + 1, 1),
                 "nonzeros": {"min": self.min, "mean": mean, "max": self.max, "total": self.nonzeros}}
+
+
+def _bad_line(path: str, b) -> InputError:
+    """The first bad line, as ``--on-error raise`` reports it."""
+    return InputError(f"{b.reason}: {b.message} (use --on-error skip to skip bad lines)", path=path, line=b.line,
+                      reason=b.reason)
+
+
+def _count_labels(writer: PrepWriter, results, raise_on_bad: bool, progress: bool, total: int | None) -> None:
+    try:
+        with progress_bar(progress, desc="count labels", total=total) as bar:
+            for path, _, res in results:
+                if res.bad and raise_on_bad:
+                    raise _bad_line(path, res.bad[0])
+                if res.labels is not None and res.labels.shape[0]:
+                    writer.count(res.labels)
+                bar.update(res.nbytes)
+    finally:
+        results.close()
+    writer.start()
 
 
 def _account(st: InputStats, res, path: str) -> None:

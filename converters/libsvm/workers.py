@@ -59,6 +59,7 @@ class BlockResult:
     lines: int = 0
     fallback: int = 0
     sparse: dict | None = None  # sparse layout: sparse.row_stats of the written rows
+    labels: np.ndarray | None = None  # float32, one per written record (None: multi-label lists)
 
 
 def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...], stop_on_bad: bool
@@ -70,7 +71,12 @@ def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...
     else:
         framed, lengths = serialize_parsed(pb, schema_keys)
     return BlockResult(framed, lengths, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
-                        pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None)
+                       pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None, _labels(pb))
+
+
+def _labels(pb) -> np.ndarray | None:
+    """One float32 label per record, or None for multi-label lists."""
+    return None if getattr(pb, "label_splits", None) is not None else pb.label
 
 
 @dataclass
@@ -81,6 +87,7 @@ class PackResult:
     framed: np.ndarray
     lengths: np.ndarray
     parts: list
+    labels: np.ndarray | None = None
 
 
 def _read_whole(path: str) -> bytes:
@@ -100,11 +107,12 @@ def work_pack(paths: list[str], popts, schema_keys: tuple[str, ...], stop_on_bad
     lines = [b.count(b"\n") + (1 if b and not b.endswith(b"\n") else 0) for b in blocks]
     if not pb.skipped and not pb.blank and pb.n == sum(lines):
         framed, lengths = serialize_parsed(pb, schema_keys)
+        labels = _labels(pb)
         last = len(blocks) - 1
         parts = [BlockResult(_NONE, _NO_LENGTHS, n, 0, {}, [], len(b), n, pb.fallback_lines if k == last else 0,
                              row_stats(pb) if k == last and isinstance(pb, SparseBlock) else None)
                  for k, (b, n) in enumerate(zip(blocks, lines))]
-        return PackResult(framed, lengths, parts)
+        return PackResult(framed, lengths, parts, labels)
     parsed, parts = [], []
     for block in blocks:
         pb = parse(block, popts, 1, MAX_EXAMPLES)
@@ -113,8 +121,9 @@ def work_pack(paths: list[str], popts, schema_keys: tuple[str, ...], stop_on_bad
                                  pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None))
         if stop_on_bad and pb.bad:  # the run stops here
             return PackResult(_NONE, _NO_LENGTHS, parts)
-    framed, lengths = serialize_parsed(concat_records(parsed), schema_keys)
-    return PackResult(framed, lengths, parts)
+    whole = concat_records(parsed)
+    framed, lengths = serialize_parsed(whole, schema_keys)
+    return PackResult(framed, lengths, parts, _labels(whole))
 
 
 _NONE, _NO_LENGTHS = np.zeros(0, np.uint8), np.zeros(0, np.int64)
@@ -375,12 +384,13 @@ def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
     return 1
 
 
-def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad):
-    """Yield (path, first_line, BlockResult) in input order, bad-line numbers counted from the file start."""
+def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad, split_packs: bool = False):
+    """Yield (path, first_line, BlockResult) in input order, bad-line numbers counted from the file start.
+    A pack's records come with its last file, unless ``split_packs`` (each file with its own records)."""
     if pool is None:
         for kind, item in _items(paths, block_size):
             if kind == "pack":
-                yield from _unpack(item, work_pack(item, popts, keys, stop_on_bad))
+                yield from _unpack(item, work_pack(item, popts, keys, stop_on_bad), split_packs)
                 continue
             for block, first_line, _ in iter_blocks(item, block_size):
                 yield item, first_line, work_block(block, first_line, popts, keys, stop_on_bad)
@@ -393,7 +403,7 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad):
 
     for (path, _, _), res in _worker_results(ordered_map(submit, _tasks(paths, block_size), 2 * pool.workers)):
         if isinstance(res, PackResult):
-            yield from _unpack(path, res)
+            yield from _unpack(path, res, split_packs)
             continue
         first = next_line[path]
         next_line[path] = first + res.lines
@@ -402,11 +412,21 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad):
         yield path, first, res
 
 
-def _unpack(paths: list[str], pack: PackResult):
-    """A pack's files one by one, in order; the last carries the pack's records (the order of the records is
-    the files' order either way)."""
+def _unpack(paths: list[str], pack: PackResult, split: bool):
+    """A pack's files one by one, in order: the last carries all the pack's records (their order is the files'
+    order either way), or, with ``split``, each file its own."""
     parts = pack.parts
+    if split and pack.lengths.shape[0] == sum(p.written for p in parts):  # (not a pack that stopped at a bad line)
+        at = 0
+        offsets = np.concatenate([[0], np.cumsum(pack.lengths)])
+        for path, part in zip(paths, parts):
+            lo, hi = at, at + part.written
+            at = hi
+            part.framed, part.lengths = pack.framed[int(offsets[lo]):int(offsets[hi])], pack.lengths[lo:hi]
+            part.labels = None if pack.labels is None else pack.labels[lo:hi]
+            yield path, 1, part
+        return
     for k, (path, part) in enumerate(zip(paths, parts)):
         if k == len(parts) - 1:
-            part.framed, part.lengths = pack.framed, pack.lengths
+            part.framed, part.lengths, part.labels = pack.framed, pack.lengths, pack.labels
         yield path, 1, part

@@ -74,8 +74,8 @@ class _Bucket:
 
 class ShuffleSink:
     """``write`` records in input order (framed bytes, framed lengths, optional float32 labels), then
-    ``finish`` hands them to ``writer`` (anything with ``write(framed, lengths)`` and ``shard_records()``) in
-    key order and returns the quality report. Use as a context manager (temporary files removed on exit)."""
+    ``finish`` hands them to ``writer`` (anything with ``write(framed, lengths[, labels])`` — labels when the
+    records have them — and ``shard_records()``) in key order and returns the quality report. Use as a context manager (temporary files removed on exit)."""
 
     def __init__(self, writer, options: ShuffleOptions, *, tmp_root: str, expected_bytes: int | None = None):
         self.writer = writer
@@ -147,6 +147,8 @@ class ShuffleSink:
         """Write every record to the writer in key order; return the shuffle's manifest entry."""
         self._flush(self._buckets, self.dir)
         self._written = 0
+        self._buckets_read = 0
+        self._largest = 0
         self._sq = 0.0
         self._mix: dict[tuple[int, int], int] = {}
         self._label_ids: dict[int, int] = {}
@@ -202,20 +204,30 @@ class ShuffleSink:
     def _emit(self, stem: str) -> None:
         meta = np.fromfile(stem + ".meta", dtype=_META)
         data = np.fromfile(stem + ".data", dtype=np.uint8)
+        self._buckets_read += 1
+        self._largest = max(self._largest, data.nbytes + meta.nbytes)
         order = np.argsort(meta["key"], kind="stable")
         framed, lengths = take_records(data, meta["length"], order)
+        labels = np.fromfile(stem + ".label", np.float32)[order] if os.path.exists(stem + ".label") else None
         start = self._written
-        self.writer.write(framed, lengths)
+        if labels is None:
+            self.writer.write(framed, lengths)
+        else:  # the writer gets the labels too (to split by label)
+            self.writer.write(framed, lengths, labels)
         m = order.shape[0]
         self._written += m
         pos = np.arange(start, start + m, dtype=np.float64)
         self._sq += float(np.square(pos - meta["index"][order].astype(np.float64)).sum())
-        if os.path.exists(stem + ".label"):
-            self._count_mix(np.fromfile(stem + ".label", np.float32)[order], start)
+        if labels is not None:
+            self._count_mix(labels, start)
 
     def _count_mix(self, labels: np.ndarray, start: int) -> None:
-        """Label counts per output shard (a record written to the open shard stays in it)."""
-        bounds = np.cumsum(self.writer.shard_records())
+        """Label counts per output shard (a record written to the open shard stays in it); nothing when the
+        writer has no single sequence of shards (records split by label)."""
+        records = self.writer.shard_records()
+        if records is None:
+            return
+        bounds = np.cumsum(records)
         shard = np.searchsorted(bounds, np.arange(start, start + labels.shape[0]), side="right")
         keys = labels.view(np.uint32)
         for k in np.unique(keys):
@@ -226,8 +238,9 @@ class ShuffleSink:
     def _report(self) -> dict:
         n = self._written
         rho = 1.0 - 6.0 * self._sq / (n * (n * n - 1.0)) if n > 1 else 0.0
-        report = {"seed": self.options.seed, "method": METHOD, "records": n, "rank_correlation": round(rho, 6)}
-        if self._label_ids:
+        report = {"seed": self.options.seed, "method": METHOD, "records": n, "rank_correlation": round(rho, 6),
+                  "buckets": self._buckets_read, "largest_bucket_bytes": self._largest}
+        if self._mix:
             shards = np.asarray(self.writer.shard_records(), dtype=np.int64)
             counts = np.zeros((shards.shape[0], len(self._label_ids)), dtype=np.int64)
             for (s, lid), c in self._mix.items():

@@ -87,6 +87,7 @@ class Manifest:
     tfpipe_version: str = ""
     format_version: int = FORMAT_VERSION
     location: str | None = field(default=None, compare=False)  # where it was read from (not serialized)
+    parts: tuple = ()  # a group read as one set (``group.union``): its parts (``group.PartInfo``), else ()
 
     def __post_init__(self):
         object.__setattr__(self, "compression", normalize_compression(self.compression))

@@ -2,14 +2,17 @@
 against its manifest entry."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
+from typing import Callable
 
 from ..storage import is_s3, open_storage
 from ..util.digest import file_digest
 from ..util.errors import IntegrityError, TfpipeError
 from ..util.fs import file_kind
+from .group import GroupManifest, is_group, union
 from .manifest import MANIFEST_NAME, Manifest, ShardInfo
 
 __all__ = ["read_manifest", "read_manifest_raw", "parse_manifest", "split_manifest_path", "check_file",
@@ -25,16 +28,39 @@ def split_manifest_path(path: str) -> tuple[str, str]:
     return path.rstrip("/") or "/", MANIFEST_NAME
 
 
-def parse_manifest(raw: bytes, where: str, location: str | None = None) -> Manifest:
-    """A ``Manifest`` from the bytes of ``index.json`` (``where`` names it in errors): TfpipeError for
-    anything that is not one, IntegrityError for an entry naming a file outside the set."""
+def _json(raw: bytes, where: str):
     try:
-        data = json.loads(raw)
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise TfpipeError(f"manifest {where} is not valid JSON: {exc}") from None
     except RecursionError:
         raise TfpipeError(f"manifest {where} is not a tfpipe manifest: its JSON is nested too deeply") from None
-    return Manifest.from_json(data, location=location)
+
+
+def parse_manifest(raw: bytes, where: str, location: str | None = None,
+                   read_part: Callable[[str], bytes] | None = None) -> Manifest:
+    """A ``Manifest`` from the bytes of ``index.json`` (``where`` names it in errors): TfpipeError for
+    anything that is not one, IntegrityError for an entry naming a file outside the set. A group manifest
+    (per-label parts) becomes the group read as one set (``group.union``); its parts' manifests are read with
+    ``read_part(relative path)`` and checked against the sha256 the group records."""
+    data = _json(raw, where)
+    if not is_group(data):
+        return Manifest.from_json(data, location=location)
+    group = GroupManifest.from_json(data, location=where)
+    if read_part is None:
+        raise TfpipeError(f"{where} is a group of shard sets (one per label): read it with read_manifest")
+    parts = []
+    for info in group.parts:
+        rel = f"{info.path}/{MANIFEST_NAME}"
+        try:
+            part_raw = read_part(rel)
+        except FileNotFoundError:
+            raise IntegrityError(f"group {where}: part {info.path} has no manifest (incomplete group)") from None
+        if hashlib.sha256(part_raw).hexdigest() != info.manifest_sha256:
+            raise IntegrityError(f"group {where}: {rel} differs from the manifest the group records (sha256)")
+        part_loc = None if location is None else f"{location.rstrip('/')}/{info.path}"
+        parts.append(Manifest.from_json(_json(part_raw, f"{where}: {rel}"), location=part_loc))
+    return union(group, parts, location)
 
 
 def read_manifest_raw(path: str | os.PathLike, **storage_options) -> tuple[Manifest, bytes]:
@@ -54,7 +80,7 @@ def read_manifest_raw(path: str | os.PathLike, **storage_options) -> tuple[Manif
                           "(or its conversion did not finish)") from None
     except OSError as exc:
         raise TfpipeError(f"cannot read the manifest {where}: {exc.strerror or exc}") from None
-    return parse_manifest(raw, where, location=base), raw
+    return parse_manifest(raw, where, location=base, read_part=storage.read_bytes), raw
 
 
 def read_manifest(path: str | os.PathLike, **storage_options) -> Manifest:

@@ -73,7 +73,7 @@ def _check_one(storage, manifest: Manifest, info: ShardInfo, report: VerifyRepor
     tmpdir = None
     if local is None:  # remote: fetch to a temporary file first
         tmpdir = tempfile.TemporaryDirectory(prefix="tfpipe-verify-")
-        local = os.path.join(tmpdir.name, info.name)
+        local = os.path.join(tmpdir.name, os.path.basename(info.name))
         try:
             storage.fetch(info.name, local)
         except FileNotFoundError:

@@ -7,101 +7,30 @@ Each shard is written under a temporary name unique to the run, fsynced, and ren
 An interrupted run therefore leaves no file under a final name, and no manifest; a run whose manifest cannot
 be written (disk full at the very end) takes its renamed shards back.
 
-One writer per output: ``prepare_output`` claims the location (``storage.claim``) before it looks at it, so
-a second run into the same output fails at once naming the first; the claim is released when the run
-finishes or aborts. ``--overwrite`` deletes only what a valid tfpipe manifest there lists, the manifest and
-tfpipe's temporary files; anything else makes it refuse, naming the files.
+One writer per output: ``output.prepare_output`` claims the location before it looks at it (and clears it
+for ``--overwrite``); the writer releases the claim when the run finishes or aborts.
 """
 from __future__ import annotations
 
-import contextlib
 import gzip
 import logging
 import os
-import secrets
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import numpy as np
 
-from ..storage import CLAIM_NAME, TMP_PREFIX, Storage, claim_output, open_storage
+from ..storage import TMP_PREFIX, Storage
 from ..tfrecord.schema import Schema
-from ..util.errors import OutputError, OutputExistsError, TfpipeError
+from ..util.errors import TfpipeError
 from ..util.fs import HashingWriter, create_new, fsync_dir
 from .cuts import plan_cuts
 from .manifest import MANIFEST_NAME, InputStats, Manifest, ShardInfo, manifest_bytes
 from .options import ShardOutputOptions
-from .reader import parse_manifest
+from .output import new_run_id, output_errors, prepare_output
 
 __all__ = ["ShardSetWriter", "prepare_output", "output_errors", "new_run_id"]
 
 log = logging.getLogger(__name__)
-
-
-def new_run_id() -> str:
-    """A short id that makes this run's temporary names its own."""
-    return secrets.token_hex(6)
-
-
-@contextlib.contextmanager
-def output_errors(where: str, action: str = "write") -> Iterator[None]:
-    """Turn an operating-system error while writing output into one ``OutputError`` line naming the path and
-    the system's reason (read-only file system, no space left, name too long, not a directory, ...)."""
-    try:
-        yield
-    except OSError as exc:
-        path = exc.filename if exc.filename is not None else where
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        raise OutputError(f"cannot {action} {path}: {reason}") from exc
-
-
-def prepare_output(out: str, *, overwrite: bool, claim: bool = True, run_id: str | None = None,
-                   **storage_options) -> Storage:
-    """Open the output location and claim it for this run (``storage.claim``; release it with
-    ``storage.claim.release()``, or let the writer do it); refuse a non-empty one unless ``overwrite``, then
-    delete what a tfpipe manifest there lists, the manifest and tfpipe's temporary files, and refuse if
-    anything else is there."""
-    storage = open_storage(out, **storage_options)
-    with output_errors(out, "prepare the output"):
-        storage.claim = claim_output(storage, run_id or new_run_id()) if claim else None
-        try:
-            _clear(storage, out, overwrite)
-        except BaseException:
-            if storage.claim is not None:
-                storage.claim.release()
-            raise
-    return storage
-
-
-def _clear(storage: Storage, out: str, overwrite: bool) -> None:
-    names = [n for n in storage.list() if n != CLAIM_NAME]
-    if not names:
-        return
-    if not overwrite:
-        leftovers = [n for n in names if n.startswith(TMP_PREFIX)]
-        hint = (" (it holds temporary files of an interrupted run)" if leftovers and len(leftovers) == len(names)
-                else "")
-        raise OutputExistsError(f"output {out} is not empty{hint}: pass --overwrite to replace its contents")
-    listed: set[str] = set()
-    if MANIFEST_NAME in names:
-        try:
-            manifest = parse_manifest(storage.read_bytes(MANIFEST_NAME), f"{out}/{MANIFEST_NAME}")
-        except (TfpipeError, OSError) as exc:
-            raise OutputExistsError(
-                f"output {out} holds an {MANIFEST_NAME} that is not a valid tfpipe manifest ({exc}); refusing to "
-                "replace it or anything beside it: choose another location") from None
-        listed = {MANIFEST_NAME} | {s.name for s in manifest.shards}
-    # tfpipe's temporary files, and the temporary areas interrupted engine runs left (LocalStorage.delete
-    # removes such a directory): with the output claimed, no other run can be using them
-    temps = [n for n in names if n.startswith(TMP_PREFIX)]
-    foreign = sorted(n for n in names if n not in listed and not n.startswith(TMP_PREFIX))
-    if foreign:
-        raise OutputExistsError(
-            f"output {out} holds files tfpipe did not write or cannot prove it wrote ({', '.join(foreign[:5])}"
-            f"{', ...' if len(foreign) > 5 else ''}{'' if listed else '; there is no tfpipe manifest'}); refusing "
-            "to overwrite them: choose an empty location or remove them yourself")
-    # manifest first, so a half-deleted set is never taken for a complete one
-    for n in sorted(set(names) & listed, key=lambda n: n != MANIFEST_NAME) + temps:
-        storage.delete(n)
 
 
 class ShardSetWriter:

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
-from ..shardset.writer import ShardSetWriter
+from ..prep.options import PrepOptions
+from ..prep.writer import PrepWriter
 from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..tfrecord.examples import serialize_batch
 from ..util.errors import TfpipeError
@@ -51,7 +52,7 @@ def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_s
                  pad_last: bool = False, mask_name: str = "loss_mask", txt_mode: str = "block",
                  on_error: str = "raise", compression: str | None = None, overwrite: bool = False,
                  prefix: str = "train", progress: bool = False,
-                 batch_chars: int = DEFAULT_BATCH_CHARS) -> Manifest:
+                 batch_chars: int = DEFAULT_BATCH_CHARS, prep: PrepOptions | None = None) -> Manifest:
     """Convert jsonl / jsonl.zst / jsonl.gz / parquet / txt documents into TFRecord shards of packed token
     windows (feature ``input_ids`` int64[seq_len + 1], plus ``mask_name`` in padded modes) and a manifest.
 
@@ -66,12 +67,13 @@ def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_s
         seq_len=seq_len, tokenizer=str(tokenizer), eod_token=eod_token, text_key=text_key,
         include_subsets=_names(include_subsets), exclude_subsets=_names(exclude_subsets),
         no_cross_doc=no_cross_doc, pad_last=pad_last, mask_name=mask_name, txt_mode=txt_mode, output=output)
-    return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
+    return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress, prep=prep,
                batch_chars=batch_chars)
 
 
 def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: int | None = None,
-        overwrite: bool = False, progress: bool = False, batch_chars: int = DEFAULT_BATCH_CHARS) -> Manifest:
+        overwrite: bool = False, progress: bool = False, batch_chars: int = DEFAULT_BATCH_CHARS,
+        prep: PrepOptions | None = None) -> Manifest:
     """Convert text inputs into a shard set at ``out`` as ``opts`` say; returns the Manifest. ``workers``
     tokenizer threads (default: CPU count, at most 16); the output does not depend on it."""
     if not isinstance(opts, TextOptions):
@@ -110,7 +112,10 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
     def encode(batch: DocBatch):
         return tok.encode_batch(batch.texts) if batch.texts else (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
-    def write(writer: ShardSetWriter, packed: Packed) -> None:
+    if prep is not None and prep.needs_labels:
+        raise ValueError(f"{prep.describe()} needs labelled records; text windows have none (use --shuffle)")
+
+    def write(writer: PrepWriter, packed: Packed) -> None:
         if len(packed) == 0:
             return
         cols = {FEATURE: packed.windows}
@@ -120,7 +125,7 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
         writer.write(framed, lengths)
 
     with progress_bar(progress, desc="convert text") as bar:
-        with ShardSetWriter(out, opts.output, overwrite=overwrite) as writer, \
+        with PrepWriter(out, opts.output, prep, overwrite=overwrite) as writer, \
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tfpipe-tok") as pool:
             for batch, (ids, lengths) in ordered_map(lambda b: pool.submit(encode, b), batches(), 2 * workers):
                 if batch.texts:

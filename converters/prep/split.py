@@ -1,0 +1,125 @@
+"""One shard set per label: ``OUT/label=<v>/`` (each a complete set with its own manifest) and a group manifest
+at ``OUT/index.json``, written last, that lists the parts and holds the whole conversion's accounting."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..shardset.group import GroupManifest, PartInfo, group_bytes, part_path, union
+from ..shardset.manifest import MANIFEST_NAME, InputStats, Manifest
+from ..shardset.options import ShardOutputOptions
+from ..shardset.output import output_errors, prepare_output
+from ..shardset.writer import ShardSetWriter
+from ..tfrecord.schema import Schema
+from .balance import label_name
+from .records import take_records
+
+__all__ = ["LabelSplitWriter"]
+
+log = logging.getLogger(__name__)
+
+
+class LabelSplitWriter:
+    """Route records to one ``ShardSetWriter`` per label (created on a label's first record), keeping each
+    label's records in the order they come. ``finish`` finishes every part, then writes the group manifest."""
+
+    def __init__(self, out: str, output: ShardOutputOptions, *, overwrite: bool = False, **storage_options):
+        self.out = str(out).rstrip("/")
+        self.output = output
+        self.storage_options = storage_options
+        self.storage = prepare_output(self.out, overwrite=overwrite, **storage_options)  # claimed; cleared
+        self.writers: dict[int, ShardSetWriter] = {}
+        self.records = 0
+        self._done = False
+
+    def _writer(self, bits: int) -> ShardSetWriter:
+        w = self.writers.get(bits)
+        if w is None:
+            label = float(np.uint32(bits).view(np.float32))
+            w = ShardSetWriter(f"{self.out}/{part_path(label_name(label))}", self.output, **self.storage_options)
+            self.writers[bits] = w
+        return w
+
+    def write(self, framed, lengths, labels) -> None:
+        if labels is None:
+            raise ValueError("splitting by label needs every record's label")
+        lengths = np.asarray(lengths, dtype=np.int64)
+        bits = (np.asarray(labels, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
+        for b in np.unique(bits):
+            sel = np.flatnonzero(bits == b)
+            data, lens = take_records(framed, lengths, sel) if sel.shape[0] != lengths.shape[0] else (framed,
+                                                                                                     lengths)
+            self._writer(int(b)).write(data, lens)
+        self.records += int(lengths.shape[0])
+
+    def finish(self, *, schema: Schema, inputs: Iterable[InputStats] = (), options: dict[str, Any] | None = None,
+               kind: str = "libsvm", extra: dict[str, Any] | None = None) -> Manifest:
+        """Finish every part (label order), then write the group manifest last; returns the group read as one
+        set (``group.union``). On failure nothing of the group stays under a final name."""
+        done: list[tuple[str, Manifest]] = []
+        try:
+            order = sorted(self.writers, key=lambda b: float(np.uint32(b).view(np.float32)))
+            part_options = {**(options or {}), "group_part": True}
+            for b in order:
+                name = label_name(float(np.uint32(b).view(np.float32)))
+                m = self.writers[b].finish(schema=schema, inputs=(), options=part_options, kind=kind,
+                                           extra={"label": name})
+                done.append((name, m))
+            parts = tuple(PartInfo(name, part_path(name), m.records, m.total_bytes, len(m.shards),
+                                   _sha256(self.storage.read_bytes(f"{part_path(name)}/{MANIFEST_NAME}")))
+                          for name, m in done)
+            group = GroupManifest(parts, self.records, tuple(inputs), dict(options or {}), dict(extra or {}))
+            with output_errors(self.out):
+                self.storage.write_bytes_atomic(MANIFEST_NAME, group_bytes(group))
+        except BaseException:
+            self._remove_parts([m for _, m in done])
+            self.abort()
+            raise
+        self._done = True
+        self._release()
+        log.info("wrote %d records in %d per-label shard sets under %s", self.records, len(done), self.out)
+        return union(group, [m for _, m in done], self.out)
+
+    def _remove_parts(self, finished: list[Manifest]) -> None:
+        """Take back the parts already finished (their shards and manifests): no part without the group."""
+        for m in finished:
+            part = os.path.basename(str(m.location).rstrip("/"))
+            for name in [MANIFEST_NAME] + [s.name for s in m.shards]:
+                try:
+                    self.storage.delete(f"{part}/{name}")
+                except Exception as exc:  # noqa: BLE001 - the run's own error is what the user sees
+                    log.warning("could not remove %s/%s from %s: %s", part, name, self.out, exc)
+
+    def abort(self) -> None:
+        for w in self.writers.values():
+            w.abort()
+        local = self.storage.local_path("")
+        for w in self.writers.values():
+            if local is not None:
+                try:
+                    os.rmdir(w.out)
+                except OSError:
+                    pass
+        self._release()
+
+    def _release(self) -> None:
+        claim = getattr(self.storage, "claim", None)
+        if claim is not None:
+            claim.release()
+            self.storage.claim = None
+
+    def __enter__(self) -> "LabelSplitWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._done:
+            self.abort()
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
