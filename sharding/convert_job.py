@@ -73,6 +73,9 @@ def parse_convert(argv: Sequence[str]) -> ConvertJob:
     if getattr(args, "engine", "local") != "local" or getattr(args, "beam_option", None):
         raise ValueError("--engine/--beam-option do not apply here: the Processing instances are the engine "
                          "(drop them; --workers sets the processes per instance)")
+    from converters.cli.types import prep_options, refuse_prep_on_engine
+
+    refuse_prep_on_engine(prep_options(args), "a SageMaker Processing job")
     if args.format == "libsvm":
         from converters.cli.libsvm import options_from_args
     else:

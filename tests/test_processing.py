@@ -151,6 +151,8 @@ def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):
     (["convert", "libsvm", "in", "--out", "o"], True, 2, "give --field-size N (fixed width) or --sparse"),
     (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--engine", "beam"], True, 2,
      "--engine/--beam-option do not apply here: the Processing instances are the engine"),
+    (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--shuffle", "--seed", "1"], True, 2,
+     "--shuffle is not available with a SageMaker Processing job yet"),
     (["convert", "libsvm", "in", "--field-size", "1", "--out", "o"], False, 1,
      "resourceconfig.json not found: not inside a SageMaker Processing job"),
 ])
