@@ -54,10 +54,10 @@ def test_open_storage_dispatch(tmp_path):
 def test_a_conversion_through_beam_file_systems(tmp_path, monkeypatch):
     """Every output operation of a two-pass run (temporary area, shards, manifest) through BeamFSStorage."""
     import converters.engines.area as area
-    import converters.shardset.writer as writer
+    import converters.shardset.output as output
 
     monkeypatch.setattr(area, "open_storage", lambda url, **kw: BeamFSStorage(url))
-    monkeypatch.setattr(writer, "open_storage", lambda url, **kw: BeamFSStorage(url))
+    monkeypatch.setattr(output, "open_storage", lambda url, **kw: BeamFSStorage(url))
     files = libsvm_files(tmp_path / "in", sizes=(5, 300, 900))
     opts = LibsvmOptions(39, output=ShardOutputOptions(shard_size=50_000))
     m = run_job(LibsvmJob.create(files, tmp_path / "beamfs", opts, unit_size=40_000))
