@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["cpu_count"]
+__all__ = ["cpu_count", "cache_root"]
 
 
 def cpu_count() -> int:
@@ -15,3 +15,8 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def cache_root() -> str:
+    """tfpipe's cache directory: ``$TFPIPE_CACHE``, else ``~/.cache/tfpipe`` (fetched shards, tuning results)."""
+    return os.environ.get("TFPIPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfpipe")
