@@ -122,10 +122,11 @@ def rule_config(spec) -> tuple[ReadConfig, str]:
             f"{_size(spec)} (≥ {format_size(LARGE_RECORD_BYTES)}): per-record handover is cheap next to the "
             f"bytes, so read {k} files at once")
     if spec.shuffle_buffer or spec.num_shards > 1:
-        why = "shuffle" if spec.shuffle_buffer else f"shard({spec.num_shards}, {spec.shard_index})"
+        why = ("shuffle needs records one by one" if spec.shuffle_buffer else
+               f"shard({spec.num_shards}, {spec.shard_index}) needs records one by one, in the same order on every rank")
         return ReadConfig("sequential", chunk_records=chunk), (
-            f"{why} needs records one by one in one order, and with {_size(spec)} a parallel reader's per-record "
-            f"handover costs more than it gains (measured ~90k vs ~310k rec/s): one sequential reader{chunk_why}")
+            f"{why}, and with {_size(spec)} a parallel reader's per-record handover costs more than it gains "
+            f"(measured ~90k vs ~310k rec/s): one sequential reader{chunk_why}")
     k = min(files, cores, MAX_INTERLEAVE)
     return ReadConfig("interleave", k, chunk or spec.batch_size), (
         f"{_size(spec)}, {files} files, {cores} cores: interleave {k} per-file readers{chunk_why or ', rebatched'}")
