@@ -322,5 +322,5 @@ def _tune_on_first_use(spec: PipelineSpec) -> PipelineSpec:
     from .tuning import ON_FIRST_USE_ROUNDS, ON_FIRST_USE_SECONDS, tune_read
 
     log.info("tune='on-first-use': timing the read candidates for up to %.0f s", ON_FIRST_USE_SECONDS)
-    report = tune_read(spec, build_dataset, seconds=ON_FIRST_USE_SECONDS, rounds=ON_FIRST_USE_ROUNDS)
+    report = tune_read(spec, build_dataset, seconds=ON_FIRST_USE_SECONDS, rounds=ON_FIRST_USE_ROUNDS, quick=True)
     return spec.with_(tuning=report.lookup())

@@ -208,16 +208,23 @@ def choose_read(spec) -> tuple[str, int, str]:
     return plan.config.read, plan.config.parallelism, plan.why
 
 
-def candidates(spec) -> list[ReadConfig]:
+def candidates(spec, *, quick: bool = False) -> list[ReadConfig]:
     """Output-equivalent read configs for this spec, the built-in rule's first ([] when not tunable).
 
     Every candidate yields each record exactly once per epoch, in uniform batches, deterministically when
     the spec is; under a record-level ``shard(n, i)`` only sequential readers are candidates (every rank must
-    see one record order, the manifest's, whatever each host's tuning chose).
+    see one record order, the manifest's, whatever each host's tuning chose). ``quick``: the four that
+    differed most on 2 cores (the rule, sequential with and without chunks, the rule with one parse thread),
+    for ``tune="on-first-use"``.
     """
     if tunable(spec) is not None:
         return []
     rule, _ = rule_config(spec)
+    if quick:
+        one_parse = ReadConfig(**{**rule.to_json(), "parse_parallelism": 1}) if spec.parse else None
+        quick_list = [rule, ReadConfig("sequential"), ReadConfig("sequential", chunk_records=chunk_for(spec, CHUNK_BYTES)),
+                      one_parse]
+        return list(dict.fromkeys(c for c in quick_list if c is not None))
     files, cores = len(spec.files), spec.cores
     chunks = [c for c in dict.fromkeys(chunk_for(spec, b) for b in TUNE_CHUNKS) if c] or [spec.batch_size]
     mid = chunk_for(spec, CHUNK_BYTES) or spec.batch_size

@@ -46,7 +46,7 @@ MIN_ROUNDS = 3
 SCREEN_ROUNDS = 3
 SCREEN_SHARE = 0.45    # share of the budget for screening every candidate
 FINALISTS = 3          # best screened candidates timed again (besides the rule) in the final phase
-ON_FIRST_USE_SECONDS = 10.0
+ON_FIRST_USE_SECONDS = 8.0     # timing budget of tune="on-first-use" (with start-up and the last round: ≤ 10 s)
 ON_FIRST_USE_ROUNDS = 5
 WARMUP_BATCHES = 2
 RUN_SHARE = 0.7        # share of the budget spent inside timed windows (the rest: graph start-up, warm-up)
@@ -238,11 +238,12 @@ def format_report(report: TuneReport, *, manifest: str | None = None) -> str:
 # -- tuning ---------------------------------------------------------------------------------------------
 
 def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_SECONDS,
-              rounds: int = DEFAULT_ROUNDS, store: bool = True, where: str | None = None,
+              rounds: int = DEFAULT_ROUNDS, store: bool = True, where: str | None = None, quick: bool = False,
               clock: Callable[[], float] = time.perf_counter,
               on_round: Callable[[int, dict], None] | None = None) -> TuneReport:
-    """Time every output-equivalent read config for ``spec`` on this machine (about ``seconds`` in all) and
-    store the winner under the machine's and the data's fingerprints (``store=False``: do not)."""
+    """Time every output-equivalent read config for ``spec`` on this machine (about ``seconds`` in all,
+    TensorFlow's start-up not counted) and store the winner under the machine's and the data's fingerprints
+    (``store=False``: do not). ``quick``: only the four main candidates (``tune="on-first-use"``)."""
     if not seconds > 0 or rounds < 1:
         raise ValueError(f"seconds must be > 0 and rounds >= 1, got {seconds!r} and {rounds!r}")
     reason = tunable(spec.with_(read="auto"))
@@ -256,7 +257,9 @@ def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_
     if spec.cores != machine["cpu_count"]:
         raise TfpipeError(f"tuning measures this machine ({machine['cpu_count']} vCPUs): the spec plans for "
                           f"{spec.cores} cores")
-    configs = candidates(spec)
+    configs = candidates(spec, quick=quick)
+    import tensorflow  # noqa: F401  (imported before the clock starts: its start-up is not tuning time)
+
     by_label = {c.label(): c for c in configs}
     labels = list(by_label)
     rule = labels[0]

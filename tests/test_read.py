@@ -124,6 +124,8 @@ def test_candidates_start_with_the_rule_and_are_distinct(kw):
         assert "interleave" in {c.read for c in cands}
     if not spec.parse:
         assert {c.parse_parallelism for c in cands} == {AUTOTUNE}
+    quick = candidates(spec, quick=True)
+    assert quick[0] == cands[0] and set(quick) <= set(cands) and 2 <= len(quick) <= 4
 
 
 def _check_uniform_exactly_once(batches, drop=False):
