@@ -18,9 +18,8 @@ from converters.util.errors import IntegrityError, TfpipeError
 from converters.util.system import cache_root, cpu_count
 from sharding.plan import shard_count
 
-from .read import (
-    DEFAULT_BUFFER_BYTES,  # 8 MiB TFRecordDataset read buffer (when buffer_size is None)
-)
+# DEFAULT_BUFFER_BYTES (re-exported): the 8 MiB read buffer used when buffer_size is None
+from .read import DEFAULT_BUFFER_BYTES
 
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
     from converters.tfrecord.schema import Schema
