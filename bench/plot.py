@@ -98,7 +98,8 @@ def _draw_throughput(ax, throughput: Mapping[str, float], title: str, naive: str
     ax.set_title(title, fontsize=10, pad=24)
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=COLORS["naive"], label="naive (per-record parse)"), Patch(color=COLORS["best"], label="best")]
+    handles = [Patch(color=COLORS["naive"], label="naive (per-record parse)"),
+               Patch(color=COLORS["best"], label="best")]
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)
 
 

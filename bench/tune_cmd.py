@@ -104,7 +104,8 @@ def run_benchmark(data_dir: str, *, batch_size: int = 512, rounds: int = 7, tune
     out = summarize(rates, list(HAND_TUNED))
     out["meta"] = {"dir": data_dir, "records": manifest.records, "shards": len(manifest.shards),
                    "batch_size": batch_size, "rounds": rounds, "window_batches": window, "max_seconds": max_seconds,
-                   "cpu_count": os.cpu_count(), "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+                   "cpu_count": os.cpu_count(),
+                   "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
                    "tuned_winner": report.winner.label(), "tuned_vs_rule": report.vs_rule,
                    "tune_seconds": report.seconds, "stored": report.path if keep else None}
     return out

@@ -6,24 +6,26 @@ sequential reader, an interleave of per-file chunked readers, or ``num_parallel_
 are read at once, the chunk of records handed to one ``parse_example`` call before ``rebatch`` cuts uniform
 batches (0: ``batch(batch_size)`` then parse, no rebatch), the parse parallelism and the read buffer.
 
-Built-in rule, measured on 2 cores with ~315-byte Criteo records (400k records, 8 files, batch 512): a
-sequential reader → batch → parse reaches ~310–450k rec/s; ``num_parallel_reads`` hands records over one by
-one across threads and drops to ~90k; an interleave over files of per-file readers, each parsing chunks of
-~1 MiB of records in one call and rebatching, matched or beat the best hand-tuned graph; larger chunks
-(4 MiB) and more files at once than cores were slower on 2 cores (longer start, more memory traffic).
+The built-in rule comes from paired rounds on a shared 2-core machine with ~315-byte Criteo records (400k
+records, 8 files, batch 512; noisy, load 2–7): ``num_parallel_reads`` hands records over one by one across
+threads (~90–190k rec/s against ~310–450k for one sequential reader → batch → parse); an interleave of as
+many files as cores, each parsing chunks of 0.5–1 MiB of records in one call and rebatching, ran at
+0.9–1.2× the best hand-tuned graph, while the former default (4 MiB chunks, 4 files at once) ran at
+0.5–0.6× over 300-batch windows. Elsewhere the best choice differs: ``tfpipe pipeline tune`` measures it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from converters.util.units import format_size
 
 __all__ = ["ReadConfig", "ReadPlan", "read_plan", "rule_config", "choose_read", "candidates", "tunable",
-           "data_fingerprint", "chunk_for", "AUTOTUNE", "LARGE_RECORD_BYTES", "MAX_INTERLEAVE", "CHUNK_BYTES",
-           "DEFAULT_BUFFER_BYTES", "STRATEGIES"]
+           "data_fingerprint", "fingerprint_key", "chunk_for", "AUTOTUNE", "LARGE_RECORD_BYTES", "MAX_INTERLEAVE",
+           "CHUNK_BYTES", "DEFAULT_BUFFER_BYTES", "STRATEGIES"]
 
 AUTOTUNE = -1                     # the value of tf.data.AUTOTUNE
 STRATEGIES = ("sequential", "interleave", "parallel_reads")
@@ -123,7 +125,8 @@ def rule_config(spec) -> tuple[ReadConfig, str]:
             f"bytes, so read {k} files at once")
     if spec.shuffle_buffer or spec.num_shards > 1:
         why = ("shuffle needs records one by one" if spec.shuffle_buffer else
-               f"shard({spec.num_shards}, {spec.shard_index}) needs records one by one, in the same order on every rank")
+               f"shard({spec.num_shards}, {spec.shard_index}) needs records one by one, in the same order on every "
+               f"rank")
         return ReadConfig("sequential", chunk_records=chunk), (
             f"{why}, and with {_size(spec)} a parallel reader's per-record handover costs more than it gains "
             f"(measured ~90k vs ~310k rec/s): one sequential reader{chunk_why}")
@@ -147,8 +150,6 @@ def data_fingerprint(spec) -> dict[str, Any] | None:
     """What about the data and the spec changes the winner (None without a manifest fingerprint)."""
     if not getattr(spec, "manifest_sha256", None):
         return None
-    import os
-
     names = "\n".join(os.path.basename(f) for f in spec.files)
     return {"manifest_sha256": spec.manifest_sha256, "batch_size": spec.batch_size, "files": len(spec.files),
             "files_sha256": hashlib.sha256(names.encode()).hexdigest()[:16], "parse": bool(spec.parse),
@@ -213,17 +214,17 @@ def candidates(spec, *, quick: bool = False) -> list[ReadConfig]:
 
     Every candidate yields each record exactly once per epoch, in uniform batches, deterministically when
     the spec is; under a record-level ``shard(n, i)`` only sequential readers are candidates (every rank must
-    see one record order, the manifest's, whatever each host's tuning chose). ``quick``: the four that
-    differed most on 2 cores (the rule, sequential with and without chunks, the rule with one parse thread),
-    for ``tune="on-first-use"``.
+    see one record order, the manifest's, whatever each host's tuning chose). ``quick`` (for
+    ``tune="on-first-use"``): only the rule, a sequential reader with and without chunks, and the rule with
+    one parse thread.
     """
     if tunable(spec) is not None:
         return []
     rule, _ = rule_config(spec)
     if quick:
         one_parse = ReadConfig(**{**rule.to_json(), "parse_parallelism": 1}) if spec.parse else None
-        quick_list = [rule, ReadConfig("sequential"), ReadConfig("sequential", chunk_records=chunk_for(spec, CHUNK_BYTES)),
-                      one_parse]
+        chunked = ReadConfig("sequential", chunk_records=chunk_for(spec, CHUNK_BYTES))
+        quick_list = [rule, ReadConfig("sequential"), chunked, one_parse]
         return list(dict.fromkeys(c for c in quick_list if c is not None))
     files, cores = len(spec.files), spec.cores
     chunks = [c for c in dict.fromkeys(chunk_for(spec, b) for b in TUNE_CHUNKS) if c] or [spec.batch_size]
