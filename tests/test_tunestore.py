@@ -33,12 +33,6 @@ def data(tmp_path_factory):
     return str(d)
 
 
-@pytest.fixture()
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache" / "tune"
-
-
 def _doc(spec, winner=WINNER, machine=None):
     rule = rule_config(spec)[0]
     return {"format": TUNE_FORMAT, "created": "2026-11-30T12:00:00+00:00", "machine": machine or machine_fingerprint(),

@@ -26,12 +26,6 @@ def data(tmp_path_factory):
     return str(d)
 
 
-@pytest.fixture()
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache" / "tune"
-
-
 # -- statistics ---------------------------------------------------------------------------------------
 
 def test_median_and_rotation():
