@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 DEFAULT_GENERATE = 200_000  # records generated when no DIR is given
 DEFAULT_BATCH = 512
 DEFAULT_STEP_MS = 50.0      # the step when it cannot be chosen from measured throughputs
-FETCH_FLOOR_MS = 1.5        # next() on a ready batch after an idle step: 0.5–2 ms measured on the 2-core VMs
-MIN_STEP_MS = 40.0          # the fetch floor stays well under 5 % (not input-bound) of a step this long
+FETCH_FLOOR_MS = 2.0        # next() on a ready batch after an idle step: ~1 ms median, ~2 ms mean on the 2-core VMs
+MIN_STEP_MS = 80.0          # the fetch floor stays at half of 5 % (not input-bound) of a step this long
 NAIVE_SHARE = 3             # the step is a third of the naive graph's time per batch (it idles ~2/3)
 MAX_BATCH_SCALE = 64
 
@@ -94,9 +94,10 @@ def choose_scenario(naive_rate: float, default_rate: float, batch_size: int, *,
     naive graph), so a graph is input-bound when producing a batch takes longer than the step: it idles
     max(0, t − step) / max(t, step). The step is a third of the naive graph's time per batch (it idles ~2/3,
     and still over 20 % if it runs twice as fast as measured, e.g. when the measurement ran on a busy host),
-    provided that keeps the default's fetch floor (~1.5 ms per ``next()``) well under 5 % (step ≥ 40 ms)
-    and the default's own time per batch under half the step. On 2 cores the naive graph needs ~20 ms per
-    batch of 512, too little for both; with ``scale_batch`` the batch is doubled until both hold (≤ 64×).
+    provided that keeps the default's fetch floor (~2 ms per ``next()`` after an idle step) at half of 5 %
+    (step ≥ 80 ms; at batch 4096 and a 40 ms step the default read ~10 % here, 2 % at 80 ms) and the
+    default's own time per batch under half the step. On 2 cores the naive graph needs ~15–25 ms per batch of
+    512, far too little for both; with ``scale_batch`` the batch is doubled until both hold (≤ 64×).
     """
     if not (naive_rate > 0 and default_rate > 0 and batch_size > 0):
         raise ValueError(f"rates and batch size must be > 0, got {naive_rate!r}, {default_rate!r}, {batch_size!r}")
@@ -114,7 +115,7 @@ def choose_scenario(naive_rate: float, default_rate: float, batch_size: int, *,
     default_idle = 100 * (FETCH_FLOOR_MS + max(0.0, t_default - step)) / (step + FETCH_FLOOR_MS)
     from .measure import verdict_for
 
-    why = (f"the naive graph needs {t_naive:.1f} ms per batch of {batch}, so at a {step:g} ms step it idles "
+    why = (f"the naive graph needs {t_naive:.1f} ms per batch of {batch}, so with {step:g} ms steps it idles "
            f"~{naive_idle:.0f}% ({verdict_for(naive_idle)}); the default needs {t_default:.1f} ms, hidden behind the "
            f"step, and only the ~{FETCH_FLOOR_MS:g} ms fetch floor is left (~{default_idle:.0f}%: "
            f"{verdict_for(min(100.0, default_idle))})")

@@ -290,7 +290,7 @@ def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_
     vs_rule = paired_scores(final, rule)
     winner = pick_winner(vs_rule)
     rows = [{"label": n, "config": by_label[n].to_json(), "phase": "final", "records_per_s": median(final[n]),
-             "vs_rule": vs_rule[n], "vs_winner": vs_rule[n] / vs_rule[winner],
+             "vs_rule": vs_rule[n], "vs_winner": vs_rule[n] / (vs_rule[winner] or 1.0),
              "rates": [round(x, 1) for x in final[n]]} for n in finalists]
     if screen:
         screened = paired_scores(screen, rule)

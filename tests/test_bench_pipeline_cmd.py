@@ -90,8 +90,8 @@ def test_default_scenario_is_chosen_from_the_throughputs(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("naive, default, batch, scale, want_batch, want_step", [
-    (23_000, 450_000, 512, True, 4096, 60.0),       # this machine: 512 is too small a batch to separate them
-    (29_000, 450_000, 4096, True, 4096, 45.0),
+    (23_000, 450_000, 512, True, 8192, 120.0),      # this machine: 512 is too small a batch to separate them
+    (29_000, 450_000, 4096, True, 8192, 95.0),
     (23_000, 450_000, 512, False, 512, 5.0),        # --batch-size given: only the step is chosen
 ])
 def test_choose_scenario_table(naive, default, batch, scale, want_batch, want_step):
