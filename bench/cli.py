@@ -11,6 +11,7 @@ BENCHMARKS = (
     "bench.convert_libsvm",
     "bench.convert_text",
     "bench.pipeline_cmd",
+    "bench.tune_cmd",
     "bench.threads_cmd",
     "bench.overhead_cmd",
     "bench.small_files",

@@ -5,9 +5,13 @@ defaults, hand-tuned candidates, no prefetch, cache placement, Pipe mode, shuffl
 
 1. pure pipeline throughput (records/s with no training step), with its ratio to the naive graph and to
    the best hand-tuned graph;
-2. against a simulated accelerator step of ``--step-ms``: input-wait %, verdict, records/s, step times.
+2. against a simulated accelerator step: input-wait %, verdict, records/s, step times. Without
+   ``--step-ms`` the step (and, without ``--batch-size``, the step scenario's batch size) is chosen from
+   the throughputs just measured: one at which the naive graph is input-bound and the default graph is
+   not (``choose_scenario``), and the output says why.
 
-Prints a table and SageMaker-style metric lines; ``--json`` and ``--png`` write the results and the chart.
+Prints a table and SageMaker-style metric lines; ``--json`` and ``--png`` write the results and the chart
+(two panels: no-step throughput per variant, and the per-step wait/compute split).
 Without DIR (or with ``--generate N``) a Criteo-like shard set is generated in a temporary directory.
 """
 from __future__ import annotations
@@ -20,11 +24,17 @@ import shutil
 import sys
 import tempfile
 
-__all__ = ["add_parser", "run", "load_variants", "DEFAULT_GENERATE"]
+__all__ = ["add_parser", "run", "load_variants", "choose_scenario", "DEFAULT_GENERATE", "DEFAULT_STEP_MS"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GENERATE = 200_000  # records generated when no DIR is given
+DEFAULT_BATCH = 512
+DEFAULT_STEP_MS = 50.0      # the step when it cannot be chosen from measured throughputs
+FETCH_FLOOR_MS = 2.0        # next() on a ready batch after an idle step: ~1 ms median, ~2 ms mean on the 2-core VMs
+MIN_STEP_MS = 80.0          # the fetch floor stays at half of 5 % (not input-bound) of a step this long
+NAIVE_SHARE = 3             # the step is a third of the naive graph's time per batch (it idles ~2/3)
+MAX_BATCH_SCALE = 64
 
 
 def add_parser(bench_sub) -> argparse.ArgumentParser:
@@ -34,8 +44,12 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", metavar="DIR", help="shard set (directory with index.json); omitted: generate one")
     p.add_argument("--generate", type=int, metavar="N", default=None,
                    help=f"generate N Criteo-like records in a temp dir (default {DEFAULT_GENERATE:,} when DIR is omitted)")
-    p.add_argument("--step-ms", type=float, default=20.0, help="simulated accelerator step time (default 20)")
-    p.add_argument("--batch-size", type=int, default=512, help="batch size (default 512)")
+    p.add_argument("--step-ms", type=float, default=None,
+                   help="simulated accelerator step time (default: chosen from the measured throughputs, so that "
+                        "the naive graph is input-bound and the default is not)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help=f"batch size (default {DEFAULT_BATCH}; the step scenario's may be larger, chosen with the "
+                        f"step)")
     p.add_argument("--steps", type=int, default=100, help="measured steps per variant (default 100)")
     p.add_argument("--warmup", type=int, default=10, help="unmeasured warmup steps per variant (default 10)")
     p.add_argument("--throughput-batches", type=int, default=None, metavar="N",
@@ -72,6 +86,49 @@ def _epochs_for(batches: int, batch_size: int, records: int) -> int:
     return -(-batches // per_epoch) + 1
 
 
+def choose_scenario(naive_rate: float, default_rate: float, batch_size: int, *,
+                    scale_batch: bool = True) -> tuple[int, float, str]:
+    """(batch, step ms, why): a scenario in which the naive graph is input-bound and the default is not.
+
+    Both graphs produce in the background while the step runs (tf.data injects a prefetch even into the
+    naive graph), so a graph is input-bound when producing a batch takes longer than the step: it idles
+    max(0, t − step) / max(t, step). The step is a third of the naive graph's time per batch (it idles ~2/3,
+    and still over 20 % if it runs twice as fast as measured, e.g. when the measurement ran on a busy host),
+    provided that keeps the default's fetch floor (~2 ms per ``next()`` after an idle step) at half of 5 %
+    (step ≥ 80 ms; at batch 4096 and a 40 ms step the default read ~10 % here, 2 % at 80 ms) and the
+    default's own time per batch under half the step. On 2 cores the naive graph needs ~15–25 ms per batch of
+    512, far too little for both; with ``scale_batch`` the batch is doubled until both hold (≤ 64×).
+    """
+    if not (naive_rate > 0 and default_rate > 0 and batch_size > 0):
+        raise ValueError(f"rates and batch size must be > 0, got {naive_rate!r}, {default_rate!r}, {batch_size!r}")
+    batch = batch_size
+    while True:
+        t_naive = 1000.0 * batch / naive_rate
+        t_default = 1000.0 * batch / default_rate
+        step = t_naive / NAIVE_SHARE
+        ok = step >= MIN_STEP_MS and t_default <= step / 2
+        if ok or not scale_batch or batch >= MAX_BATCH_SCALE * batch_size:
+            break
+        batch *= 2
+    step = max(1.0, 5.0 * round(step / 5.0)) if step >= 5 else round(step, 1) or 0.1
+    naive_idle = 100 * max(0.0, t_naive - step) / max(t_naive, step)
+    default_idle = 100 * (FETCH_FLOOR_MS + max(0.0, t_default - step)) / (step + FETCH_FLOOR_MS)
+    from .measure import verdict_for
+
+    why = (f"the naive graph needs {t_naive:.1f} ms per batch of {batch}, so with {step:g} ms steps it idles "
+           f"~{naive_idle:.0f}% ({verdict_for(naive_idle)}); the default needs {t_default:.1f} ms, hidden behind the "
+           f"step, and only the ~{FETCH_FLOOR_MS:g} ms fetch floor is left (~{default_idle:.0f}%: "
+           f"{verdict_for(min(100.0, default_idle))})")
+    if batch != batch_size:
+        why += (f"; batch {batch}, not {batch_size}: at {batch_size} the naive graph needs only "
+                f"{1000.0 * batch_size / naive_rate:.1f} ms, and a step that short would put the default's fetch "
+                f"floor above 5%")
+    if not ok:
+        why = (f"no step separates them at batch {batch} (the fetch floor is over 5% of any step at which the "
+               f"naive graph is input-bound): try a larger --batch-size; {why}")
+    return batch, step, why
+
+
 # -- command -------------------------------------------------------------------------------------------
 
 def run(args) -> int:
@@ -79,11 +136,11 @@ def run(args) -> int:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep C++ INFO/WARNING off the table
 
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.steps < 1 or args.warmup < 0:
         raise ValueError(f"--steps must be >= 1 and --warmup >= 0, got {args.steps} and {args.warmup}")
-    if args.step_ms < 0:
+    if args.step_ms is not None and args.step_ms < 0:
         raise ValueError(f"--step-ms must be >= 0, got {args.step_ms}")
     if args.generate is not None and args.generate < 1:
         raise ValueError(f"--generate must be >= 1, got {args.generate}")
@@ -124,31 +181,34 @@ def _run(args, data_dir: str, scratch: str) -> int:
     hand_tuned = [n for n in V.HAND_TUNED if n in names]
 
     # 1. pure pipeline throughput, no step (issue 4's benchmark): the variants' own suite, one run
+    batch_size = args.batch_size or DEFAULT_BATCH
     tput: dict[str, dict] = {}
     if not args.no_throughput:
-        epoch_batches = max(1, manifest.records // args.batch_size)
+        epoch_batches = max(1, manifest.records // batch_size)
         max_batches = args.throughput_batches or min(epoch_batches, 400)
         print(f"throughput with no step: {len(names)} variants, up to {max_batches} batches each", file=sys.stderr)
-        rows = V.run_speed_suite(data_dir, args.batch_size, names, max_batches=max_batches,
+        rows = V.run_speed_suite(data_dir, batch_size, names, max_batches=max_batches,
                                  options={"pipe": {"pipe_dir": os.path.join(scratch, "pipe-throughput")}})
         tput = {row["variant"]: row for row in rows}
 
     # 2. against the simulated step: input wait, verdict, cost
-    step = simulated_step(args.step_ms, device=args.device)
+    step_batch, step_ms, step_why = _scenario(args, tput, batch_size)
+    print(f"step scenario: batch {step_batch}, step {step_ms:g} ms, {step_why}")
+    step = simulated_step(step_ms, device=args.device)
     device = getattr(step, "device", "host")
     need = args.steps + args.warmup
 
     def factory(name):
         if name == "pipe":  # one FIFO per epoch: ask for enough epochs instead of repeat()
-            epochs = _epochs_for(need, args.batch_size, manifest.records)
+            epochs = _epochs_for(need, step_batch, manifest.records)
             pipe_dir = tempfile.mkdtemp(prefix="pipe-step-", dir=scratch)
-            return lambda: registry[name](data_dir, args.batch_size, epochs=epochs, pipe_dir=pipe_dir)
-        return lambda: registry[name](data_dir, args.batch_size).repeat()
+            return lambda: registry[name](data_dir, step_batch, epochs=epochs, pipe_dir=pipe_dir)
+        return lambda: registry[name](data_dir, step_batch).repeat()
 
     def show(r):
         print(f"  {r.name}: input wait {r.input_wait_pct:.1f}% ({r.verdict})", file=sys.stderr)
 
-    print(f"against a {args.step_ms:g} ms step on {device}: {args.steps} steps after {args.warmup} warmup",
+    print(f"against a {step_ms:g} ms step on {device}: {args.steps} steps after {args.warmup} warmup",
           file=sys.stderr)
     reports = compare({n: factory(n) for n in names}, step, steps=args.steps, warmup=args.warmup,
                       price_per_hour=args.price_per_hour, records_per_epoch=manifest.records,
@@ -161,26 +221,44 @@ def _run(args, data_dir: str, scratch: str) -> int:
         extra_cols["no-step rec/s"] = {n: f"{t['records_per_s']:,.0f}" for n, t in tput.items()}
         extra_cols["vs naive"] = {n: ratio(t.get("vs_naive")) for n, t in tput.items()}
         extra_cols["vs best tuned"] = {n: ratio(t.get("vs_best_hand_tuned")) for n, t in tput.items()}
-    print(f"{manifest.records:,} records in {len(manifest.shards)} shards; batch {args.batch_size}; "
-          f"simulated step {args.step_ms:g} ms on {device}; {os.cpu_count()} vCPUs")
+    print(f"{manifest.records:,} records in {len(manifest.shards)} shards; no-step throughput at batch {batch_size}; "
+          f"step scenario: batch {step_batch}, simulated step {step_ms:g} ms on {device}; {os.cpu_count()} vCPUs")
     print(format_table(reports, extra_columns=extra_cols))
     for r in reports:
         print(r.metric_line())
 
     meta = {"dir": data_dir, "records": manifest.records, "shards": len(manifest.shards),
-            "batch_size": args.batch_size, "step_ms": args.step_ms, "step_device": device,
+            "batch_size": batch_size, "step_batch_size": step_batch, "step_ms": step_ms,
+            "step_chosen": args.step_ms is None, "step_why": step_why, "step_device": device,
             "steps": args.steps, "warmup": args.warmup, "price_per_hour": args.price_per_hour,
             "hand_tuned": hand_tuned, "cpu_count": os.cpu_count(), "throughput": tput}
     if args.json_out:
         _write_atomic(args.json_out, reports_to_json(reports, meta=meta))
         print(f"wrote {args.json_out}", file=sys.stderr)
     if args.png_out:
-        from .plot import plot_reports
+        from .plot import plot_pipeline
 
-        plot_reports(reports, args.png_out,
-                     title=f"Input wait per step: batch {args.batch_size}, step {args.step_ms:g} ms")
+        chosen = ", chosen from the throughputs" if args.step_ms is None else ""
+        plot_pipeline(reports, {n: t["records_per_s"] for n, t in tput.items()}, args.png_out,
+                      title=f"tfpipe bench pipeline: {manifest.records:,} records, {os.cpu_count()} vCPUs",
+                      throughput_title=f"Throughput with no step (batch {batch_size})",
+                      step_title=f"Time per step: batch {step_batch}, {step_ms:g} ms step{chosen} ({device})")
         print(f"wrote {args.png_out}", file=sys.stderr)
     return 0
+
+
+def _scenario(args, tput: dict, batch_size: int) -> tuple[int, float, str]:
+    """(batch, step ms, why): ``--step-ms`` as given, or chosen from the naive and default (``vectorized``)
+    no-step throughputs (the batch too, unless ``--batch-size`` was given)."""
+    if args.step_ms is not None:
+        return batch_size, args.step_ms, "as asked (--step-ms)"
+    naive, default = tput.get("naive"), tput.get("vectorized")
+    if naive and default and naive["records_per_s"] > 0 and default["records_per_s"] > 0:
+        batch, step, why = choose_scenario(naive["records_per_s"], default["records_per_s"], batch_size,
+                                           scale_batch=args.batch_size is None)
+        return batch, step, f"chosen from the measured throughputs: {why}"
+    return batch_size, DEFAULT_STEP_MS, ("the default step: naive and vectorized throughputs were not both "
+                                         "measured, so it could not be chosen from them")
 
 
 def _write_atomic(path: str, text: str) -> None:

@@ -2,17 +2,20 @@
 
 ``PipelineSpec.from_manifest(dir, batch_size, ...)`` → ``build_dataset(spec)`` yields ``(features, label)``
 batches; ``describe(spec)`` explains the stages; ``lint(dataset)`` names order mistakes in any tf.data graph;
-``configure_threads()`` sets TF/OpenMP threading. TensorFlow is imported only when a function needs it.
+``configure_threads()`` sets TF/OpenMP threading; ``tune(dir, batch_size)`` measures the read strategy for
+this machine and data and stores the winner, which ``read="auto"`` then uses. TensorFlow is imported only
+when a function needs it.
 """
 from __future__ import annotations
 
 from converters.util.lazy import lazy_exports
 
 __all__ = ["PipelineSpec", "build_dataset", "describe", "plan_stages", "lint", "Finding", "configure_threads",
-           "parse_fn", "feature_spec", "keras_dataset", "distributed_dataset_fn"]
+           "parse_fn", "feature_spec", "keras_dataset", "distributed_dataset_fn", "tune", "read_plan"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "PipelineSpec": ".spec", "build_dataset": ".build", "plan_stages": ".build", "parse_fn": ".build",
     "feature_spec": ".build", "describe": ".describe", "lint": ".lint", "Finding": ".lint",
     "configure_threads": ".threads", "keras_dataset": ".helpers", "distributed_dataset_fn": ".helpers",
+    "tune": ".helpers", "read_plan": ".read",
 }, globals())

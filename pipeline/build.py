@@ -4,14 +4,11 @@ source → (shard) → cache → shuffle → batch → map(vectorized ``tf.io.pa
 prefetch(AUTOTUNE). The decisions (read strategy, cache policy, steps) are pure functions of the spec —
 ``plan_stages`` — so ``describe`` explains exactly what ``build_dataset`` builds.
 
-Read strategy (File mode), measured on 2 cores with ~300-byte Criteo records: a sequential reader →
-batch → parse reaches ~310k rec/s; ``num_parallel_reads`` hands records over one by one across threads and
-drops to ~90k; an interleave over files of per-file *batched* readers reaches ~425k. So small records with
-several files and cores use the batched interleave — chunks of ~4 MiB of records, each parsed in one
-``parse_example`` call, the parsed tensors re-cut to uniform batches with ``rebatch`` (~20% less CPU per
-record than one parse call per 512-record batch) — records
-that must pass one by one (shuffle, record-level ``shard``) use one sequential reader, and large records
-(≥ 4 KiB, where per-record handover is cheap next to the bytes) use ``num_parallel_reads``.
+The read (File mode) comes from :func:`pipeline.read.read_plan`: explicit options, else a stored
+``tfpipe pipeline tune`` result for this machine and data, else the built-in rule (small records, several
+files and cores: an interleave of per-file readers whose chunks of records are parsed in one
+``parse_example`` call each and re-cut to uniform batches with ``rebatch``; records that must pass one by
+one — shuffle, record-level ``shard`` — one sequential reader; large records ``num_parallel_reads``).
 
 Variable-length features (sparse LibSVM) go through the same batch → ``parse_example`` call, as
 ``VarLenFeature`` (then ``tf.SparseTensor``; an ``(ids, values)`` pair becomes one ``[batch, num_features]``
@@ -26,18 +23,15 @@ from typing import Any
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
+from .read import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
 from .spec import PipelineSpec
 
-__all__ = ["Stage", "plan_stages", "choose_read", "choose_cache", "build_dataset", "feature_spec", "parse_fn",
-           "LARGE_RECORD_BYTES", "MEMORY_CACHE_FRACTION", "total_memory"]
+__all__ = ["Stage", "plan_stages", "choose_read", "read_plan", "choose_cache", "build_dataset", "feature_spec",
+           "parse_fn", "LARGE_RECORD_BYTES", "MEMORY_CACHE_FRACTION", "total_memory"]
 
 log = logging.getLogger(__name__)
 
-LARGE_RECORD_BYTES = 4 << 10      # 4 KiB: above this, parallel per-record reads pay off
 MEMORY_CACHE_FRACTION = 0.25      # memory cache only for data under 25% of RAM
-MAX_INTERLEAVE = 16               # most files read at once by the batched interleave
-CHUNK_BYTES = 4 << 20             # 4 MiB of records per parse call before rebatch (interleave, Pipe mode)
-MAX_CHUNK_RECORDS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -62,34 +56,6 @@ def total_memory() -> int:
                 if line.startswith("MemTotal:"):
                     return int(line.split()[1]) * 1024
     return 0
-
-
-def choose_read(spec: PipelineSpec) -> tuple[str, int, str]:
-    """(strategy, parallelism, why) for File mode."""
-    k = spec.num_parallel_reads or max(1, min(len(spec.files), spec.cores))
-    if spec.read in ("auto", "interleave") and not spec.num_parallel_reads:
-        # batched readers wait on I/O between batches: two per core keeps the cores busy (capped)
-        k = max(1, min(len(spec.files), 2 * spec.cores, MAX_INTERLEAVE))
-    rb = spec.record_bytes
-    size = f"~{format_size(int(rb))} records" if rb else "records of unknown size"
-    if spec.read != "auto":
-        if spec.read == "sequential":
-            k = 1
-        return spec.read, k, f"asked for (read={spec.read!r})"
-    if len(spec.files) < 2 or spec.cores < 2:
-        return "sequential", 1, (f"{len(spec.files)} file(s), {spec.cores} core(s): one sequential reader with a "
-                                 f"{format_size(spec.buffer_size)} buffer")
-    if rb is not None and rb >= LARGE_RECORD_BYTES:
-        return "parallel_reads", k, (f"{size} (≥ {format_size(LARGE_RECORD_BYTES)}): per-record handover is cheap "
-                                     f"next to the bytes, so read {k} files at once")
-    if spec.shuffle_buffer or spec.num_shards > 1:
-        why = "shuffle" if spec.shuffle_buffer else f"shard({spec.num_shards}, {spec.shard_index})"
-        return "sequential", 1, (f"{why} needs records one by one, and with {size} a parallel reader's per-record "
-                                 f"handover costs more than it gains (measured ~90k vs ~310k rec/s): one "
-                                 f"sequential reader")
-    return "interleave", k, (f"{size}, {len(spec.files)} files, {spec.cores} cores: interleave {k} per-file "
-                             f"batched readers, then rebatch to uniform batches (measured ~425k vs ~310k rec/s "
-                             f"sequential)")
 
 
 def choose_cache(spec: PipelineSpec) -> tuple[str, str | None, str]:
@@ -123,6 +89,7 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
     """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
     stages: list[Stage] = []
     sharded = spec.num_shards > 1
+    plan = None
     if spec.mode == "pipe":
         from .pipe import fifo_path
 
@@ -136,13 +103,15 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
                             "record-level shard before any random op" if sharded else "one reader of this channel"))
         strategy = "pipe"
     else:
-        strategy, k, why = choose_read(spec)
+        plan = read_plan(spec)
+        cfg = plan.config
+        strategy = cfg.read
         file_shuffle = _file_shuffle(spec)
         stages.append(Stage("source", True, {"mode": "file", "files": len(spec.files), "read": strategy,
-                                             "parallelism": k, "buffer": format_size(spec.buffer_size),
-                                             "compression": spec.compression,
+                                             "parallelism": cfg.parallelism, "buffer": format_size(cfg.buffer_size),
+                                             "compression": spec.compression, "chosen_by": plan.source,
                                              "file_order": (f"shuffled per epoch (seed={spec.seed})" if file_shuffle
-                                                            else "manifest order")}, why))
+                                                            else "manifest order")}, plan.why))
         stages.append(Stage("shard", sharded, {"num_shards": spec.num_shards, "index": spec.shard_index},
                             "record-level shard(n, i) before any random op, so ranks never overlap" if sharded
                             else "single rank (or per-rank file list)"))
@@ -152,10 +121,12 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
                         "per-record shuffle (has its own per-record cost)" if spec.shuffle_buffer
                         else "off (shuffle_buffer=0)"))
     how = "batch"
-    if not spec.shuffle_buffer and strategy in ("interleave", "pipe") and not spec.use_sagemaker_pipe:
-        how = (("per-file chunks of ~4 MiB parsed in one call each, then rebatched" if spec.parse
-                else "rebatch of per-file chunks") if strategy == "interleave" else
-               "each stream chunk parsed in one call, then rebatched" if spec.parse else "rebatch of stream chunks")
+    if not spec.shuffle_buffer and strategy == "pipe" and not spec.use_sagemaker_pipe:
+        how = "each stream chunk parsed in one call, then rebatched" if spec.parse else "rebatch of stream chunks"
+    elif plan is not None and _chunked(spec, plan):
+        each = "per-file chunks" if strategy == "interleave" else "chunks"
+        how = (f"{each} of {plan.config.chunk_records} records parsed in one call each, then rebatched" if spec.parse
+               else f"rebatch of {each} of {plan.config.chunk_records} records")
     stages.append(Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder,
                                         "how": how}, "batch before parse: one vectorized parse call per batch"))
     steps = spec.epoch_steps
@@ -167,8 +138,9 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
             kept = min(spec.rank_records, steps * spec.batch_size)
             why += f"; this rank uses {kept} of its {spec.rank_records} records per epoch"
         stages.append(Stage("take", True, {"steps": steps}, why))
-    settings = {"fn": "tf.io.parse_example", "num_parallel_calls": "AUTOTUNE", "deterministic": spec.deterministic,
-                "output": spec.output}
+    calls = _parse_calls(spec, plan)
+    settings = {"fn": "tf.io.parse_example", "num_parallel_calls": "AUTOTUNE" if calls == AUTOTUNE else calls,
+                "deterministic": spec.deterministic, "output": spec.output}
     why = "vectorized parse from the manifest's schema" if spec.parse else "off: serialized batches"
     if spec.parse and spec.schema.varlen:
         kind = "SparseTensor" if spec.sparse_as == "sparse" else "RaggedTensor"
@@ -255,29 +227,37 @@ def _file_shuffle(spec: PipelineSpec) -> bool:
             and choose_cache(spec)[0] == "none")
 
 
-def _chunk_records(spec: PipelineSpec) -> int:
-    """Records per read chunk of the batched interleave: about CHUNK_BYTES of records, at least one batch."""
-    rb = spec.record_bytes or 512
-    return max(spec.batch_size, min(MAX_CHUNK_RECORDS, int(CHUNK_BYTES // rb)))
+def _chunked(spec: PipelineSpec, plan: ReadPlan) -> bool:
+    """Records reach the parse in chunks re-cut by ``rebatch`` (no shuffle; interleave always is)."""
+    return not spec.shuffle_buffer and (plan.config.read == "interleave" or plan.config.chunk_records > 0)
 
 
-def _file_source(spec: PipelineSpec, strategy: str, k: int):
+def _parse_calls(spec: PipelineSpec, plan: ReadPlan | None) -> int:
+    """num_parallel_calls of the parse map (-1: AUTOTUNE): the read plan's, or the spec's in Pipe mode."""
+    if plan is not None:
+        return plan.config.parse_parallelism
+    return AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
+
+
+def _file_source(spec: PipelineSpec, plan: ReadPlan):
     import tensorflow as tf
 
+    cfg = plan.config
     files = list(spec.files)
     ctype = "GZIP" if spec.compression == "gzip" else ""
     names = tf.data.Dataset.from_tensor_slices(files)
     if _file_shuffle(spec):
         names = names.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
-    if strategy == "interleave":
+    if cfg.read == "interleave":
         if spec.num_shards > 1:
             raise TfpipeError("read='interleave' cannot apply a record-level shard(n, i); use read='sequential' "
                               "or per-rank file lists (plan)")
-        b = _chunk_records(spec)
-        return names.interleave(lambda f: tf.data.TFRecordDataset(f, ctype, spec.buffer_size).batch(b),
-                                cycle_length=k, num_parallel_calls=k, deterministic=spec.deterministic), True
-    npr = k if strategy == "parallel_reads" else None
-    return tf.data.TFRecordDataset(names, ctype, spec.buffer_size, num_parallel_reads=npr), False
+        b = cfg.chunk_records or spec.batch_size
+        return names.interleave(lambda f: tf.data.TFRecordDataset(f, ctype, cfg.buffer_size).batch(b),
+                                cycle_length=cfg.parallelism, num_parallel_calls=cfg.parallelism,
+                                deterministic=spec.deterministic), True
+    npr = cfg.parallelism if cfg.read == "parallel_reads" else None
+    return tf.data.TFRecordDataset(names, ctype, cfg.buffer_size, num_parallel_reads=npr), False
 
 
 def _cache(ds, spec: PipelineSpec):
@@ -322,7 +302,7 @@ def _pipe_epochs(spec: PipelineSpec):
         if parse_chunks:
             # parse each stream chunk (thousands of records) in one call, then cut the parsed tensors into
             # batches: cheaper than cutting strings first (measured ~+20% on 2 cores)
-            ds = ds.map(_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE,
+            ds = ds.map(_parse_fn(spec), num_parallel_calls=_parse_calls(spec, None),
                         deterministic=spec.deterministic)
             ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
         else:
@@ -338,34 +318,55 @@ def _pipe_epochs(spec: PipelineSpec):
 
 def build_dataset(spec: PipelineSpec):
     """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records)."""
-    import tensorflow as tf
-
-    repeat_left, parsed = True, False
+    repeat_left, parsed, plan = True, False, None
     if spec.mode == "pipe":
         ds, repeat_left, parsed = _pipe_epochs(spec)
     else:
-        strategy, k, _ = choose_read(spec)
-        ds, batched = _file_source(spec, strategy, k)
+        if spec.tune == "on-first-use":
+            spec = _tune_on_first_use(spec)
+        plan = read_plan(spec)
+        ds, batched = _file_source(spec, plan)
         if spec.num_shards > 1:
             ds = ds.shard(spec.num_shards, spec.shard_index)
         ds = _cache(ds, spec)
-        if batched and spec.parse and not spec.shuffle_buffer:
-            # parse ~4 MiB chunks of records in one call each, then cut the parsed tensors into batches:
-            # fewer, larger parse calls cost less CPU per record than one call per batch
-            ds = ds.map(_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE,
-                        deterministic=spec.deterministic)
+        if _chunked(spec, plan):
+            # parse chunks of records in one call each, then cut the parsed tensors into batches: fewer,
+            # larger parse calls cost less CPU per record than one call per batch
+            if not batched:
+                ds = ds.batch(plan.config.chunk_records)
+            if spec.parse:
+                ds = ds.map(_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
+                            deterministic=spec.deterministic)
+                parsed = True
             ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
-            parsed = True
         else:
             ds = _shuffle_batch(ds, spec, batched)
         steps = spec.epoch_steps
         if steps is not None:
             ds = ds.take(steps)
     if spec.parse and not parsed:
-        ds = ds.map(_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE,
+        ds = ds.map(_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
                     deterministic=spec.deterministic)
     if repeat_left and spec.epochs != 1:
         ds = ds.repeat(spec.epochs)
     if spec.prefetch != 0:
-        ds = ds.prefetch(tf.data.AUTOTUNE if spec.prefetch is None else spec.prefetch)
+        ds = ds.prefetch(AUTOTUNE if spec.prefetch is None else spec.prefetch)
     return ds
+
+
+def _tune_on_first_use(spec: PipelineSpec) -> PipelineSpec:
+    """``tune="on-first-use"``: no stored result matches, so time the candidates now (≤ 10 s), store the
+    winner and use it. Specs that cannot be tuned (shuffle, Pipe mode, no manifest, ...) keep the rule."""
+    from .read import data_fingerprint, tunable
+    from .tunestore import machine_fingerprint
+
+    data = data_fingerprint(spec)
+    tuning = spec.tuning
+    if (tunable(spec) is not None or data is None or spec.cores != machine_fingerprint()["cpu_count"]
+            or (tuning is not None and tuning.config is not None and tuning.matches(data))):
+        return spec
+    from .tuning import ON_FIRST_USE_ROUNDS, ON_FIRST_USE_SECONDS, tune_read
+
+    log.info("tune='on-first-use': timing the read candidates for up to %.0f s", ON_FIRST_USE_SECONDS)
+    report = tune_read(spec, build_dataset, seconds=ON_FIRST_USE_SECONDS, rounds=ON_FIRST_USE_ROUNDS, quick=True)
+    return spec.with_(tuning=report.lookup())

@@ -1,4 +1,5 @@
-"""``tfpipe pipeline explain DIR`` (stages, settings and why) and ``tfpipe pipeline lint script.py:function``."""
+"""``tfpipe pipeline explain DIR`` (stages, settings and why), ``tfpipe pipeline tune DIR`` (the read strategy
+measured on this machine, stored for ``read="auto"``) and ``tfpipe pipeline lint script.py:function``."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,7 @@ def _epochs(text: str) -> int | None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("pipeline", help="explain or lint tf.data input pipelines")
+    p = sub.add_parser("pipeline", help="explain, tune or lint tf.data input pipelines")
     psub = p.add_subparsers(dest="pipeline_command", metavar="COMMAND")
     psub.required = True
 
@@ -36,7 +37,22 @@ def register(sub) -> None:
     e.add_argument("--cores", type=int, help="cores to plan for (default: this host's)")
     e.add_argument("--sparse-as", choices=("sparse", "ragged"), default="sparse",
                    help="variable-length features (a --sparse LibSVM set) as tf.SparseTensor or tf.RaggedTensor")
+    e.add_argument("--tune", choices=("stored", "on-first-use", "off"), default="stored",
+                   help="use a stored `tfpipe pipeline tune` result (default), tune on first build, or never")
     e.set_defaults(func=_explain)
+
+    t = psub.add_parser("tune", help="time the output-equivalent read strategies on this machine and store the "
+                                     "winner for read='auto'")
+    t.add_argument("manifest", help="shard-set directory or its index.json (local or s3://)")
+    t.add_argument("--batch-size", type=int, required=True)
+    t.add_argument("--seconds", type=float, default=30.0, help="time budget (default 30)")
+    t.add_argument("--rounds", type=int, default=7, help="paired rounds (default 7; fewer if the budget ends)")
+    t.add_argument("--num-shards", type=int, default=1,
+                   help="tune rank 0's read under a record-level shard(n, i) (sequential readers only)")
+    t.add_argument("--drop-remainder", action="store_true")
+    t.add_argument("--no-store", action="store_true", help="measure and print, store nothing")
+    t.add_argument("--json", action="store_true", help="print the result as JSON")
+    t.set_defaults(func=_tune)
 
     lt = psub.add_parser("lint", help="lint the tf.data graph returned by a function: script.py:function")
     lt.add_argument("target", help="path/to/script.py:function (called without arguments, returns a Dataset)")
@@ -52,8 +68,36 @@ def _explain(args: argparse.Namespace) -> int:
         args.manifest, args.batch_size, mode=args.mode, channel=args.channel, pipe_dir=args.pipe_dir,
         shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs, cache=args.cache,
         drop_remainder=args.drop_remainder, num_shards=args.num_shards, shard_index=args.shard_index,
-        read=args.read, sparse_as=args.sparse_as, **extra)
+        read=args.read, sparse_as=args.sparse_as, tune=args.tune, **extra)
     print(describe(spec))
+    return 0
+
+
+def _tune(args: argparse.Namespace) -> int:
+    import json
+    import os
+    import sys
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from .helpers import tune
+    from .tuning import format_report
+
+    if args.seconds <= 0 or args.rounds < 1:
+        raise ValueError(f"--seconds must be > 0 and --rounds >= 1, got {args.seconds} and {args.rounds}")
+    if args.batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {args.batch_size}")
+
+    def progress(r, rates):
+        print(f"  round {r + 1}: {len(rates)} candidates timed", file=sys.stderr)
+
+    print(f"tuning the read of {args.manifest} at batch {args.batch_size} (about {args.seconds:g} s)",
+          file=sys.stderr)
+    report = tune(args.manifest, args.batch_size, seconds=args.seconds, rounds=args.rounds, store=not args.no_store,
+                  num_shards=args.num_shards, drop_remainder=args.drop_remainder, on_round=progress)
+    if args.json:
+        print(json.dumps({**report.to_json(), "path": report.path}, indent=2, sort_keys=True))
+    else:
+        print(format_report(report, manifest=args.manifest))
     return 0
 
 

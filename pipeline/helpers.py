@@ -1,4 +1,5 @@
-"""Helpers for Keras ``fit`` and ``tf.distribute`` input contexts."""
+"""Helpers for Keras ``fit`` and ``tf.distribute`` input contexts, and ``tune`` (the read strategy for this
+machine and data, measured)."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,7 +7,7 @@ from typing import Any
 from .build import build_dataset
 from .spec import PipelineSpec
 
-__all__ = ["keras_dataset", "distributed_dataset_fn"]
+__all__ = ["keras_dataset", "distributed_dataset_fn", "tune"]
 
 
 def keras_dataset(manifest: str, batch_size: int, **options: Any):
@@ -27,3 +28,15 @@ def distributed_dataset_fn(manifest: str, global_batch_size: int, **options: Any
         return build_dataset(spec)
 
     return dataset_fn
+
+
+def tune(manifest: str, batch_size: int, *, seconds: float = 30.0, rounds: int = 7, store: bool = True,
+         on_round: Any = None, **options: Any):
+    """Time the output-equivalent read strategies for this shard set and batch size on this machine, in
+    paired rounds, and store the winner (``tfpipe pipeline tune``); returns a ``pipeline.tuning.TuneReport``.
+    Afterwards ``read="auto"`` (the default) uses the winner here for this data and batch size."""
+    from .tuning import tune_read
+
+    spec = PipelineSpec.from_manifest(manifest, batch_size, **options)
+    return tune_read(spec, build_dataset, seconds=seconds, rounds=rounds, store=store, where=str(manifest),
+                     on_round=on_round)

@@ -16,15 +16,18 @@ from typing import TYPE_CHECKING, Any
 from converters.shardset.options import normalize_compression
 from converters.shardset.reader import check_file
 from converters.util.errors import IntegrityError, TfpipeError
-from converters.util.system import cpu_count
+from converters.util.system import cache_root, cpu_count
 from sharding.plan import shard_count
+
+# DEFAULT_BUFFER_BYTES (re-exported): the 8 MiB read buffer used when buffer_size is None
+from .read import DEFAULT_BUFFER_BYTES
 
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
     from converters.tfrecord.schema import Schema
 
-__all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "DEFAULT_PIPE_DIR",
-           "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cpu_count",
-           "equal_steps"]
+__all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES",
+           "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cache_root",
+           "cpu_count", "equal_steps"]
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +36,15 @@ READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
 OUTPUTS = ("keras", "dict")
 SPARSE_AS = ("sparse", "ragged")     # how variable-length features come out: tf.SparseTensor or tf.RaggedTensor
 CACHE_POLICIES = ("auto", "memory", "none", "file:PATH")
+TUNE_POLICIES = ("stored", "on-first-use", "off")   # use a stored `tfpipe pipeline tune` result / tune once / never
 DEFAULT_PIPE_DIR = "/opt/ml/input/data"
 DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
-DEFAULT_BUFFER_BYTES = 8 << 20         # 8 MiB TFRecordDataset read buffer
-
 
 
 def default_cache_dir(url: str) -> str:
     """Local directory for shards fetched from ``url`` (``$TFPIPE_CACHE`` or ``~/.cache/tfpipe``)."""
-    root = os.environ.get("TFPIPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfpipe")
     key = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
-    return os.path.join(root, key)
+    return os.path.join(cache_root(), key)
 
 
 def equal_steps(records: int, num_shards: int, batch_size: int, drop_remainder: bool) -> int:
@@ -95,8 +96,13 @@ class PipelineSpec:
     steps: int | None = None               # per-epoch `take`; None: derived (equal steps) when sharded
     equal_steps: bool = True
     read: str = "auto"
-    num_parallel_reads: int | None = None  # None: min(files, cores)
-    buffer_size: int = DEFAULT_BUFFER_BYTES
+    num_parallel_reads: int | None = None  # None: from the tuning result or the rule
+    buffer_size: int | None = None         # read buffer bytes; None: tuned, else 8 MiB
+    chunk_records: int | None = None       # records per parse call before rebatch; 0: batch → parse; None: auto
+    parse_parallelism: int | None = None   # parse map's num_parallel_calls (-1: AUTOTUNE); None: auto
+    tune: str = "stored"                   # "stored" | "on-first-use" | "off" (read="auto" only)
+    manifest_sha256: str | None = None     # sha256 of index.json (set by from_manifest): the data fingerprint
+    tuning: Any = None                     # pipeline.tunestore.TuneLookup (set by from_manifest), or None
     prefetch: int | None = None            # None: AUTOTUNE; 0: no prefetch stage
     deterministic: bool = True             # False: parallel stages may reorder batches (a little faster)
     parse: bool = True
@@ -150,8 +156,14 @@ class PipelineSpec:
             raise ValueError(f"read must be one of {READ_STRATEGIES}, got {self.read!r}")
         if self.num_parallel_reads is not None and self.num_parallel_reads < 1:
             raise ValueError(f"num_parallel_reads must be >= 1 or None, got {self.num_parallel_reads!r}")
-        if self.buffer_size < 0:
-            raise ValueError(f"buffer_size must be >= 0 bytes, got {self.buffer_size!r}")
+        if self.buffer_size is not None and self.buffer_size < 0:
+            raise ValueError(f"buffer_size must be >= 0 bytes or None, got {self.buffer_size!r}")
+        if self.chunk_records is not None and self.chunk_records < 0:
+            raise ValueError(f"chunk_records must be >= 0 (0: no chunks) or None, got {self.chunk_records!r}")
+        if self.parse_parallelism is not None and self.parse_parallelism != -1 and self.parse_parallelism < 1:
+            raise ValueError(f"parse_parallelism must be >= 1, -1 (AUTOTUNE) or None, got {self.parse_parallelism!r}")
+        if self.tune not in TUNE_POLICIES:
+            raise ValueError(f"tune must be one of {TUNE_POLICIES}, got {self.tune!r}")
         if self.prefetch is not None and self.prefetch < 0:
             raise ValueError(f"prefetch must be >= 0 or None (AUTOTUNE), got {self.prefetch!r}")
         if self.output not in OUTPUTS:
@@ -225,10 +237,10 @@ class PipelineSpec:
         list (names relative to the manifest) or ``shard=(n, i)`` and its ``steps`` override
         ``num_shards``/``shard_index``. Remaining keyword arguments are :class:`PipelineSpec` fields.
         """
-        from converters.shardset.reader import read_manifest
+        from converters.shardset.reader import read_manifest_raw
         from converters.storage import is_s3
 
-        manifest = read_manifest(path_or_dir)
+        manifest, raw = read_manifest_raw(path_or_dir)
         base = manifest.location
         by_name = {s.name: s for s in manifest.shards}
         names = [s.name for s in manifest.shards]
@@ -261,12 +273,17 @@ class PipelineSpec:
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
             overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
             overrides.setdefault("num_features", int(manifest.extra["num_features"]))
-        return cls(schema=manifest.schema, batch_size=batch_size, files=tuple(files), mode=mode,
+        spec = cls(schema=manifest.schema, batch_size=batch_size, files=tuple(files), mode=mode,
                    channel=channel, pipe_dir=pipe_dir, pipe_timeout=pipe_timeout,
                    compression=manifest.compression, records=records, total_bytes=total,
                    shuffle_buffer=shuffle_buffer, seed=seed, epochs=epochs, cache=cache,
                    drop_remainder=drop_remainder, num_shards=num_shards, shard_index=shard_index,
-                   steps=steps, **overrides)
+                   steps=steps, manifest_sha256=hashlib.sha256(raw).hexdigest(), **overrides)
+        if spec.tuning is None:
+            from .tunestore import lookup
+
+            spec = replace(spec, tuning=lookup(spec))  # read="auto": a stored `tfpipe pipeline tune` result
+        return spec
 
 
 def _rank_entry(plan: Any, rank: int | None) -> Any:

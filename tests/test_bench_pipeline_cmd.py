@@ -5,8 +5,10 @@ import json
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from bench.pipeline_cmd import _epochs_for
+from bench.pipeline_cmd import MIN_STEP_MS, _epochs_for, choose_scenario
 from converters.cli import main
 from converters.libsvm.synthetic import write_criteo_shards
 
@@ -69,3 +71,46 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, match):
                                                            (50, 512, 100, 51), (1, 10, 5, 2)])
 def test_epochs_for(batches, batch, records, want):
     assert _epochs_for(batches, batch, records) == want
+
+
+def test_default_scenario_is_chosen_from_the_throughputs(tmp_path, capsys):
+    js, png = tmp_path / "out.json", tmp_path / "out.png"
+    rc = main(["bench", "pipeline", "--generate", "3000", "--steps", "3", "--warmup", "1", "--throughput-batches",
+               "4", "--variants", "naive,vectorized", "--json", str(js), "--png", str(png)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^step scenario: batch \d+, step [0-9.]+ ms, chosen from the measured throughputs: the naive "
+                     r"graph needs", out, re.M)
+    meta = json.loads(js.read_text())["meta"]
+    assert meta["step_chosen"] is True and meta["batch_size"] == 512
+    naive = meta["throughput"]["naive"]["records_per_s"]
+    vec = meta["throughput"]["vectorized"]["records_per_s"]
+    assert (meta["step_batch_size"], meta["step_ms"]) == choose_scenario(naive, vec, 512)[:2]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("naive, default, batch, scale, want_batch, want_step", [
+    (23_000, 450_000, 512, True, 8192, 120.0),      # this machine: 512 is too small a batch to separate them
+    (29_000, 450_000, 4096, True, 8192, 95.0),
+    (23_000, 450_000, 512, False, 512, 5.0),        # --batch-size given: only the step is chosen
+])
+def test_choose_scenario_table(naive, default, batch, scale, want_batch, want_step):
+    got_batch, step, why = choose_scenario(naive, default, batch, scale_batch=scale)
+    assert (got_batch, step) == (want_batch, want_step)
+    assert ("no step separates them" in why) == (not scale and batch == 512)
+    assert "highly input-bound" in why
+
+
+@given(naive=st.floats(1_000, 200_000), speedup=st.floats(2, 100), batch=st.sampled_from([64, 256, 512, 4096]))
+def test_choose_scenario_separates_when_it_says_so(naive, speedup, batch):
+    default = naive * speedup
+    got, step, why = choose_scenario(naive, default, batch)
+    assert got % batch == 0 and (got // batch) & (got // batch - 1) == 0 and got <= 64 * batch
+    t_naive, t_default = 1000 * got / naive, 1000 * got / default
+    if "no step separates them" not in why:
+        assert step >= MIN_STEP_MS - 2.5 and t_naive >= 2.5 * step and t_default <= 0.55 * step
+
+
+def test_choose_scenario_rejects_nonsense():
+    with pytest.raises(ValueError):
+        choose_scenario(0, 1, 512)

@@ -1,5 +1,7 @@
-"""tfpipe pipeline explain / lint: argv -> output and exit code."""
+"""tfpipe pipeline explain / tune / lint: argv -> output and exit code."""
 from __future__ import annotations
+
+import json
 
 import pytest
 from pipeline_data import write_indexed_set
@@ -50,6 +52,41 @@ def test_explain_a_sparse_set(tmp_path, capsys, extra, needle):
     capsys.readouterr()
     assert main(["pipeline", "explain", str(tmp_path / "o"), "--batch-size", "8", *extra]) == 0
     assert needle in capsys.readouterr().out
+
+
+def test_tune_then_explain_uses_it(data, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path))
+    assert main(["pipeline", "explain", data, "--batch-size", "32"]) == 0
+    assert "chosen_by=rule" in capsys.readouterr().out
+    assert main(["pipeline", "tune", data, "--batch-size", "32", "--seconds", "3", "--rounds", "3"]) == 0
+    out = capsys.readouterr().out
+    for needle in ("candidate", "records/s", "vs winner", "<- winner", "(built-in rule)", "stored in",
+                   f"PipelineSpec.from_manifest({data!r}, 32, read="):
+        assert needle in out
+    assert main(["pipeline", "explain", data, "--batch-size", "32"]) == 0
+    assert "chosen_by=tuned" in capsys.readouterr().out
+    assert main(["pipeline", "explain", data, "--batch-size", "32", "--tune", "off"]) == 0
+    assert "chosen_by=rule" in capsys.readouterr().out
+
+
+def test_tune_json_no_store(data, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path))
+    assert main(["pipeline", "tune", data, "--batch-size", "16", "--seconds", "2", "--rounds", "1", "--json",
+                 "--no-store", "--num-shards", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["path"] is None and doc["data"]["batch_size"] == 16 and doc["data"]["num_shards"] == 2
+    assert {c["config"]["read"] for c in doc["candidates"]} == {"sequential"}
+    assert not (tmp_path / "tune").exists()
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--batch-size", "8", "--seconds", "0"], "--seconds must be > 0"),
+    (["--batch-size", "0"], "batch_size must be a positive integer"),
+])
+def test_tune_errors(data, capsys, argv, msg):
+    assert main(["pipeline", "tune", data, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tfpipe: error:") and msg in err
 
 
 def test_explain_missing_manifest(tmp_path, capsys):

@@ -34,3 +34,57 @@ def test_many_variants_and_empty(tmp_path):
     assert (tmp_path / "many.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="at least one"):
         plot_reports([], tmp_path / "none.png")
+
+
+def _overlaps(fig, ax):
+    """Pairs (legend, label or bar) whose drawn boxes overlap."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    others = [t for t in ax.texts] + [p for p in ax.patches]
+    return [o for o in others if legend.overlaps(o.get_window_extent(renderer))]
+
+
+@pytest.mark.parametrize("n", [2, 5, 11])
+@pytest.mark.parametrize("shape", ["equal", "rising"])
+def test_legend_never_covers_bars_or_their_labels(n, shape):
+    from bench.plot import _pipeline_figure, _reports_figure
+
+    # "equal": every variant keeps up with the step, so every label sits just under the top of the axes
+    reports = [_report(f"variant-{i}", (0.5 + 0.01 * i) if shape == "equal" else 1 + 3 * i, 20) for i in range(n)]
+    fig = _reports_figure(reports)
+    assert _overlaps(fig, fig.axes[0]) == []
+    fig = _pipeline_figure(reports, {r.name: 1000.0 * (i + 1) for i, r in enumerate(reports)})
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        assert _overlaps(fig, ax) == []
+
+
+def test_two_panel_png(tmp_path):
+    from bench.plot import plot_pipeline
+
+    reports = [_report("naive", 30, 20), _report("vectorized", 0.5, 20)]
+    out = plot_pipeline(reports, {"naive": 23_000.0, "vectorized": 450_000.0}, tmp_path / "two.png", title="t")
+    data = (tmp_path / "two.png").read_bytes()
+    assert out == str(tmp_path / "two.png") and data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > height >= 400
+    assert [p.name for p in tmp_path.iterdir()] == ["two.png"]
+    plot_pipeline([], {"naive": 1.0}, tmp_path / "left-only.png")
+    with pytest.raises(ValueError, match="reports or throughput"):
+        plot_pipeline([], {}, tmp_path / "none.png")
+
+
+def test_throughput_panel_marks_naive_and_best():
+    from bench.plot import COLORS, _pipeline_figure
+
+    fig = _pipeline_figure([], {"naive": 20_000.0, "vectorized": 400_000.0, "other": 300_000.0})
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert labels[0].startswith("20k (1.0× naive)") and labels[1].endswith("best") and "best" not in labels[2]
+    from matplotlib.colors import to_hex
+
+    colors = [to_hex(p.get_facecolor()) for p in ax.patches]
+    assert colors[0] == COLORS["naive"].lower() and colors[1] == COLORS["best"].lower()

@@ -1,6 +1,7 @@
 """PipelineSpec: validation table, from_manifest (local, plan entries, s3:// fetched to a local cache)."""
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from types import SimpleNamespace as NS
@@ -51,6 +52,10 @@ def _spec(**kw):
     ({"steps": 0}, "steps must be a positive integer or None, got 0"),
     ({"read": "fast"}, "read must be one of"),
     ({"num_parallel_reads": 0}, "num_parallel_reads must be >= 1 or None, got 0"),
+    ({"buffer_size": -1}, "buffer_size must be >= 0 bytes or None, got -1"),
+    ({"chunk_records": -1}, "chunk_records must be >= 0 (0: no chunks) or None, got -1"),
+    ({"parse_parallelism": 0}, "parse_parallelism must be >= 1, -1 (AUTOTUNE) or None, got 0"),
+    ({"tune": "always"}, "tune must be one of ('stored', 'on-first-use', 'off'), got 'always'"),
     ({"prefetch": -1}, "prefetch must be >= 0 or None (AUTOTUNE), got -1"),
     ({"output": "tuple"}, "output must be one of ('keras', 'dict'), got 'tuple'"),
     ({"use_sagemaker_pipe": True}, "use_sagemaker_pipe=True needs mode='pipe'"),
@@ -96,6 +101,8 @@ def test_from_manifest(data):
     assert s.files == tuple(m.shard_paths())
     assert s.schema == m.schema and s.records == 500 and s.total_bytes == m.total_bytes
     assert s.compression is None and s.record_bytes == pytest.approx(m.total_bytes / 500)
+    with open(os.path.join(data, "index.json"), "rb") as f:
+        assert s.manifest_sha256 == hashlib.sha256(f.read()).hexdigest()   # the data fingerprint for tuning
 
 
 def test_from_manifest_pipe_has_no_files(data):
@@ -205,7 +212,7 @@ def test_package_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, pipeline, pipeline.spec, pipeline.cli\n"
+    code = ("import sys, pipeline, pipeline.spec, pipeline.cli, pipeline.read, pipeline.tunestore, pipeline.tuning\n"
             "from pipeline import PipelineSpec\n"
             "print(sorted(m for m in ('tensorflow', 'numba', 'boto3') if m in sys.modules))")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

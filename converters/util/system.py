@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import os
 
-__all__ = ["cpu_count", "cap_workers", "available_memory", "WORKERS_PER_CPU"]
+__all__ = ["cpu_count", "cap_workers", "available_memory", "cache_root", "WORKERS_PER_CPU"]
 
 log = logging.getLogger(__name__)
 
@@ -54,3 +54,8 @@ def available_memory() -> int | None:
             avail = min(avail, int(raw)) if avail else int(raw)
         break
     return avail
+
+
+def cache_root() -> str:
+    """tfpipe's cache directory: ``$TFPIPE_CACHE``, else ``~/.cache/tfpipe`` (fetched shards, tuning results)."""
+    return os.environ.get("TFPIPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfpipe")

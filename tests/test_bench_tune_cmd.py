@@ -1,0 +1,51 @@
+"""`tfpipe bench tune`: the paired summary on synthetic rates, and a tiny smoke run (no timing asserted)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.tune_cmd import TUNED, UNTUNED, format_report, summarize
+from converters.cli import main
+
+HAND = ["h1", "h2"]
+
+
+def test_summarize_pairs_rounds():
+    slow = [1.0, 0.5, 2.0]                     # per-round machine speed
+    rates = {UNTUNED: [90 * s for s in slow], TUNED: [99 * s for s in slow], "h1": [100 * s for s in slow],
+             "h2": [80 * s for s in slow], "naive": [5 * s for s in slow]}
+    out = summarize(rates, HAND)
+    assert out["best_hand_tuned"] == "h1"
+    assert out["figures"] == pytest.approx({"tuned_vs_best_hand_tuned": 0.99, "untuned_vs_best_hand_tuned": 0.9,
+                                            "tuned_vs_naive": 19.8})
+    assert out["met"] == {"tuned_vs_best_hand_tuned": True, "untuned_vs_best_hand_tuned": True,
+                          "tuned_vs_naive": True}
+    rates[TUNED] = [95 * s for s in slow]
+    assert summarize(rates, HAND)["met"]["tuned_vs_best_hand_tuned"] is False
+    out["meta"] = {"records": 10, "shards": 1, "batch_size": 2, "rounds": 3, "window_batches": 5, "cpu_count": 2,
+                   "tuned_winner": "sequential", "tuned_vs_rule": 1.0}
+    text = format_report(out)
+    assert "(best hand-tuned)" in text and "tuned default vs best hand-tuned" in text
+    assert "target ≥ 0.97x: met" in text
+
+
+def test_smoke(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
+    js = tmp_path / "out.json"
+    rc = main(["bench", "tune", "--generate", "3000", "--batch-size", "128", "--rounds", "1", "--tune-seconds", "2",
+               "--window-batches", "3", "--max-seconds", "0.5", "--json", str(js)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    for needle in (UNTUNED, TUNED, "naive", "interleave_per_file_batched", "tuned default vs naive"):
+        assert needle in out
+    doc = json.loads(js.read_text())
+    assert set(doc["figures"]) == {"tuned_vs_best_hand_tuned", "untuned_vs_best_hand_tuned", "tuned_vs_naive"}
+    assert doc["meta"]["records"] == 3000 and doc["meta"]["stored"] is None
+    assert not (tmp_path / "cache").exists()       # tuned into a private cache, removed afterwards
+
+
+@pytest.mark.parametrize("argv,msg", [(["--rounds", "0"], "--rounds"), (["--window-batches", "0"], "window")])
+def test_bad_arguments(capsys, argv, msg):
+    assert main(["bench", "tune", *argv]) == 2
+    assert msg in capsys.readouterr().err
