@@ -17,76 +17,26 @@ matrix) or ``RaggedFeature`` (``tf.RaggedTensor``), as ``spec.sparse_as`` says.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Any
 
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
+from .cache import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache, total_memory
+from .parse import feature_spec, parse_fn, spec_parse_fn
 from .read import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
 from .spec import PipelineSpec
+from .stage import Stage
+from .weighted import build_weighted, weighted_stages
 
 __all__ = ["Stage", "plan_stages", "choose_read", "read_plan", "choose_cache", "build_dataset", "feature_spec",
            "parse_fn", "LARGE_RECORD_BYTES", "MEMORY_CACHE_FRACTION", "total_memory"]
 
 log = logging.getLogger(__name__)
 
-MEMORY_CACHE_FRACTION = 0.25      # memory cache only for data under 25% of RAM
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One stage of the graph: its name, its settings and why it is there (or why it is off)."""
-
-    name: str
-    enabled: bool
-    settings: dict[str, Any] = field(default_factory=dict)
-    why: str = ""
-
-
-def total_memory() -> int:
-    """Physical RAM in bytes (psutil, else /proc/meminfo)."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().total)
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    return 0
-
-
-def choose_cache(spec: PipelineSpec) -> tuple[str, str | None, str]:
-    """(policy "memory"|"file"|"none", file path or None, why)."""
-    if spec.mode == "pipe":
-        return "none", None, "Pipe mode streams every epoch from a new FIFO"
-    if spec.cache == "none":
-        return "none", None, "asked for (cache='none')"
-    if spec.cache == "memory":
-        return "memory", None, "asked for (cache='memory')"
-    if spec.cache.startswith("file:"):
-        path = spec.cache[5:]
-        if spec.num_shards > 1:  # ranks on one host must not share a cache file
-            path = f"{path}.{spec.shard_index}-of-{spec.num_shards}"
-        return "file", path, "asked for (cache='file:PATH'; one file per rank when sharded)"
-    if spec.epochs == 1:
-        return "none", None, "one epoch: a cache would be filled once and never read back"
-    if not spec.total_bytes:
-        return "none", None, "dataset size unknown"
-    data = spec.total_bytes // (spec.num_shards if spec.num_shards > 1 else 1)
-    ram = spec.memory_bytes or total_memory()
-    limit = int(ram * MEMORY_CACHE_FRACTION)
-    if data < limit:
-        return "memory", None, (f"dataset {format_size(data)} < {MEMORY_CACHE_FRACTION:.0%} of RAM "
-                                f"({format_size(ram)})")
-    return "none", None, (f"dataset {format_size(data)} ≥ {MEMORY_CACHE_FRACTION:.0%} of RAM ({format_size(ram)}): "
-                          f"a memory cache could exhaust RAM; re-read from disk (or cache='file:PATH')")
-
-
 def plan_stages(spec: PipelineSpec) -> list[Stage]:
     """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
+    if spec.part_weights:
+        return weighted_stages(spec)
     stages: list[Stage] = []
     sharded = spec.num_shards > 1
     plan = None
@@ -170,56 +120,6 @@ def _varlen_why(spec: PipelineSpec) -> str:
     return f"variable-length {', '.join(spec.schema.varlen)} as tf.SparseTensor [batch, longest row]"
 
 
-def feature_spec(schema, sparse_as: str = "sparse") -> dict:
-    """A ``tf.io`` feature per feature of a manifest schema: ``FixedLenFeature`` for fixed shapes; for
-    variable-length ones ``VarLenFeature`` (``sparse_as="sparse"``) or ``RaggedFeature`` (``"ragged"``)."""
-    import tensorflow as tf
-
-    dt = {"int64": tf.int64, "float32": tf.float32}
-
-    def one(f):
-        if not f.varlen:
-            return tf.io.FixedLenFeature(list(f.shape), dt[f.dtype])
-        if sparse_as == "ragged":
-            return tf.io.RaggedFeature(dt[f.dtype], row_splits_dtype=tf.int64)
-        return tf.io.VarLenFeature(dt[f.dtype])
-
-    return {f.name: one(f) for f in schema.features}
-
-
-def parse_fn(schema, output: str = "keras", *, sparse_as: str = "sparse",
-             sparse_features: tuple[str, str] | None = None, num_features: int | None = None):
-    """A function parsing a *batch* of serialized Examples into ``(features, label)`` or a dict.
-
-    ``sparse_features=(ids, values)`` with ``sparse_as="sparse"``: both come out as ``tf.SparseTensor`` of
-    ``dense_shape [batch, num_features]`` sharing indices ``[row, id]`` (values: the ids, and the values)."""
-    import tensorflow as tf
-
-    spec = feature_spec(schema, sparse_as)
-    label = schema.label
-    pair = sparse_features if sparse_as == "sparse" else None
-
-    def parse(serialized):
-        parsed = tf.io.parse_example(serialized, spec)
-        if pair:
-            ids, values = parsed[pair[0]], parsed[pair[1]]
-            indices = tf.stack([ids.indices[:, 0], ids.values], axis=1)
-            shape = tf.stack([ids.dense_shape[0], tf.constant(num_features, tf.int64)])
-            parsed[pair[0]] = tf.SparseTensor(indices, ids.values, shape)
-            parsed[pair[1]] = tf.SparseTensor(indices, values.values, shape)
-        if output == "dict" or label is None:
-            return parsed
-        label_t = parsed.pop(label)
-        return parsed, label_t
-
-    return parse
-
-
-def _parse_fn(spec: PipelineSpec):
-    return parse_fn(spec.schema, spec.output, sparse_as=spec.sparse_as, sparse_features=spec.sparse_features,
-                    num_features=spec.num_features)
-
-
 def _file_shuffle(spec: PipelineSpec) -> bool:
     """Shuffle the file order per epoch (seeded) when records are shuffled — but never under a record-level
     shard (every rank must see the same order) nor before a cache (it would freeze one order)."""
@@ -260,15 +160,6 @@ def _file_source(spec: PipelineSpec, plan: ReadPlan):
     return tf.data.TFRecordDataset(names, ctype, cfg.buffer_size, num_parallel_reads=npr), False
 
 
-def _cache(ds, spec: PipelineSpec):
-    policy, path, _ = choose_cache(spec)
-    if policy == "memory":
-        return ds.cache()
-    if policy == "file":
-        return ds.cache(path)
-    return ds
-
-
 def _shuffle_batch(ds, spec: PipelineSpec, batched: bool, seed=None):
     """shuffle → batch of a record stream (``batched``: elements are already vectors of records)."""
     seed = spec.seed if seed is None else seed
@@ -302,7 +193,7 @@ def _pipe_epochs(spec: PipelineSpec):
         if parse_chunks:
             # parse each stream chunk (thousands of records) in one call, then cut the parsed tensors into
             # batches: cheaper than cutting strings first (measured ~+20% on 2 cores)
-            ds = ds.map(_parse_fn(spec), num_parallel_calls=_parse_calls(spec, None),
+            ds = ds.map(spec_parse_fn(spec), num_parallel_calls=_parse_calls(spec, None),
                         deterministic=spec.deterministic)
             ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
         else:
@@ -318,6 +209,8 @@ def _pipe_epochs(spec: PipelineSpec):
 
 def build_dataset(spec: PipelineSpec):
     """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records)."""
+    if spec.part_weights:  # a group of per-label sets, balanced at read time
+        return build_weighted(spec)
     repeat_left, parsed, plan = True, False, None
     if spec.mode == "pipe":
         ds, repeat_left, parsed = _pipe_epochs(spec)
@@ -328,14 +221,14 @@ def build_dataset(spec: PipelineSpec):
         ds, batched = _file_source(spec, plan)
         if spec.num_shards > 1:
             ds = ds.shard(spec.num_shards, spec.shard_index)
-        ds = _cache(ds, spec)
+        ds = cache_dataset(ds, spec)
         if _chunked(spec, plan):
             # parse chunks of records in one call each, then cut the parsed tensors into batches: fewer,
             # larger parse calls cost less CPU per record than one call per batch
             if not batched:
                 ds = ds.batch(plan.config.chunk_records)
             if spec.parse:
-                ds = ds.map(_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
+                ds = ds.map(spec_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
                             deterministic=spec.deterministic)
                 parsed = True
             ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
@@ -345,7 +238,7 @@ def build_dataset(spec: PipelineSpec):
         if steps is not None:
             ds = ds.take(steps)
     if spec.parse and not parsed:
-        ds = ds.map(_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
+        ds = ds.map(spec_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
                     deterministic=spec.deterministic)
     if repeat_left and spec.epochs != 1:
         ds = ds.repeat(spec.epochs)

@@ -112,6 +112,7 @@ class PipelineSpec:
     num_features: int | None = None
     cores: int = field(default_factory=cpu_count)
     memory_bytes: int | None = None        # RAM used by the auto cache policy; None: detected
+    part_weights: tuple[tuple[int, float], ...] = ()  # read-time balancing: (files of part k, weight k) in order
 
     def __post_init__(self):
         from converters.tfrecord.schema import Schema
@@ -169,6 +170,7 @@ class PipelineSpec:
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
         self._check_sparse()
+        self._check_parts()
         if self.cores < 1:
             raise ValueError(f"cores must be >= 1, got {self.cores!r}")
         if self.records is not None and self.records < 0:
@@ -190,6 +192,17 @@ class PipelineSpec:
         if self.sparse_as == "sparse" and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise ValueError(f"sparse_features needs num_features (a positive integer: the dense_shape's second "
                              f"dimension), got {n!r}")
+
+    def _check_parts(self) -> None:
+        if not self.part_weights:
+            return
+        parts = tuple((int(n), float(w)) for n, w in self.part_weights)
+        object.__setattr__(self, "part_weights", parts)
+        if self.mode != "file" or sum(n for n, _ in parts) != len(self.files) or any(n < 1 for n, _ in parts):
+            raise ValueError(f"part_weights must split the files into consecutive non-empty parts (file mode), got "
+                             f"{self.part_weights!r} for {len(self.files)} file(s)")
+        if any(not w > 0 for _, w in parts):
+            raise ValueError(f"part weights must be > 0, got {[w for _, w in parts]}")
 
     # -- derived facts (pure) ------------------------------------------------------------------------
 
@@ -229,13 +242,15 @@ class PipelineSpec:
                       seed: int | None = None, epochs: int | None = 1, cache: str = "auto",
                       drop_remainder: bool = False, num_shards: int = 1, shard_index: int = 0,
                       plan: Any = None, rank: int | None = None, cache_dir: str | None = None,
-                      **overrides: Any) -> "PipelineSpec":
+                      label_weights: dict | None = None, **overrides: Any) -> "PipelineSpec":
         """A spec reading the shard set at ``path_or_dir`` (a directory or its ``index.json``; local or s3://).
 
         ``plan``: a sharding plan (``ShardPlan`` with ``.ranks``/``.for_rank(rank)``) or a single rank's entry
         — any object with ``files``, ``shard``, ``steps`` and ``channel`` attributes (duck typed). Its file
         list (names relative to the manifest) or ``shard=(n, i)`` and its ``steps`` override
-        ``num_shards``/``shard_index``. Remaining keyword arguments are :class:`PipelineSpec` fields.
+        ``num_shards``/``shard_index``. ``label_weights`` ({label: weight}, a group of per-label sets only):
+        read the parts balanced at read time (``pipeline.weighted``). Remaining keyword arguments are
+        :class:`PipelineSpec` fields.
         """
         from converters.shardset.reader import read_manifest_raw
         from converters.storage import is_s3
@@ -270,6 +285,13 @@ class PipelineSpec:
             files = [os.path.join(base, n) for n in names]
         if mode == "file" and not files:
             raise TfpipeError(f"{base}: no shards for this rank (plan gave an empty file list)")
+        if label_weights is not None:
+            if plan is not None or mode != "file":
+                raise ValueError("label_weights reads the parts of a group in file mode, without a plan")
+            names, weights = _weighted_parts(manifest, label_weights)
+            files = ([os.path.join(base, n) for n in names] if not is_s3(base) else
+                     _fetch_all(base, names, by_name, cache_dir or default_cache_dir(base)))
+            overrides["part_weights"] = weights
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
             overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
             overrides.setdefault("num_features", int(manifest.extra["num_features"]))
@@ -284,6 +306,43 @@ class PipelineSpec:
 
             spec = replace(spec, tuning=lookup(spec))  # read="auto": a stored `tfpipe pipeline tune` result
         return spec
+
+
+def _weighted_parts(manifest, label_weights: dict) -> tuple[list[str], tuple[tuple[int, float], ...]]:
+    """The shard names of a group's parts in part order, and (files, weight) per part, weights normalized."""
+    from converters.prep.balance import label_name
+
+    if not manifest.parts:
+        raise TfpipeError(f"{manifest.location}: label_weights needs a group of per-label shard sets "
+                          "(tfpipe convert ... --split-by-label); this is one shard set")
+    if not isinstance(label_weights, dict) or not label_weights:
+        raise ValueError(f"label_weights must be a non-empty dict {{label: weight}}, got {label_weights!r}")
+    given = {}
+    for k, w in label_weights.items():
+        try:
+            key = label_name(float(k))
+        except (TypeError, ValueError):
+            raise ValueError(f"label_weights keys must be labels (numbers), got {k!r}") from None
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0:
+            raise ValueError(f"label_weights values must be numbers >= 0, got {w!r} for label {k!r}")
+        given[key] = float(w)
+    labels = [p.label for p in manifest.parts]
+    unknown = sorted(set(given) - set(labels))
+    missing = [lab for lab in labels if lab not in given]
+    if unknown or missing:
+        raise ValueError(f"label_weights must give a weight for every part: the group has labels "
+                         f"{', '.join(labels)}" + (f"; no part for {', '.join(unknown)}" if unknown else "")
+                         + (f"; no weight for {', '.join(missing)}" if missing else ""))
+    kept = [p for p in manifest.parts if given[p.label] > 0]
+    total = sum(given[p.label] for p in kept)
+    if not kept or total <= 0:
+        raise ValueError("label_weights must give at least one part a weight > 0")
+    names, weights = [], []
+    for p in kept:
+        mine = [s.name for s in manifest.shards if s.name.startswith(p.path + "/")]
+        names += mine
+        weights.append((len(mine), given[p.label] / total))
+    return names, tuple(weights)
 
 
 def _rank_entry(plan: Any, rank: int | None) -> Any:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .build import Stage, _cache, _parse_fn, choose_cache
+from .cache import cache_dataset, choose_cache
+from .parse import spec_parse_fn
 from .spec import PipelineSpec
+from .stage import Stage
 
 __all__ = ["weighted_stages", "build_weighted", "epoch_steps"]
 
@@ -77,7 +79,7 @@ def build_weighted(spec: PipelineSpec) -> Any:
         ds = tf.data.TFRecordDataset(list(files), ctype, spec.buffer_size)
         if spec.num_shards > 1:
             ds = ds.shard(spec.num_shards, spec.shard_index)
-        ds = _cache(ds, spec, suffix=f".part{k}")
+        ds = cache_dataset(ds, spec, suffix=f".part{k}")
         datasets.append(ds.repeat())
         weights.append(float(weight))
     ds = tf.data.Dataset.sample_from_datasets(datasets, weights=weights, seed=spec.seed,
@@ -89,7 +91,7 @@ def build_weighted(spec: PipelineSpec) -> Any:
     if steps is not None and spec.epochs is not None:
         ds = ds.take(steps * spec.epochs)
     if spec.parse:
-        ds = ds.map(_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
+        ds = ds.map(spec_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
     if spec.prefetch != 0:
         ds = ds.prefetch(tf.data.AUTOTUNE if spec.prefetch is None else spec.prefetch)
     return ds
