@@ -22,10 +22,10 @@ import logging
 import os
 from typing import Iterable
 
-from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
-from ..shardset.options import ShardOutputOptions
 from ..prep.options import PrepOptions
 from ..prep.writer import PrepWriter
+from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
+from ..shardset.options import ShardOutputOptions
 from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..util.errors import InputError
 from ..util.progress import progress_bar

@@ -18,10 +18,10 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..shardset.manifest import InputStats, Manifest
-from ..shardset.options import ShardOutputOptions
 from ..prep.options import PrepOptions
 from ..prep.writer import PrepWriter
+from ..shardset.manifest import InputStats, Manifest
+from ..shardset.options import ShardOutputOptions
 from ..sources import compression_of, expand_inputs, refuse_inputs_in
 from ..tfrecord.examples import serialize_batch
 from ..util.errors import TfpipeError
