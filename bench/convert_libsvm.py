@@ -155,12 +155,9 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
 
         scaling = []
         for w in workers_list:
-            say(f"tfpipe convert_libsvm, workers={w} (all cores allowed) ...")
-            out = os.path.join(tmp, f"scale{w}")
-            t = time.perf_counter()
-            convert(src, out, w)
-            scaling.append({"workers": w, **rate(nbytes, m.records, time.perf_counter() - t)})
-            shutil.rmtree(out, ignore_errors=True)
+            say(f"tfpipe convert_libsvm, workers={w} (all cores allowed, a fresh process) ...")
+            secs = _timed_in_fresh_process(src, warm, os.path.join(tmp, f"scale{w}"), w, sparse, field_size)
+            scaling.append({"workers": w, **rate(nbytes, m.records, secs)})
         base = next((s["seconds"] for s in scaling if s["workers"] == 1), scaling[0]["seconds"] if scaling else 0)
         for s in scaling:
             s["speedup_vs_1"] = round(base / s["seconds"], 2)
@@ -182,6 +179,30 @@ def run_benchmark(*, lines: int = 100_000, field_size: int = 39, workers_list=(1
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_SCALING = """
+import sys, time
+from converters.libsvm.convert import convert_libsvm
+src, warm, out, workers, sparse, field_size = sys.argv[1:]
+kw = dict(sparse=True, keep_qid=True) if sparse == "1" else dict(field_size=int(field_size))
+convert_libsvm(warm, out + ".warm", workers=int(workers), **kw)
+t = time.perf_counter()
+convert_libsvm(src, out, workers=int(workers), **kw)
+print(time.perf_counter() - t)
+"""
+
+
+def _timed_in_fresh_process(src: str, warm: str, out: str, workers: int, sparse: bool, field_size: int) -> float:
+    """Seconds of one conversion in a process of its own (no TensorFlow loaded: workers fork warm, as from the
+    CLI), after a warm-up conversion there."""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", _SCALING, src, warm, out, str(workers), "1" if sparse else "0",
+                        str(field_size)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"the scaling run with {workers} worker(s) failed: {r.stderr.strip()[-500:]}")
+    return float(r.stdout.strip().splitlines()[-1])
 
 
 def format_report(r: dict) -> str:
