@@ -1,21 +1,17 @@
 """``tfpipe convert text`` and ``tfpipe tokenizer train``."""
 from __future__ import annotations
 
-import sys
 import time
 
 from .types import (
     add_engine_options,
     add_prep_options,
     add_shard_output_options,
-    beam_module,
-    engine_choice,
+    convert_on_engine,
     names,
     positive_int,
-    prep_options,
     print_prep,
     print_skips,
-    refuse_prep_on_engine,
     shard_output_options,
 )
 
@@ -97,17 +93,7 @@ def _cmd_convert(args) -> int:
     from ..util.units import format_size
 
     options = options_from_args(args)
-    beam_options = engine_choice(args)
-    prep = prep_options(args)
-    start = time.perf_counter()
-    if beam_options is not None:
-        refuse_prep_on_engine(prep, "--engine beam")
-        m = beam_module().convert_text(args.inputs, args.out, options, beam_options=beam_options,
-                                       overwrite=args.overwrite)
-    else:
-        m = run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-                progress=not args.no_progress and sys.stderr.isatty(), prep=prep)
-    secs = time.perf_counter() - start
+    m, secs = convert_on_engine(args, options, run, "convert_text")
     x = m.extra
     read = sum(i.records_read for i in m.inputs)
     skipped = m.skipped

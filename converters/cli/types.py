@@ -10,7 +10,7 @@ from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 
 __all__ = ["positive_int", "nonneg_int", "size", "names", "add_shard_output_options", "shard_output_options",
            "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
-           "refuse_prep_on_engine", "print_prep"]
+           "refuse_prep_on_engine", "print_prep", "convert_on_engine"]
 
 
 def _int(s: str, *, minimum: int, what: str) -> int:
@@ -128,6 +128,25 @@ def engine_choice(args: argparse.Namespace) -> dict | None:
     from ..engines.options import parse_beam_options
 
     return parse_beam_options(args.beam_option)
+
+
+def convert_on_engine(args: argparse.Namespace, options, local_run, beam_name: str):
+    """Run a conversion as the command line asks: the local engine (``local_run``, the format's ``run``, with
+    the workers, progress and write-time preparation) or ``--engine beam`` (``beam.<beam_name>``). Returns
+    ``(manifest, seconds)``."""
+    import time
+
+    beam_options = engine_choice(args)
+    prep = prep_options(args)
+    start = time.perf_counter()
+    if beam_options is not None:
+        refuse_prep_on_engine(prep, "--engine beam")
+        m = getattr(beam_module(), beam_name)(args.inputs, args.out, options, beam_options=beam_options,
+                                              overwrite=args.overwrite)
+    else:
+        m = local_run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
+                      progress=not args.no_progress and sys.stderr.isatty(), prep=prep)
+    return m, time.perf_counter() - start
 
 
 def refuse_prep_on_engine(prep, engine: str) -> None:

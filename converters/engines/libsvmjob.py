@@ -24,7 +24,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from ..libsvm.block import has_zero_index, parse, serialize_parsed
-from ..libsvm.convert import DEFAULT_BLOCK_BYTES, RowTotals
+from ..libsvm.convert import DEFAULT_BLOCK_BYTES, RowTotals, account, log_totals
 from ..libsvm.options import LibsvmOptions
 from ..libsvm.reasons import BadLine
 from ..libsvm.sparse import SparseBlock, row_stats
@@ -251,7 +251,7 @@ class LibsvmJob:
                 return Plan.failed(_bad_error(bad[0], path))
             if s.error is not None:
                 return Plan.failed(s.error)
-            _account(stats[i], s, bad, path)
+            account(stats[i], s.records, s.skipped, s.blank, bad, path)
             lines_before[i] += s.lines
             fallback += s.fallback
             if rows is not None:
@@ -265,7 +265,7 @@ class LibsvmJob:
             return Plan.failed(ErrorRecord(
                 f"no records to write: the input holds no valid line ({blank} blank/comment line(s), {read} bad "
                 "line(s) skipped)", self.paths[0] if len(self.paths) == 1 else None, reason="empty_input"))
-        _log_totals(stats, read, fallback)
+        log_totals(stats, read, fallback)
         base = ctx.base if ctx is not None else self.options.index_base
         options = self.options.to_json()
         options["index_base_used"] = base
@@ -299,32 +299,6 @@ class LibsvmJob:
             yield framed[int(offsets[lo]):int(offsets[hi])], hi - lo
             if at >= piece.stop:
                 break
-
-
-def _account(st: InputStats, s: LibsvmSummary, bad: list[BadLine], path: str) -> None:
-    """One unit's accounting into its input's (as the local converter adds a block's)."""
-    st.records_written += s.records
-    st.records_read += s.records + sum(s.skipped.values())
-    st.blank_lines += s.blank
-    for reason, count in s.skipped.items():
-        st.skipped[reason] = st.skipped.get(reason, 0) + count
-    for b in bad:
-        if len(st.examples) < MAX_EXAMPLES:
-            st.examples.append(b.describe(path))
-            log.info("skipped %s", b.describe(path))
-
-
-def _log_totals(stats: list[InputStats], read: int, fallback: int) -> None:
-    skipped = sum(st.records_skipped for st in stats)
-    if skipped:
-        by_reason: dict[str, int] = {}
-        for st in stats:
-            for k, v in st.skipped.items():
-                by_reason[k] = by_reason.get(k, 0) + v
-        log.info("skipped %d bad line(s) of %d: %s", skipped, read,
-                 ", ".join(f"{k}={v}" for k, v in sorted(by_reason.items())))
-    if fallback:
-        log.info("%d line(s) needed the exact Python number parser", fallback)
 
 
 def _pieces(summaries: list[LibsvmSummary], firsts: list[int], a: int, b: int, base: int) -> tuple:

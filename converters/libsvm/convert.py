@@ -34,7 +34,7 @@ from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
-__all__ = ["run", "convert_libsvm", "RowTotals", "DEFAULT_BLOCK_BYTES"]
+__all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "DEFAULT_BLOCK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
                 if res.bad and raise_on_bad:
                     raise _bad_line(path, res.bad[0])
                 dropped = writer.write(res.framed, res.lengths, res.labels)
-                _account(stats[path], res, path)
+                account(stats[path], res.written, res.skipped, res.blank, res.bad, path)
                 if dropped:
                     stats[path].records_written -= dropped
                     stats[path].skip("sampled_out", dropped)
@@ -144,16 +144,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
         raise InputError(f"no records to write: the input holds no valid line ({blank} blank/comment "
                          f"line(s), {read} bad line(s) skipped)",
                          path=paths[0] if len(paths) == 1 else None, reason="empty_input")
-    skipped = sum(s.records_skipped for s in stats.values())
-    if skipped:
-        by_reason: dict[str, int] = {}
-        for s in stats.values():
-            for k, v in s.skipped.items():
-                by_reason[k] = by_reason.get(k, 0) + v
-        log.info("skipped %d bad line(s) of %d: %s", skipped, read,
-                 ", ".join(f"{k}={v}" for k, v in sorted(by_reason.items())))
-    if fallback:
-        log.info("%d line(s) needed the exact Python number parser", fallback)
+    log_totals(stats.values(), read, fallback)
     options = opts.to_json()
     options["index_base_used"] = base
     extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
@@ -211,14 +202,30 @@ def _count_labels(writer: PrepWriter, results, raise_on_bad: bool, progress: boo
     writer.start()
 
 
-def _account(st: InputStats, res, path: str) -> None:
-    """Add one block's result to its input file's accounting (read == written + skipped)."""
-    st.records_written += res.written
-    st.records_read += res.written + sum(res.skipped.values())
-    st.blank_lines += res.blank
-    for reason, count in res.skipped.items():
+def account(st: InputStats, written: int, skipped: dict[str, int], blank: int, bad, path: str) -> None:
+    """Add one block's (or unit's) result to its input file's accounting (read == written + skipped), with the
+    first bad lines as examples; every engine adds results this way."""
+    st.records_written += written
+    st.records_read += written + sum(skipped.values())
+    st.blank_lines += blank
+    for reason, count in skipped.items():
         st.skipped[reason] = st.skipped.get(reason, 0) + count
-    for b in res.bad:
+    for b in bad:
         if len(st.examples) < MAX_EXAMPLES:
             st.examples.append(b.describe(path))
             log.info("skipped %s", b.describe(path))
+
+
+def log_totals(stats, read: int, fallback: int) -> None:
+    """Log the skipped lines by reason and the lines the exact Python parser took (``stats``: InputStats)."""
+    stats = list(stats)
+    skipped = sum(st.records_skipped for st in stats)
+    if skipped:
+        by_reason: dict[str, int] = {}
+        for st in stats:
+            for k, v in st.skipped.items():
+                by_reason[k] = by_reason.get(k, 0) + v
+        log.info("skipped %d bad line(s) of %d: %s", skipped, read,
+                 ", ".join(f"{k}={v}" for k, v in sorted(by_reason.items())))
+    if fallback:
+        log.info("%d line(s) needed the exact Python number parser", fallback)
