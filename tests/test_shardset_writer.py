@@ -238,3 +238,16 @@ def test_manifest_that_cannot_be_written_takes_the_shards_back(tmp_path, mounted
     with pytest.raises(OutputError, match=r"cannot write .*: No space left on device"):
         w.finish(schema=schema)
     assert os.listdir(disk / "o") == []
+
+
+def test_abort_sweeps_an_unrecorded_temporary_of_its_run(tmp_path):
+    """A signal can land between creating a temporary shard and recording it: abort removes every file with the
+    run's temporary prefix, and nothing of another run."""
+    from converters.storage import TMP_PREFIX
+
+    out = tmp_path / "o"
+    w = ShardSetWriter(str(out), ShardOutputOptions(shard_size=5000))
+    (out / f"{TMP_PREFIX}{w.run_id}-train-00007.tfrecord").write_bytes(b"half")    # created, not recorded
+    (out / f"{TMP_PREFIX}someoneelse-train-00000.tfrecord").write_bytes(b"theirs")
+    w.abort()
+    assert sorted(os.listdir(out)) == [f"{TMP_PREFIX}someoneelse-train-00000.tfrecord"]

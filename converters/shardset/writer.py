@@ -199,10 +199,33 @@ class ShardSetWriter:
                     self._quietly(self.storage.delete, tmp)
             for final in self._published:
                 self._quietly(self.storage.delete, final)
+            self._sweep()
         finally:
             self._done.clear()
             self._published.clear()
             self._release()
+
+    def _sweep(self) -> None:
+        """Remove whatever else carries this run's temporary prefix: a signal can land between creating a
+        temporary shard and recording it (the run id makes the prefix this run's alone)."""
+        mine = f"{TMP_PREFIX}{self.run_id}-"
+        try:
+            local = [n for n in os.listdir(self._staging) if n.startswith(mine)]
+        except OSError:
+            local = []
+        for name in local:
+            try:
+                os.unlink(os.path.join(self._staging, name))
+            except OSError as exc:
+                log.warning("could not remove %s: %s", name, exc)
+        if self.storage.local_path("") is None:  # an object store: temporary keys of this run
+            try:
+                remote = [n for n in self.storage.list() if n.startswith(mine)]
+            except Exception as exc:  # noqa: BLE001 - cleanup goes on; the run's own error is what the user sees
+                log.warning("could not list %s to clean up: %s", self.out, exc)
+                remote = []
+            for name in remote:
+                self._quietly(self.storage.delete, name)
 
     def _quietly(self, fn, name: str) -> None:
         try:
