@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -103,19 +104,21 @@ class BalanceOptions:
 
 
 class LabelCounts:
-    """First pass: count labels and remember every record's label (in input order) in a temporary file;
-    then ``thresholds()`` finds each label's keep threshold."""
+    """First pass: count labels and remember every record's label (in input order) in a temporary file
+    (``path``; None: the caller keeps the labels and streams them to ``thresholds``, as the two-pass engines
+    do); then ``thresholds()`` finds each label's keep threshold."""
 
-    def __init__(self, options: BalanceOptions, path: str):
+    def __init__(self, options: BalanceOptions, path: str | None = None):
         self.options = options
         self.path = path
-        self._file = open(path, "wb")
+        self._file = open(path, "wb") if path is not None else None
         self.records = 0
         self._counts: dict[int, int] = {}
 
     def add(self, labels: np.ndarray) -> None:
         bits = _bits(labels)
-        self._file.write(bits.tobytes())
+        if self._file is not None:
+            self._file.write(bits.tobytes())
         self.records += bits.shape[0]
         for b, c in zip(*np.unique(bits, return_counts=True)):
             self._counts[int(b)] = self._counts.get(int(b), 0) + int(c)
@@ -124,15 +127,19 @@ class LabelCounts:
     def counts(self) -> dict[float, int]:
         return {float(np.uint32(b).view(np.float32)): c for b, c in sorted(self._counts.items())}
 
-    def thresholds(self) -> "Thresholds":
-        """Each label's largest kept key (exact counts), by radix selection over the label file."""
-        self._file.close()
+    def thresholds(self, labels: Callable[[], Iterable[np.ndarray]] | None = None) -> "Thresholds":
+        """Each label's largest kept key (exact counts), by radix selection over the labels in input order:
+        the label file, or ``labels()`` (called once per streaming pass: every record's float32 label, in
+        chunks, in input order — what an engine that keeps the labels elsewhere passes)."""
+        if self._file is not None:
+            self._file.close()
+        source = labels if labels is not None else self._file_chunks
         targets = {int(_bits(np.array([label]))[0]): k for label, k in self.options.targets(self.counts).items()}
         partial = {b: k for b, k in targets.items() if 0 < k < self._counts[b]}
         limit = {b: (np.uint64(0xFFFFFFFFFFFFFFFF) if k == self._counts[b] else None) for b, k in targets.items()}
         if partial:
             hist = {b: np.zeros(1 << 16, dtype=np.int64) for b in partial}
-            for bits, keys in self._stream():
+            for bits, keys in self._stream(source):
                 for b in partial:
                     hist[b] += np.bincount((keys[bits == b] >> _BIN_SHIFT).astype(np.int64), minlength=1 << 16)
             where = {}
@@ -141,7 +148,7 @@ class LabelCounts:
                 bin_ = int(np.searchsorted(cum, k, side="left"))
                 where[b] = (bin_, k - (int(cum[bin_ - 1]) if bin_ else 0))
             found: dict[int, list] = {b: [] for b in partial}
-            for bits, keys in self._stream():
+            for bits, keys in self._stream(source):
                 for b, (bin_, _) in where.items():
                     sel = keys[(bits == b) & ((keys >> _BIN_SHIFT) == np.uint64(bin_))]
                     if sel.shape[0]:
@@ -149,25 +156,31 @@ class LabelCounts:
             for b, (bin_, need) in where.items():
                 keys = np.sort(np.concatenate(found[b]))
                 limit[b] = keys[need - 1]
-        os.unlink(self.path)
+        if self.path is not None:
+            os.unlink(self.path)
         kept = {float(np.uint32(b).view(np.float32)): k for b, k in targets.items()}
         return Thresholds(self.options.seed, limit, kept, self.counts)
 
-    def _stream(self):
-        start = 0
+    def _file_chunks(self) -> Iterator[np.ndarray]:
         with open(self.path, "rb") as f:
             while True:
                 bits = np.fromfile(f, dtype=np.uint32, count=_CHUNK)
                 if bits.shape[0] == 0:
                     return
-                idx = np.arange(start, start + bits.shape[0], dtype=np.uint64)
-                yield bits, record_keys(self.options.seed, idx, "balance")
-                start += bits.shape[0]
+                yield bits.view(np.float32)
+
+    def _stream(self, source: Callable[[], Iterable[np.ndarray]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        start = 0
+        for labels in source():
+            bits = _bits(labels)
+            idx = np.arange(start, start + bits.shape[0], dtype=np.uint64)
+            yield bits, record_keys(self.options.seed, idx, "balance")
+            start += bits.shape[0]
 
     def close(self) -> None:
-        if not self._file.closed:
+        if self._file is not None and not self._file.closed:
             self._file.close()
-        if os.path.exists(self.path):
+        if self.path is not None and os.path.exists(self.path):
             os.unlink(self.path)
 
 
@@ -193,6 +206,10 @@ class Thresholds:
                 sel = bits == b
                 mask[sel] = keys[sel] <= lim
         return mask
+
+    def rule(self) -> "Thresholds":
+        """Only what ``keep`` needs (the seed and the limits): the small value an engine ships with a task."""
+        return Thresholds(self.seed, dict(self.limit), {}, {})
 
     def report(self) -> dict:
         return {"counts_in": {label_name(k): v for k, v in self.counts.items()},

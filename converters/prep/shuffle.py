@@ -14,8 +14,10 @@ Memory stays bounded whatever the input size (an external bucket sort):
 
 Temporary files live in one directory (under the output, or ``tmp_dir``) that is removed on success, on
 failure and on interrupt (``close``). The report gives quality figures for the manifest: the rank correlation
-between input and output position (about 0 for a good shuffle) and, for labelled records, the largest
-deviation of any shard's label mix from the global mix.
+between input and output position (about 0 for a good shuffle, summed exactly) and, for labelled records, the
+largest deviation of any shard's label mix from the global mix — figures of the data and the seed alone, so the
+two-pass engines (``converters.engines``), which sort the same keys their own way, report the same; how many
+buckets were sorted, and the largest, go to the log.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from ..util.units import format_size
 from .keys import record_keys
 from .records import take_records
 
-__all__ = ["ShuffleOptions", "ShuffleSink", "DEFAULT_SHUFFLE_MEMORY", "METHOD", "MIN_MIX_SHARD_RECORDS"]
+__all__ = ["ShuffleOptions", "ShuffleSink", "DEFAULT_SHUFFLE_MEMORY", "METHOD", "MIN_MIX_SHARD_RECORDS", "square_sum"]
 
 log = logging.getLogger(__name__)
 
@@ -149,12 +151,14 @@ class ShuffleSink:
         self._written = 0
         self._buckets_read = 0
         self._largest = 0
-        self._sq = 0.0
+        self._sq = 0  # sum of squared position differences, exact (an int): the same whatever the bucketing
         self._mix: dict[tuple[int, int], int] = {}
         self._label_ids: dict[int, int] = {}
         self._gather_dir(self.dir, self.bits, 0)
         if self._written != self.records:
             raise RuntimeError(f"shuffle lost records: {self.records} in, {self._written} out")
+        log.info("shuffle: %d record(s) sorted in %d bucket(s), the largest %d bytes", self._written,
+                 self._buckets_read, self._largest)
         return self._report()
 
     def _gather_dir(self, directory: str, bits: int, shift: int) -> None:
@@ -216,8 +220,7 @@ class ShuffleSink:
             self.writer.write(framed, lengths, labels)
         m = order.shape[0]
         self._written += m
-        pos = np.arange(start, start + m, dtype=np.float64)
-        self._sq += float(np.square(pos - meta["index"][order].astype(np.float64)).sum())
+        self._sq += square_sum(np.arange(start, start + m, dtype=np.int64) - meta["index"][order].astype(np.int64))
         if labels is not None:
             self._count_mix(labels, start)
 
@@ -237,9 +240,8 @@ class ShuffleSink:
 
     def _report(self) -> dict:
         n = self._written
-        rho = 1.0 - 6.0 * self._sq / (n * (n * n - 1.0)) if n > 1 else 0.0
-        report = {"seed": self.options.seed, "method": METHOD, "records": n, "rank_correlation": round(rho, 6),
-                  "buckets": self._buckets_read, "largest_bucket_bytes": self._largest}
+        rho = 1.0 - 6 * self._sq / (n * (n * n - 1)) if n > 1 else 0.0  # integers: exactly rounded division
+        report = {"seed": self.options.seed, "method": METHOD, "records": n, "rank_correlation": round(rho, 6)}
         if self._mix:
             shards = np.asarray(self.writer.shard_records(), dtype=np.int64)
             counts = np.zeros((shards.shape[0], len(self._label_ids)), dtype=np.int64)
@@ -262,6 +264,15 @@ class ShuffleSink:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def square_sum(d: np.ndarray) -> int:
+    """The exact sum of squares of int64 differences (|d| < 2**32), as a Python int: the squares split into
+    32-bit halves summed apart, so no rounding and no overflow, whatever the order the terms come in."""
+    a = np.abs(np.asarray(d, dtype=np.int64)).astype(np.uint64)
+    sq = a * a
+    hi, lo = int((sq >> np.uint64(32)).sum()), int((sq & np.uint64(0xFFFFFFFF)).sum())
+    return (hi << 32) + lo
 
 
 def _bits_for(expected_bytes: int | None, memory: int) -> int:
