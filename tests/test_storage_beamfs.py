@@ -31,6 +31,7 @@ def test_storage_interface(tmp_path):
     s.publish(".tfpipe-tmp-x", "train-00000-of-00001.tfrecord")
     s.fetch("train-00000-of-00001.tfrecord", str(tmp_path / "back"))
     assert (tmp_path / "back").read_bytes() == b"shard bytes"
+    assert s.read_range("train-00000-of-00001.tfrecord", 6, 11) == b"bytes"   # a ranged read (pass 2's buckets)
     s.delete("index.json")
     s.delete("never-there")
     assert s.list() == ["train-00000-of-00001.tfrecord"]

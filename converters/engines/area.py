@@ -24,6 +24,7 @@ import numpy as np
 
 from ..shardset.writer import prepare_output
 from ..storage import TMP_PREFIX, Storage, is_s3, open_storage
+from ..util.errors import TfpipeError
 
 __all__ = ["RunArea", "new_run_id", "prepare_run"]
 
@@ -94,6 +95,15 @@ class RunArea:
     def get_array(self, name: str, dtype) -> np.ndarray:
         """Read back an array written by ``put_array``."""
         return np.frombuffer(self.temp().read_bytes(name), dtype=dtype)
+
+    def get_range(self, name: str, start: int, stop: int) -> bytes:
+        """Bytes ``[start, stop)`` of a temporary file (a ranged read: a task reads only its part)."""
+        if stop <= start:
+            return b""
+        data = self.temp().read_range(name, start, stop)
+        if len(data) != stop - start:
+            raise TfpipeError(f"temporary file {name} of run {self.run_id} is shorter than {stop} bytes: damaged")
+        return data
 
     # -- cleanup -------------------------------------------------------------------------------------
     def release(self) -> None:

@@ -76,6 +76,16 @@ class BeamFSStorage:
         except Exception as exc:  # noqa: BLE001
             raise self._errors("read", name, exc) from exc
 
+    def read_range(self, name: str, start: int, stop: int) -> bytes:
+        """Bytes ``[start, stop)`` of a file (seek, then read)."""
+        fs, raw = _fs()
+        try:
+            with fs.open(self._p(name), compression_type=raw) as f:
+                f.seek(start)
+                return f.read(max(stop - start, 0))
+        except Exception as exc:  # noqa: BLE001
+            raise self._errors("read", name, exc) from exc
+
     def write_bytes_atomic(self, name: str, data: bytes) -> None:
         fs, raw = _fs()
         tmp = f"{TMP_PREFIX}{uuid.uuid4().hex[:12]}-{name}"

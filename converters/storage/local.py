@@ -38,6 +38,12 @@ class LocalStorage:
         with open_regular(self._p(name)) as f:
             return f.read()
 
+    def read_range(self, name: str, start: int, stop: int) -> bytes:
+        """Bytes ``[start, stop)`` of a regular file."""
+        with open_regular(self._p(name)) as f:
+            f.seek(start)
+            return f.read(max(stop - start, 0))
+
     def write_bytes_atomic(self, name: str, data: bytes) -> None:
         os.makedirs(self.path, exist_ok=True)
         write_atomic(self._p(name), data, tmp_prefix=TMP_PREFIX)

@@ -223,6 +223,14 @@ class S3Storage:
         with self._errors("read", name):
             return self.client.get_object(Bucket=self.bucket, Key=self._key(name))["Body"].read()
 
+    def read_range(self, name: str, start: int, stop: int) -> bytes:
+        """Bytes ``[start, stop)`` of an object (one ranged GET)."""
+        if stop <= start:
+            return b""
+        with self._errors("read", name):
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(name),
+                                          Range=f"bytes={start}-{stop - 1}")["Body"].read()
+
     def write_bytes_atomic(self, name: str, data: bytes) -> None:
         """One PUT: S3 makes an object visible only once complete."""
         with self._errors("write", name):
