@@ -86,11 +86,17 @@ def bad_jsonl(path: str) -> str:
     return path
 
 
+def tree(path) -> list[str]:
+    """Every file under ``path`` (a group's part directories included), relative, sorted."""
+    return sorted(os.path.relpath(os.path.join(d, n), path) for d, _, names in os.walk(path) for n in names)
+
+
 def assert_same_output(a, b) -> None:
-    """Same file names, byte-identical files, equal manifests (and identical ``index.json`` bytes)."""
+    """Same file names (in part directories too), byte-identical files, equal manifests (and identical
+    ``index.json`` bytes)."""
     a, b = str(a), str(b)
-    names = sorted(os.listdir(a))
-    assert names == sorted(os.listdir(b)), (names, sorted(os.listdir(b)))
+    names = tree(a)
+    assert names == tree(b), (names, tree(b))
     assert MANIFEST_NAME in names
     for n in names:
         with open(os.path.join(a, n), "rb") as fa, open(os.path.join(b, n), "rb") as fb:

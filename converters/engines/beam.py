@@ -7,8 +7,13 @@ results) — no record bytes ever go through a GroupByKey or a side input:
 
     Create(units) ─ Reshuffle ─┬─ [Map(prepass) ─ ToList ─ Map(resolve)] ──────────── ctx (side input)
                                └─ Map(pass1, ctx) ─ ToList ─┬─ FlatMap(size_tasks) ─ Reshuffle ─ Map(sizes) ─ ToList
-                                                            └─ Map(plan, sizes, ctx) ─ FlatMap(shards) ─ Reshuffle
-                                                               ─ Map(pass2) ─ ToList ─ Map(write outcome, plan)
+                                                            └─ Map(plan, sizes, ctx) ─┬─ FlatMap(scatter tasks)
+                                                               ─ Reshuffle ─ Map(scatter) ─ ToList ─ scattered │
+                                                               FlatMap(shards) ─ Reshuffle ─ Map(pass2, scattered)
+                                                               ─ ToList ─ Map(write outcome, plan)
+
+(The scatter stage has work only with ``--shuffle``: its records go through files of the run's temporary
+area, and pass 2 waits for all of it through its side input.)
 
 The driver (the process that calls ``run_beam``) prepares the output, runs the pipeline, then reads the
 outcome from the run's temporary area and finalizes (rename shards, write ``index.json`` last) — or raises the
@@ -31,7 +36,8 @@ from typing import Mapping, Sequence
 
 from ..shardset.manifest import Manifest
 from ..util.errors import TfpipeError
-from .core import OUTCOME_NAME, Outcome, finalize
+from .core import OUTCOME_NAME, Outcome
+from .group import finalize_outcome
 from .options import IN_PROCESS_RUNNERS, REFUSED_RUNNERS, parse_beam_options, runner_key
 
 
@@ -151,7 +157,15 @@ def _shards(plan):
     return plan.shards
 
 
-def _pass2(spec, job):
+def _scatter_tasks(plan):
+    return plan.scatter
+
+
+def _scatter(task, job):
+    return job.scatter(task)
+
+
+def _pass2(spec, job, scattered=()):
     return job.pass2(spec)
 
 
@@ -183,8 +197,10 @@ class TwoPassConversion(beam.PTransform):
         sizes = (summaries | "SizeTasks" >> beam.FlatMap(_size_tasks, lite) | "SpreadSizes" >> beam.Reshuffle()
                  | "Sizes" >> beam.Map(_sizes, lite) | "AllSizes" >> beam.combiners.ToList())
         plan = summaries | "Plan" >> beam.Map(_plan, lite, side(sizes), side(ctx))
+        scattered = (plan | "ScatterTasks" >> beam.FlatMap(_scatter_tasks) | "SpreadScatter" >> beam.Reshuffle()
+                     | "Scatter" >> beam.Map(_scatter, lite) | "AllScattered" >> beam.combiners.ToList())
         results = (plan | "Shards" >> beam.FlatMap(_shards) | "SpreadShards" >> beam.Reshuffle()
-                   | "Pass2" >> beam.Map(_pass2, lite) | "AllResults" >> beam.combiners.ToList())
+                   | "Pass2" >> beam.Map(_pass2, lite, side(scattered)) | "AllResults" >> beam.combiners.ToList())
         return plan | "Outcome" >> beam.Map(_write_outcome, lite, side(results))
 
 
@@ -194,7 +210,7 @@ def finish(job) -> Manifest:
     if not temp.exists(OUTCOME_NAME):
         raise TfpipeError(f"the Beam pipeline finished without writing {OUTCOME_NAME} in {job.area.temp_url}")
     outcome = Outcome.from_json(json.loads(temp.read_bytes(OUTCOME_NAME)))
-    return finalize(job.area, job.output, job.schema, job.kind, outcome)
+    return finalize_outcome(job.area, job.output, job.schema, job.kind, outcome)
 
 
 _RUNNING = re.compile(r" \[while running '[^']*'\]$")
@@ -253,25 +269,26 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
 
 def convert_libsvm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, options, *,
                    beam_options: Mapping[str, object] | None = None, overwrite: bool = False,
-                   unit_size: int | None = None, **storage_options) -> Manifest:
+                   unit_size: int | None = None, prep=None, **storage_options) -> Manifest:
     """Convert LibSVM inputs on Beam, as ``converters.libsvm.convert.run`` does locally (same
-    ``LibsvmOptions``, same bytes); ``beam_options`` are Beam pipeline options (``{"runner": ...}``)."""
+    ``LibsvmOptions`` and ``prep.PrepOptions``, same bytes); ``beam_options`` are Beam pipeline options
+    (``{"runner": ...}``)."""
     from .libsvmjob import LibsvmJob
 
     pipeline_options(beam_options)  # bad options fail before the output is touched
     extra = {"unit_size": unit_size} if unit_size is not None else {}
-    job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, **extra, **storage_options)
+    job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, prep=prep, **extra, **storage_options)
     return run_beam(job, beam_options)
 
 
 def convert_text(inputs: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, options, *,
                  beam_options: Mapping[str, object] | None = None, overwrite: bool = False,
-                 chunk_tokens: int | None = None, **storage_options) -> Manifest:
-    """Convert text inputs on Beam, as ``converters.text.convert.run`` does locally (same ``TextOptions``,
-    same bytes); ``beam_options`` are Beam pipeline options."""
+                 chunk_tokens: int | None = None, prep=None, **storage_options) -> Manifest:
+    """Convert text inputs on Beam, as ``converters.text.convert.run`` does locally (same ``TextOptions`` and
+    ``prep.PrepOptions``, same bytes); ``beam_options`` are Beam pipeline options."""
     from .textjob import TextJob
 
     pipeline_options(beam_options)
     extra = {"chunk_tokens": chunk_tokens} if chunk_tokens is not None else {}
-    job = TextJob.create(inputs, out, options, overwrite=overwrite, **extra, **storage_options)
+    job = TextJob.create(inputs, out, options, overwrite=overwrite, prep=prep, **extra, **storage_options)
     return run_beam(job, beam_options)

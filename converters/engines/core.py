@@ -135,7 +135,9 @@ class ShardSpec:
 @dataclass(frozen=True)
 class Plan:
     """The planner's result: the shards to write and the manifest's accounting, or the ``error`` that stops
-    the run before any shard is written."""
+    the run before any shard is written. With ``--split-by-label``, ``parts`` lists ``(label, shards)`` per
+    part in order (the shards are numbered part after part); with ``--shuffle``, ``scatter`` holds the tasks
+    that must all have run before any pass 2 (``engines.scatter``)."""
 
     shards: tuple[ShardSpec, ...] = ()
     records: int = 0
@@ -143,6 +145,8 @@ class Plan:
     options: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     error: ErrorRecord | None = None
+    parts: tuple[tuple[str, int], ...] = ()
+    scatter: tuple = ()
 
     @classmethod
     def failed(cls, error: ErrorRecord) -> "Plan":
@@ -231,22 +235,40 @@ class Outcome:
     options: dict
     extra: dict
     results: tuple[ShardResult, ...]
+    parts: tuple[tuple[str, int], ...] = ()   # (label, shards) per part of a split by label
 
     @classmethod
     def of(cls, plan: Plan, results: Sequence[ShardResult]) -> "Outcome":
         return cls(plan.error, tuple(s.records for s in plan.shards), plan.records, tuple(plan.inputs),
-                   dict(plan.options), dict(plan.extra), tuple(sorted(results, key=lambda r: r.index)))
+                   dict(plan.options), dict(plan.extra), tuple(sorted(results, key=lambda r: r.index)),
+                   tuple(plan.parts))
 
     def to_json(self) -> dict:
         return {"error": asdict(self.error) if self.error else None, "expected": list(self.expected),
                 "records": self.records, "inputs": [asdict(i) for i in self.inputs], "options": self.options,
-                "extra": self.extra, "results": [asdict(r) for r in self.results]}
+                "extra": self.extra, "results": [asdict(r) for r in self.results],
+                "parts": [list(p) for p in self.parts]}
 
     @classmethod
     def from_json(cls, d: dict) -> "Outcome":
         return cls(ErrorRecord(**d["error"]) if d["error"] else None, tuple(d["expected"]), d["records"],
                    tuple(InputStats(**i) for i in d["inputs"]), d["options"], d["extra"],
-                   tuple(ShardResult(**r) for r in d["results"]))
+                   tuple(ShardResult(**r) for r in d["results"]), tuple((a, b) for a, b in d.get("parts", [])))
+
+    def checked(self, run_id: str) -> dict[int, ShardResult]:
+        """Raise the plan's error, or check that pass 2 reported every planned shard with its planned count;
+        returns the results by shard index."""
+        if self.error is not None:
+            raise self.error.exception()
+        n = len(self.expected)
+        got = {r.index: r for r in self.results}
+        if sorted(got) != list(range(n)) or len(self.results) != n:
+            raise TfpipeError(f"run {run_id}: expected shards 0..{n - 1}, pass 2 reported {sorted(got)}")
+        for i, want in enumerate(self.expected):
+            if got[i].records != want:
+                raise TfpipeError(f"shard {i}: pass 2 wrote {got[i].records} records where the plan has {want} "
+                                  "(did an input change during the run?)")
+        return got
 
     def dumps(self) -> bytes:
         return json.dumps(self.to_json(), sort_keys=True).encode("utf-8")
@@ -254,17 +276,10 @@ class Outcome:
 
 def finalize(area: RunArea, output: ShardOutputOptions, schema: Schema, kind: str, outcome: Outcome) -> Manifest:
     """Raise the plan's error, or check each shard result against the plan, give the shards their final
-    names, remove the temporary area and write ``index.json`` last; returns the Manifest."""
-    if outcome.error is not None:
-        raise outcome.error.exception()
+    names, remove the temporary area and write ``index.json`` last; returns the Manifest. (A split by label:
+    ``engines.group.finalize_outcome``.)"""
+    got = outcome.checked(area.run_id)
     n = len(outcome.expected)
-    got = {r.index: r for r in outcome.results}
-    if sorted(got) != list(range(n)) or len(outcome.results) != n:
-        raise TfpipeError(f"run {area.run_id}: expected shards 0..{n - 1}, pass 2 reported {sorted(got)}")
-    for i, want in enumerate(outcome.expected):
-        if got[i].records != want:
-            raise TfpipeError(f"shard {i}: pass 2 wrote {got[i].records} records where the plan has {want} "
-                              "(did an input change during the run?)")
     storage = area.output()
     names = output.names
     shards, published = [], []

@@ -10,9 +10,12 @@ output checked, temporary area chosen):
 3. ``summaries = [job.pass1(u, ctx) for u in units]`` (parallel; results in any order).
 4. ``tasks = job.size_tasks(summaries)`` (one task, pure), ``sizes = [job.sizes(t) for t in tasks]`` (parallel).
 5. ``plan = job.plan(summaries, sizes, ctx)`` (one task; reads what pass 1 / sizes left in the area).
-6. ``results = [job.pass2(s) for s in plan.shards]`` (parallel; one shard each).
-7. ``core.finalize(job.area, job.output, job.schema, job.kind, core.Outcome.of(plan, results))`` (one task);
-   on any failure instead: ``job.area.cleanup()`` and ``job.area.release()`` (the claim on the output).
+6. only with ``--shuffle``: ``[job.scatter(t) for t in plan.scatter]`` (parallel; every one done before any
+   pass 2 starts).
+7. ``results = [job.pass2(s) for s in plan.shards]`` (parallel; one shard each).
+8. ``group.finalize_outcome(job.area, job.output, job.schema, job.kind, core.Outcome.of(plan, results))`` (one
+   task; a plain set, or a group of per-label sets); on any failure instead: ``job.area.cleanup()`` and
+   ``job.area.release()`` (the claim on the output).
 
 ``job.lite()`` is the job without what only pass 1 needs (a tokenizer file's bytes): engines that ship the
 job with every step send the lite one to the others. Every argument and result is a plain picklable value; steps talk to each other only through these values and
@@ -26,7 +29,8 @@ from __future__ import annotations
 from typing import Any, Protocol, Sequence
 
 from ..shardset.manifest import Manifest
-from .core import Outcome, Plan, ShardResult, ShardSpec, finalize
+from .core import Outcome, Plan, ShardResult, ShardSpec
+from .group import finalize_outcome
 
 __all__ = ["TwoPassJob", "run_job"]
 
@@ -50,6 +54,7 @@ class TwoPassJob(Protocol):
     def size_tasks(self, summaries: Sequence) -> list: ...
     def sizes(self, task) -> Any: ...
     def plan(self, summaries: Sequence, sizes: Sequence, ctx=None) -> Plan: ...
+    def scatter(self, task) -> Any: ...
     def pass2(self, spec: ShardSpec) -> ShardResult: ...
     def lite(self) -> "TwoPassJob": ...
 
@@ -63,8 +68,10 @@ def run_job(job: TwoPassJob) -> Manifest:
         summaries = [job.pass1(u, ctx) for u in units]
         sizes = [job.sizes(t) for t in job.size_tasks(summaries)]
         plan = job.plan(summaries, sizes, ctx)
+        for task in plan.scatter:
+            job.scatter(task)
         results = [job.pass2(s) for s in plan.shards]
-        return finalize(job.area, job.output, job.schema, job.kind, Outcome.of(plan, results))
+        return finalize_outcome(job.area, job.output, job.schema, job.kind, Outcome.of(plan, results))
     finally:
         job.area.cleanup()
         job.area.release()

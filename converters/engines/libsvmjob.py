@@ -10,6 +10,10 @@
   numbers shifted by the lines of the file's earlier units), shard cuts by ``core.Cutter``.
 * ``pass2(spec)``: re-parse the units of one shard, serialize exactly its records, write it.
 
+With write-time preparation (``prep``: ``--balance``, ``--shuffle``, ``--split-by-label``) pass 1 also keeps
+each unit's labels, the plan is ``libsvmprep.PreparedUnits``'s, and with ``--shuffle`` a scatter step runs
+between the plan and pass 2 (``scatter(task)``, see ``engines.scatter``).
+
 Parsing and serialization are the local converter's (``libsvm.block.parse``, ``tfrecord.examples``), so the
 bytes are the same.
 """
@@ -28,12 +32,24 @@ from ..libsvm.convert import DEFAULT_BLOCK_BYTES, RowTotals, account, log_totals
 from ..libsvm.options import LibsvmOptions
 from ..libsvm.reasons import BadLine
 from ..libsvm.sparse import SparseBlock, row_stats
+from ..prep.balance import Thresholds
+from ..prep.options import PrepOptions
+from ..prep.records import take_records
 from ..shardset.manifest import MAX_EXAMPLES, InputStats
 from ..sources import expand_inputs, iter_blocks
 from ..tfrecord.examples import column_payloads, framed_lengths
 from ..util.errors import InputError, TfpipeError
 from .area import RunArea, prepare_run
 from .core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from .libsvmprep import PreparedUnits
+from .prepplan import label_bits
+from .scatter import (
+    ScatterResult,
+    ScatterTask,
+    ShuffledPiece,
+    scatter,
+    shuffled_batches,
+)
 from .units import DEFAULT_UNIT_BYTES, Unit, input_files, plan_units, read_unit
 
 __all__ = ["LibsvmJob", "LibsvmContext", "LibsvmPrepass", "LibsvmSummary", "LibsvmPiece"]
@@ -79,7 +95,9 @@ class LibsvmSummary:
 @dataclass(frozen=True)
 class LibsvmPiece:
     """Records ``[first, stop)`` of ``unit`` (which holds ``count`` records; ``blocks`` as in the summary),
-    parsed with index base ``base``."""
+    parsed with index base ``base``. With a filter — ``keep`` (balance: the records it keeps, the unit's first
+    record having global index ``index0``) and/or ``label`` (a label's uint32 identity) — ``first`` and
+    ``stop`` count the records the filter selects."""
 
     unit: Unit
     first: int
@@ -87,12 +105,29 @@ class LibsvmPiece:
     count: int
     base: int
     blocks: tuple[int, ...] = ()
+    keep: Thresholds | None = None
+    index0: int = 0
+    label: int | None = None
+
+    @property
+    def filtered(self) -> bool:
+        return self.keep is not None or self.label is not None
 
 
 def _check_sizes(unit_size, block_size) -> None:
     for name, v in (("unit_size", unit_size), ("block_size", block_size)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive number of bytes, got {v!r}")
+
+
+def _check_prep(prep: PrepOptions | None, options: LibsvmOptions) -> None:
+    if prep is not None and prep.needs_labels and options.multilabel:
+        raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
+
+
+def _labels(pb) -> np.ndarray | None:
+    """One float32 label per record, or None for multi-label lists (as the local workers hand them on)."""
+    return None if getattr(pb, "label_splits", None) is not None else pb.label
 
 
 def _bad_error(b: BadLine, path: str) -> ErrorRecord:
@@ -110,6 +145,7 @@ class LibsvmJob:
     area: RunArea
     unit_size: int = DEFAULT_UNIT_BYTES
     block_size: int = DEFAULT_BLOCK_BYTES
+    prep: PrepOptions | None = None
     kind = "libsvm"
 
     def __post_init__(self):
@@ -117,19 +153,25 @@ class LibsvmJob:
             raise TypeError(f"options must be a LibsvmOptions, got {type(self.options).__name__}")
         object.__setattr__(self, "paths", tuple(self.paths))
         _check_sizes(self.unit_size, self.block_size)
+        if self.prep is not None and not self.prep.active:
+            object.__setattr__(self, "prep", None)
+        _check_prep(self.prep, self.options)
 
     @classmethod
     def create(cls, inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike,
                options: LibsvmOptions, *, overwrite: bool = False, unit_size: int = DEFAULT_UNIT_BYTES,
-               block_size: int = DEFAULT_BLOCK_BYTES, run_id: str | None = None, **storage_options) -> "LibsvmJob":
+               block_size: int = DEFAULT_BLOCK_BYTES, run_id: str | None = None, prep: PrepOptions | None = None,
+               **storage_options) -> "LibsvmJob":
         """The driver's set-up, in the local converter's order: expand the inputs, then check and prepare the
-        output location (refused if not empty unless ``overwrite``) and the run's temporary area."""
+        output location (refused if not empty unless ``overwrite``) and the run's temporary area. ``prep``:
+        write-time preparation, as the local converter's."""
         if not isinstance(options, LibsvmOptions):
             raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
         _check_sizes(unit_size, block_size)
+        _check_prep(prep, options)
         paths = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
-        return cls(options, tuple(paths), area, unit_size, block_size)
+        return cls(options, tuple(paths), area, unit_size, block_size, prep)
 
     @property
     def output(self):
@@ -197,7 +239,7 @@ class LibsvmJob:
             return s  # the run ends at the planner: nothing to do
         popts = self.options.parse_options(ctx.base)
         stop_on_bad = self.output.on_error == "raise"
-        lengths, blocks = [], []
+        lengths, blocks, labels = [], [], []
         rows = RowTotals() if self.options.sparse else None
         try:
             for block, first_line in self._blocks(unit):
@@ -215,6 +257,8 @@ class LibsvmJob:
                     rows.add(row_stats(pb))
                 lengths.append(ln)
                 blocks.append(pb.n)
+                if self.keeps_labels:
+                    labels.append(np.asarray(_labels(pb), dtype=np.float32))
                 s.records += pb.n
                 s.nbytes += int(ln.sum(dtype=np.int64))
         except InputError as exc:
@@ -223,7 +267,14 @@ class LibsvmJob:
         s.sparse = rows.stats() if rows is not None else None
         if s.records and s.error is None and not (stop_on_bad and s.bad):
             self.area.put_array(f"{unit.key}.len", np.concatenate(lengths))
+            if self.keeps_labels:
+                self.area.put_array(f"{unit.key}.lab", np.concatenate(labels))
         return s
+
+    @property
+    def keeps_labels(self) -> bool:
+        """Pass 1 keeps each unit's labels: preparation needs them (balance, split, the shuffle's label mix)."""
+        return self.prep is not None and not self.options.multilabel
 
     # -- planning -------------------------------------------------------------------------------------
     def size_tasks(self, summaries: Sequence[LibsvmSummary]) -> list:
@@ -241,7 +292,7 @@ class LibsvmJob:
         stats = [InputStats(p) for p in self.paths]
         lines_before = [0] * len(self.paths)
         cutter = Cutter(self.output.shard_size)
-        firsts, fallback = [], 0
+        firsts, fallback, total = [], 0, 0
         rows = RowTotals() if self.options.sparse else None
         for s in summaries:
             i, path = s.unit.input_index, s.unit.path
@@ -256,48 +307,89 @@ class LibsvmJob:
             fallback += s.fallback
             if rows is not None:
                 rows.add(s.sparse)
-            firsts.append(cutter.records)
-            if not cutter.add_run(s.records, s.nbytes):
+            firsts.append(total)  # the global index of the unit's first record
+            total += s.records
+            if self.prep is None and not cutter.add_run(s.records, s.nbytes):
                 cutter.add(self.area.get_array(f"{s.unit.key}.len", np.int32))
+        base = ctx.base if ctx is not None else self.options.index_base
+        prepared = PreparedUnits(self, summaries, firsts, base) if self.prep is not None else None
+        if prepared is not None and (error := prepared.balance(stats)) is not None:
+            return Plan.failed(error)
         read = sum(st.records_read for st in stats)
         blank = sum(st.blank_lines for st in stats)
-        if cutter.records == 0:
+        if (prepared.records if prepared is not None else cutter.records) == 0:
             return Plan.failed(ErrorRecord(
                 f"no records to write: the input holds no valid line ({blank} blank/comment line(s), {read} bad "
                 "line(s) skipped)", self.paths[0] if len(self.paths) == 1 else None, reason="empty_input"))
         log_totals(stats, read, fallback)
-        base = ctx.base if ctx is not None else self.options.index_base
         options = self.options.to_json()
         options["index_base_used"] = base
+        extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
+        if prepared is not None:
+            return prepared.plan(tuple(stats), options, extra)
         shards = tuple(ShardSpec(k, b - a, _pieces(summaries, firsts, a, b, base), first=a)
                        for k, (a, b) in enumerate(cutter.ranges()))
-        extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
         return Plan(shards, cutter.records, tuple(stats), options, extra)
+
+    def piece(self, s: LibsvmSummary, first: int, stop: int, base: int, *, keep: Thresholds | None = None,
+              index0: int = 0, label: int | None = None) -> LibsvmPiece:
+        """A piece of the unit of summary ``s`` (the prepared plan's way to name records)."""
+        return LibsvmPiece(s.unit, first, stop, s.records, base, s.blocks, keep, index0, label)
+
+    # -- scatter (--shuffle) --------------------------------------------------------------------------
+    def scatter(self, task: ScatterTask) -> ScatterResult:
+        """Write one unit's kept records to the shuffle's buckets (``engines.scatter``)."""
+        return scatter(self.area, task, (b for piece in task.spec.pieces for b in self._batches(piece)))
 
     # -- pass 2 ---------------------------------------------------------------------------------------
     def pass2(self, spec: ShardSpec) -> ShardResult:
-        return write_shard(self.area, self.output, spec,
-                           (batch for piece in spec.pieces for batch in self._records(piece)))
+        if spec.pieces and isinstance(spec.pieces[0], ShuffledPiece):
+            batches = shuffled_batches(self.area, spec.pieces[0])
+        else:
+            batches = (b[:2] for piece in spec.pieces for b in self._batches(piece))
+        return write_shard(self.area, self.output, spec, ((framed, len(n)) for framed, n in batches))
 
-    def _records(self, piece: LibsvmPiece) -> Iterator[tuple[np.ndarray, int]]:
+    def _batches(self, piece: LibsvmPiece) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """The piece's records (framed bytes, framed lengths, labels), block by block."""
         popts = self.options.parse_options(piece.base)
         counts = piece.blocks if piece.unit.whole else (piece.count,)
-        at = 0
+        at = got = 0  # records of the unit before this block; of them, records the filter selected
         for (block, first_line), n in zip(self._blocks(piece.unit), counts):
-            lo, hi = max(piece.first - at, 0), min(piece.stop - at, n)
-            at += n
-            if hi <= lo:
-                if at >= piece.stop:
-                    break
-                continue  # a block before the piece: not parsed
+            if not piece.filtered:
+                lo, hi = max(piece.first - at, 0), min(piece.stop - at, n)
+                if hi <= lo:
+                    at += n
+                    if at >= piece.stop:
+                        break
+                    continue  # a block before the piece: not parsed
             pb = parse(block, popts, first_line, 1)
             if pb.n != n:
                 raise TfpipeError(f"{piece.unit.path}: {pb.n} records where pass 1 found {n} (did the input "
                                   "change during the run?)")
-            framed, lengths = serialize_parsed(pb, self.options.keys)
-            offsets = np.concatenate([[0], np.cumsum(lengths)])
-            yield framed[int(offsets[lo]):int(offsets[hi])], hi - lo
-            if at >= piece.stop:
+            labels = _labels(pb)
+            sel = None
+            if piece.filtered:
+                mask = np.ones(n, dtype=bool)
+                if piece.keep is not None:
+                    mask &= piece.keep.keep(labels, piece.index0 + at)
+                if piece.label is not None:
+                    mask &= label_bits(labels) == piece.label
+                sel = np.flatnonzero(mask)
+                lo, hi = max(piece.first - got, 0), min(piece.stop - got, sel.size)
+                got += sel.size
+            at += n
+            if hi > lo:
+                framed, lengths = serialize_parsed(pb, self.options.keys)
+                if sel is not None:
+                    pick = sel[lo:hi]
+                    framed, lengths = take_records(framed, lengths, pick)
+                    labels = None if labels is None else labels[pick]
+                else:
+                    offsets = np.concatenate([[0], np.cumsum(lengths)])
+                    framed, lengths = framed[int(offsets[lo]):int(offsets[hi])], lengths[lo:hi]
+                    labels = None if labels is None else labels[lo:hi]
+                yield framed, lengths, labels
+            if (got if piece.filtered else at) >= piece.stop:
                 break
 
 

@@ -10,6 +10,10 @@
   span chunks added, framed lengths (``tfrecord.examples.framed_lengths``) cut by ``core.Cutter``.
 * ``pass2(spec)``: read the chunks of one shard, cut the same windows as ``text.packing`` (packed: carrying
   across chunks; ``no_cross_doc``: ``pack_documents``), serialize and write them.
+
+With ``--shuffle`` (``prep``; the windows are shuffled after packing, as locally) the plan orders and cuts the
+windows (``prepplan.ShuffleLayout``), each chunk's complete windows are a scatter source (``scatter(task)``,
+``engines.scatter``) and pass 2 assembles each shard from the buckets.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ..prep.options import PrepOptions
 from ..shardset.manifest import InputStats
 from ..sources import expand_inputs
 from ..text.convert import count_subsets
@@ -39,6 +44,16 @@ from ..tfrecord.examples import framed_lengths, serialize_batch, varint_lengths
 from ..util.errors import InputError, TfpipeError
 from .area import RunArea, prepare_run
 from .core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from .prepplan import ShuffleLayout
+from .scatter import (
+    ScatterResult,
+    ScatterTask,
+    ShuffledPiece,
+    plan_tmp_root,
+    scatter,
+    shuffled_batches,
+    shuffled_plan,
+)
 from .units import InputFile, Unit, plan_units
 from .windows import (
     doc_windows,
@@ -108,19 +123,28 @@ class TextJob:
     tokenizer_json: bytes | None = None
     batch_chars: int = DEFAULT_BATCH_CHARS
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    prep: PrepOptions | None = None
     kind = "text"
     needs_prepass = False
+
+    def __post_init__(self):
+        if self.prep is not None and not self.prep.active:
+            object.__setattr__(self, "prep", None)
+        _check_prep(self.prep)
 
     @classmethod
     def create(cls, inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike,
                options: TextOptions, *, overwrite: bool = False, batch_chars: int = DEFAULT_BATCH_CHARS,
-               chunk_tokens: int = DEFAULT_CHUNK_TOKENS, run_id: str | None = None, **storage_options) -> "TextJob":
+               chunk_tokens: int = DEFAULT_CHUNK_TOKENS, run_id: str | None = None, prep: PrepOptions | None = None,
+               **storage_options) -> "TextJob":
         """The driver's set-up, in the local converter's order: expand and check the inputs, load the
-        tokenizer, then check and prepare the output location and the run's temporary area."""
+        tokenizer, then check and prepare the output location and the run's temporary area. ``prep``: the
+        windows' write-time preparation (``--shuffle`` only, as locally)."""
         if not isinstance(options, TextOptions):
             raise TypeError(f"options must be a TextOptions, got {type(options).__name__}")
         if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
             raise ValueError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
+        _check_prep(prep)
         files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs,
                               suffixes=INPUT_SUFFIXES)
         for f in files:
@@ -131,7 +155,7 @@ class TextJob:
             with open(info.path, "rb") as fh:
                 raw = fh.read()
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
-        return cls(options, tuple(files), area, info, raw, batch_chars, chunk_tokens)
+        return cls(options, tuple(files), area, info, raw, batch_chars, chunk_tokens, prep)
 
     @property
     def output(self):
@@ -269,21 +293,20 @@ class TextJob:
         sizes = sorted(sizes, key=lambda t: (t.offset, t.window_offset))
         cutter = Cutter(self.output.shard_size)
         total = sum(t.chunk.stream for t in sizes)
-        pending = 0
-        for t in sizes:
-            p = self.area.get_array(f"{t.chunk.key}.sz", np.int64).copy()
-            if p.size != t.count:
-                raise TfpipeError(f"temporary sizes {t.chunk.key} of run {self.area.run_id} are damaged")
-            if not spec.no_cross_doc:
-                if t.offset % w:
-                    p[0] += pending  # the window the previous chunks began
-                pending = 0
-                if (t.offset + t.chunk.stream) % w:
-                    pending, p = int(p[-1]), p[:-1]  # the last window goes on in the next chunk
-            cutter.add(self._lengths(p))
-        if pending and spec.pad_last:
-            r = total % w
-            cutter.add(self._lengths(np.array([pending + (w - r) * _vlen(spec.pad_id)])))
+        shuffle = self.prep.shuffle if self.prep is not None else None
+        layout = (ShuffleLayout(shuffle, self.output.shard_size, False, records=total // w + 1,
+                                tmp_root=plan_tmp_root(self.area)) if shuffle is not None else None)
+        try:
+            sources = []  # with --shuffle: (first window, windows) of each chunk's complete windows
+            for lengths in self._window_lengths(sizes, total):
+                if layout is not None and lengths.size:
+                    sources.append((cutter.records, int(lengths.size)))
+                    layout.add(lengths)
+                cutter.add(lengths)
+            report = layout.finish() if layout is not None else None
+        finally:
+            if layout is not None:
+                layout.close()
         docs = sum(t.chunk.docs for t in sizes)
         windows = cutter.records
         if spec.no_cross_doc:
@@ -307,9 +330,36 @@ class TextJob:
             "subsets": {k: {"documents": subset_docs[k], "tokens": subset_tokens[k]} for k in sorted(subset_docs)},
         }
         log.info("text: %d documents, %d tokens (%d dropped) -> %d windows of %d", docs, tokens, dropped, windows, w)
+        inputs, options = tuple(s.stats for s in summaries), self.options.to_json()
+        if layout is not None:
+            extra["shuffle"] = report
+            specs = [ShardSpec(k, n, self._pieces(sizes, a, a + n, total), first=a)
+                     for k, (a, n) in enumerate(sources)]
+            shards, tasks, _ = shuffled_plan(self.area, layout, specs)
+            return Plan(shards, windows, inputs, {**options, **self.prep.to_json()}, extra, scatter=tasks)
         shards = tuple(ShardSpec(k, b - a, self._pieces(sizes, a, b, total), first=a)
                        for k, (a, b) in enumerate(cutter.ranges()))
-        return Plan(shards, windows, tuple(s.stats for s in summaries), self.options.to_json(), extra)
+        return Plan(shards, windows, inputs, options, extra)
+
+    def _window_lengths(self, sizes: list[SizeTask], total: int) -> Iterator[np.ndarray]:
+        """The framed length of every window, in order, chunk by chunk (a window that spans chunks counted with
+        the chunk where it ends; the padded last window, if any, alone at the end)."""
+        spec, w = self.spec, self.spec.window
+        pending = 0
+        for t in sizes:
+            p = self.area.get_array(f"{t.chunk.key}.sz", np.int64).copy()
+            if p.size != t.count:
+                raise TfpipeError(f"temporary sizes {t.chunk.key} of run {self.area.run_id} are damaged")
+            if not spec.no_cross_doc:
+                if t.offset % w:
+                    p[0] += pending  # the window the previous chunks began
+                pending = 0
+                if (t.offset + t.chunk.stream) % w:
+                    pending, p = int(p[-1]), p[:-1]  # the last window goes on in the next chunk
+            yield self._lengths(p)
+        if pending and spec.pad_last:
+            r = total % w
+            yield self._lengths(np.array([pending + (w - r) * _vlen(spec.pad_id)]))
 
     def _pieces(self, sizes: list[SizeTask], a: int, b: int, total: int) -> tuple[SizeTask, ...]:
         """The chunks that hold windows ``[a, b)``."""
@@ -321,10 +371,19 @@ class TextJob:
 
     # -- pass 2 ---------------------------------------------------------------------------------------
     def pass2(self, spec: ShardSpec) -> ShardResult:
-        return write_shard(self.area, self.output, spec, self._records(spec))
+        if spec.pieces and isinstance(spec.pieces[0], ShuffledPiece):
+            batches = shuffled_batches(self.area, spec.pieces[0])
+        else:
+            batches = self._records(spec)
+        return write_shard(self.area, self.output, spec, ((framed, len(n)) for framed, n in batches))
 
-    def _records(self, spec: ShardSpec) -> Iterator[tuple[np.ndarray, int]]:
-        """Windows ``[first, first + records)`` of the stream, serialized, in batches."""
+    def scatter(self, task: ScatterTask) -> ScatterResult:
+        """Write one source's windows to the shuffle's buckets (``engines.scatter``)."""
+        return scatter(self.area, task, ((framed, lengths, None) for framed, lengths in self._records(task.spec)))
+
+    def _records(self, spec: ShardSpec) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Windows ``[first, first + records)`` of the stream, serialized (framed bytes and lengths), in
+        batches."""
         pack = self.spec
         w = pack.window
         a, b = spec.first, spec.first + spec.records
@@ -338,7 +397,7 @@ class TextJob:
                 cols = {FEATURE: windows}
                 if pack.masked:
                     cols[pack.mask_name] = mask if mask is not None else np.ones(windows.shape, np.int64)
-                yield serialize_batch(self.schema, cols)[0], len(windows)
+                yield serialize_batch(self.schema, cols)
 
     def _segments(self, pieces: Sequence[SizeTask], lo: int, hi: int):
         """The packed stream's positions ``[lo, hi)`` (clipped to the stream), chunk by chunk."""
@@ -346,6 +405,11 @@ class TextJob:
             ids, lengths = self._load(t.chunk)
             stream = packed_stream(ids, lengths, self.spec.eod_id)
             yield stream[max(lo - t.offset, 0): max(min(hi - t.offset, stream.size), 0)]
+
+
+def _check_prep(prep: PrepOptions | None) -> None:
+    if prep is not None and prep.needs_labels:
+        raise ValueError(f"{prep.describe()} needs labelled records; text windows have none (use --shuffle)")
 
 
 def _vlen(v: int) -> int:
