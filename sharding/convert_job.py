@@ -29,6 +29,7 @@ class ConvertJob:
     options: Any
     workers: int | None = None
     overwrite: bool = False
+    prep: Any = None  # converters.prep.PrepOptions: write-time shuffle, balance, split by label
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -63,8 +64,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def parse_convert(argv: Sequence[str]) -> ConvertJob:
-    """Parse ``convert {libsvm|text} ...`` exactly as ``tfpipe convert`` does; a bad command is a ValueError
-    with one line (the same options are valid, with the same defaults)."""
+    """Parse ``convert {libsvm|text} ...`` exactly as ``tfpipe convert`` does (write-time preparation
+    included); a bad command is a ValueError with one line (the same options are valid, with the same
+    defaults)."""
     argv = [str(a) for a in argv]
     if len(argv) < 2 or argv[0] != "convert" or argv[1] not in FORMATS:
         raise ValueError(f"expected a conversion command 'convert {{{'|'.join(FORMATS)}}} INPUT... --out URL ...', "
@@ -73,16 +75,18 @@ def parse_convert(argv: Sequence[str]) -> ConvertJob:
     if getattr(args, "engine", "local") != "local" or getattr(args, "beam_option", None):
         raise ValueError("--engine/--beam-option do not apply here: the Processing instances are the engine "
                          "(drop them; --workers sets the processes per instance)")
-    from converters.cli.types import prep_options, refuse_prep_on_engine
+    from converters.cli.types import prep_options
 
-    refuse_prep_on_engine(prep_options(args), "a SageMaker Processing job")
+    prep = prep_options(args)
     if args.format == "libsvm":
         from converters.cli.libsvm import options_from_args
     else:
         from converters.cli.text import options_from_args
     options = options_from_args(args)
+    if prep is not None and prep.needs_labels and getattr(options, "multilabel", False):
+        raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     return ConvertJob(args.format, tuple(argv), tuple(args.inputs), args.out, options, args.workers,
-                      args.overwrite)
+                      args.overwrite, prep)
 
 
 def convert_part(job: ConvertJob, files: Sequence[str], out: str) -> Manifest:

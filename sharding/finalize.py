@@ -41,15 +41,17 @@ def _size(storage: Storage, name: str) -> int | None:
         return None
 
 
-def check_output(storage: Storage, *, overwrite: bool, planned: Sequence[str] | None = None) -> None:
+def check_output(storage: Storage, *, overwrite: bool, planned: Sequence[str] | None = None,
+                 parts: Sequence[str] = ()) -> None:
     """Refuse an output location that holds anything but work areas, unless ``overwrite`` (then only tfpipe's
     own files may be there; they are replaced). ``planned``: the final shard names of this run (None before
     they are known: then shards without a manifest are left for the finalizer to judge), which an interrupted
     finalize of this run may already have published.
 
     With ``planned`` and ``overwrite``, the old manifest and the old shards not in ``planned`` are deleted
-    (manifest first, so a half-deleted set never passes for a complete one)."""
-    names = [n for n in storage.list() if not n.startswith(TMP_PREFIX)]
+    (manifest first, so a half-deleted set never passes for a complete one). ``parts``: the part directories
+    of a group this run writes (checked on their own)."""
+    names = [n for n in storage.list() if not n.startswith(TMP_PREFIX) and n not in parts]
     where = storage.url
     foreign = sorted(n for n in names if n != MANIFEST_NAME and not _is_shard(n))
     if foreign:
@@ -81,9 +83,10 @@ def publish(storage: Storage, moves: Sequence[tuple[str, str, int]]) -> None:
                           "remove the work area and rerun the job")
 
 
-def commit(storage: Storage, area: WorkArea, manifest: Manifest) -> None:
-    """Write the manifest last (its checksum first, in the work area), then remove the work area."""
-    data = manifest_bytes(manifest)
+def commit(storage: Storage, area: WorkArea, manifest: Manifest | None, data: bytes | None = None) -> None:
+    """Write the manifest last (its checksum first, in the work area), then remove the work area; ``data``:
+    the manifest's bytes when they are not ``manifest``'s (a group manifest)."""
+    data = data if data is not None else manifest_bytes(manifest)
     area.put("", "final.json", {"sha256": hashlib.sha256(data).hexdigest()})
     local = storage.local_path(MANIFEST_NAME)
     if local is not None:

@@ -83,6 +83,10 @@ def run_instance(convert_argv: Sequence[str], *, config_dir: str = PROCESSING_CO
     cfg = read_processing_config(config_dir)
     job = parse_convert(convert_argv)
     distribution = distribution_of([os.path.abspath(i) for i in job.inputs], cfg.channels)
+    if distribution == SHARDED and job.prep is not None:  # each instance converts only its own objects
+        raise ValueError(f"{job.prep.describe()} needs every instance to see every input: give the inputs as "
+                         "FullyReplicated (the instances then share the work and write the local converter's "
+                         "bytes), or shuffle the result with `tfpipe reshard --shuffle`")
     run = run or run_id(job.argv, cfg.place.hosts, distribution)
     area = WorkArea(job.out, run, cfg.job)
     host = cfg.place.current_host

@@ -56,7 +56,7 @@ def core_job(job: ConvertJob, files: Sequence[str], run: str, unit_size: int | N
         from converters.engines.libsvmjob import LibsvmJob
         from converters.engines.units import DEFAULT_UNIT_BYTES
 
-        return LibsvmJob(job.options, tuple(files), area, unit_size or DEFAULT_UNIT_BYTES)
+        return LibsvmJob(job.options, tuple(files), area, unit_size or DEFAULT_UNIT_BYTES, prep=job.prep)
     from converters.engines.textjob import TextJob
     from converters.text.readers import format_of
     from converters.text.tokenizers import load_tokenizer
@@ -64,7 +64,7 @@ def core_job(job: ConvertJob, files: Sequence[str], run: str, unit_size: int | N
     for f in files:
         format_of(f)  # an unknown format fails before any work, as locally
     info = load_tokenizer(job.options.tokenizer, eod_token=job.options.eod_token).info
-    return TextJob(job.options, tuple(files), area, info)  # every instance has the tokenizer file itself
+    return TextJob(job.options, tuple(files), area, info, prep=job.prep)  # every instance has the tokenizer file
 
 
 def _call(job, step: str, item, args: tuple):
@@ -199,6 +199,8 @@ def _steps(job: ConvertJob, cj, lite, rounds: _Rounds, place: Place, area: WorkA
     else:
         marker = area.wait(PLAN, [place.finalizer], timeout=rounds.timeout, poll=rounds.poll, what="plan")
         plan = rounds.load(PLAN, place.finalizer, marker[place.finalizer])
+    if plan.scatter:  # --shuffle: every host's pass 2 reads what every host scattered
+        rounds.run("scatter", lite, "scatter", list(plan.scatter), [t.records for t in plan.scatter], gather=True)
     results = rounds.run("pass2", lite, "pass2", list(plan.shards), [s.records for s in plan.shards],
                          gather=place.is_finalizer)
     if not place.is_finalizer:
@@ -222,6 +224,8 @@ def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
     if sorted(got) != list(range(n)) or [got[i].records for i in range(n)] != list(outcome.expected):
         raise TfpipeError(f"pass 2 results do not match the plan ({len(got)} of {n} shards): were all instances "
                           "run with the same command on the same inputs?")
+    if outcome.parts:
+        return _finalize_group(job, cj, area, outcome, got)
     names = job.options.output.names
     finals = [names.format(i, n) for i in range(n)]
     storage = open_storage(job.out)
@@ -237,3 +241,51 @@ def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
     log.info("finalized %d record(s) in %d shard(s) -> %s", manifest.records, n, job.out)
     return manifest
 
+
+
+def _finalize_group(job: ConvertJob, cj, area: WorkArea, outcome, got: dict) -> Manifest:
+    """``--split-by-label``: per part (label order) its shards under ``label=<v>/`` and its manifest, then the
+    group manifest last — the local converter's bytes, and as idempotent as a plain set's finalize (a part
+    manifest this run already wrote is recognised by its bytes)."""
+    from converters.engines.group import part_manifest
+    from converters.shardset.group import (
+        GroupManifest,
+        PartInfo,
+        group_bytes,
+        part_path,
+        union,
+    )
+    from converters.shardset.manifest import MANIFEST_NAME, manifest_bytes
+
+    names, output = job.options.output.names, job.options.output
+    storage = open_storage(job.out)
+    paths = [part_path(label) for label, _ in outcome.parts]
+    check_output(storage, overwrite=job.overwrite, planned=[], parts=paths)
+    at, infos, parts = 0, [], []
+    for (label, n), part in zip(outcome.parts, paths):
+        finals = [names.format(i, n) for i in range(n)]
+        shards = [ShardInfo(finals[i], got[at + i].records, got[at + i].bytes, got[at + i].sha256) for i in range(n)]
+        m = part_manifest(job.out, label, shards, cj.schema, output, cj.kind, outcome.options)
+        data = manifest_bytes(m)
+        inner = open_storage(f"{job.out.rstrip('/')}/{part}")
+        if not _holds(inner, MANIFEST_NAME, data):
+            check_output(inner, overwrite=job.overwrite, planned=finals)
+            local = storage.local_path(part)
+            if local is not None:
+                os.makedirs(local, exist_ok=True)
+            publish(storage, [(got[at + i].tmp_name, f"{part}/{finals[i]}", got[at + i].bytes) for i in range(n)])
+            inner.write_bytes_atomic(MANIFEST_NAME, data)
+        infos.append(PartInfo(label, part, m.records, m.total_bytes, n, hashlib.sha256(data).hexdigest()))
+        parts.append(m)
+        at += n
+    group = GroupManifest(tuple(infos), outcome.records, outcome.inputs, dict(outcome.options), dict(outcome.extra))
+    commit(storage, area, None, group_bytes(group))
+    log.info("finalized %d record(s) in %d per-label shard set(s) -> %s", outcome.records, len(parts), job.out)
+    return union(group, parts, job.out)
+
+
+def _holds(storage, name: str, data: bytes) -> bool:
+    try:
+        return storage.read_bytes(name) == data
+    except FileNotFoundError:
+        return False

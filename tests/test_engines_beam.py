@@ -108,6 +108,20 @@ def test_bad_text_raise_and_cli_engine(data, tmp_path, capsys):
                                                                       "missing_text": 1}
 
 
+def test_shuffle_and_split_by_label_via_cli_same_bytes_as_local(data, tmp_path, clean_cwd, capsys):
+    """``--engine beam --shuffle --split-by-label``: the plan's sort, the scatter stage and pass 2 on Beam write the
+    local converter's per-label sets and group manifest, byte for byte."""
+    args = ["convert", "libsvm", *data["libsvm"], "--field-size", "39", "--shard-size", "64KiB", "--no-progress",
+            "--shuffle", "--seed", "4", "--shuffle-memory", "1MiB", "--split-by-label"]
+    code_l, out_l = _cli(args + ["--out", str(tmp_path / "local")], capsys)
+    code_b, out_b = _cli(args + ["--out", str(tmp_path / "beam"), "--engine", "beam"], capsys)
+    assert code_l == code_b == 0 and "part label=1:" in out_b.out
+    assert_same_output(tmp_path / "local", tmp_path / "beam")
+    m = read_manifest(tmp_path / "beam")
+    assert [p.path for p in m.parts] == ["label=0", "label=1"] and m.options["shuffle"]["seed"] == 4
+    assert list(clean_cwd.iterdir()) == []
+
+
 @dataclass(frozen=True)
 class _BrokenJob(LibsvmJob):
     def pass2(self, spec):

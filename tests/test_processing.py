@@ -5,6 +5,8 @@ ShardedByS3Key: every instance sees only its own files at the same local path (h
 the instance's own working directory, so every instance runs the very same command line)."""
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -151,8 +153,9 @@ def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):
     (["convert", "libsvm", "in", "--out", "o"], True, 2, "give --field-size N (fixed width) or --sparse"),
     (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--engine", "beam"], True, 2,
      "--engine/--beam-option do not apply here: the Processing instances are the engine"),
-    (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--shuffle", "--seed", "1"], True, 2,
-     "--shuffle is not available with a SageMaker Processing job yet"),
+    (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--shuffle", "--seed", "1"], "sharded", 2,
+     "--shuffle needs every instance to see every input: give the inputs as FullyReplicated"),
+    (["convert", "libsvm", "in", "--out", "o", "--split-by-label", "--sparse", "--multilabel"], True, 2, "--split-by-label needs one label per record: --multilabel records have lists"),
     (["convert", "libsvm", "in", "--field-size", "1", "--out", "o"], False, 1,
      "resourceconfig.json not found: not inside a SageMaker Processing job"),
 ])
@@ -163,6 +166,10 @@ def test_run_errors_are_one_line_and_go_to_the_message_file(tmp_path, capsys, co
     cfg.mkdir()
     if config:
         (cfg / "resourceconfig.json").write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
+    if config == "sharded":  # the input "in" comes from a ShardedByS3Key ProcessingInput
+        (cfg / "processingjobconfig.json").write_text(json.dumps({"ProcessingJobName": "j", "ProcessingInputs": [
+            {"InputName": "train", "S3Input": {"LocalPath": os.path.abspath("in"), "S3Uri": "s3://raw/train",
+                                               "S3DataDistributionType": "ShardedByS3Key"}}]}))
     msg = tmp_path / "message"
     assert main(["processing", "run", "--config-dir", str(cfg), "--message-file", str(msg), *command]) == code
     err = capsys.readouterr().err

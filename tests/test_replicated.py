@@ -94,6 +94,31 @@ def test_byte_identical_to_a_local_conversion(s3, tmp_path, case):
     assert fmt == "text" or all(d["pass1"][0] >= 1 for d in done.values()), done
 
 
+def tree_files(path) -> dict[str, bytes]:
+    return {os.path.relpath(os.path.join(d, n), path): open(os.path.join(d, n), "rb").read()
+            for d, _, names in os.walk(path) for n in names}
+
+
+def test_prepared_conversion_byte_identical_to_local(s3, tmp_path):
+    """--shuffle --balance --split-by-label (bad lines skipped): pass 1, the scatter round and pass 2 shared out
+    among the hosts, the group written by the finalizer; every file byte for byte a local conversion's."""
+    data = tmp_path / "data"
+    libsvm_data(data, bad=True)
+    rest = ["--field-size", "5", "--on-error", "skip", "--shard-size", "20KiB", "--workers", "1", "--shuffle",
+            "--seed", "3", "--shuffle-memory", "1MiB", "--balance", "0=0.5", "--split-by-label"]
+    local = tmp_path / "local"
+    assert main(["convert", "libsvm", str(data), "--out", str(local), "--no-progress", *rest]) == 0
+    cluster = Cluster(tmp_path / "job", sharded=False, shared=data)
+    res = cluster.run(["convert", "libsvm", str(data), "--out", f"{s3.url}/set", *rest], options=UNITS)
+    assert [r[0] for r in res.values()] == [0, 0, 0], res
+    got, want = s3_files(s3, "set/"), tree_files(local)
+    assert sorted(got) == sorted(want) and {"label=0/index.json", "label=1/index.json"} <= set(got)
+    for name in want:
+        assert got[name] == want[name], name
+    done = {h: {k: int(a) for k, a in re.findall(r"(scatter|pass2) (\d+) of \d+", res[h][1])} for h in HOSTS}
+    assert all(d["scatter"] >= 1 and d["pass2"] >= 1 for d in done.values()), done
+
+
 def test_missing_instance_fails_naming_it_and_a_rerun_reuses_the_work(s3, tmp_path):
     data = tmp_path / "data"
     libsvm_data(data)

@@ -10,7 +10,7 @@ from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 
 __all__ = ["positive_int", "nonneg_int", "size", "names", "add_shard_output_options", "shard_output_options",
            "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
-           "refuse_prep_on_engine", "print_prep", "convert_on_engine"]
+           "print_prep", "convert_on_engine"]
 
 
 def _int(s: str, *, minimum: int, what: str) -> int:
@@ -140,21 +140,12 @@ def convert_on_engine(args: argparse.Namespace, options, local_run, beam_name: s
     prep = prep_options(args)
     start = time.perf_counter()
     if beam_options is not None:
-        refuse_prep_on_engine(prep, "--engine beam")
         m = getattr(beam_module(), beam_name)(args.inputs, args.out, options, beam_options=beam_options,
-                                              overwrite=args.overwrite)
+                                              overwrite=args.overwrite, prep=prep)
     else:
         m = local_run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
                       progress=not args.no_progress and sys.stderr.isatty(), prep=prep)
     return m, time.perf_counter() - start
-
-
-def refuse_prep_on_engine(prep, engine: str) -> None:
-    """Write-time preparation runs in the local engine only: a clear refusal, never a silent difference."""
-    if prep is not None:
-        raise ValueError(f"{prep.describe()} is not available with {engine} yet (the output would differ from "
-                         "the local converter's): convert with --engine local, or reshard the result with "
-                         "`tfpipe reshard --shuffle`")
 
 
 def beam_module():
