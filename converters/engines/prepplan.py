@@ -71,10 +71,9 @@ class _Part:
 
     def shards(self) -> list[tuple[int, int, int, int]]:
         """``(first record, records, first bucket, stop bucket)`` of each shard (buckets of this part)."""
-        out = []
+        out, starts = [], np.asarray(self.bucket_starts, dtype=np.int64)
         for a, b in self.cutter.ranges():
-            j0 = int(np.searchsorted(self.bucket_starts, a)) if self.bucket is not None else 0
-            j1 = int(np.searchsorted(self.bucket_starts, b)) if self.bucket is not None else 0
+            j0, j1 = (int(np.searchsorted(starts, a)), int(np.searchsorted(starts, b))) if self.bucket else (0, 0)
             out.append((a, b - a, j0, j1))
         return out
 
