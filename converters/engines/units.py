@@ -5,17 +5,16 @@ where a byte range cannot be read on its own (a compressed stream; a text input,
 numbers are read file by file). Units are numbered in input order; everything an engine computes per unit is
 merged back in that order, so the output never depends on how the units were scheduled.
 
-``plan_units`` is pure (file sizes in, units out); ``input_files`` stats the inputs; ``read_unit`` reads the
-whole lines of a range unit (the lines that *start* inside ``[start, stop)``, so consecutive ranges
+``plan_units`` is pure (file sizes in, units out); ``input_files`` stats the inputs (local files, or objects
+named by URLs: ``sources``); ``read_unit`` reads the whole lines of a range unit (the lines that *start* inside ``[start, stop)``, so consecutive ranges
 partition a file into whole lines).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..sources import compression_of
+from ..sources import compression_of, input_size
 from ..util.errors import InputError
 
 __all__ = ["Unit", "InputFile", "plan_units", "input_files", "read_unit", "DEFAULT_UNIT_BYTES"]
@@ -82,7 +81,7 @@ def input_files(paths: Sequence[str], *, split: bool = True) -> list[InputFile]:
     out = []
     for p in paths:
         try:
-            size = os.path.getsize(p)
+            size = input_size(p)
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror}", path=p) from None
         out.append(InputFile(p, size, split and compression_of(p) is None))

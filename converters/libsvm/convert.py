@@ -26,7 +26,7 @@ from ..prep.options import PrepOptions
 from ..prep.writer import PrepWriter
 from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
-from ..sources import compression_of, expand_inputs, refuse_inputs_in
+from ..sources import compression_of, expand_inputs, input_size, refuse_inputs_in
 from ..util.errors import InputError
 from ..util.progress import progress_bar
 from ..util.system import cap_workers, cpu_count
@@ -92,7 +92,7 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     paths = expand_inputs(inputs)
     refuse_inputs_in(paths, str(out))
-    size = None if any(compression_of(p) for p in paths) else sum(os.path.getsize(p) for p in paths)
+    size = None if any(compression_of(p) for p in paths) else sum(input_size(p) for p in paths)
     with PrepWriter(str(out), options.output, prep, overwrite=overwrite, expected_bytes=size) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
         try:
@@ -114,7 +114,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
     stats = {p: InputStats(p) for p in paths}
     rows = RowTotals() if opts.sparse else None
     fallback = lines = 0
-    total = None if any(compression_of(p) for p in paths) else sum(os.path.getsize(p) for p in paths)
+    total = None if any(compression_of(p) for p in paths) else sum(input_size(p) for p in paths)
     if writer.needs_counts:  # balancing: a first pass counts the labels (bad input stops it as it would later)
         _count_labels(writer, run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size,
                                          raise_on_bad), raise_on_bad, progress, total)

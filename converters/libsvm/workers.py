@@ -31,16 +31,16 @@ from typing import Iterator
 import numpy as np
 
 from ..shardset.manifest import MAX_EXAMPLES
-from ..sources import compression_of, iter_blocks
+from ..sources import compression_of, input_size, is_url, iter_blocks, open_raw
 from ..util.errors import InputError, TfpipeError
-from ..util.fs import open_regular, read_regular
+from ..util.fs import read_regular
 from ..util.ordered import ordered_map
 from .block import concat_records, has_zero_index, parse, serialize_parsed
 from .reasons import BadLine
 from .sparse import SparseBlock, row_stats
 
 __all__ = ["BlockResult", "Pool", "read_range", "run_blocks", "resolve_index_base", "resolve_parallel",
-           "start_method", "byte_ranges", "work_block"]
+           "start_method", "byte_ranges", "work_block", "read_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,9 @@ class PackResult:
 
 def _read_whole(path: str) -> bytes:
     try:
+        if is_url(path):
+            with open_raw(path) as f:
+                return f.read()
         return read_regular(path)
     except OSError as exc:
         raise InputError(f"cannot read: {exc}", path=path, offset=0) from None
@@ -138,7 +141,7 @@ def _items(paths: list[str], block_size: int) -> Iterator[tuple[str, object]]:
     files of less than a block each (together at most a block), ``("file", path)`` for the others."""
     pack, size = [], 0
     for path in paths:
-        n = os.path.getsize(path) if compression_of(path) is None else block_size
+        n = input_size(path) if compression_of(path) is None else block_size
         if n < block_size:
             if pack and size + n > block_size:
                 yield "pack", pack
@@ -172,7 +175,7 @@ _SCAN_WINDOW = 64 << 20  # 64 MiB of a memory-mapped file scanned at a time
 def _file_has_zero_index(path: str, block_size: int) -> bool:
     """A plain file is scanned in place (memory-mapped: no copies, no line counting; measured ~3x less CPU
     than block reads), a compressed one (or one that cannot be mapped) block by block."""
-    if compression_of(path) is None:
+    if compression_of(path) is None and not is_url(path):
         try:
             with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 return _mapped_has_zero_index(mm)
@@ -220,16 +223,22 @@ def _line_start(f, pos: int, size: int) -> int:
 
 
 def read_range(path: str, start: int, stop: int) -> bytes:
-    """The whole lines of a plain file that *start* in ``[start, stop)``: consecutive ranges partition the
-    file into whole lines, so a worker can read its own block and nothing is sent to it but numbers."""
-    with open_regular(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        a = _line_start(f, start, size)
-        b = _line_start(f, stop, size)
-        if b <= a:
-            return b""
-        f.seek(a)
-        return f.read(b - a)
+    """The whole lines of a plain file (local, or an object named by a URL) that *start* in ``[start, stop)``:
+    consecutive ranges partition the file into whole lines, so a worker can read its own block and nothing is
+    sent to it but numbers."""
+    with open_raw(path) as f:
+        return read_lines(f, start, stop)
+
+
+def read_lines(f, start: int, stop: int) -> bytes:
+    """``read_range`` on a seekable binary file object."""
+    size = f.seek(0, os.SEEK_END)
+    a = _line_start(f, start, size)
+    b = _line_start(f, stop, size)
+    if b <= a:
+        return b""
+    f.seek(a)
+    return f.read(b - a)
 
 
 def _work_range(path: str, start: int, stop: int, popts, keys, stop_on_bad: bool) -> BlockResult:
@@ -248,7 +257,7 @@ def _read_range_or_fail(path: str, start: int, stop: int) -> bytes:
 
 
 def byte_ranges(path: str, block_size: int) -> list[tuple[int, int]]:
-    size = os.path.getsize(path)
+    size = input_size(path)
     return [(a, min(a + block_size, size)) for a in range(0, size, block_size)]
 
 

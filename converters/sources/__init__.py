@@ -1,8 +1,18 @@
-"""Input sources shared by every format: ``discover`` expands files, directories and globs; ``streams`` opens
-them (plain, .gz, .bz2, multi-frame .zst, with magic-byte checks) and reads line-aligned blocks."""
+"""Input sources shared by every format: ``discover`` expands files, directories, globs and URLs (``s3://``,
+``gs://``, ...: objects, or every object under a prefix); ``streams`` opens them (plain, .gz, .bz2, multi-frame
+.zst, with magic-byte checks; objects through ``storage.objects``) and reads line-aligned blocks."""
 from __future__ import annotations
 
+from ..storage.objects import is_url
 from .discover import expand_inputs, refuse_inputs_in
-from .streams import COMPRESSED_SUFFIXES, compression_of, iter_blocks, open_input
+from .streams import (
+           COMPRESSED_SUFFIXES,
+           compression_of,
+           input_size,
+           iter_blocks,
+           open_input,
+           open_raw,
+)
 
-__all__ = ["expand_inputs", "refuse_inputs_in", "open_input", "iter_blocks", "compression_of", "COMPRESSED_SUFFIXES"]
+__all__ = ["expand_inputs", "refuse_inputs_in", "open_input", "open_raw", "input_size", "iter_blocks",
+           "compression_of", "COMPRESSED_SUFFIXES", "is_url"]

@@ -1,4 +1,8 @@
-"""Find inputs: files, directories (recursively, hidden entries skipped) and globs, in a stable order.
+"""Find inputs: files, directories (recursively, hidden entries skipped), globs and URLs, in a stable order.
+
+A URL (``s3://bucket/prefix``, ``gs://...``: any scheme ``storage.objects`` reads) names every object under it
+taken as a directory, with the same rules as a local directory (sorted by name, hidden names skipped, the
+format's suffixes kept), or else the one object it names. Patterns in URLs are refused.
 
 Only regular files are inputs. A directory walk or a glob skips FIFOs, devices, sockets and symbolic links
 that do not lead to a regular file (reading them could hang or never end), counting them in a warning; a
@@ -12,6 +16,7 @@ import os
 import stat
 from typing import Iterable
 
+from ..storage.objects import is_url, list_objects
 from ..util.errors import TfpipeError
 from ..util.fs import file_kind
 from .streams import compression_of
@@ -30,6 +35,12 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, .
     if not inputs:
         raise TfpipeError("no inputs given")
     for item in inputs:
+        if is_url(item):
+            for f in _expand_url(item, suffixes):
+                if f not in seen:
+                    seen.add(f)
+                    out.append(f)
+            continue
         skipped: dict[str, int] = {}
         try:
             st = os.stat(item)
@@ -73,14 +84,39 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, .
     return out
 
 
+def _expand_url(item: str, suffixes: tuple[str, ...] | None) -> list[str]:
+    """The objects a URL names: those under it as a directory (hidden names skipped, ``suffixes`` kept, sorted
+    by name, as a local directory), else the object itself (taken whatever its name, as a local file)."""
+    if any(c in item for c in "*?["):
+        raise TfpipeError(f"input {item!r}: patterns are not supported in URLs; name an object or a prefix")
+    found = [url for url, _ in list_objects(item)]
+    if not found:
+        raise TfpipeError(f"input {item!r} does not exist")
+    if found == [item]:
+        return found
+    base = item.rstrip("/") + "/"
+    found = [u for u in found if not any(part.startswith(".") for part in u[len(base):].split("/"))]
+    if suffixes:
+        found = [u for u in found if _matches(u, suffixes)]
+    if not found:
+        raise TfpipeError(f"input directory {item!r} holds no input files")
+    return found
+
+
 def refuse_inputs_in(paths: list[str], out: str) -> None:
     """Raise TfpipeError if an input lies inside the (local) output directory ``out``: the run would read
     files it is about to replace."""
     if "://" in str(out):
+        base = str(out).rstrip("/") + "/"
+        for p in paths:
+            if str(p).startswith(base):
+                raise TfpipeError(f"input {p!r} is inside the output {out}: choose an output outside the inputs")
         return
     root = os.path.realpath(out)
     real_dirs: dict[str, str] = {}  # many inputs share a directory: resolve each directory once
     for p in paths:
+        if is_url(p):
+            continue
         if os.path.islink(p):
             real = os.path.realpath(p)
         else:

@@ -10,14 +10,17 @@ truncated or corrupt file loses only what follows the damage).
 from __future__ import annotations
 
 import bz2
+import errno
 import io
+import os
 import zlib
 from typing import BinaryIO, Callable, Iterator
 
+from ..storage.objects import is_url, object_size, open_object
 from ..util.errors import InputError
 from ..util.fs import open_regular
 
-__all__ = ["open_input", "compression_of", "iter_blocks", "COMPRESSED_SUFFIXES", "MAX_LINE_BYTES"]
+__all__ = ["open_input", "open_raw", "input_size", "compression_of", "iter_blocks", "COMPRESSED_SUFFIXES", "MAX_LINE_BYTES"]
 
 COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 _MAGIC = {"gzip": b"\x1f\x8b", "bz2": b"BZh", "zstd": b"\x28\xb5\x2f\xfd"}
@@ -33,11 +36,33 @@ def compression_of(path: str) -> str | None:
     return None
 
 
+def open_raw(path: str) -> BinaryIO:
+    """A regular local file, or an object named by a URL (``s3://``, ``gs://``, ...: ``storage.objects``), as a
+    seekable binary file object, not decompressed. A missing object is FileNotFoundError("no such object")."""
+    if not is_url(path):
+        return open_regular(path)
+    try:
+        return open_object(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no such object", str(path)) from None
+
+
+def input_size(path: str) -> int:
+    """The size in bytes of a local file or of the object a URL names (OSError if it cannot be found)."""
+    if not is_url(path):
+        return os.path.getsize(path)
+    try:
+        return object_size(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no such object", str(path)) from None
+
+
 def open_input(path: str) -> BinaryIO:
-    """Open ``path`` for binary reading, decompressing by extension after checking its magic bytes."""
+    """Open ``path`` (a local file or a URL) for binary reading, decompressing by extension after checking its
+    magic bytes."""
     kind = compression_of(path)
     try:
-        raw = open_regular(path)
+        raw = open_raw(path)
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from None
     if kind is None:

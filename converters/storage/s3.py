@@ -208,6 +208,17 @@ class S3Storage:
                         names.append(name)
         return sorted(names)
 
+    def list_tree(self, prefix: str = "") -> list[tuple[str, int]]:
+        """``(name, size)`` of every object whose name (key less this location's prefix) starts with ``prefix``,
+        in sub-prefixes too, sorted by name."""
+        found = []
+        cut = len(self.prefix)
+        with self._errors("list", prefix):
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key(prefix))
+            for page in pages:
+                found.extend((obj["Key"][cut:], int(obj["Size"])) for obj in page.get("Contents", []))
+        return sorted(found)
+
     def exists(self, name: str) -> bool:
         try:
             self.size(name)

@@ -22,7 +22,7 @@ from ..prep.options import PrepOptions
 from ..prep.writer import PrepWriter
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
-from ..sources import compression_of, expand_inputs, refuse_inputs_in
+from ..sources import compression_of, expand_inputs, input_size, refuse_inputs_in
 from ..tfrecord.examples import serialize_batch
 from ..util.errors import TfpipeError
 from ..util.ordered import ordered_map
@@ -189,7 +189,7 @@ def _token_bound(files: Sequence[str]) -> int | None:
     for f in files:
         if compression_of(f) is not None or format_of(f) == "parquet":
             return None
-        total += os.path.getsize(f)
+        total += input_size(f)
     return 2 * total
 
 

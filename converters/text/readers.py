@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 
 from ..shardset.manifest import InputStats
 from ..shardset.options import check_on_error
-from ..sources import COMPRESSED_SUFFIXES, iter_blocks, open_input
+from ..sources import COMPRESSED_SUFFIXES, is_url, iter_blocks, open_input, open_raw
 from ..util.errors import InputError, TfpipeError
 
 __all__ = ["ReadOptions", "subset_names", "DocBatch", "iter_documents", "format_of", "FORMATS", "INPUT_SUFFIXES",
@@ -261,13 +261,28 @@ def _read_txt(sink: _Sink) -> Iterator[DocBatch]:
 
 
 def _read_parquet(sink: _Sink) -> Iterator[DocBatch]:
+    """A local file by path (pyarrow's own reader); an object (s3://, gs://) as a seekable file object."""
+    if not is_url(sink.path):
+        yield from _parquet_batches(sink, sink.path)
+        return
+    try:
+        source = open_raw(sink.path)
+    except OSError as exc:
+        sink.stats.records_read += 1
+        sink.bad(None, "unreadable_file", f"cannot open: {exc.strerror or exc}")
+        return
+    with source:
+        yield from _parquet_batches(sink, source)
+
+
+def _parquet_batches(sink: _Sink, source) -> Iterator[DocBatch]:
     path, opts, stats = sink.path, sink.opts, sink.stats
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     key = opts.text_key
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(source)
     except (pa.ArrowException, OSError) as exc:
         stats.records_read += 1
         sink.bad(None, "unreadable_file", f"not a readable parquet file: {exc}")

@@ -1,0 +1,150 @@
+"""Inputs stored as objects: ``s3://bucket/key`` (boto3, imported only then) or any ``scheme://`` Apache Beam's
+``FileSystems`` knows (``gs://``, ``hdfs://``, ...; apache_beam imported only then).
+
+* ``list_objects(url)``: every object under ``url`` taken as a "directory" prefix (recursively), or else the
+  object ``url`` itself, as ``(url, size)`` pairs sorted by URL; ``[]`` when there is none. Directory markers
+  (keys ending in ``/``) are not objects.
+* ``object_size(url)``: one object's size (``FileNotFoundError`` when missing).
+* ``open_object(url)``: a seekable, buffered, read-only binary file object. S3: ranged GETs of the bytes asked
+  for (at least ``READ_BUFFER`` at a time) through ``S3Storage``'s client, so its retries, timeouts and
+  endpoint (``AWS_ENDPOINT_URL``, ``$TFPIPE_S3_*``) apply; Beam: ``FileSystems.open`` without decompression
+  (decompression is the sources' job, checked against magic bytes).
+
+A missing object raises ``FileNotFoundError`` naming the URL; other failures a ``TfpipeError`` naming it.
+"""
+from __future__ import annotations
+
+import io
+import os
+from typing import BinaryIO
+
+from ..util.errors import TfpipeError
+from .beamfs import has_scheme
+
+__all__ = ["is_url", "list_objects", "object_size", "open_object", "READ_BUFFER"]
+
+READ_BUFFER = 1 << 20  # 1 MiB: the least one GET reads (a larger read is one GET of that size)
+_S3_CLIENTS: dict[tuple, object] = {}  # one S3Storage (and boto3 client) per bucket and endpoint, per process
+
+
+def is_url(path: str | os.PathLike) -> bool:
+    """Whether an input names an object (``s3://...``, ``gs://...``) rather than a local path."""
+    return has_scheme(str(path))
+
+
+def _s3(url: str):
+    """The cached ``S3Storage`` of ``url``'s bucket and the object key."""
+    from .s3 import S3Storage
+
+    bucket, _, key = url[len("s3://"):].partition("/")
+    if not bucket:
+        raise TfpipeError(f"input {url!r}: an s3:// URL needs a bucket")
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    store = _S3_CLIENTS.get((bucket, endpoint))
+    if store is None:
+        store = _S3_CLIENTS[(bucket, endpoint)] = S3Storage(f"s3://{bucket}")
+    return store, key
+
+
+def _beam():
+    from .beamfs import _fs
+
+    return _fs()
+
+
+def _beam_error(action: str, url: str, exc: Exception) -> TfpipeError:
+    return TfpipeError(f"cannot {action} {url}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+
+
+def list_objects(url: str) -> list[tuple[str, int]]:
+    """The objects under ``url/`` (recursively), else the object ``url``; ``[]`` when neither exists."""
+    url = str(url)
+    if url.startswith("s3://"):
+        store, key = _s3(url)
+        prefix = key.strip("/") + "/" if key.strip("/") else ""
+        found = [(f"s3://{store.bucket}/{k}", n) for k, n in store.list_tree(prefix) if not k.endswith("/")]
+        if not found and key and not key.endswith("/"):
+            try:
+                found = [(url, store.size(key))]
+            except FileNotFoundError:
+                pass
+        return sorted(found)
+    fs, _ = _beam()
+    try:
+        found = [(m.path, int(m.size_in_bytes)) for m in fs.match([url.rstrip("/") + "/**"])[0].metadata_list
+                 if not m.path.endswith("/")]
+        if not found and not url.endswith("/"):
+            found = [(m.path, int(m.size_in_bytes)) for m in fs.match([url])[0].metadata_list]
+    except Exception as exc:  # noqa: BLE001 - BeamIOError wraps whatever the file system raised
+        raise _beam_error("list", url, exc) from exc
+    return sorted(found)
+
+
+def object_size(url: str) -> int:
+    url = str(url)
+    if url.startswith("s3://"):
+        store, key = _s3(url)
+        return store.size(key)
+    fs, _ = _beam()
+    try:
+        found = fs.match([url])[0].metadata_list
+    except Exception as exc:  # noqa: BLE001
+        raise _beam_error("read", url, exc) from exc
+    if not found:
+        raise FileNotFoundError(f"{url}: no such object")
+    return int(found[0].size_in_bytes)
+
+
+def open_object(url: str) -> BinaryIO:
+    """``url`` as a seekable, buffered, read-only binary file object."""
+    url = str(url)
+    if url.startswith("s3://"):
+        store, key = _s3(url)
+        raw = _RangeReader(url, store.size(key), lambda a, b: store.read_range(key, a, b))
+        return io.BufferedReader(raw, buffer_size=READ_BUFFER)  # type: ignore[return-value]
+    fs, uncompressed = _beam()
+    object_size(url)  # FileNotFoundError when missing
+    try:
+        return fs.open(url, compression_type=uncompressed)
+    except Exception as exc:  # noqa: BLE001
+        raise _beam_error("read", url, exc) from exc
+
+
+class _RangeReader(io.RawIOBase):
+    """Raw reads of an object of ``size`` bytes through ``fetch(start, stop)`` (one ranged request each)."""
+
+    def __init__(self, name: str, size: int, fetch):
+        super().__init__()
+        self.name = name
+        self.size = size
+        self._fetch = fetch
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise OSError(f"{self.name}: seek to a negative offset {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, b) -> int:
+        n = min(len(b), self.size - self._pos)
+        if n <= 0:
+            return 0
+        data = self._fetch(self._pos, self._pos + n)
+        if not data:
+            raise OSError(f"{self.name}: object ends at byte {self._pos}, not at {self.size} (did it change "
+                          "during the run?)")
+        m = len(data)
+        b[:m] = data
+        self._pos += m
+        return m

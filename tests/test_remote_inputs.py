@@ -1,0 +1,173 @@
+"""Conversion inputs given as URLs: ``s3://`` objects on a real S3 API (moto's server on 127.0.0.1) and a Beam
+file-system scheme (Beam's local file system under a test scheme: no cloud bucket is reachable here), read by
+``--engine beam`` and by the local engine. The shards must be byte-identical to converting the same files from
+a local directory, and the manifest the same but for the inputs' paths (which carry the URLs)."""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+
+import pytest
+from engines_data import (
+    bad_jsonl,
+    compressed_libsvm_files,
+    libsvm_files,
+    spoil,
+    text_files,
+)
+
+from converters.cli import main
+from converters.libsvm.convert import run as libsvm_local
+from converters.libsvm.options import LibsvmOptions
+from converters.shardset.manifest import MANIFEST_NAME
+from converters.shardset.options import ShardOutputOptions
+from converters.sources import expand_inputs, input_size, open_input
+from converters.storage.objects import list_objects, open_object
+from converters.text.convert import run as text_local
+from converters.text.options import TextOptions
+from converters.util.errors import TfpipeError
+
+beam = pytest.importorskip("converters.engines.beam", exc_type=ImportError)
+
+
+def _libsvm_opts(on_error="raise", shard_size=64 << 10):
+    return LibsvmOptions(39, output=ShardOutputOptions(shard_size=shard_size, on_error=on_error))
+
+
+def _upload(s3, files, prefix: str) -> str:
+    """Put local files under ``s3://bucket/prefix/`` by base name; the prefix's URL."""
+    for f in files:
+        s3.client.upload_file(str(f), s3.bucket, f"{prefix}/{os.path.basename(f)}")
+    return f"s3://{s3.bucket}/{prefix}"
+
+
+def _same_but_paths(local_out, remote_out, local_dir, url) -> None:
+    """Same file names and bytes; ``index.json`` the same once the inputs' local directory reads as ``url``."""
+    names = sorted(os.listdir(local_out))
+    assert names == sorted(os.listdir(remote_out)) and MANIFEST_NAME in names
+    for n in names:
+        a, b = (open(os.path.join(d, n), "rb").read() for d in (local_out, remote_out))
+        if n == MANIFEST_NAME:
+            assert str(local_dir).encode() in a and url.encode() not in a
+            a = a.replace(str(local_dir).rstrip("/").encode(), url.encode())
+        assert a == b, f"{n} differs"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("remote-inputs")
+    libsvm = libsvm_files(d / "libsvm", sizes=(5, 1500, 6000))
+    with open(d / "libsvm" / ".hidden.libsvm", "wb") as f:  # skipped in a directory, locally and in a bucket
+        f.write(b"garbage\n")
+    bad = libsvm_files(d / "bad", sizes=(5, 700, 1600), seed=4)
+    spoil(bad[2], {1200: b"1 2:1 1:1"})
+    return {"libsvm": libsvm, "libsvm_dir": str(d / "libsvm"), "bad": bad,
+            "compressed": compressed_libsvm_files(d / "compressed"), "text": text_files(d / "text"),
+            "text_dir": str(d / "text"), "badtext": bad_jsonl(str(d / "bad.jsonl"))}
+
+
+def test_libsvm_on_beam_from_a_bucket_prefix(data, s3, tmp_path):
+    """Three objects of very different sizes (one of 5 lines) under a prefix, cut in byte-range units."""
+    url = _upload(s3, data["libsvm"] + [os.path.join(data["libsvm_dir"], ".hidden.libsvm")], "in/libsvm")
+    local = libsvm_local(data["libsvm_dir"], tmp_path / "local", _libsvm_opts(), workers=1)
+    m = beam.convert_libsvm(url, tmp_path / "beam", _libsvm_opts(), unit_size=128 << 10)
+    _same_but_paths(tmp_path / "local", tmp_path / "beam", data["libsvm_dir"], url)
+    assert [i.path for i in m.inputs] == [f"{url}/{n}" for n in ("a.libsvm", "b.libsvm", "c.libsvm")]
+    assert [i.records_read for i in m.inputs] == [i.records_read for i in local.inputs] == [5, 1500, 6000]
+    assert len(m.shards) > 5
+
+
+def test_compressed_objects_on_beam_and_the_local_engine(data, s3, tmp_path):
+    """.gz, .zst (two frames), .bz2 and a plain object: whole-file units through the same decompression."""
+    url = _upload(s3, data["compressed"], "in/z")
+    local_dir = os.path.dirname(data["compressed"][0])
+    libsvm_local(local_dir, tmp_path / "local", _libsvm_opts(), workers=1)
+    beam.convert_libsvm(url + "/", tmp_path / "beam", _libsvm_opts())
+    _same_but_paths(tmp_path / "local", tmp_path / "beam", local_dir, url)
+    libsvm_local(url, tmp_path / "local-from-s3", _libsvm_opts(), workers=2)  # worker processes read objects too
+    _same_but_paths(tmp_path / "local", tmp_path / "local-from-s3", local_dir, url)
+
+
+def test_text_on_beam_and_the_local_engine(data, s3, tmp_path):
+    """jsonl (plain, .zst, .gz), .txt and .parquet objects (parquet through a seekable object reader)."""
+    url = _upload(s3, data["text"], "in/text")
+    opts = TextOptions(seq_len=63, output=ShardOutputOptions(shard_size=16 << 10))
+    local = text_local(data["text_dir"], str(tmp_path / "local"), opts, workers=1)
+    m = beam.convert_text(url, tmp_path / "beam", opts, chunk_tokens=4000)
+    _same_but_paths(tmp_path / "local", tmp_path / "beam", data["text_dir"], url)
+    assert len(m.inputs) == len(local.inputs) == 5 and m.inputs[4].path.endswith("e.parquet")
+    text_local(url, str(tmp_path / "local-from-s3"), opts, workers=1)
+    _same_but_paths(tmp_path / "local", tmp_path / "local-from-s3", data["text_dir"], url)
+
+
+def _cli(argv, capsys):
+    code = main(argv)
+    return code, capsys.readouterr()
+
+
+@pytest.mark.parametrize("engine", ["beam", "local"])
+def test_a_bad_line_names_the_object_and_line(data, s3, tmp_path, capsys, engine):
+    url = _upload(s3, data["bad"], "in/bad")
+    args = ["--field-size", "39", "--shard-size", "64KiB", "--no-progress", "--engine", engine]
+    code_l, out_l = _cli(["convert", "libsvm", *data["bad"], *args, "--out", str(tmp_path / "local")], capsys)
+    code_r, out_r = _cli(["convert", "libsvm", url, *args, "--out", str(tmp_path / "remote")], capsys)
+    assert code_l == code_r == 2
+    assert out_r.err == out_l.err.replace(os.path.dirname(data["bad"][2]), url)
+    assert out_r.err == (f"tfpipe: error: {url}/c.libsvm:1200: unsorted_index: indices are not sorted in "
+                         "increasing order ('1:1') (use --on-error skip to skip bad lines)\n")
+    assert not os.path.exists(tmp_path / "remote") or os.listdir(tmp_path / "remote") == []
+
+
+def test_a_bad_text_line_on_beam(data, s3, tmp_path, capsys):
+    url = _upload(s3, [data["badtext"]], "in/badtext") + "/bad.jsonl"  # one object named explicitly
+    code, out = _cli(["convert", "text", url, "--seq-len", "15", "--no-progress", "--engine", "beam", "--out",
+                      str(tmp_path / "out")], capsys)
+    assert code == 2 and out.err.startswith(f"tfpipe: error: {url}:4: invalid JSON") and out.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("engine", ["beam", "local"])
+@pytest.mark.parametrize("what, message", [
+    ("in/missing.libsvm", "input '{url}' does not exist"),
+    ("in/missing/", "input '{url}' does not exist"),
+    ("in/*.libsvm", "input '{url}': patterns are not supported in URLs; name an object or a prefix"),
+])
+def test_a_missing_object_is_one_line_and_nothing_is_written(s3, tmp_path, capsys, engine, what, message):
+    url = f"s3://{s3.bucket}/{what}"
+    code, out = _cli(["convert", "libsvm", url, "--field-size", "3", "--out", str(tmp_path / "out"), "--engine",
+                      engine, "--no-progress"], capsys)
+    assert code != 0 and out.err == f"tfpipe: error: {message.format(url=url)}\n"
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_objects_list_and_read_like_local_files(data, s3, tmp_path):
+    """The storage layer on its own: listing order and filtering as a local directory, seekable reads."""
+    _upload(s3, data["libsvm"], "t/d")
+    _upload(s3, data["libsvm"][:1], "t/d/sub")
+    _upload(s3, data["libsvm"][:1], "t/d/.cache")
+    s3.client.put_object(Bucket=s3.bucket, Key="t/d/sub/", Body=b"")  # a console's "folder" marker
+    url = f"s3://{s3.bucket}/t/d"
+    local = tmp_path / "d"
+    shutil.copytree(data["libsvm_dir"], local)
+    shutil.copytree(data["libsvm_dir"], local / "sub")
+    shutil.copytree(data["libsvm_dir"], local / ".cache")
+    for extra in (local / "sub" / "b.libsvm", local / "sub" / "c.libsvm", local / "sub" / ".hidden.libsvm"):
+        extra.unlink()
+    want = [p.replace(str(local), url) for p in expand_inputs([str(local)])]
+    assert expand_inputs([url]) == want == [f"{url}/{n}" for n in ("a.libsvm", "b.libsvm", "c.libsvm",
+                                                                   "sub/a.libsvm")]
+    assert [n for _, n in list_objects(url + "/a.libsvm")] == [os.path.getsize(data["libsvm"][0])]
+    body = open(data["libsvm"][2], "rb").read()
+    assert input_size(f"{url}/c.libsvm") == len(body)
+    with open_object(f"{url}/c.libsvm") as f:
+        assert f.seekable() and f.read(10) == body[:10]
+        f.seek(len(body) - 7)
+        assert f.read() == body[-7:] and f.read(5) == b""
+        f.seek(-(2 << 20), io.SEEK_END)  # more than a buffer back: a fresh ranged read
+        assert f.read(3 << 20) == body[-(2 << 20):]
+    with open_input(f"{url}/c.libsvm") as f:
+        assert f.read() == body
+    with pytest.raises(TfpipeError, match=f"^{url}/nope.libsvm: cannot open: no such object$"):
+        open_input(f"{url}/nope.libsvm")
+    with pytest.raises(TfpipeError, match="is inside the output"):
+        libsvm_local(url, f"s3://{s3.bucket}/t", _libsvm_opts())
