@@ -42,15 +42,18 @@ def _upload(s3, files, prefix: str) -> str:
     return f"s3://{s3.bucket}/{prefix}"
 
 
-def _same_but_paths(local_out, remote_out, local_dir, url) -> None:
-    """Same file names and bytes; ``index.json`` the same once the inputs' local directory reads as ``url``."""
+def _same_but_paths(local_out, remote_out, local_dir, url, *more) -> None:
+    """Same file names and bytes; ``index.json`` the same once the inputs' local directory reads as ``url``
+    (``more``: further ``local_dir, url`` pairs)."""
     names = sorted(os.listdir(local_out))
     assert names == sorted(os.listdir(remote_out)) and MANIFEST_NAME in names
+    pairs = [(local_dir, url), *zip(more[::2], more[1::2])]
     for n in names:
         a, b = (open(os.path.join(d, n), "rb").read() for d in (local_out, remote_out))
         if n == MANIFEST_NAME:
-            assert str(local_dir).encode() in a and url.encode() not in a
-            a = a.replace(str(local_dir).rstrip("/").encode(), url.encode())
+            for d, u in pairs:
+                assert str(d).encode() in a and u.encode() not in a
+                a = a.replace(str(d).rstrip("/").encode(), u.encode())
         assert a == b, f"{n} differs"
 
 
@@ -128,14 +131,17 @@ def test_a_bad_text_line_on_beam(data, s3, tmp_path, capsys):
 
 @pytest.mark.parametrize("engine", ["beam", "local"])
 @pytest.mark.parametrize("what, message", [
-    ("in/missing.libsvm", "input '{url}' does not exist"),
-    ("in/missing/", "input '{url}' does not exist"),
-    ("in/*.libsvm", "input '{url}': patterns are not supported in URLs; name an object or a prefix"),
+    ("{bucket}/in/missing.libsvm", "input '{url}' does not exist"),
+    ("{bucket}/in/missing/", "input '{url}' does not exist"),
+    ("{bucket}/in/*.libsvm", "input '{url}': patterns are not supported in URLs; name an object or a prefix"),
+    ("no-such-bucket-tfpipe/x", "cannot list s3://no-such-bucket-tfpipe/x/: bucket 'no-such-bucket-tfpipe' does "
+                                "not exist"),
 ])
-def test_a_missing_object_is_one_line_and_nothing_is_written(s3, tmp_path, capsys, engine, what, message):
-    url = f"s3://{s3.bucket}/{what}"
-    code, out = _cli(["convert", "libsvm", url, "--field-size", "3", "--out", str(tmp_path / "out"), "--engine",
-                      engine, "--no-progress"], capsys)
+def test_a_missing_object_is_one_line_and_nothing_is_written(data, s3, tmp_path, capsys, engine, what, message):
+    present = _upload(s3, data["libsvm"][:1], "in") + "/a.libsvm"  # read first: the error is about the next one
+    url = f"s3://{what.format(bucket=s3.bucket)}"
+    code, out = _cli(["convert", "libsvm", present, url, "--field-size", "39", "--out", str(tmp_path / "out"),
+                      "--engine", engine, "--no-progress"], capsys)
     assert code != 0 and out.err == f"tfpipe: error: {message.format(url=url)}\n"
     assert not os.path.exists(tmp_path / "out")
 
@@ -171,3 +177,47 @@ def test_objects_list_and_read_like_local_files(data, s3, tmp_path):
         open_input(f"{url}/nope.libsvm")
     with pytest.raises(TfpipeError, match="is inside the output"):
         libsvm_local(url, f"s3://{s3.bucket}/t", _libsvm_opts())
+
+
+SCHEME = "tfpipetest"
+
+
+@pytest.fixture(scope="module")
+def beam_scheme():
+    """Beam's own local file system registered under the scheme ``tfpipetest://`` (no cloud file system is
+    reachable here): ``tfpipetest:///tmp/x`` is ``/tmp/x``. Inputs under it go through ``FileSystems.match`` and
+    ``FileSystems.open`` like ``gs://`` ones."""
+    from apache_beam.io.filesystem import FileMetadata, MatchResult
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.io.localfilesystem import LocalFileSystem
+
+    prefix = f"{SCHEME}://"
+
+    class LocalUnderScheme(LocalFileSystem):  # registered with Beam by being a FileSystem subclass
+        @classmethod
+        def scheme(cls):
+            return SCHEME
+
+        def match(self, patterns, limits=None):
+            found = super().match([p[len(prefix):] for p in patterns], limits)
+            return [MatchResult(prefix + r.pattern, [FileMetadata(prefix + m.path, m.size_in_bytes)
+                                                     for m in r.metadata_list]) for r in found]
+
+        def open(self, path, *args, **kwargs):
+            return super().open(path[len(prefix):], *args, **kwargs)
+
+    assert isinstance(FileSystems.get_filesystem(prefix + "/x"), LocalUnderScheme)
+    yield prefix  # Beam finds file systems among FileSystem.__subclasses__() (weak references): keep it alive
+    del LocalUnderScheme
+
+
+def test_inputs_on_a_beam_file_system(data, beam_scheme, tmp_path):
+    """Plain objects in byte-range units (seeks on Beam's reader) and compressed ones, from two directories."""
+    dirs = [data["libsvm_dir"], os.path.dirname(data["compressed"][0])]
+    urls = [beam_scheme + d for d in dirs]
+    libsvm_local(dirs, tmp_path / "local", _libsvm_opts(), workers=1)
+    m = beam.convert_libsvm(urls, tmp_path / "beam", _libsvm_opts(), unit_size=128 << 10)
+    _same_but_paths(tmp_path / "local", tmp_path / "beam", dirs[0], urls[0], dirs[1], urls[1])
+    assert len(m.inputs) == 7 and all(i.path.startswith(beam_scheme) for i in m.inputs)
+    with pytest.raises(TfpipeError, match=f"^input '{urls[0]}/nothing' does not exist$"):
+        expand_inputs([urls[0] + "/nothing"])
