@@ -36,13 +36,14 @@ def compression_of(path: str) -> str | None:
     return None
 
 
-def open_raw(path: str) -> BinaryIO:
+def open_raw(path: str, *, stream: bool = False) -> BinaryIO:
     """A regular local file, or an object named by a URL (``s3://``, ``gs://``, ...: ``storage.objects``), as a
-    seekable binary file object, not decompressed. A missing object is FileNotFoundError("no such object")."""
+    seekable binary file object, not decompressed. A missing object is FileNotFoundError("no such object").
+    ``stream``: the file will be read from start to end (an object is then fetched ``_BLOCK`` bytes at a time)."""
     if not is_url(path):
         return open_regular(path)
     try:
-        return open_object(path)
+        return open_object(path, _BLOCK) if stream else open_object(path)
     except FileNotFoundError:
         raise FileNotFoundError(errno.ENOENT, "no such object", str(path)) from None
 
@@ -62,7 +63,7 @@ def open_input(path: str) -> BinaryIO:
     magic bytes."""
     kind = compression_of(path)
     try:
-        raw = open_raw(path)
+        raw = open_raw(path, stream=True)
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from None
     if kind is None:

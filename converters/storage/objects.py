@@ -23,8 +23,10 @@ from .beamfs import has_scheme
 
 __all__ = ["is_url", "list_objects", "object_size", "open_object", "READ_BUFFER"]
 
-READ_BUFFER = 1 << 20  # 1 MiB: the least one GET reads (a larger read is one GET of that size)
+READ_BUFFER = 1 << 20  # 1 MiB: the least one GET reads by default (a larger read is one GET of that size)
 _S3_CLIENTS: dict[tuple, object] = {}  # one S3Storage (and boto3 client) per bucket and endpoint, per process
+if hasattr(os, "register_at_fork"):  # a forked worker must not share its parent's HTTP connections
+    os.register_at_fork(after_in_child=_S3_CLIENTS.clear)
 
 
 def is_url(path: str | os.PathLike) -> bool:
@@ -95,13 +97,14 @@ def object_size(url: str) -> int:
     return int(found[0].size_in_bytes)
 
 
-def open_object(url: str) -> BinaryIO:
-    """``url`` as a seekable, buffered, read-only binary file object."""
+def open_object(url: str, buffer_size: int = READ_BUFFER) -> BinaryIO:
+    """``url`` as a seekable, buffered, read-only binary file object; on S3 a read fetches at least
+    ``buffer_size`` bytes (a whole-file stream read in small pieces, as a decompressor does, wants a large one)."""
     url = str(url)
     if url.startswith("s3://"):
         store, key = _s3(url)
         raw = _RangeReader(url, store.size(key), lambda a, b: store.read_range(key, a, b))
-        return io.BufferedReader(raw, buffer_size=READ_BUFFER)  # type: ignore[return-value]
+        return io.BufferedReader(raw, buffer_size=buffer_size)  # type: ignore[return-value]
     fs, uncompressed = _beam()
     object_size(url)  # FileNotFoundError when missing
     try:
