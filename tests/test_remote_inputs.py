@@ -25,7 +25,7 @@ from converters.libsvm.options import LibsvmOptions
 from converters.shardset.manifest import MANIFEST_NAME
 from converters.shardset.options import ShardOutputOptions
 from converters.sources import expand_inputs, input_size, open_input
-from converters.storage.objects import list_objects, open_object
+from converters.storage.objects import _RangeReader, list_objects, open_object
 from converters.text.convert import run as text_local
 from converters.text.options import TextOptions
 from converters.util.errors import TfpipeError
@@ -232,3 +232,29 @@ def test_inputs_on_a_beam_file_system(data, beam_scheme, tmp_path):
     assert len(m.inputs) == 7 and all(i.path.startswith(beam_scheme) for i in m.inputs)
     with pytest.raises(TfpipeError, match=f"^input '{urls[0]}/nothing' does not exist$"):
         expand_inputs([urls[0] + "/nothing"])
+
+
+@pytest.mark.parametrize("reads, gets", [
+    ([("read", -1)], 1),                                       # a whole object: one GET, not one per 8 KiB
+    ([("read", 10), ("seek", 500), ("read", 10)], 1),          # within the first buffered GET
+    ([("read", 10), ("seek", 3 << 20), ("read", 10)], 2),      # past it: a fresh ranged GET
+    ([("read", 5 << 20)], 1),                                  # a large read: one GET of that size
+])
+def test_object_reads_are_few_ranged_gets(reads, gets):
+    body = os.urandom(6 << 20)
+    asked = []
+
+    def fetch(a, b):
+        asked.append((a, b))
+        return body[a:b]
+
+    f = io.BufferedReader(_RangeReader("s3://b/k", len(body), fetch), buffer_size=1 << 20)
+    at = 0
+    for op, n in reads:
+        if op == "seek":
+            at = f.seek(n)
+            continue
+        got = f.read(n)
+        assert got == body[at:at + n if n >= 0 else None]
+        at += len(got)
+    assert len(asked) == gets, asked

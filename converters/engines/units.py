@@ -6,8 +6,8 @@ numbers are read file by file). Units are numbered in input order; everything an
 merged back in that order, so the output never depends on how the units were scheduled.
 
 ``plan_units`` is pure (file sizes in, units out); ``input_files`` stats the inputs (local files, or objects
-named by URLs: ``sources``); ``read_unit`` reads the whole lines of a range unit (the lines that *start* inside ``[start, stop)``, so consecutive ranges
-partition a file into whole lines).
+named by URLs: ``sources``); ``read_unit`` reads the whole lines of a range unit (the lines that *start* inside
+``[start, stop)``, so consecutive ranges partition a file into whole lines).
 """
 from __future__ import annotations
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from ..storage.objects import is_url
 from .discover import expand_inputs, refuse_inputs_in
 from .streams import (
-           COMPRESSED_SUFFIXES,
-           compression_of,
-           input_size,
-           iter_blocks,
-           open_input,
-           open_raw,
+    COMPRESSED_SUFFIXES,
+    compression_of,
+    input_size,
+    iter_blocks,
+    open_input,
+    open_raw,
 )
 
 __all__ = ["expand_inputs", "refuse_inputs_in", "open_input", "open_raw", "input_size", "iter_blocks",

@@ -19,11 +19,13 @@ import os
 from typing import BinaryIO
 
 from ..util.errors import TfpipeError
+from .beamfs import _fs as _beam
 from .beamfs import has_scheme
 
 __all__ = ["is_url", "list_objects", "object_size", "open_object", "READ_BUFFER"]
 
 READ_BUFFER = 1 << 20  # 1 MiB: the least one GET reads by default (a larger read is one GET of that size)
+MAX_GET = 64 << 20     # 64 MiB: the most one GET reads (a larger read is several)
 _S3_CLIENTS: dict[tuple, object] = {}  # one S3Storage (and boto3 client) per bucket and endpoint, per process
 if hasattr(os, "register_at_fork"):  # a forked worker must not share its parent's HTTP connections
     os.register_at_fork(after_in_child=_S3_CLIENTS.clear)
@@ -46,12 +48,6 @@ def _s3(url: str):
     if store is None:
         store = _S3_CLIENTS[(bucket, endpoint)] = S3Storage(f"s3://{bucket}")
     return store, key
-
-
-def _beam():
-    from .beamfs import _fs
-
-    return _fs()
 
 
 def _beam_error(action: str, url: str, exc: Exception) -> TfpipeError:
@@ -139,15 +135,26 @@ class _RangeReader(io.RawIOBase):
         self._pos = base + offset
         return self._pos
 
+    def _get(self, n: int) -> bytes:
+        data = self._fetch(self._pos, self._pos + min(n, MAX_GET))
+        if not data:
+            raise OSError(f"{self.name}: object ends at byte {self._pos}, not at {self.size} (did it change "
+                          "during the run?)")
+        self._pos += len(data)
+        return data
+
     def readinto(self, b) -> int:
         n = min(len(b), self.size - self._pos)
         if n <= 0:
             return 0
-        data = self._fetch(self._pos, self._pos + n)
-        if not data:
-            raise OSError(f"{self.name}: object ends at byte {self._pos}, not at {self.size} (did it change "
-                          "during the run?)")
-        m = len(data)
-        b[:m] = data
-        self._pos += m
-        return m
+        data = self._get(n)
+        b[:len(data)] = data
+        return len(data)
+
+    def readall(self) -> bytes:
+        """The rest of the object in as few GETs as ``MAX_GET`` allows (``io.RawIOBase`` would read 8 KiB
+        at a time)."""
+        parts = []
+        while self._pos < self.size:
+            parts.append(self._get(self.size - self._pos))
+        return b"".join(parts)
