@@ -26,7 +26,8 @@ def register(convert_sub) -> None:
                     "values[field_size] (--field-size), or variable-length ids/values holding every pair of "
                     "the line (--sparse, as scikit-learn's load_svmlight_file reads it). Output is "
                     "byte-identical whatever --workers is, and with --engine beam.")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="LibSVM files, directories or globs")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="LibSVM files, directories, globs or s3:// / gs:// URLs (an object or a prefix)")
     p.add_argument("--out", required=True, help="output directory (must be empty unless --overwrite)")
     p.add_argument("--field-size", type=positive_int, default=None, metavar="N",
                    help="index:value pairs per line (39 for Criteo); or --sparse")

@@ -26,7 +26,8 @@ def register(convert_sub, top_sub) -> None:
                     "token windows: feature input_ids int64[seq_len+1] (inputs = w[:-1], targets = w[1:]), "
                     "an end-of-document id after every document, the remainder carried into the next "
                     "window. Output is byte-identical whatever --workers is, and with --engine beam.")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, directories or globs")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="input files, directories, globs or s3:// / gs:// URLs (an object or a prefix)")
     p.add_argument("--out", required=True, help="output directory or s3:// prefix (must be empty unless --overwrite)")
     p.add_argument("--seq-len", type=positive_int, required=True, metavar="N",
                    help="sequence length; every record holds N+1 token ids")
