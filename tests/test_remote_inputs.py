@@ -7,8 +7,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from engines_data import (
@@ -31,8 +29,6 @@ from converters.text.options import TextOptions
 from converters.util.errors import TfpipeError
 
 beam = pytest.importorskip("converters.engines.beam", exc_type=ImportError)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _libsvm_opts(on_error="raise", shard_size=64 << 10):
@@ -92,14 +88,8 @@ def test_compressed_objects_on_beam_and_the_local_engine(data, s3, tmp_path):
     libsvm_local(local_dir, tmp_path / "local", _libsvm_opts(), workers=1)
     beam.convert_libsvm(url + "/", tmp_path / "beam", _libsvm_opts())
     _same_but_paths(tmp_path / "local", tmp_path / "beam", local_dir, url)
-    libsvm_local(url, tmp_path / "local-from-s3", _libsvm_opts(), workers=1)
+    libsvm_local(url, tmp_path / "local-from-s3", _libsvm_opts(), workers=2)  # worker processes read objects too
     _same_but_paths(tmp_path / "local", tmp_path / "local-from-s3", local_dir, url)
-    # worker processes read objects too (a fresh process: a forkserver started by an earlier test would hold an
-    # environment without this test's S3 endpoint and credentials)
-    subprocess.run([sys.executable, "-m", "converters.cli", "convert", "libsvm", url, "--field-size", "39",
-                    "--shard-size", "64KiB", "--workers", "2", "--no-progress", "--out", str(tmp_path / "workers")],
-                   check=True, capture_output=True, env={**os.environ, "PYTHONPATH": ROOT})
-    _same_but_paths(tmp_path / "local", tmp_path / "workers", local_dir, url)
 
 
 def test_text_on_beam_and_the_local_engine(data, s3, tmp_path):
@@ -123,7 +113,6 @@ def _cli(argv, capsys):
 def test_a_bad_line_names_the_object_and_line(data, s3, tmp_path, capsys, engine):
     url = _upload(s3, data["bad"], "in/bad")
     args = ["--field-size", "39", "--shard-size", "64KiB", "--no-progress", "--engine", engine]
-    args += ["--workers", "1"] if engine == "local" else []  # in-process: see the compressed-objects test
     code_l, out_l = _cli(["convert", "libsvm", *data["bad"], *args, "--out", str(tmp_path / "local")], capsys)
     code_r, out_r = _cli(["convert", "libsvm", url, *args, "--out", str(tmp_path / "remote")], capsys)
     assert code_l == code_r == 2
@@ -258,3 +247,21 @@ def test_object_reads_are_few_ranged_gets(reads, gets):
         assert got == body[at:at + n if n >= 0 else None]
         at += len(got)
     assert len(asked) == gets, asked
+
+
+def test_local_workers_take_the_s3_settings_of_now(data, s3, tmp_path, monkeypatch):
+    """Worker processes started from a forkserver that began before this run's S3 settings existed (as when an
+    earlier conversion in the same process started it) read objects with the settings of now."""
+    import multiprocessing.forkserver as forkserver
+
+    from converters.libsvm import workers
+
+    url = _upload(s3, data["libsvm"][1:], "in/workers")
+    monkeypatch.setattr(workers, "start_method", lambda: "forkserver")
+    with monkeypatch.context() as m:  # a forkserver without this test's endpoint and credentials
+        for k in [k for k in os.environ if k.startswith("AWS_")]:
+            m.delenv(k)
+        forkserver.ensure_running()
+    libsvm_local(data["libsvm"][1:], tmp_path / "local", _libsvm_opts(), workers=1)
+    libsvm_local(url, tmp_path / "workers", _libsvm_opts(), workers=2)
+    _same_but_paths(tmp_path / "local", tmp_path / "workers", os.path.dirname(data["libsvm"][1]), url)

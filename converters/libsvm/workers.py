@@ -291,9 +291,17 @@ def start_method() -> str:
 _PR_SET_PDEATHSIG = 1
 
 
-def _init_worker(parent_pid: int) -> None:
+_S3_ENV = ("AWS_", "TFPIPE_S3_")  # the settings of s3:// inputs read in workers (endpoint, credentials, timeouts)
+
+
+def _init_worker(parent_pid: int, s3_env: dict[str, str] | None = None) -> None:
     """Worker start-up: die with the parent, leave Ctrl-C to the main process, and end quietly when the pool
-    terminates it (a forked worker would otherwise inherit the CLI's SIGTERM handler)."""
+    terminates it (a forked worker would otherwise inherit the CLI's SIGTERM handler); take the parent's S3
+    settings of now (a forkserver keeps the environment of when it started)."""
+    if s3_env is not None:
+        for k in [k for k in os.environ if k.startswith(_S3_ENV)]:
+            del os.environ[k]
+        os.environ.update(s3_env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
@@ -342,7 +350,8 @@ class Pool:
         ctx = mp.get_context(start_method())
         self.workers = workers
         self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                            initargs=(os.getpid(),))
+                                            initargs=(os.getpid(), {k: v for k, v in os.environ.items()
+                                                                    if k.startswith(_S3_ENV)}))
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
