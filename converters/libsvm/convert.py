@@ -96,14 +96,15 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     with PrepWriter(str(out), options.output, prep, overwrite=overwrite, expected_bytes=size) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
         try:
-            return _convert(paths, options, writer, pool, block_size, progress, allow_empty)
+            return _convert(paths, options, writer, pool, block_size, progress, size, allow_empty)
         finally:
             if pool is not None:
                 pool.close()
 
 
 def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_size: int,
-             progress: bool, allow_empty: bool = False) -> Manifest:
+             progress: bool, total: int | None, allow_empty: bool = False) -> Manifest:
+    """``total``: the inputs' bytes (None when any is compressed), for the progress bar."""
     raise_on_bad = opts.output.on_error == "raise"
     if opts.index_base != "auto":
         base = opts.index_base
@@ -114,7 +115,6 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
     stats = {p: InputStats(p) for p in paths}
     rows = RowTotals() if opts.sparse else None
     fallback = lines = 0
-    total = None if any(compression_of(p) for p in paths) else sum(input_size(p) for p in paths)
     if writer.needs_counts:  # balancing: a first pass counts the labels (bad input stops it as it would later)
         _count_labels(writer, run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size,
                                          raise_on_bad), raise_on_bad, progress, total)
