@@ -46,9 +46,8 @@ from .prepplan import label_bits
 from .scatter import (
     ScatterResult,
     ScatterTask,
-    ShuffledPiece,
     scatter,
-    shuffled_batches,
+    shard_batches,
 )
 from .units import DEFAULT_UNIT_BYTES, Unit, input_files, plan_units, read_unit
 
@@ -343,11 +342,8 @@ class LibsvmJob:
 
     # -- pass 2 ---------------------------------------------------------------------------------------
     def pass2(self, spec: ShardSpec) -> ShardResult:
-        if spec.pieces and isinstance(spec.pieces[0], ShuffledPiece):
-            batches = shuffled_batches(self.area, spec.pieces[0])
-        else:
-            batches = (b[:2] for piece in spec.pieces for b in self._batches(piece))
-        return write_shard(self.area, self.output, spec, ((framed, len(n)) for framed, n in batches))
+        return write_shard(self.area, self.output, spec, shard_batches(
+            self.area, spec, lambda: (b[:2] for piece in spec.pieces for b in self._batches(piece))))
 
     def _batches(self, piece: LibsvmPiece) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         """The piece's records (framed bytes, framed lengths, labels), block by block."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from .core import ShardSpec
 from .prepplan import STAND_IN, label_bits
 
 __all__ = ["Route", "ScatterTask", "ScatterResult", "ShuffledPiece", "scatter", "shuffled_batches",
-           "shuffled_plan", "plan_tmp_root", "KEYS_NAME"]
+           "shard_batches", "shuffled_plan", "plan_tmp_root", "KEYS_NAME"]
 
 KEYS_NAME = "shuffle.keys"  # in the temporary area: every part's bucket start keys (uint64), parts in order
 _IDX = np.dtype("<i8")
@@ -192,3 +192,15 @@ def shuffled_batches(area: RunArea, piece: ShuffledPiece) -> Iterator[tuple[np.n
         meta = np.concatenate(metas)
         order = np.argsort(meta["key"])
         yield take_records(np.concatenate(datas), meta["length"].astype(np.int64), order)
+
+
+def shard_batches(area: RunArea, spec: ShardSpec, plain: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
+                  ) -> Iterator[tuple[np.ndarray, int]]:
+    """Pass 2's input for ``core.write_shard``: ``(framed bytes, records)`` batches of the shard, from the
+    shuffle's buckets when the plan shuffled it, else from ``plain()`` (the format's own batches of framed
+    bytes and lengths)."""
+    if spec.pieces and isinstance(spec.pieces[0], ShuffledPiece):
+        batches = shuffled_batches(area, spec.pieces[0])
+    else:
+        batches = plain()
+    return ((framed, len(lengths)) for framed, lengths in batches)

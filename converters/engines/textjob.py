@@ -48,10 +48,9 @@ from .prepplan import ShuffleLayout
 from .scatter import (
     ScatterResult,
     ScatterTask,
-    ShuffledPiece,
     plan_tmp_root,
     scatter,
-    shuffled_batches,
+    shard_batches,
     shuffled_plan,
 )
 from .units import InputFile, Unit, plan_units
@@ -371,11 +370,7 @@ class TextJob:
 
     # -- pass 2 ---------------------------------------------------------------------------------------
     def pass2(self, spec: ShardSpec) -> ShardResult:
-        if spec.pieces and isinstance(spec.pieces[0], ShuffledPiece):
-            batches = shuffled_batches(self.area, spec.pieces[0])
-        else:
-            batches = self._records(spec)
-        return write_shard(self.area, self.output, spec, ((framed, len(n)) for framed, n in batches))
+        return write_shard(self.area, self.output, spec, shard_batches(self.area, spec, lambda: self._records(spec)))
 
     def scatter(self, task: ScatterTask) -> ScatterResult:
         """Write one source's windows to the shuffle's buckets (``engines.scatter``)."""
