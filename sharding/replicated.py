@@ -219,11 +219,8 @@ def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
     from converters.engines.core import Outcome
 
     outcome = Outcome.of(plan, results)
+    got = outcome.checked(area.run, why="were all instances run with the same command on the same inputs?")
     n = len(outcome.expected)
-    got = {r.index: r for r in outcome.results}
-    if sorted(got) != list(range(n)) or [got[i].records for i in range(n)] != list(outcome.expected):
-        raise TfpipeError(f"pass 2 results do not match the plan ({len(got)} of {n} shards): were all instances "
-                          "run with the same command on the same inputs?")
     if outcome.parts:
         return _finalize_group(job, cj, area, outcome, got)
     names = job.options.output.names

@@ -255,19 +255,21 @@ class Outcome:
                    tuple(InputStats(**i) for i in d["inputs"]), d["options"], d["extra"],
                    tuple(ShardResult(**r) for r in d["results"]), tuple((a, b) for a, b in d.get("parts", [])))
 
-    def checked(self, run_id: str) -> dict[int, ShardResult]:
+    def checked(self, run_id: str, why: str | None = None) -> dict[int, ShardResult]:
         """Raise the plan's error, or check that pass 2 reported every planned shard with its planned count;
-        returns the results by shard index."""
+        returns the results by shard index. ``why``: the likely cause a mismatch names (default: an input
+        changed during the run)."""
         if self.error is not None:
             raise self.error.exception()
         n = len(self.expected)
         got = {r.index: r for r in self.results}
         if sorted(got) != list(range(n)) or len(self.results) != n:
-            raise TfpipeError(f"run {run_id}: expected shards 0..{n - 1}, pass 2 reported {sorted(got)}")
+            raise TfpipeError(f"run {run_id}: expected shards 0..{n - 1}, pass 2 reported {sorted(got)}"
+                              + (f" ({why})" if why else ""))
         for i, want in enumerate(self.expected):
             if got[i].records != want:
                 raise TfpipeError(f"shard {i}: pass 2 wrote {got[i].records} records where the plan has {want} "
-                                  "(did an input change during the run?)")
+                                  f"({why or 'did an input change during the run?'})")
         return got
 
     def dumps(self) -> bytes:
