@@ -10,7 +10,6 @@ truncated or corrupt file loses only what follows the damage).
 from __future__ import annotations
 
 import bz2
-import errno
 import io
 import os
 import zlib
@@ -43,20 +42,14 @@ def open_raw(path: str, *, stream: bool = False) -> BinaryIO:
     ``stream``: the file will be read from start to end (an object is then fetched ``_BLOCK`` bytes at a time)."""
     if not is_url(path):
         return open_regular(path)
-    try:
-        return open_object(path, _BLOCK) if stream else open_object(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(errno.ENOENT, "no such object", str(path)) from None
+    return open_object(path, _BLOCK) if stream else open_object(path)
 
 
 def input_size(path: str) -> int:
     """The size in bytes of a local file or of the object a URL names (OSError if it cannot be found)."""
     if not is_url(path):
         return os.path.getsize(path)
-    try:
-        return object_size(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(errno.ENOENT, "no such object", str(path)) from None
+    return object_size(path)
 
 
 def open_input(path: str) -> BinaryIO:

@@ -10,10 +10,12 @@
   endpoint (``AWS_ENDPOINT_URL``, ``$TFPIPE_S3_*``) apply; Beam: ``FileSystems.open`` without decompression
   (decompression is the sources' job, checked against magic bytes).
 
-A missing object raises ``FileNotFoundError`` naming the URL; other failures a ``TfpipeError`` naming it.
+A missing object raises ``FileNotFoundError`` as ``os`` does for a missing file (errno ENOENT, "no such
+object", the URL); other failures a ``TfpipeError`` naming it.
 """
 from __future__ import annotations
 
+import errno
 import io
 import os
 from typing import BinaryIO
@@ -78,18 +80,26 @@ def list_objects(url: str) -> list[tuple[str, int]]:
     return sorted(found)
 
 
+def _missing(url: str) -> FileNotFoundError:
+    """A missing object, as ``os`` reports a missing file (``strerror`` "no such object", ``filename`` the URL)."""
+    return FileNotFoundError(errno.ENOENT, "no such object", url)
+
+
 def object_size(url: str) -> int:
     url = str(url)
     if url.startswith("s3://"):
         store, key = _s3(url)
-        return store.size(key)
+        try:
+            return store.size(key)
+        except FileNotFoundError:
+            raise _missing(url) from None
     fs, _ = _beam()
     try:
         found = fs.match([url])[0].metadata_list
     except Exception as exc:  # noqa: BLE001
         raise _beam_error("read", url, exc) from exc
     if not found:
-        raise FileNotFoundError(f"{url}: no such object")
+        raise _missing(url)
     return int(found[0].size_in_bytes)
 
 
@@ -99,7 +109,7 @@ def open_object(url: str, buffer_size: int = READ_BUFFER) -> BinaryIO:
     url = str(url)
     if url.startswith("s3://"):
         store, key = _s3(url)
-        raw = _RangeReader(url, store.size(key), lambda a, b: store.read_range(key, a, b))
+        raw = _RangeReader(url, object_size(url), lambda a, b: store.read_range(key, a, b))
         return io.BufferedReader(raw, buffer_size=buffer_size)  # type: ignore[return-value]
     fs, uncompressed = _beam()
     object_size(url)  # FileNotFoundError when missing
