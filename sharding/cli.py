@@ -1,5 +1,5 @@
 """``tfpipe`` subcommands of the sharding package: ``shard plan``, ``shard topology``, ``reshard``, ``upload``,
-``download``, and ``processing run|launch`` (in ``processing_cli``)."""
+and ``download``."""
 from __future__ import annotations
 
 import argparse
@@ -83,9 +83,6 @@ def register(sub) -> None:
         _endpoint(p)
         p.set_defaults(func=_cmd_transfer, transfer=name)
 
-    from . import processing_cli
-
-    processing_cli.register(sub)
 
 
 def _progress(args) -> bool:

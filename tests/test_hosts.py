@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sharding.hosts import (
+from converters.engines.processing.hosts import (
     FULLY_REPLICATED,
     SHARDED,
     Place,

@@ -15,8 +15,8 @@ import pytest
 from moto_s3 import keys
 
 from converters.cli import main
-from sharding.launch import BOOTSTRAP, build_wheel
-from sharding.launch_request import (
+from converters.engines.processing.launch import BOOTSTRAP, build_wheel
+from converters.engines.processing.request import (
     InputSpec,
     LaunchSpec,
     build_request,
@@ -160,7 +160,8 @@ def test_model_validation_table():
 
 def test_wheel_carries_every_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    for m in ("sharding/processing.py", "sharding/launch.py", "converters/cli/main.py", "pipeline/__init__.py"):
+    for m in ("converters/engines/processing/instance.py", "converters/engines/processing/launch.py",
+              "converters/cli/main.py", "pipeline/__init__.py"):
         assert m in names
     assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
     entry = [n for n in names if n.endswith("entry_points.txt")]
@@ -258,7 +259,7 @@ def test_bootstrap_installs_the_wheel_and_runs_processing_run(tmp_path, wheel):
                                           "--field-size", "1", "--out", str(tmp_path / "o")],
                      TFPIPE_PIP_ARGS=f"--no-deps --no-index --target {target}", PYTHONPATH=str(target),
                      TMPDIR=str(tmp_path))
-    assert (target / "sharding" / "processing.py").exists(), res.stderr
+    assert (target / "converters" / "engines" / "processing" / "instance.py").exists(), res.stderr
     # it ran the installed tfpipe: outside a job it names the missing resourceconfig.json
     assert res.returncode == 1 and "resourceconfig.json not found" in res.stderr, res.stderr
     where = subprocess.run([sys.executable, "-c", "import sharding; print(sharding.__file__)"], cwd=tmp_path,

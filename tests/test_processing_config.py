@@ -6,7 +6,7 @@ import json
 import pytest
 
 from converters.util.errors import TfpipeError
-from sharding.processing_config import ProcessingConfig, read_processing_config
+from converters.engines.processing.config import ProcessingConfig, read_processing_config
 
 RES = {"current_host": "algo-2", "hosts": ["algo-1", "algo-2", "algo-3"], "network_interface_name": "eth0"}
 JOB = {
@@ -61,7 +61,7 @@ def test_bad_config_is_one_clear_error(tmp_path, res, job, match):
 
 
 def test_config_value_is_validated():
-    from sharding.hosts import Place
+    from converters.engines.processing.hosts import Place
 
     with pytest.raises(ValueError, match="place must be a Place"):
         ProcessingConfig(("a",))

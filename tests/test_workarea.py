@@ -1,5 +1,5 @@
 """The Processing instances' work area (markers, waiting, failures, removal) on a local directory and in S3,
-and the finalizer's output checks and idempotent publish (``sharding.finalize``)."""
+and the finalizer's output checks and idempotent publish (``converters.engines.processing.finalize``)."""
 from __future__ import annotations
 
 import pytest
@@ -8,8 +8,8 @@ from moto_s3 import keys
 from converters.shardset.manifest import MANIFEST_NAME
 from converters.storage import open_storage
 from converters.util.errors import OutputExistsError, TfpipeError
-from sharding.finalize import check_output, publish
-from sharding.workarea import WaitError, WorkArea
+from converters.engines.processing.finalize import check_output, publish
+from converters.engines.processing.workarea import WaitError, WorkArea
 
 
 class FakeClock:

@@ -24,10 +24,10 @@ from converters.storage import open_storage
 from converters.tfrecord.schema import Schema
 from converters.util.errors import InputError, TfpipeError
 
-from .convert_job import ConvertJob, convert_part
+from .job import ConvertJob, convert_part
 from .finalize import check_output, commit, publish
 from .hosts import sharded_layout
-from .processing_config import ProcessingConfig
+from .config import ProcessingConfig
 from .workarea import WorkArea
 
 __all__ = ["run_sharded", "merge_extra"]

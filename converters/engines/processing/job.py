@@ -1,10 +1,9 @@
-"""The conversion a Processing job runs, read from the same command line as ``tfpipe convert``:
-``convert {libsvm|text} INPUT... --out URL [options]`` -> a ``ConvertJob`` (format, inputs, output, the
-validated options object and the local engine's knobs), and ``convert_part``, which runs the local converter
+"""The conversion a Processing job runs: a ``ConvertJob`` (format, inputs, output, the validated options
+object and the local engine's knobs; parsed from ``convert {libsvm|text} ...`` by ``converters.cli.convert_argv``),
+and ``convert_part``, which runs the local converter
 on some of the inputs (one instance's share) into a location of the work area."""
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
@@ -12,7 +11,7 @@ from typing import Any, Sequence
 from converters.shardset.manifest import Manifest
 from converters.util.errors import TfpipeError
 
-__all__ = ["ConvertJob", "parse_convert", "convert_part", "input_files", "FORMATS", "EXTRAS"]
+__all__ = ["ConvertJob", "convert_part", "input_files", "FORMATS", "EXTRAS"]
 
 FORMATS = ("libsvm", "text")
 EXTRAS = {"libsvm": ("s3",), "text": ("s3", "text")}  # pip extras an instance needs per format
@@ -44,49 +43,6 @@ class ConvertJob:
     def with_options(self, **changes) -> "ConvertJob":
         """The same job with some options changed (e.g. the index base decided over all instances)."""
         return replace(self, options=replace(self.options, **changes))
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # a usage error becomes one line, not a usage dump and exit 2 from deep inside
-        raise ValueError(f"{self.prog}: {message}")
-
-
-def _parser() -> argparse.ArgumentParser:
-    from converters.cli import libsvm, text
-
-    top = _Parser(prog="tfpipe", add_help=False)
-    sub = top.add_subparsers(dest="command", parser_class=_Parser)
-    convert = sub.add_parser("convert", add_help=False)
-    csub = convert.add_subparsers(dest="format", parser_class=_Parser)
-    libsvm.register(csub)
-    text.register(csub, argparse.ArgumentParser(add_help=False).add_subparsers())  # 'tokenizer' not needed here
-    return top
-
-
-def parse_convert(argv: Sequence[str]) -> ConvertJob:
-    """Parse ``convert {libsvm|text} ...`` exactly as ``tfpipe convert`` does (write-time preparation
-    included); a bad command is a ValueError with one line (the same options are valid, with the same
-    defaults)."""
-    argv = [str(a) for a in argv]
-    if len(argv) < 2 or argv[0] != "convert" or argv[1] not in FORMATS:
-        raise ValueError(f"expected a conversion command 'convert {{{'|'.join(FORMATS)}}} INPUT... --out URL ...', "
-                         f"got {' '.join(argv[:3]) or 'nothing'!r}")
-    args = _parser().parse_args(argv)
-    if getattr(args, "engine", "local") != "local" or getattr(args, "beam_option", None):
-        raise ValueError("--engine/--beam-option do not apply here: the Processing instances are the engine "
-                         "(drop them; --workers sets the processes per instance)")
-    from converters.cli.types import prep_options
-
-    prep = prep_options(args)
-    if args.format == "libsvm":
-        from converters.cli.libsvm import options_from_args
-    else:
-        from converters.cli.text import options_from_args
-    options = options_from_args(args)
-    if prep is not None and prep.needs_labels and getattr(options, "multilabel", False):
-        raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
-    return ConvertJob(args.format, tuple(argv), tuple(args.inputs), args.out, options, args.workers,
-                      args.overwrite, prep)
 
 
 def convert_part(job: ConvertJob, files: Sequence[str], out: str) -> Manifest:

@@ -1,6 +1,6 @@
 """Pure placement for a SageMaker Processing job: which instance does which part of a conversion.
 
-No I/O here (the entry point in ``sharding.processing`` and the launcher are thin shells around it):
+No I/O here (the entry point in ``.instance`` and the launcher are thin shells around it):
 
 * ``Place``: the hosts of the job in their given order and this instance; the first host finalizes.
 * ``split_contiguous``: items (work units, shards) in order, cut into one contiguous run per host, balanced by

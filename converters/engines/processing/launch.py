@@ -20,7 +20,7 @@ from typing import Callable
 
 from converters.util.errors import TfpipeError
 
-from .launch_request import BOOTSTRAP_NAME
+from .request import BOOTSTRAP_NAME
 
 __all__ = ["BOOTSTRAP", "build_wheel", "project_root", "upload_code", "sagemaker_client", "create_job",
            "wait_job", "TERMINAL"]
@@ -60,9 +60,8 @@ exec "$py" -c 'import sys; from converters.cli import main; sys.exit(main(["-v",
 
 def project_root() -> str:
     """The source tree of the tfpipe that runs here (the folder holding setup.cfg next to ``converters/``)."""
-    import converters
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(converters.__file__)))
+    here = os.path.abspath(__file__)  # <root>/converters/engines/processing/launch.py
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))
     if not all(os.path.exists(os.path.join(root, f)) for f in ("setup.cfg", "pyproject.toml")):
         raise TfpipeError(f"cannot build a tfpipe wheel: {root} is not a tfpipe source tree (tfpipe was installed "
                           "from a wheel): pass --wheel PATH with a tfpipe wheel")

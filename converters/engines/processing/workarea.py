@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from converters.storage import TMP_PREFIX, Storage, open_storage
 from converters.util.errors import TfpipeError
 
-from .processing_config import json_object
+from .config import json_object
 
 __all__ = ["WorkArea", "WaitError", "FAILED"]
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from converters.storage import is_s3
 from converters.util.errors import TfpipeError
 
-from .convert_job import EXTRAS, ConvertJob, parse_convert
+from .job import EXTRAS, ConvertJob
 from .hosts import FULLY_REPLICATED, SHARDED, channel_of, distribution_of
 
 __all__ = ["InputSpec", "LaunchSpec", "build_request", "check_command", "validate_request", "request_shape",
@@ -114,11 +114,10 @@ class LaunchSpec:
         return self.code_uri.rstrip("/") + "/"
 
 
-def check_command(inputs: Sequence[InputSpec], command: Sequence[str]) -> ConvertJob:
-    """Parse the conversion as ``tfpipe convert`` does and check it fits a job with these ``inputs``: ``--out``
+def check_command(inputs: Sequence[InputSpec], job: ConvertJob) -> ConvertJob:
+    """Check that the conversion (parsed as ``tfpipe convert`` parses it) fits a job with these ``inputs``: ``--out``
     in S3 (instances share nothing else), every input under one of the job's inputs, one distribution for all
     of them, a tokenizer file under a FullyReplicated input (every instance needs it)."""
-    job = parse_convert(command)
     if not is_s3(job.out):
         raise ValueError(f"--out {job.out}: a Processing job writes its shard set straight to S3; give an "
                          "s3://bucket/prefix")

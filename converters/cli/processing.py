@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from converters.cli.types import positive_int, size
+from .types import positive_int, size
 
 __all__ = ["register", "write_message"]
 
@@ -25,8 +25,8 @@ def _seconds(s: str) -> float:
 
 
 def register(sub) -> None:
-    from .processing import DEFAULT_POLL, DEFAULT_WAIT_TIMEOUT
-    from .processing_config import PROCESSING_CONFIG_DIR
+    from converters.engines.processing.config import PROCESSING_CONFIG_DIR
+    from converters.engines.processing.instance import DEFAULT_POLL, DEFAULT_WAIT_TIMEOUT
 
     proc = sub.add_parser("processing", help="SageMaker Processing: run one instance's share, or launch a job")
     psub = proc.add_subparsers(dest="processing_command", metavar="ACTION")
@@ -121,8 +121,10 @@ def write_message(path: str | None, message: str, *, create_dir: bool) -> None:
 
 
 def _cmd_run(args) -> int:
-    from .processing import one_line, run_instance
-    from .processing_config import PROCESSING_CONFIG_DIR
+    from converters.engines.processing.config import PROCESSING_CONFIG_DIR
+    from converters.engines.processing.instance import one_line, run_instance
+
+    from .convert_argv import parse_convert
 
     in_job = args.config_dir == PROCESSING_CONFIG_DIR
     message_file = MESSAGE_FILE if args.message_file is None else args.message_file
@@ -130,7 +132,7 @@ def _cmd_run(args) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     try:
-        res = run_instance(command, config_dir=args.config_dir, timeout=args.wait_timeout, poll=args.poll,
+        res = run_instance(parse_convert(command), config_dir=args.config_dir, timeout=args.wait_timeout, poll=args.poll,
                            run=args.run_id, unit_size=args.unit_size)
     except BaseException as exc:
         if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -156,13 +158,15 @@ def _cmd_launch(args) -> int:
 
     from converters.storage.s3 import parse_s3_url
 
-    from .launch_request import (
+    from converters.engines.processing.request import (
         InputSpec,
         LaunchSpec,
         build_request,
         check_command,
         check_request,
     )
+
+    from .convert_argv import parse_convert
 
     command = list(args.command)
     if command[:1] == ["--"]:
@@ -174,7 +178,7 @@ def _cmd_launch(args) -> int:
         if not sep or not k:
             raise ValueError(f"--env expects K=V, got {item!r}")
         env[k] = v
-    job = check_command(inputs, command)
+    job = check_command(inputs, parse_convert(command))
     out = job.out
     base = (args.code_bucket or f"s3://{parse_s3_url(out)[0]}").rstrip("/")
     parse_s3_url(base)
@@ -188,7 +192,7 @@ def _cmd_launch(args) -> int:
     if args.dry_run:
         _print_json(request)
         return 0
-    from .launch import build_wheel, create_job, sagemaker_client, upload_code, wait_job
+    from converters.engines.processing.launch import build_wheel, create_job, sagemaker_client, upload_code, wait_job
 
     client = sagemaker_client(endpoint_url=args.endpoint_url, region=args.region)
     with tempfile.TemporaryDirectory(prefix="tfpipe-launch-") as tmp:

@@ -1,13 +1,13 @@
-"""The SageMaker Processing entry point: one call per instance, ``run_instance(convert_argv, ...)``.
+"""The SageMaker Processing entry point: one call per instance, ``run_instance(job, ...)``.
 
 Each instance learns its place from ``resourceconfig.json`` and each input's distribution from
-``processingjobconfig.json`` (``sharding.processing_config``), converts its share, and coordinates with the
-others only through files under the output location (``sharding.workarea``): no host name is resolved and
+``processingjobconfig.json`` (``.config``), converts its share, and coordinates with the
+others only through files under the output location (``.workarea``): no host name is resolved and
 nothing else is shared. The first host in ``hosts`` finalizes: it waits for every part, publishes the shards and
 writes ``index.json`` last; the others return once their part is durably written.
 
-* ShardedByS3Key inputs: ``sharding.sharded`` (each instance converts its own objects).
-* FullyReplicated inputs (every instance sees everything): ``sharding.replicated`` (the instances split the
+* ShardedByS3Key inputs: ``.sharded`` (each instance converts its own objects).
+* FullyReplicated inputs (every instance sees everything): ``.replicated`` (the instances split the
   two-pass conversion's work units and shards; the result is byte-identical to a local conversion).
 * A failure is recorded in the work area (``failed/<host>.json``) so waiting instances stop at once; an
   instance that never starts makes the finalizer give up after ``timeout`` seconds naming it. No manifest is
@@ -25,10 +25,10 @@ from converters.shardset.reader import read_manifest
 from converters.storage import open_storage
 from converters.util.errors import TfpipeError
 
-from .convert_job import ConvertJob, input_files, parse_convert
+from .job import ConvertJob, input_files
 from .finalize import check_output, finished
 from .hosts import SHARDED, distribution_of, run_id
-from .processing_config import (
+from .config import (
     PROCESSING_CONFIG_DIR,
     ProcessingConfig,
     read_processing_config,
@@ -69,10 +69,10 @@ def _check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
 
 
-def run_instance(convert_argv: Sequence[str], *, config_dir: str = PROCESSING_CONFIG_DIR,
+def run_instance(job: ConvertJob, *, config_dir: str = PROCESSING_CONFIG_DIR,
                  timeout: float = DEFAULT_WAIT_TIMEOUT, poll: float = DEFAULT_POLL,
                  run: str | None = None, unit_size: int | None = None) -> InstanceResult:
-    """Run this instance's share of ``convert {libsvm|text} ...`` (the ``tfpipe convert`` command line).
+    """Run this instance's share of ``job`` (a ``tfpipe convert`` command line, parsed by the CLI).
 
     ``timeout``: seconds to wait for the other instances in any one wait; ``poll``: seconds between two looks
     at the work area; ``run``: the work area's name (default: a digest of the command, the hosts and the
@@ -81,7 +81,6 @@ def run_instance(convert_argv: Sequence[str], *, config_dir: str = PROCESSING_CO
     _check_positive("timeout", timeout)
     _check_positive("poll", poll)
     cfg = read_processing_config(config_dir)
-    job = parse_convert(convert_argv)
     distribution = distribution_of([os.path.abspath(i) for i in job.inputs], cfg.channels)
     if distribution == SHARDED and job.prep is not None:  # each instance converts only its own objects
         raise ValueError(f"{job.prep.describe()} needs every instance to see every input: give the inputs as "

@@ -14,7 +14,7 @@ The steps of the core's contract (``engines.inprocess.TwoPassJob``), mapped onto
 finalize                    the first host: the core's checks, publish, ``index.json`` last
 ==========================  ==================================================================================
 
-Each round's results travel as ``<round>/<host>.pkl`` plus a marker (``sharding.workarea``); the files the core
+Each round's results travel as ``<round>/<host>.pkl`` plus a marker (``.workarea``); the files the core
 writes (record lengths, token ids, window sizes, temporary shards) go to the same work area and the output
 location, exactly as on any other engine. A rerun reuses every round whose marker matches the same input files
 and the same split. Within an instance, ``--workers`` processes run the steps.
@@ -33,10 +33,10 @@ from converters.shardset.manifest import Manifest, ShardInfo
 from converters.storage import open_storage
 from converters.util.errors import TfpipeError
 
-from .convert_job import ConvertJob
+from .job import ConvertJob
 from .finalize import check_output, commit, publish
 from .hosts import Place, split_contiguous
-from .processing_config import ProcessingConfig
+from .config import ProcessingConfig
 from .workarea import WorkArea
 
 __all__ = ["run_replicated", "core_job"]
@@ -49,15 +49,15 @@ PLAN = "plan"
 def core_job(job: ConvertJob, files: Sequence[str], run: str, unit_size: int | None = None):
     """The two-pass core's job for this conversion, its temporary area the work area ``run`` (the output
     location is checked by the Processing engine, not here); ``unit_size``: LibSVM bytes per work unit."""
-    from converters.engines.area import RunArea
+    from ..area import RunArea
 
     area = RunArea(job.out, run)
     if job.format == "libsvm":
-        from converters.engines.libsvmjob import LibsvmJob
-        from converters.engines.units import DEFAULT_UNIT_BYTES
+        from ..libsvmjob import LibsvmJob
+        from ..units import DEFAULT_UNIT_BYTES
 
         return LibsvmJob(job.options, tuple(files), area, unit_size or DEFAULT_UNIT_BYTES, prep=job.prep)
-    from converters.engines.textjob import TextJob
+    from ..textjob import TextJob
     from converters.text.readers import format_of
     from converters.text.tokenizers import load_tokenizer
 
@@ -216,7 +216,7 @@ def _put(area: WorkArea, name: str, host: str, value: Any) -> None:
 
 def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
     """The core's finalize, with the Processing engine's idempotent publish and manifest commit."""
-    from converters.engines.core import Outcome
+    from ..core import Outcome
 
     outcome = Outcome.of(plan, results)
     got = outcome.checked(area.run, why="were all instances run with the same command on the same inputs?")
@@ -244,7 +244,7 @@ def _finalize_group(job: ConvertJob, cj, area: WorkArea, outcome, got: dict) -> 
     """``--split-by-label``: per part (label order) its shards under ``label=<v>/`` and its manifest, then the
     group manifest last — the local converter's bytes, and as idempotent as a plain set's finalize (a part
     manifest this run already wrote is recognised by its bytes)."""
-    from converters.engines.group import part_manifest
+    from ..group import part_manifest
     from converters.shardset.group import (
         GroupManifest,
         PartInfo,
