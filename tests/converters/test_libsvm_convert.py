@@ -27,7 +27,7 @@ from converters.shardset.reader import read_manifest
 from converters.shardset.verify import verify
 from converters.util.errors import InputError, OutputExistsError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

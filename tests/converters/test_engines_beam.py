@@ -23,7 +23,7 @@ from converters.util.errors import InputError, TfpipeError
 
 beam = pytest.importorskip("converters.engines.beam", exc_type=ImportError)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MULTI = {"direct_num_workers": 2, "direct_running_mode": "multi_processing"}
 
 

@@ -10,7 +10,7 @@ from converters.cli import main
 from converters.shardset.reader import read_manifest
 from converters.text.synthetic import write_pile_jsonl
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.threads import KMP_AFFINITY_DEFAULT, ThreadConfig, default_threads
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("cpus,args,want", [

@@ -8,7 +8,7 @@ import pytest
 from converters.cli import main
 from converters.shardset.reader import read_manifest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""``tfpipe shard plan``, ``shard topology``, ``reshard`` (upload/download: tests/test_s3.py) - argv tables."""
+"""``tfpipe shard plan``, ``shard topology``, ``reshard`` (upload/download: tests/sharding/test_s3.py) - argv tables."""
 from __future__ import annotations
 
 import json

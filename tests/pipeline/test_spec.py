@@ -215,7 +215,7 @@ def test_package_import_is_light():
     code = ("import sys, pipeline, pipeline.spec, pipeline.cli, pipeline.read, pipeline.tunestore, pipeline.tuning\n"
             "from pipeline import PipelineSpec\n"
             "print(sorted(m for m in ('tensorflow', 'numba', 'boto3') if m in sys.modules))")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"

@@ -23,7 +23,7 @@ from converters.text.synthetic import pile_documents, write_pile_jsonl
 from converters.text.tokenizers import load_tokenizer, train_bpe
 from converters.util.errors import InputError, OutputExistsError, TfpipeError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
