@@ -11,6 +11,10 @@ __all__ = ["parse_convert"]
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # as tfpipe's own parser: no abbreviated options
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # a usage error becomes one line, not a usage dump and exit 2 from deep inside
         raise ValueError(f"{self.prog}: {message}")
 
@@ -36,6 +40,9 @@ def parse_convert(argv: Sequence[str]) -> ConvertJob:
         raise ValueError(f"expected a conversion command 'convert {{{'|'.join(FORMATS)}}} INPUT... --out URL ...', "
                          f"got {' '.join(argv[:3]) or 'nothing'!r}")
     args = _parser().parse_args(argv)
+    from converters.cli.types import use_endpoint
+
+    use_endpoint(args)  # --endpoint-url: this instance's S3 endpoint for the run
     if getattr(args, "engine", "local") != "local" or getattr(args, "beam_option", None):
         raise ValueError("--engine/--beam-option do not apply here: the Processing instances are the engine "
                          "(drop them; --workers sets the processes per instance)")

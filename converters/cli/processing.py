@@ -94,7 +94,7 @@ def register(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
     p.add_argument("--wait", action="store_true",
                    help="poll DescribeProcessingJob until the job ends; non-zero exit if it Failed or was Stopped")
-    p.add_argument("--poll", type=_seconds, default=30.0, metavar="SECONDS", help="seconds between polls (--wait)")
+    p.add_argument("--poll", type=_seconds, default=30.0, metavar="SECONDS", help="seconds between polls (--wait; default 30)")
     p.add_argument("--endpoint-url", default=None, metavar="URL",
                    help="AWS-compatible endpoint for S3 and SageMaker (default: AWS; $AWS_ENDPOINT_URL)")
     p.add_argument("--region", default=None, help="AWS region (default: the session's)")
