@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
 def parse_convert(argv: Sequence[str]) -> ConvertJob:
     """Parse ``convert {libsvm|text} ...`` exactly as ``tfpipe convert`` does (write-time preparation
     included); a bad command is a ValueError with one line (the same options are valid, with the same
-    defaults)."""
+    defaults). Like ``tfpipe convert``, a ``--endpoint-url`` in the command becomes this process's S3 endpoint
+    (``$AWS_ENDPOINT_URL_S3``) for the run."""
     argv = [str(a) for a in argv]
     if len(argv) < 2 or argv[0] != "convert" or argv[1] not in FORMATS:
         raise ValueError(f"expected a conversion command 'convert {{{'|'.join(FORMATS)}}} INPUT... --out URL ...', "

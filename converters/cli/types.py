@@ -3,14 +3,15 @@ the converters' common options, and the skipped-records summary."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..shardset.options import COMPRESSIONS, ON_ERROR, ShardOutputOptions
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 from .parser import add_endpoint_option
 
-__all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "size", "names", "add_shard_output_options", "shard_output_options",
-           "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
+__all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "size", "names",
+           "add_shard_output_options", "shard_output_options", "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
            "print_prep", "convert_on_engine", "use_endpoint"]
 
 
@@ -87,8 +88,6 @@ def add_shard_output_options(p: argparse.ArgumentParser, *, record: str = "line"
 def use_endpoint(args: argparse.Namespace) -> None:
     """``--endpoint-url`` of a conversion: the S3 endpoint of this run's inputs and output, set as
     ``$AWS_ENDPOINT_URL_S3`` so that every worker process and engine resolves it the same way."""
-    import os
-
     if getattr(args, "endpoint_url", None):
         os.environ["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
 
