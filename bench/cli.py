@@ -4,6 +4,8 @@ from __future__ import annotations
 import importlib
 import logging
 
+from converters.cli.parser import plain
+
 __all__ = ["register"]
 
 # benchmark modules, in help order; each defines add_parser(sub) and imports heavy things lazily
@@ -31,3 +33,9 @@ def register(sub) -> None:
             logging.getLogger(__name__).debug("benchmark module %s not present", name)
             continue
         mod.add_parser(bsub)
+    for parser in bsub.choices.values():  # help pages read as text: no docstring markup or issue numbers
+        if parser.description:
+            parser.description = plain(parser.description)
+        for action in parser._actions:
+            if isinstance(action.help, str):
+                action.help = plain(action.help)

@@ -15,6 +15,9 @@ import sys
 import tempfile
 import time
 
+from converters.cli.parser import add_json_option, old_spelling
+from converters.cli.types import nonneg_int, positive_int
+
 from .pinning import pinned, rate
 
 __all__ = ["add_parser", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO", "pinned"]
@@ -25,20 +28,25 @@ TARGET_RATIO = 8.0
 def add_parser(sub) -> None:
     p = sub.add_parser("convert-libsvm", help="LibSVM converter vs naive tf.train.Example converter (1 core)",
                        description=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--lines", type=int, default=None, help="lines in the generated file (default 100000)")
-    p.add_argument("--field-size", type=int, default=39, help="fields per line (default 39)")
+    p.add_argument("--lines", type=positive_int, default=None, metavar="N",
+                   help="lines in the generated file (default 100000; 1000000 with --engine beam)")
+    p.add_argument("--field-size", type=positive_int, default=39, metavar="N", help="fields per line (default 39)")
     p.add_argument("--sparse", action="store_true",
                    help="sparse data (0-150 pairs per line, qid:) converted with --sparse --keep-qid")
-    p.add_argument("--workers-list", default="1,2", help="worker counts for the scaling run (default 1,2)")
-    p.add_argument("--cpu", type=int, default=None, help="core to pin the 1-core comparison to (default: "
-                                                         "the lowest allowed)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--workers-list", default="1,2", metavar="N,N,...",
+                   help="worker counts for the scaling run (default 1,2)")
+    p.add_argument("--pin-core", type=nonneg_int, default=None, dest="cpu", metavar="ID",
+                   help="the core (its id) the 1-core comparison is pinned to (default: the lowest allowed)")
+    old_spelling(p, "--cpu", "--pin-core")
+    add_json_option(p, "the report")
     p.add_argument("--engine", choices=("local", "beam"), default="local",
                    help="beam: compare the Beam engine (in-process runner) with the local converter instead, "
                         "same file, same core (default --lines for it: 1000000)")
-    p.add_argument("--repeat", type=int, default=2, help="--engine beam: alternating runs, best kept (default 2)")
-    p.add_argument("--beam-workers", type=int, default=0, metavar="N",
-                   help="--engine beam: also time N Beam worker processes (multi_processing)")
+    p.add_argument("--repeats", type=positive_int, default=2, metavar="N",
+                   help="--engine beam: alternating runs, best kept (default 2)")
+    old_spelling(p, "--repeat", "--repeats")
+    p.add_argument("--beam-workers", type=nonneg_int, default=0, metavar="N",
+                   help="--engine beam: also time N Beam worker processes (multi_processing; default 0: none)")
     p.set_defaults(func=_cmd)
 
 
@@ -50,9 +58,7 @@ def _cmd(args) -> int:
         if args.sparse:
             raise ValueError("--engine beam compares fixed-width conversion; drop --sparse")
         lines = args.lines if args.lines is not None else 1_000_000
-        if lines <= 0 or args.repeat <= 0 or args.beam_workers < 0:
-            raise ValueError("--lines and --repeat must be positive, --beam-workers >= 0")
-        report = run_beam_benchmark(lines=lines, field_size=args.field_size, repeat=args.repeat,
+        report = run_beam_benchmark(lines=lines, field_size=args.field_size, repeat=args.repeats,
                                     beam_workers=args.beam_workers, cpu=args.cpu, log=say)
         print(json.dumps(report, indent=2) if args.json else format_beam_report(report))
         return 0

@@ -4,8 +4,8 @@ In one process run: generate a synthetic Pile-like ``jsonl.zst`` (no downloads),
 ``tokenizer.json`` on it (vocabulary >= 16k by default), then time, alternately and ``--repeats`` times,
 (a) the pure tokenizer: ``tokenizers``' ``encode_batch`` of the same documents (in memory, already parsed)
 and (b) ``convert_text`` end to end (read + decompress + JSON + tokenize + pack + serialize + write
-shards + manifest) with ``workers = --threads``. Both use the same Rust thread pool size
-(``RAYON_NUM_THREADS = --threads``, set before the first encoding). The ratio (b)/(a) of the best times
+shards + manifest) with ``workers = --workers``. Both use the same Rust thread pool size
+(``RAYON_NUM_THREADS = --workers``, set before the first encoding). The ratio (b)/(a) of the best times
 says what reading, packing and writing add to tokenization; the target is <= 1.5.
 """
 from __future__ import annotations
@@ -17,6 +17,9 @@ import sys
 import tempfile
 import time
 
+from converters.cli.parser import add_json_option, old_spelling
+from converters.cli.types import positive_int
+
 __all__ = ["add_parser", "run_benchmark", "format_report", "TARGET_RATIO"]
 
 TARGET_RATIO = 1.5
@@ -25,22 +28,22 @@ TARGET_RATIO = 1.5
 def add_parser(sub) -> None:
     p = sub.add_parser("convert-text", help="text converter end to end vs tokenizers' encode_batch alone",
                        description=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--docs", type=int, default=3000, help="synthetic documents (default 3000, ~12 MB of text)")
-    p.add_argument("--vocab-size", type=int, default=16384, help="BPE vocabulary size (default 16384)")
-    p.add_argument("--threads", type=int, default=None, help="tokenizer threads for both (default: all cores)")
-    p.add_argument("--seq-len", type=int, default=2048, help="sequence length (default 2048)")
-    p.add_argument("--repeats", type=int, default=3, help="timed repetitions of each, best taken (default 3)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--docs", type=positive_int, default=3000, metavar="N",
+                   help="synthetic documents (default 3000, ~12 MB of text)")
+    p.add_argument("--vocab-size", type=positive_int, default=16384, metavar="N",
+                   help="BPE vocabulary size (default 16384)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="tokenizer threads for both, as convert text --workers (default: all cores)")
+    old_spelling(p, "--threads", "--workers")
+    p.add_argument("--seq-len", type=positive_int, default=2048, metavar="N", help="sequence length (default 2048)")
+    p.add_argument("--repeats", type=positive_int, default=3, metavar="N",
+                   help="timed repetitions of each, best taken (default 3)")
+    add_json_option(p, "the report")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(args) -> int:
-    for name in ("docs", "vocab_size", "seq_len", "repeats"):
-        if getattr(args, name) <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.threads is not None and args.threads <= 0:
-        raise ValueError(f"--threads must be positive, got {args.threads}")
-    report = run_benchmark(docs=args.docs, vocab_size=args.vocab_size, threads=args.threads, seq_len=args.seq_len,
+    report = run_benchmark(docs=args.docs, vocab_size=args.vocab_size, threads=args.workers, seq_len=args.seq_len,
                            repeats=args.repeats,
                            log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))
     print(json.dumps(report, indent=2) if args.json else format_report(report))

@@ -8,6 +8,9 @@ import statistics
 import sys
 import time
 
+from converters.cli.parser import old_spelling
+from converters.cli.types import nonneg_float, positive_int
+
 __all__ = ["add_parser", "run", "overhead"]
 
 TARGET_RATIO = 1.02
@@ -55,21 +58,23 @@ def overhead(*, step_ms: float = 10.0, steps: int = 100, rounds: int = 5, batch_
 def add_parser(bench_sub) -> argparse.ArgumentParser:
     p = bench_sub.add_parser("overhead", help="check that measuring adds < 2%% to a 10 ms step loop",
                              description=__doc__)
-    p.add_argument("--step-ms", type=float, default=10.0, help="simulated step (default 10)")
-    p.add_argument("--steps", type=int, default=200, help="steps per loop (default 200)")
-    p.add_argument("--rounds", type=int, default=5, help="bare/measured pairs, alternating (default 5)")
+    p.add_argument("--step-ms", type=nonneg_float, default=10.0, metavar="MS", help="simulated step (default 10)")
+    p.add_argument("--steps", type=positive_int, default=200, metavar="N", help="steps per loop (default 200)")
+    p.add_argument("--repeats", type=positive_int, default=5, metavar="N",
+                   help="bare/measured pairs, alternating (default 5)")
+    old_spelling(p, "--rounds", "--repeats")
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
-    res = overhead(step_ms=args.step_ms, steps=args.steps, rounds=args.rounds)
-    print(f"{args.steps} steps of {args.step_ms:g} ms, {args.rounds} rounds: bare median "
+    res = overhead(step_ms=args.step_ms, steps=args.steps, rounds=args.repeats)
+    print(f"{args.steps} steps of {args.step_ms:g} ms, {args.repeats} rounds: bare median "
           f"{res['bare_median_s']:.4f} s, measured median {res['measured_median_s']:.4f} s")
     ok = res["ratio"] < TARGET_RATIO
     print(f"ratio {res['ratio']:.4f} ({(res['ratio'] - 1) * 100:+.2f}%) -> "
           f"{'within' if ok else 'ABOVE'} the {(TARGET_RATIO - 1) * 100:.0f}% target")
     print(f"tfpipe: measure_overhead_pct={(res['ratio'] - 1) * 100:.3f};")
     if not ok:
-        print("note: on a loaded machine rerun with more --rounds; scheduling noise dominates", file=sys.stderr)
+        print("note: on a loaded machine rerun with more --repeats; scheduling noise dominates", file=sys.stderr)
     return 0

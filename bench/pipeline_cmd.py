@@ -24,6 +24,9 @@ import shutil
 import sys
 import tempfile
 
+from converters.cli.parser import add_json_out_option, add_set_argument, old_spelling
+from converters.cli.types import nonneg_float, nonneg_int, positive_float, positive_int
+
 __all__ = ["add_parser", "run", "load_variants", "choose_scenario", "DEFAULT_GENERATE", "DEFAULT_STEP_MS"]
 
 log = logging.getLogger(__name__)
@@ -41,25 +44,27 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p = bench_sub.add_parser(
         "pipeline", help="pipeline variants: records/s with no step, and input-wait %% against a simulated step",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dir", nargs="?", metavar="DIR", help="shard set (directory with index.json); omitted: generate one")
-    p.add_argument("--generate", type=int, metavar="N", default=None,
+    add_set_argument(p, "dir", nargs="?", help="the shard set (a directory with index.json); omitted: generate one")
+    p.add_argument("--generate", type=positive_int, metavar="N", default=None,
                    help=f"generate N Criteo-like records in a temp dir (default {DEFAULT_GENERATE:,} when DIR is omitted)")
-    p.add_argument("--step-ms", type=float, default=None,
+    p.add_argument("--step-ms", type=nonneg_float, default=None, metavar="MS",
                    help="simulated accelerator step time (default: chosen from the measured throughputs, so that "
                         "the naive graph is input-bound and the default is not)")
-    p.add_argument("--batch-size", type=int, default=None,
+    p.add_argument("--batch-size", type=positive_int, default=None, metavar="N",
                    help=f"batch size (default {DEFAULT_BATCH}; the step scenario's may be larger, chosen with the "
                         f"step)")
-    p.add_argument("--steps", type=int, default=100, help="measured steps per variant (default 100)")
-    p.add_argument("--warmup", type=int, default=10, help="unmeasured warmup steps per variant (default 10)")
-    p.add_argument("--throughput-batches", type=int, default=None, metavar="N",
+    p.add_argument("--steps", type=positive_int, default=100, metavar="N", help="measured steps per variant (default 100)")
+    p.add_argument("--warmup", type=nonneg_int, default=10, metavar="N",
+                   help="unmeasured warmup steps per variant (default 10)")
+    p.add_argument("--throughput-batches", type=positive_int, default=None, metavar="N",
                    help="batches read per variant for the no-step throughput (default: one epoch, at most 400)")
-    p.add_argument("--variants", default=None, help="comma-separated variant names (default: all)")
+    p.add_argument("--variants", default=None, metavar="A,B", help="comma-separated variant names (default: all)")
     p.add_argument("--device", choices=("auto", "host", "gpu"), default="auto",
                    help="where the simulated step runs (default auto: GPU if TensorFlow sees one)")
-    p.add_argument("--json", dest="json_out", metavar="PATH", help="write results as JSON")
+    add_json_out_option(p, "the results")
+    old_spelling(p, "--json", "--json-out")
     p.add_argument("--png", dest="png_out", metavar="PATH", help="write the where-the-time-goes chart (PNG)")
-    p.add_argument("--price-per-hour", type=float, default=None, metavar="USD",
+    p.add_argument("--price-per-hour", type=positive_float, default=None, metavar="USD",
                    help="accelerator instance price; adds idle GPU-hours and dollars per epoch")
     p.add_argument("--no-throughput", action="store_true", help="skip the no-step throughput pass")
     p.set_defaults(func=run)
@@ -136,14 +141,6 @@ def run(args) -> int:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep C++ INFO/WARNING off the table
 
-    if args.batch_size is not None and args.batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.steps < 1 or args.warmup < 0:
-        raise ValueError(f"--steps must be >= 1 and --warmup >= 0, got {args.steps} and {args.warmup}")
-    if args.step_ms is not None and args.step_ms < 0:
-        raise ValueError(f"--step-ms must be >= 0, got {args.step_ms}")
-    if args.generate is not None and args.generate < 1:
-        raise ValueError(f"--generate must be >= 1, got {args.generate}")
 
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-")
     try:

@@ -1,6 +1,6 @@
 """``tfpipe bench small-files``: the cost of many small input files. One run generates ``--files`` LibSVM
 files of about ``--file-bytes`` each (Criteo-like lines) and one file holding the same lines, converts each
-``--rounds`` times (alternating, same options), and reports the best time of each and their ratio. Target: the
+``--repeats`` times (alternating, same options), and reports the best time of each and their ratio. Target: the
 many files take at most 3x the time of the one file (per-file overhead small: small files are packed into one
 task, parsed one by one and serialized together)."""
 from __future__ import annotations
@@ -12,6 +12,9 @@ import sys
 import tempfile
 import time
 
+from converters.cli.parser import add_json_option, old_spelling
+from converters.cli.types import positive_int
+
 __all__ = ["add_parser", "run_benchmark", "format_report", "TARGET_RATIO"]
 
 TARGET_RATIO = 3.0
@@ -20,20 +23,22 @@ TARGET_RATIO = 3.0
 def add_parser(sub) -> None:
     p = sub.add_parser("small-files", help="many ~2 KB LibSVM files vs one file of the same lines",
                        description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("--files", type=int, default=20_000, help="number of small files (default 20000)")
-    p.add_argument("--file-bytes", type=int, default=2048, help="bytes per small file, about (default 2048)")
-    p.add_argument("--workers", type=int, default=1, help="converter workers (default 1)")
-    p.add_argument("--rounds", type=int, default=2, help="alternating rounds, best kept (default 2)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--files", type=positive_int, default=20_000, metavar="N",
+                   help="number of small files (default 20000)")
+    p.add_argument("--file-bytes", type=positive_int, default=2048, metavar="N",
+                   help="bytes per small file, about (default 2048)")
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N", help="converter workers (default 1)")
+    p.add_argument("--repeats", type=positive_int, default=2, metavar="N",
+                   help="alternating rounds, best kept (default 2)")
+    old_spelling(p, "--rounds", "--repeats")
+    add_json_option(p, "the report")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(args) -> int:
-    if min(args.files, args.file_bytes, args.workers, args.rounds) < 1:
-        raise ValueError("--files, --file-bytes, --workers and --rounds must be positive")
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     report = run_benchmark(files=args.files, file_bytes=args.file_bytes, workers=args.workers,
-                           rounds=args.rounds, log=say)
+                           rounds=args.repeats, log=say)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 

@@ -7,6 +7,9 @@ import json
 import os
 import sys
 
+from converters.cli.parser import add_json_out_option, old_spelling
+from converters.cli.types import nonneg_int, positive_float, positive_int
+
 __all__ = ["add_parser", "run", "apply_hint"]
 
 
@@ -28,14 +31,20 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p = bench_sub.add_parser("threads", help="find the best intra/inter-op and OMP thread counts for a CPU step",
                              description=__doc__)
     p.add_argument("--model", choices=("deepfm", "lm"), default="deepfm", help="training step to time (default deepfm)")
-    p.add_argument("--batch-size", type=int, default=512, help="batch size (default 512)")
-    p.add_argument("--steps", type=int, default=30, help="timed steps per combination (default 30)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed steps per combination (default 5)")
-    p.add_argument("--cpus", type=int, default=None, help="vCPUs to plan for (default: this host's)")
+    p.add_argument("--batch-size", type=positive_int, default=512, metavar="N", help="batch size (default 512)")
+    p.add_argument("--steps", type=positive_int, default=30, metavar="N",
+                   help="timed steps per combination (default 30)")
+    p.add_argument("--warmup", type=nonneg_int, default=5, metavar="N",
+                   help="untimed steps per combination (default 5)")
+    p.add_argument("--cores", type=positive_int, default=None, metavar="N",
+                   help="cores (vCPUs) to plan for (default: this host's)")
+    old_spelling(p, "--cpus", "--cores")
     p.add_argument("--combos", default=None, metavar="I,J,K;...",
                    help="explicit combinations intra,inter[,omp] separated by ';' (omp '-' = unset; 0 = TF default)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per combination (default 300)")
-    p.add_argument("--json", dest="json_out", metavar="PATH", help="write results as JSON")
+    p.add_argument("--timeout", type=positive_float, default=300.0, metavar="SECONDS",
+                   help="seconds per combination (default 300)")
+    add_json_out_option(p, "the results")
+    old_spelling(p, "--json", "--json-out")
     p.set_defaults(func=run)
     return p
 
@@ -45,9 +54,7 @@ def run(args) -> int:
 
     from .threads import best, candidate_combos, parse_combos, tune
 
-    if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
-        raise ValueError("--batch-size and --steps must be >= 1, --warmup >= 0")
-    cpus = args.cpus or os.cpu_count() or 1
+    cpus = args.cores or os.cpu_count() or 1
     combos = parse_combos(args.combos) if args.combos else candidate_combos(cpus)
     print(f"{len(combos)} combinations, {args.model} step, batch {args.batch_size}, {cpus} vCPUs", file=sys.stderr)
 
@@ -58,7 +65,7 @@ def run(args) -> int:
     results = tune(combos, steps=args.steps, warmup=args.warmup, batch_size=args.batch_size, model=args.model,
                    timeout=args.timeout, on_result=show)
     top = best(results)
-    head = ("intra", "inter", "OMP_NUM_THREADS", "step p50 ms", "step mean ms", "records/s", "vs best")
+    head = ("intra", "inter", "OMP_NUM_THREADS", "step p50 ms", "step mean ms", "records/s", "speed vs best")
     rows = []
     for r in results:
         c = r.combo
@@ -67,7 +74,7 @@ def run(args) -> int:
                      f"{r.step_ms_p50:.2f}" if r.ok else "failed",
                      f"{r.step_ms_mean:.2f}" if r.ok else "-",
                      f"{r.records_per_s:,.0f}" if r.ok else "-",
-                     f"{r.step_ms_p50 / top.step_ms_p50:.2f}x" if r.ok and top else "-"))
+                     f"{top.step_ms_p50 / r.step_ms_p50:.2f}x" if r.ok and top else "-"))  # speed: > 1 is better
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
     for row in rows:

@@ -4,7 +4,7 @@ One run, on one shard set and batch size:
 
 1. ``tfpipe pipeline tune`` (``--tune-seconds``) into a private cache directory (``--keep`` stores the result
    in the real tfpipe cache instead, where ``read="auto"`` picks it up afterwards);
-2. paired rounds (``--rounds``, 7 by default) of: the default ``build_dataset`` without tuning
+2. paired rounds (``--repeats``, 7 by default) of: the default ``build_dataset`` without tuning
    (``tune="off"``: the built-in rule), the default after tuning, every hand-tuned graph of
    ``bench.variants.HAND_TUNED`` and the naive per-record graph. Each round runs every graph once (one epoch,
    or ``--window-batches``; slow graphs stop after ``--max-seconds``), in an order rotated by one per round.
@@ -22,6 +22,9 @@ import shutil
 import sys
 import tempfile
 
+from converters.cli.parser import add_json_out_option, add_set_argument, old_spelling
+from converters.cli.types import positive_float, positive_int
+
 __all__ = ["add_parser", "run", "run_benchmark", "summarize", "format_report", "TARGETS"]
 
 DEFAULT_GENERATE = 400_000
@@ -33,17 +36,21 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p = bench_sub.add_parser("tune", help="the default graph before and after `tfpipe pipeline tune` vs the "
                                           "hand-tuned graphs (paired rounds)",
                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dir", nargs="?", metavar="DIR", help="shard set (directory with index.json); omitted: generate one")
-    p.add_argument("--generate", type=int, metavar="N", default=None,
+    add_set_argument(p, "dir", nargs="?", help="the shard set (a directory with index.json); omitted: generate one")
+    p.add_argument("--generate", type=positive_int, metavar="N", default=None,
                    help=f"generate N Criteo-like records (default {DEFAULT_GENERATE:,} when DIR is omitted)")
-    p.add_argument("--batch-size", type=int, default=512, help="batch size (default 512)")
-    p.add_argument("--rounds", type=int, default=7, help="paired rounds (default 7)")
-    p.add_argument("--tune-seconds", type=float, default=30.0, help="budget of `tfpipe pipeline tune` (default 30)")
-    p.add_argument("--window-batches", type=int, default=None, metavar="N",
+    p.add_argument("--batch-size", type=positive_int, default=512, metavar="N", help="batch size (default 512)")
+    p.add_argument("--repeats", type=positive_int, default=7, metavar="N", help="paired rounds (default 7)")
+    old_spelling(p, "--rounds", "--repeats")
+    p.add_argument("--tune-seconds", type=positive_float, default=30.0, metavar="SECONDS",
+                   help="budget of 'tfpipe pipeline tune' (default 30)")
+    p.add_argument("--window-batches", type=positive_int, default=None, metavar="N",
                    help="batches timed per graph and round (default: one epoch)")
-    p.add_argument("--max-seconds", type=float, default=3.0, help="stop a slow graph's run after this (default 3)")
+    p.add_argument("--max-seconds", type=positive_float, default=3.0, metavar="SECONDS",
+                   help="stop a slow graph's run after this (default 3)")
     p.add_argument("--keep", action="store_true", help="store the tuning result in the real tfpipe cache")
-    p.add_argument("--json", dest="json_out", metavar="PATH", help="write the results as JSON")
+    add_json_out_option(p, "the results")
+    old_spelling(p, "--json", "--json-out")
     p.set_defaults(func=run)
     return p
 
@@ -139,10 +146,6 @@ def run(args) -> int:
     from converters.util.errors import TfpipeError
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args.batch_size < 1 or args.rounds < 1 or args.tune_seconds <= 0 or args.max_seconds <= 0:
-        raise ValueError("--batch-size and --rounds must be >= 1, --tune-seconds and --max-seconds > 0")
-    if args.window_batches is not None and args.window_batches < 1:
-        raise ValueError(f"--window-batches must be >= 1, got {args.window_batches}")
     if args.dir is not None and args.generate is not None:
         raise TfpipeError("give either DIR or --generate N, not both")
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-tune-")
@@ -152,12 +155,10 @@ def run(args) -> int:
             from converters.libsvm.synthetic import write_criteo_shards
 
             n = args.generate or DEFAULT_GENERATE
-            if n < 1:
-                raise ValueError(f"--generate must be >= 1, got {n}")
             data_dir = os.path.join(tmp, "criteo")
             print(f"generating {n:,} Criteo-like records in {data_dir}", file=sys.stderr)
             write_criteo_shards(data_dir, n, shard_bytes=16 << 20)
-        out = run_benchmark(data_dir, batch_size=args.batch_size, rounds=args.rounds, tune_seconds=args.tune_seconds,
+        out = run_benchmark(data_dir, batch_size=args.batch_size, rounds=args.repeats, tune_seconds=args.tune_seconds,
                             window_batches=args.window_batches, max_seconds=args.max_seconds, keep=args.keep,
                             log=lambda s: print(s, file=sys.stderr, flush=True))
         print(format_report(out))

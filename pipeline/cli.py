@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from converters.cli.parser import add_json_option, add_set_argument, old_spelling
+from converters.cli.types import nonneg_int, positive_int
 from converters.util.errors import TfpipeError
 
 __all__ = ["register"]
@@ -12,7 +14,13 @@ __all__ = ["register"]
 def _epochs(text: str) -> int | None:
     if text in ("forever", "0", "none", "None"):
         return None
-    return int(text)
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of epochs or 'forever', got {text!r}")
+    return n
 
 
 def register(sub) -> None:
@@ -21,42 +29,69 @@ def register(sub) -> None:
     psub.required = True
 
     e = psub.add_parser("explain", help="print the stages build_dataset would build, with settings and why")
-    e.add_argument("manifest", help="shard-set directory or its index.json (local or s3://)")
-    e.add_argument("--batch-size", type=int, required=True)
-    e.add_argument("--mode", choices=("file", "pipe"), default="file")
-    e.add_argument("--channel", help="Pipe-mode channel name")
-    e.add_argument("--pipe-dir", default="/opt/ml/input/data")
-    e.add_argument("--shuffle-buffer", type=int, default=0)
-    e.add_argument("--seed", type=int)
-    e.add_argument("--epochs", type=_epochs, default=1, help="number of epochs, or 'forever'")
-    e.add_argument("--cache", default="auto", help="auto|memory|none|file:PATH")
-    e.add_argument("--drop-remainder", action="store_true")
-    e.add_argument("--num-shards", type=int, default=1)
-    e.add_argument("--shard-index", type=int, default=0)
-    e.add_argument("--read", choices=("auto", "sequential", "interleave", "parallel_reads"), default="auto")
-    e.add_argument("--cores", type=int, help="cores to plan for (default: this host's)")
+    add_set_argument(e, "manifest")
+    e.add_argument("--batch-size", type=positive_int, required=True, metavar="N", help="batch size per rank")
+    e.add_argument("--mode", choices=("file", "pipe"), default="file",
+                   help="SageMaker input mode: files on disk or a Pipe-mode FIFO (default file)")
+    e.add_argument("--channel", help="Pipe-mode channel name (required with --mode pipe; default: none)")
+    e.add_argument("--pipe-dir", default="/opt/ml/input/data", metavar="DIR",
+                   help="directory of the Pipe-mode FIFOs (default /opt/ml/input/data)")
+    e.add_argument("--shuffle-buffer", type=nonneg_int, default=0, metavar="N",
+                   help="records in the read-time shuffle buffer; 0: no shuffle (default 0)")
+    e.add_argument("--seed", type=nonneg_int, metavar="S", help="seed of the read-time shuffle (default: none)")
+    e.add_argument("--epochs", type=_epochs, default=1, metavar="N|forever",
+                   help="number of epochs, or 'forever' (default 1)")
+    e.add_argument("--cache", default="auto", metavar="auto|memory|none|file:PATH",
+                   help="cache the parsed records: auto (none for one epoch, else memory when this rank's data is "
+                        "under 25%% of RAM), memory, none or file:PATH (default auto)")
+    e.add_argument("--drop-remainder", action="store_true",
+                   help="drop the last partial batch (default: keep it)")
+    e.add_argument("--ranks", type=positive_int, default=1, dest="num_shards", metavar="N",
+                   help="ranks sharing the read: each keeps a record-level shard(N, --rank) (default 1)")
+    e.add_argument("--rank", type=nonneg_int, default=0, dest="shard_index", metavar="I",
+                   help="this rank's index among --ranks (default 0)")
+    old_spelling(e, "--num-shards", "--ranks")
+    old_spelling(e, "--shard-index", "--rank")
+    e.add_argument("--read", choices=("auto", "sequential", "interleave", "parallel_reads"), default="auto",
+                   help="read strategy; auto: a stored tuning result, else the built-in rule (default auto)")
+    e.add_argument("--cores", type=positive_int, metavar="N", help="cores to plan for (default: this host's)")
     e.add_argument("--sparse-as", choices=("sparse", "ragged"), default="sparse",
-                   help="variable-length features (a --sparse LibSVM set) as tf.SparseTensor or tf.RaggedTensor")
+                   help="variable-length features (a --sparse LibSVM set) as tf.SparseTensor or tf.RaggedTensor "
+                        "(default sparse)")
     e.add_argument("--tune", choices=("stored", "on-first-use", "off"), default="stored",
-                   help="use a stored `tfpipe pipeline tune` result (default), tune on first build, or never")
+                   help="use a stored 'tfpipe pipeline tune' result (default), tune on first build, or never")
     e.set_defaults(func=_explain)
 
     t = psub.add_parser("tune", help="time the output-equivalent read strategies on this machine and store the "
                                      "winner for read='auto'")
-    t.add_argument("manifest", help="shard-set directory or its index.json (local or s3://)")
-    t.add_argument("--batch-size", type=int, required=True)
-    t.add_argument("--seconds", type=float, default=30.0, help="time budget (default 30)")
-    t.add_argument("--rounds", type=int, default=7, help="paired rounds (default 7; fewer if the budget ends)")
-    t.add_argument("--num-shards", type=int, default=1,
-                   help="tune rank 0's read under a record-level shard(n, i) (sequential readers only)")
-    t.add_argument("--drop-remainder", action="store_true")
+    add_set_argument(t, "manifest")
+    t.add_argument("--batch-size", type=positive_int, required=True, metavar="N", help="batch size per rank")
+    t.add_argument("--seconds", type=_positive_seconds, default=30.0, help="time budget (default 30)")
+    t.add_argument("--repeats", type=positive_int, default=7, metavar="N",
+                   help="paired rounds (default 7; fewer if the budget ends)")
+    old_spelling(t, "--rounds", "--repeats")
+    t.add_argument("--ranks", type=positive_int, default=1, dest="num_shards", metavar="N",
+                   help="tune rank 0's read under a record-level shard(N, 0) (sequential readers only; default 1)")
+    old_spelling(t, "--num-shards", "--ranks")
+    t.add_argument("--drop-remainder", action="store_true", help="drop the last partial batch (default: keep it)")
     t.add_argument("--no-store", action="store_true", help="measure and print, store nothing")
-    t.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json_option(t, "the result")
     t.set_defaults(func=_tune)
 
     lt = psub.add_parser("lint", help="lint the tf.data graph returned by a function: script.py:function")
-    lt.add_argument("target", help="path/to/script.py:function (called without arguments, returns a Dataset)")
+    lt.add_argument("target", metavar="SCRIPT:FUNCTION",
+                    help="path/to/script.py:function (called without arguments, returns a Dataset)")
     lt.set_defaults(func=_lint)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return v
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -82,17 +117,13 @@ def _tune(args: argparse.Namespace) -> int:
     from .helpers import tune
     from .tuning import format_report
 
-    if args.seconds <= 0 or args.rounds < 1:
-        raise ValueError(f"--seconds must be > 0 and --rounds >= 1, got {args.seconds} and {args.rounds}")
-    if args.batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {args.batch_size}")
 
     def progress(r, rates):
         print(f"  round {r + 1}: {len(rates)} candidates timed", file=sys.stderr)
 
     print(f"tuning the read of {args.manifest} at batch {args.batch_size} (about {args.seconds:g} s)",
           file=sys.stderr)
-    report = tune(args.manifest, args.batch_size, seconds=args.seconds, rounds=args.rounds, store=not args.no_store,
+    report = tune(args.manifest, args.batch_size, seconds=args.seconds, rounds=args.repeats, store=not args.no_store,
                   num_shards=args.num_shards, drop_remainder=args.drop_remainder, on_round=progress)
     if args.json:
         print(json.dumps({**report.to_json(), "path": report.path}, indent=2, sort_keys=True))

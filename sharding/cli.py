@@ -2,11 +2,11 @@
 and ``download``."""
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 
+from converters.cli.parser import add_endpoint_option as _endpoint
+from converters.cli.parser import add_json_option, add_set_argument
 from converters.cli.types import (
     add_prep_options,
     positive_int,
@@ -16,15 +16,6 @@ from converters.cli.types import (
 )
 
 __all__ = ["register"]
-
-
-def _endpoint(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--endpoint-url", default=None, metavar="URL",
-                   help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL, else AWS S3)")
-
-
-
-
 
 
 def register(sub) -> None:
@@ -37,11 +28,12 @@ def register(sub) -> None:
                                     "--channel-per-worker without --s3-sharded: shard(hosts, rank // wph); with it: "
                                     "no shard; --s3-sharded alone: shard(wph, local_rank); neither: "
                                     "shard(world, rank) (Pipe or --record-sharding) or per-rank files (File mode).")
-    p.add_argument("path", help="shard-set directory (or its index.json), local or s3://")
-    p.add_argument("--hosts", type=positive_int, default=None, help="number of hosts (default: from the environment)")
-    p.add_argument("--workers-per-host", type=positive_int, default=None,
+    add_set_argument(p)
+    p.add_argument("--hosts", type=positive_int, default=None, metavar="N",
+                   help="number of hosts (default: from the environment)")
+    p.add_argument("--workers-per-host", type=positive_int, default=None, metavar="N",
                    help="data-parallel workers per host, e.g. GPUs (default: from the environment, else 1)")
-    p.add_argument("--batch-size", type=positive_int, required=True, help="batch size per worker")
+    p.add_argument("--batch-size", type=positive_int, required=True, metavar="N", help="batch size per worker")
     p.add_argument("--pipe", action="store_true", help="SageMaker Pipe mode (default: File, or the channel's mode)")
     p.add_argument("--s3-sharded", action="store_true", help="S3DistributionType ShardedByS3Key")
     p.add_argument("--channel-per-worker", action="store_true", help="one input channel per worker (multi-path)")
@@ -50,20 +42,22 @@ def register(sub) -> None:
     p.add_argument("--remainder", choices=("drop", "pad"), default="drop",
                    help="equal steps by dropping each rank's surplus (default) or padding by repeating records")
     p.add_argument("--channel", default="train", help="channel name (default: train)")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    add_json_option(p, "the plan")
     _endpoint(p)
     p.set_defaults(func=_cmd_plan)
 
     p = ssub.add_parser("topology", help="print the topology read from the environment, and its TF_CONFIG")
-    p.add_argument("--config-dir", default="/opt/ml/input/config", help="SageMaker config directory")
+    p.add_argument("--config-dir", default="/opt/ml/input/config", metavar="DIR",
+                   help="SageMaker config directory (default /opt/ml/input/config)")
     p.set_defaults(func=_cmd_topology)
 
     p = sub.add_parser("reshard", help="rewrite a shard set into N record-balanced shards (or by size)")
-    p.add_argument("path", help="source shard set (directory or index.json), local or s3://")
+    add_set_argument(p, help="the source shard set: a directory (or its index.json) or an s3:// prefix")
     p.add_argument("--out", required=True, help="output directory or s3://bucket/prefix (must be empty)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--num-shards", type=positive_int, help="exact number of shards, record-balanced")
-    g.add_argument("--shard-size", type=size, help="target shard size, e.g. 256MiB")
+    g.add_argument("--num-shards", type=positive_int, metavar="N",
+                   help="number of output shards (files), record-balanced")
+    g.add_argument("--shard-size", type=size, metavar="SIZE", help="target shard size, e.g. 256MiB")
     p.add_argument("--compression", choices=("same", "none", "gzip"), default="same",
                    help="output compression (default: same as the source)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing shard set at --out")
@@ -75,8 +69,10 @@ def register(sub) -> None:
     for name, helptext in (("upload", "upload a local shard set to s3:// (shards, then the manifest)"),
                            ("download", "download a shard set from s3:// (each shard checked against the manifest)")):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("src", help="local shard-set directory" if name == "upload" else "s3://bucket/prefix")
-        p.add_argument("dest", help="s3://bucket/prefix" if name == "upload" else "local directory (must be empty)")
+        add_set_argument(p, "src", help="the local shard set (a directory)" if name == "upload" else
+                         "the shard set in S3 (an s3:// prefix)")
+        p.add_argument("dest", metavar="DEST",
+                       help="s3://bucket/prefix" if name == "upload" else "local directory (must be empty)")
         p.add_argument("--overwrite", action="store_true",
                        help="replace an existing shard set (manifest included) at the destination")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -167,7 +163,7 @@ def _cmd_transfer(args) -> int:
 
     fn = transfer.upload if args.transfer == "upload" else transfer.download
     m = fn(args.src, args.dest, overwrite=args.overwrite, progress=_progress(args),
-           endpoint_url=args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None)
+           endpoint_url=args.endpoint_url or None)  # else storage.s3.s3_endpoint's rule
     verb = "uploaded" if args.transfer == "upload" else "downloaded"
     print(f"{verb} {len(m.shards)} shard(s), {m.records:,} records, {format_size(m.total_bytes)} to {args.dest} "
           "(sha256 checked, manifest written last)")

@@ -43,6 +43,20 @@ def s3(moto_endpoint, monkeypatch):
     return NS(endpoint=moto_endpoint, bucket=bucket, client=client, url=f"s3://{bucket}")
 
 
+DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens, a connection is refused at once
+
+
+@pytest.fixture
+def s3_split(s3, monkeypatch):
+    """The ``s3`` bucket with S3-compatible storage for data and "AWS" for the rest: AWS_ENDPOINT_URL_S3
+    points at moto, AWS_ENDPOINT_URL at a dead port (any S3 client that reads the latter fails)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", DEAD_ENDPOINT)
+    monkeypatch.setenv("TFPIPE_S3_MAX_ATTEMPTS", "1")  # a wrong endpoint fails at once, not after retries
+    monkeypatch.delenv("AWS_ENDPOINT_URL_SAGEMAKER", raising=False)
+    return s3
+
+
 @pytest.fixture
 def mounted():
     """``mount(args, target)``: mount (``mount ARGS TARGET``) for the test, unmounted after it; skips the test

@@ -11,6 +11,10 @@ __all__ = ["parse_convert"]
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # as tfpipe's own parser: no abbreviated options
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # a usage error becomes one line, not a usage dump and exit 2 from deep inside
         raise ValueError(f"{self.prog}: {message}")
 
@@ -30,12 +34,16 @@ def _parser() -> argparse.ArgumentParser:
 def parse_convert(argv: Sequence[str]) -> ConvertJob:
     """Parse ``convert {libsvm|text} ...`` exactly as ``tfpipe convert`` does (write-time preparation
     included); a bad command is a ValueError with one line (the same options are valid, with the same
-    defaults)."""
+    defaults). Like ``tfpipe convert``, a ``--endpoint-url`` in the command becomes this process's S3 endpoint
+    (``$AWS_ENDPOINT_URL_S3``) for the run."""
     argv = [str(a) for a in argv]
     if len(argv) < 2 or argv[0] != "convert" or argv[1] not in FORMATS:
         raise ValueError(f"expected a conversion command 'convert {{{'|'.join(FORMATS)}}} INPUT... --out URL ...', "
                          f"got {' '.join(argv[:3]) or 'nothing'!r}")
     args = _parser().parse_args(argv)
+    from converters.cli.types import use_endpoint
+
+    use_endpoint(args)  # --endpoint-url: this instance's S3 endpoint for the run
     if getattr(args, "engine", "local") != "local" or getattr(args, "beam_option", None):
         raise ValueError("--engine/--beam-option do not apply here: the Processing instances are the engine "
                          "(drop them; --workers sets the processes per instance)")

@@ -29,9 +29,10 @@ def register(convert_sub) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="LibSVM files, directories, globs or s3:// / gs:// URLs (an object or a prefix)")
     p.add_argument("--out", required=True, help="output directory (must be empty unless --overwrite)")
-    p.add_argument("--field-size", type=positive_int, default=None, metavar="N",
-                   help="index:value pairs per line (39 for Criteo); or --sparse")
-    p.add_argument("--sparse", action="store_true",
+    layout = p.add_mutually_exclusive_group(required=True)  # the usage line shows (--field-size N | --sparse)
+    layout.add_argument("--field-size", type=positive_int, default=None, metavar="N",
+                        help="index:value pairs per line (39 for Criteo); or --sparse")
+    layout.add_argument("--sparse", action="store_true",
                    help="any number of pairs per line: variable-length ids/values (explicit zeros kept); the "
                         "manifest records num_features and the nonzeros per row")
     p.add_argument("--multilabel", action="store_true",

@@ -11,6 +11,7 @@ from importlib.metadata import entry_points
 
 from ..util.errors import TfpipeError
 from ..util.version import __version__
+from .parser import TfpipeParser, add_verbose
 from .quiet import quiet_tensorflow_import
 
 __all__ = ["main", "build_parser", "register"]
@@ -35,7 +36,7 @@ _FALLBACK_ORDER = {s: i for i, s in enumerate(_FALLBACK)}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = TfpipeParser(
         prog="tfpipe",
         description="Fast, correct TensorFlow input pipelines: convert data to TFRecord shards, plan "
                     "sharding, build tf.data graphs, and measure GPU idle time.")
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for load in _registrars():
         load()(sub)
+    add_verbose(parser)
     return parser
 
 
@@ -54,9 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.verbose:
+    verbose = args.verbose + getattr(args, "sub_verbose", 0)  # -v before and after the subcommand
+    if not verbose:
         quiet_tensorflow_import()
-    level = logging.WARNING - 10 * min(args.verbose, 2)
+    level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     previous = _terminate_cleanly()
     try:

@@ -94,9 +94,10 @@ def register(sub) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
     p.add_argument("--wait", action="store_true",
                    help="poll DescribeProcessingJob until the job ends; non-zero exit if it Failed or was Stopped")
-    p.add_argument("--poll", type=_seconds, default=30.0, metavar="SECONDS", help="seconds between polls (--wait)")
+    p.add_argument("--poll", type=_seconds, default=30.0, metavar="SECONDS", help="seconds between polls (--wait; default 30)")
     p.add_argument("--endpoint-url", default=None, metavar="URL",
-                   help="AWS-compatible endpoint for S3 and SageMaker (default: AWS; $AWS_ENDPOINT_URL)")
+                   help="AWS-compatible endpoint for S3 and SageMaker (default: $AWS_ENDPOINT_URL_S3 for S3, "
+                        "$AWS_ENDPOINT_URL_SAGEMAKER for SageMaker, else $AWS_ENDPOINT_URL, else AWS)")
     p.add_argument("--region", default=None, help="AWS region (default: the session's)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- convert {libsvm|text} ...",
                    help="the conversion, as for tfpipe convert, with inputs under /opt/ml/processing/input/NAME")

@@ -20,9 +20,10 @@ def register(top_sub) -> None:
                     "prints where everything is.")
     q.add_argument("--out", default="quickstart-out", help="directory for the sample and the shards "
                                                            "(default ./quickstart-out)")
-    q.add_argument("--lines", type=positive_int, default=20_000, help="sample lines (default 20000)")
+    q.add_argument("--lines", type=positive_int, default=20_000, metavar="N", help="sample lines (default 20000)")
     q.add_argument("--overwrite", action="store_true",
                    help="replace a non-empty --out that quickstart did not create")
+    q.add_argument("--no-progress", action="store_true", help="no progress bar")
     q.set_defaults(func=_cmd_quickstart)
 
 
@@ -32,6 +33,9 @@ def _cmd_quickstart(args) -> int:
     from ..shardset.verify import verify
     from ..util.units import format_size
 
+    import sys
+
+    progress = not args.no_progress and sys.stderr.isatty()
     out = os.path.abspath(args.out)
     _clear_own(out, args.overwrite)
     os.makedirs(out, exist_ok=True)
@@ -47,7 +51,7 @@ def _cmd_quickstart(args) -> int:
 
     t1 = time.perf_counter()
     m = convert_libsvm([sample], shards, field_size=39, shard_size=max(64 << 10, nbytes // 3),
-                       overwrite=True, progress=False)
+                       overwrite=True, progress=progress)
     t2 = time.perf_counter()
     print(f"2. converted it to {len(m.shards)} TFRecord shard(s), {m.records:,} tf.train.Example records, "
           f"{format_size(m.total_bytes)} in {t2 - t1:.2f}s\n   {shards}/ (manifest: index.json)")
@@ -56,7 +60,7 @@ def _cmd_quickstart(args) -> int:
     print(f"3. read all {checked:,} records back through tf.data.TFRecordDataset + tf.io.parse_example: "
           "labels, ids and values equal the generated data")
 
-    report = verify(shards, progress=False, raise_on_error=True)
+    report = verify(shards, progress=progress, raise_on_error=True)
     print(f"4. verified {report.shards} shard(s): CRCs, record counts, sizes and sha256 match the manifest")
     print(f"done in {time.perf_counter() - t0:.1f}s. Next:\n"
           f"   tfpipe inspect {shards}\n"

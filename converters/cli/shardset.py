@@ -4,17 +4,19 @@ from __future__ import annotations
 import json
 import sys
 
+from .parser import add_json_option, add_set_argument
+
 __all__ = ["register"]
 
 
 def register(sub) -> None:
     p = sub.add_parser("inspect", help="print a shard set's manifest summary and schema")
-    p.add_argument("path", help="shard-set directory (or its index.json), local or s3://")
-    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    add_set_argument(p)
+    add_json_option(p, "the manifest")
     p.set_defaults(func=_cmd_inspect)
 
     p = sub.add_parser("verify", help="read every record with CRC checks and compare with the manifest")
-    p.add_argument("path", help="shard-set directory (or its index.json), local or s3://")
+    add_set_argument(p)
     p.add_argument("--all", action="store_true", help="report every problem, not only the first")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_verify)

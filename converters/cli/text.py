@@ -1,6 +1,7 @@
 """``tfpipe convert text`` and ``tfpipe tokenizer train``."""
 from __future__ import annotations
 
+import sys
 import time
 
 from .types import (
@@ -72,8 +73,10 @@ def register(convert_sub, top_sub) -> None:
                     help="train on the first N characters of text only (a sample)")
     tr.add_argument("--min-frequency", type=positive_int, default=2, metavar="N",
                     help="minimum pair frequency for a merge (default 2)")
-    tr.add_argument("--eod-token", default="<|endoftext|>", help="end-of-document special token")
+    tr.add_argument("--eod-token", default="<|endoftext|>", metavar="TOKEN",
+                    help="end-of-document special token (default <|endoftext|>)")
     tr.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
     tr.set_defaults(func=_cmd_train)
 
 
@@ -117,7 +120,8 @@ def _cmd_train(args) -> int:
 
     start = time.perf_counter()
     info = train_bpe(args.inputs, args.vocab_size, args.out, text_key=args.text_key, max_chars=args.max_chars,
-                     min_frequency=args.min_frequency, eod_token=args.eod_token, overwrite=args.overwrite)
+                     min_frequency=args.min_frequency, eod_token=args.eod_token, overwrite=args.overwrite,
+                     progress=not args.no_progress and sys.stderr.isatty())
     print(f"trained byte-level BPE: vocab {info.vocab_size:,}, EOD {args.eod_token!r} = {info.eod_id}, "
           f"{time.perf_counter() - start:.1f} s -> {args.out} (sha256 {info.sha256[:12]}...)")
     return 0

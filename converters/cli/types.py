@@ -3,14 +3,16 @@ the converters' common options, and the skipped-records summary."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..shardset.options import COMPRESSIONS, ON_ERROR, ShardOutputOptions
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
+from .parser import add_endpoint_option
 
-__all__ = ["positive_int", "nonneg_int", "size", "names", "add_shard_output_options", "shard_output_options",
-           "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
-           "print_prep", "convert_on_engine"]
+__all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "size", "names",
+           "add_shard_output_options", "shard_output_options", "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
+           "print_prep", "convert_on_engine", "use_endpoint"]
 
 
 def _int(s: str, *, minimum: int, what: str) -> int:
@@ -31,6 +33,28 @@ def nonneg_int(s: str) -> int:
     return _int(s, minimum=0, what="non-negative")
 
 
+def positive_float(s: str) -> float:
+    """A number > 0 (seconds, milliseconds, a price)."""
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}")
+    return v
+
+
+def nonneg_float(s: str) -> float:
+    """A finite number >= 0 (a simulated step of 0 ms is no step)."""
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {s!r}")
+    return v
+
+
 def size(s: str) -> int:
     """A positive byte size: ``256MiB``, ``1GiB`` or bytes."""
     try:
@@ -48,15 +72,24 @@ def names(s: str) -> list[str]:
 
 
 def add_shard_output_options(p: argparse.ArgumentParser, *, record: str = "line") -> None:
-    """The options every converter shares: shard size, error policy, compression, overwrite, prefix, progress."""
+    """The options every converter shares: shard size, error policy, compression, overwrite, prefix, progress,
+    S3 endpoint."""
     p.add_argument("--shard-size", type=size, default=None, metavar="SIZE",
                    help="target shard size, e.g. 256MiB, 1GiB or bytes (default 1GiB)")
     p.add_argument("--on-error", choices=ON_ERROR, default="raise",
                    help=f"bad {record}: stop with an error naming file:line (default), or skip and count it")
-    p.add_argument("--compression", choices=COMPRESSIONS, default="none", help="shard compression")
+    p.add_argument("--compression", choices=COMPRESSIONS, default="none", help="shard compression (default none)")
     p.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out")
     p.add_argument("--prefix", default="train", help="shard name prefix (default train)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_endpoint_option(p)
+
+
+def use_endpoint(args: argparse.Namespace) -> None:
+    """``--endpoint-url`` of a conversion: the S3 endpoint of this run's inputs and output, set as
+    ``$AWS_ENDPOINT_URL_S3`` so that every worker process and engine resolves it the same way."""
+    if getattr(args, "endpoint_url", None):
+        os.environ["AWS_ENDPOINT_URL_S3"] = args.endpoint_url
 
 
 def shard_output_options(args: argparse.Namespace):
@@ -69,15 +102,17 @@ def add_prep_options(p: argparse.ArgumentParser, *, labels: bool = True) -> None
     """Write-time preparation: ``--shuffle``, ``--seed``, ``--shuffle-memory``, ``--tmp-dir`` and, for labelled
     records, ``--balance`` and ``--split-by-label``."""
     g = p.add_argument_group("preparation (before sharding)")
+    and_balance = " (and balance's)" if labels else ""
     g.add_argument("--shuffle", action="store_true",
                    help="shuffle globally before sharding (bounded memory, deterministic for --seed)")
     g.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
-                   help="seed of --shuffle and --balance (required with them)")
+                   help="seed of --shuffle and --balance (required with them)" if labels else
+                        "seed of --shuffle (required with it)")
     g.add_argument("--shuffle-memory", type=size, default=None, metavar="SIZE",
                    help="memory the shuffle may hold (default 1GiB); the rest waits in temporary bucket files")
     g.add_argument("--tmp-dir", default=None, metavar="DIR",
-                   help="where the shuffle's (and balance's) temporary files go (default: under --out; the system "
-                        "temporary directory for s3:// outputs); removed when the run ends")
+                   help=f"where the shuffle's{and_balance} temporary files go (default: under --out; the "
+                        "system temporary directory for s3:// outputs); removed when the run ends")
     if labels:
         g.add_argument("--balance", default=None, metavar="equal|LABEL=RATE,...",
                        help="sample to balance labels, exact counts: 'equal' keeps as many of every label as the "
@@ -138,6 +173,7 @@ def convert_on_engine(args: argparse.Namespace, options, local_run, beam_name: s
 
     beam_options = engine_choice(args)
     prep = prep_options(args)
+    use_endpoint(args)
     start = time.perf_counter()
     if beam_options is not None:
         m = getattr(beam_module(), beam_name)(args.inputs, args.out, options, beam_options=beam_options,

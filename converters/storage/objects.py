@@ -7,7 +7,7 @@
 * ``object_size(url)``: one object's size (``FileNotFoundError`` when missing).
 * ``open_object(url)``: a seekable, buffered, read-only binary file object. S3: ranged GETs of the bytes asked
   for (at least ``READ_BUFFER`` at a time) through ``S3Storage``'s client, so its retries, timeouts and
-  endpoint (``AWS_ENDPOINT_URL``, ``$TFPIPE_S3_*``) apply; Beam: ``FileSystems.open`` without decompression
+  endpoint (``storage.s3.s3_endpoint``) and ``$TFPIPE_S3_*`` settings apply; Beam: ``FileSystems.open`` without decompression
   (decompression is the sources' job, checked against magic bytes).
 
 A missing object raises ``FileNotFoundError`` as ``os`` does for a missing file (errno ENOENT, "no such
@@ -40,12 +40,12 @@ def is_url(path: str | os.PathLike) -> bool:
 
 def _s3(url: str):
     """The cached ``S3Storage`` of ``url``'s bucket and the object key."""
-    from .s3 import S3Storage
+    from .s3 import S3Storage, s3_endpoint
 
     bucket, _, key = url[len("s3://"):].partition("/")
     if not bucket:
         raise TfpipeError(f"input {url!r}: an s3:// URL needs a bucket")
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = s3_endpoint()
     store = _S3_CLIENTS.get((bucket, endpoint))
     if store is None:
         store = _S3_CLIENTS[(bucket, endpoint)] = S3Storage(f"s3://{bucket}")

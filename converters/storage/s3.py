@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 from ..util.errors import TfpipeError
 from ..util.units import format_size
 
-__all__ = ["S3Storage", "parse_s3_url", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_PART_SIZE", "DEFAULT_CONNECT_TIMEOUT",
+__all__ = ["S3Storage", "parse_s3_url", "s3_endpoint", "sagemaker_endpoint", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_PART_SIZE", "DEFAULT_CONNECT_TIMEOUT",
            "DEFAULT_READ_TIMEOUT"]
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,28 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     return bucket, (prefix + "/" if prefix else "")
 
 
+def s3_endpoint(explicit: str | None = None) -> str | None:
+    """The S3 endpoint every S3 client of tfpipe uses, one rule: ``explicit`` (``--endpoint-url``), else
+    ``$AWS_ENDPOINT_URL_S3``, else ``$AWS_ENDPOINT_URL``, else None (AWS itself)."""
+    return _first(explicit, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def sagemaker_endpoint(explicit: str | None = None) -> str | None:
+    """The SageMaker API endpoint, in botocore's own order for SageMaker: ``explicit``, else
+    ``$AWS_ENDPOINT_URL_SAGEMAKER``, else ``$AWS_ENDPOINT_URL``, else None (AWS itself)."""
+    return _first(explicit, "AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ENDPOINT_URL")
+
+
+def _first(explicit: str | None, *names: str) -> str | None:
+    if explicit:
+        return explicit
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
 def _env_number(name: str, default: float, cast=float) -> float:
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
@@ -70,7 +92,7 @@ def _env_number(name: str, default: float, cast=float) -> float:
 
 
 class S3Storage:
-    """A shard-set location in S3 (or an S3-compatible store via ``endpoint_url`` / ``AWS_ENDPOINT_URL``)."""
+    """A shard-set location in S3 (or an S3-compatible store: the endpoint is ``s3_endpoint(endpoint_url)``)."""
 
     def __init__(self, url: str, *, endpoint_url: str | None = None, max_attempts: int | None = None,
                  part_size: int = DEFAULT_PART_SIZE, max_concurrency: int = 4, region_name: str | None = None,
@@ -90,7 +112,7 @@ class S3Storage:
             raise ValueError(f"part_size must be at least 5 MiB (S3's minimum part), got {part_size}")
         self.url = str(url).rstrip("/")
         self.bucket, self.prefix = parse_s3_url(url)
-        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        self.endpoint_url = s3_endpoint(endpoint_url)
         self.max_attempts = max_attempts
         self.part_size = part_size
         self.max_concurrency = max_concurrency

@@ -156,12 +156,13 @@ def load_tokenizer(spec: str, *, eod_token: str | None = None):
 
 def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str = "text",
               max_chars: int | None = None, min_frequency: int = 2, eod_token: str = DEFAULT_EOD_TOKEN,
-              on_error: str = "skip", txt_mode: str = "block", overwrite: bool = False) -> TokenizerInfo:
+              on_error: str = "skip", txt_mode: str = "block", overwrite: bool = False,
+              progress: bool = False) -> TokenizerInfo:
     """Train a byte-level BPE (GPT-2 style: byte-level pre-tokenizer and decoder, all 256 bytes in the
     initial alphabet, so any text encodes and decodes exactly) on the documents of ``inputs`` (same readers
     and formats as the converter; bad records are skipped and logged), stopping after ``max_chars``
     characters of text if given. ``eod_token`` is added as a special token. Writes ``out`` atomically and
-    returns its fingerprint."""
+    returns its fingerprint. ``progress``: the tokenizers library's own progress bar on stderr."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     from ..shardset.manifest import InputStats
@@ -202,7 +203,7 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[eod_token],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=bool(progress))
     tok.train_from_iterator(batches(), trainer)
     skipped: dict[str, int] = {}
     for st in all_stats:

@@ -1,7 +1,9 @@
 """Errors that the CLI turns into one line on stderr and a non-zero exit code."""
 from __future__ import annotations
 
-__all__ = ["TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError", "IntegrityError"]
+__all__ = ["USAGE_EXIT", "TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError", "IntegrityError"]
+
+USAGE_EXIT = 64  # the command line cannot be parsed (sysexits' EX_USAGE); bad input is 2, see docs/architecture.md
 
 
 class TfpipeError(Exception):

@@ -74,6 +74,6 @@ def test_beam_engine_smoke(tmp_path, capsys):
     assert r["ratio"] == round(r["local"]["seconds"] / r["beam"]["seconds"], 3)
     assert "ratio beam/local" in format_beam_report(r)
     assert list(tmp_path.iterdir()) == []
-    assert main(["bench", "convert-libsvm", "--engine", "beam", "--lines", "200", "--repeat", "1", "--json"]) == 0
+    assert main(["bench", "convert-libsvm", "--engine", "beam", "--lines", "200", "--repeats", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["benchmark"] == "convert-libsvm --engine beam" and out["lines"] == 200

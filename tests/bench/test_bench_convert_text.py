@@ -21,16 +21,18 @@ def test_smoke_run(tmp_path):
 
 
 def test_cli_json(capsys):
-    assert main(["bench", "convert-text", "--docs", "40", "--vocab-size", "300", "--threads", "1",
+    assert main(["bench", "convert-text", "--docs", "40", "--vocab-size", "300", "--workers", "1",
                  "--repeats", "1", "--seq-len", "32", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["benchmark"] == "convert-text" and r["documents"] == 40 and r["target_ratio"] == 1.5
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["--docs", "0"], "--docs must be positive"),
-    (["--threads", "0"], "--threads must be positive"),
+@pytest.mark.parametrize("argv, match", [  # usage errors: exit 64
+    (["--docs", "0"], "argument --docs: expected a positive integer"),
+    (["--workers", "0"], "argument --workers: expected a positive integer"),
+    (["--threads", "0"], "argument --threads: expected a positive integer"),  # the old spelling, hidden
 ])
 def test_cli_rejects_bad_numbers(capsys, argv, match):
-    assert main(["bench", "convert-text", *argv]) == 2
-    assert match in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "convert-text", *argv])
+    assert e.value.code == 64 and match in capsys.readouterr().err

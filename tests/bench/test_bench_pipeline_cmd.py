@@ -18,7 +18,7 @@ def test_generated_smoke_json_and_png(tmp_path, capsys):
     rc = main(["bench", "pipeline", "--generate", "3000", "--batch-size", "256", "--step-ms", "5",
                "--steps", "6", "--warmup", "2", "--throughput-batches", "4",
                "--variants", "naive,vectorized,pipe", "--price-per-hour", "3.06",
-               "--json", str(js), "--png", str(png)])
+               "--json-out", str(js), "--png", str(png)])
     assert rc == 0
     out = capsys.readouterr().out
     table = out.split("\n")
@@ -51,9 +51,6 @@ def test_existing_dir_without_throughput(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, match", [
     (["SET", "--variants", "nope", "--steps", "1"], "unknown variant"),
-    (["SET", "--batch-size", "0"], "batch-size"),
-    (["SET", "--steps", "0"], "steps"),
-    (["SET", "--step-ms", "-1"], "step-ms"),
     (["SET", "--generate", "10"], "either DIR or --generate"),
     ([str("/nonexistent/set"), "--steps", "1"], "nonexistent"),
 ])
@@ -65,6 +62,19 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys, argv, match):
     assert rc != 0
     assert re.search(r"tfpipe: error: .*" + re.escape(match), err), err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, match", [  # usage errors: exit 64 before anything runs
+    (["--batch-size", "0"], "argument --batch-size: expected a positive integer"),
+    (["--steps", "0"], "argument --steps: expected a positive integer"),
+    (["--step-ms", "-1"], "argument --step-ms: expected a non-negative number"),
+    (["--generate", "0"], "argument --generate: expected a positive integer"),
+    (["--json", "x.json", "--json-out", "y.json", "--stepms", "1"], "hint: did you mean --step-ms?"),
+])
+def test_usage_errors(capsys, argv, match):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "pipeline", *argv])
+    assert e.value.code == 64 and match in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("batches, batch, records, want", [(10, 100, 1000, 2), (11, 100, 1000, 3),

@@ -13,6 +13,6 @@ def test_smoke_run(tmp_path):
 
 
 def test_cli_json(capsys):
-    assert main(["bench", "small-files", "--files", "12", "--file-bytes", "600", "--rounds", "1", "--json"]) == 0
+    assert main(["bench", "small-files", "--files", "12", "--file-bytes", "600", "--repeats", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["benchmark"] == "small-files" and out["files"] == 12

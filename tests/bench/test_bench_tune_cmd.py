@@ -33,8 +33,8 @@ def test_summarize_pairs_rounds():
 def test_smoke(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
     js = tmp_path / "out.json"
-    rc = main(["bench", "tune", "--generate", "3000", "--batch-size", "128", "--rounds", "1", "--tune-seconds", "2",
-               "--window-batches", "3", "--max-seconds", "0.5", "--json", str(js)])
+    rc = main(["bench", "tune", "--generate", "3000", "--batch-size", "128", "--repeats", "1", "--tune-seconds", "2",
+               "--window-batches", "3", "--max-seconds", "0.5", "--json-out", str(js)])
     assert rc == 0
     out = capsys.readouterr().out
     for needle in (UNTUNED, TUNED, "naive", "interleave_per_file_batched", "tuned default vs naive"):
@@ -45,7 +45,9 @@ def test_smoke(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "cache").exists()       # tuned into a private cache, removed afterwards
 
 
-@pytest.mark.parametrize("argv,msg", [(["--rounds", "0"], "--rounds"), (["--window-batches", "0"], "window")])
+@pytest.mark.parametrize("argv,msg", [(["--repeats", "0"], "argument --repeats"), (["--rounds", "0"], "--rounds"),
+                                      (["--window-batches", "0"], "window")])
 def test_bad_arguments(capsys, argv, msg):
-    assert main(["bench", "tune", *argv]) == 2
-    assert msg in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # a usage error
+        main(["bench", "tune", *argv])
+    assert e.value.code == 64 and msg in capsys.readouterr().err

@@ -15,6 +15,6 @@ def test_overhead_smoke():
 
 
 def test_overhead_cli_prints_metric(capsys):
-    assert main(["bench", "overhead", "--step-ms", "1", "--steps", "5", "--rounds", "1"]) == 0
+    assert main(["bench", "overhead", "--step-ms", "1", "--steps", "5", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"tfpipe: measure_overhead_pct=(-?[0-9.]+);", out)

@@ -44,10 +44,15 @@ def test_env_sets_and_unsets_omp():
 def test_cli_smoke_two_combinations(tmp_path, capsys):
     out = tmp_path / "threads.json"
     rc = main(["bench", "threads", "--combos", "1,1,1;2,1,2", "--steps", "3", "--warmup", "1",
-               "--batch-size", "32", "--json", str(out)])
+               "--batch-size", "32", "--json-out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "best: intra=" in text
+    lines = text.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.strip().startswith("intra"))
+    assert lines[head].rstrip().endswith("speed vs best")  # > 1 would mean faster than the best: never
+    speeds = [float(ln.split()[-1].rstrip("x")) for ln in lines[head + 1:head + 3]]
+    assert max(speeds) == 1.0 and min(speeds) <= 1.0, lines[head:head + 3]
     assert text.count("tfpipe: threads_intra=") == 2
     doc = json.loads(out.read_text())
     assert [(r["intra"], r["omp"]) for r in doc["results"]] == [(1, 1), (2, 2)]

@@ -96,15 +96,83 @@ def test_drop_tf_noise(text, kept):
     assert drop_tf_noise(text) == kept
 
 
-@pytest.mark.parametrize("verbose", [False, True])
+@pytest.mark.parametrize("verbose", [None, "before", "after"])
 def test_tensorflow_start_up_lines_stay_off_the_terminal_unless_verbose(tmp_path, verbose):
     """A command that imports TensorFlow (quickstart reads the shards back through tf.data) prints none of
-    TensorFlow's C++ start-up log lines; with -v they come through."""
-    argv = (["-v"] if verbose else []) + ["quickstart", "--lines", "300", "--out", str(tmp_path / "q")]
+    TensorFlow's C++ start-up log lines; with -v (before or after the subcommand) they come through."""
+    argv = ["quickstart", "--lines", "300", "--out", str(tmp_path / "q"), "--no-progress"]
+    argv = {None: argv, "before": ["-v", *argv], "after": [*argv, "-v"]}[verbose]
     code = f"from converters.cli import main; raise SystemExit(main({argv!r}))"
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     assert "read all 300 records back" in r.stdout
     noisy = [ln for ln in r.stderr.splitlines() if "absl::InitializeLog" in ln or ln.startswith("I0000")]
-    assert bool(noisy) == verbose, r.stderr
+    assert bool(noisy) == (verbose is not None), r.stderr
+
+
+# -- usage mistakes: exit 64 (not 2, bad input), the command's usage, one error line and a hint ---------------
+
+@pytest.mark.parametrize("argv, error, hint", [
+    (["convert", "libsvm", "{x}", "--out", "{o}", "--feild-size", "39"], "unrecognized arguments: --feild-size",
+     "did you mean --field-size?"),
+    (["convert", "libsvm", "{x}", "--out", "{o}", "--field-size", "39", "--work", "2"],  # no abbreviations
+     "unrecognized arguments: --work 2", "did you mean --workers?"),
+    (["convert", "libsvm", "{x}", "--out", "{o}", "--field-size", "39", "--shard", "1MiB"],
+     "unrecognized arguments: --shard 1MiB", "did you mean --shard-size?"),
+    (["convert", "text", "{x}", "--out", "{o}", "--seq-len", "8", "--seq-lenght", "9"],
+     "unrecognized arguments: --seq-lenght", "did you mean --seq-len?"),
+    (["reshard", "{set}", "--out", "{o}", "--num-shard", "2"], "unrecognized arguments: --num-shard",
+     "did you mean --num-shards?"),
+    (["pipeline", "explain", "{set}", "--batch-size", "8", "--rnks", "2"], "unrecognized arguments: --rnks",
+     "did you mean --ranks?"),
+    (["convrt", "libsvm"], "invalid choice: 'convrt'", "did you mean 'convert'?"),
+    (["convert", "libsvm", "{x}", "--out", "{o}"], "one of the arguments --field-size --sparse is required", None),
+    (["convert", "libsvm", "{x}", "--out", "{o}", "--field-size", "0"], "argument --field-size: expected a "
+     "positive integer, got '0'", None),
+    (["inspect"], "the following arguments are required: SET", None),
+    (["inspect", "{set}", "--jsn"], "unrecognized arguments: --jsn", "did you mean --json?"),
+])
+def test_usage_mistakes(shard_set, tmp_path, capsys, argv, error, hint):
+    argv = [a.format(x=tmp_path / "x.txt", o=tmp_path / "o", set=shard_set) for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 64
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert lines[0].startswith("usage: tfpipe")
+    errors = [ln for ln in lines if ": error: " in ln]
+    hints = [ln for ln in lines if ": hint: " in ln]
+    assert len(errors) == 1 and error in errors[0], err
+    assert (hints == [] if hint is None else len(hints) == 1 and hint in hints[0]), err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv, needles, absent", [
+    (["convert", "libsvm", "--help"], ["(--field-size N | --sparse)", "--endpoint-url URL"], []),
+    (["convert", "text", "--help"], ["--endpoint-url URL"], []),
+    (["reshard", "--help"], ["seed of --shuffle (required with it)", "SET"], ["--balance"]),
+    (["quickstart", "--help"], ["--no-progress"], []),
+    (["tokenizer", "train", "--help"], ["--no-progress"], []),
+    (["pipeline", "explain", "--help"], ["--ranks N", "--rank I", "(default 0)", "(default file)"], ["--num-shards"]),
+    (["bench", "tune", "--help"], ["--repeats N", "--json-out PATH"], ["``", "issue 14", "--rounds"]),
+    (["bench", "pipeline", "--help"], ["--json-out PATH", "SET"], ["``"]),
+    (["bench", "threads", "--help"], ["--cores N"], ["--cpus", "``"]),
+])
+def test_help_pages(capsys, argv, needles, absent):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for n in needles:
+        assert n in out, n
+    for n in absent:
+        assert n not in out, n
+
+
+def test_old_spellings_still_work_and_say_the_new_one(shard_set, capsys):
+    assert main(["pipeline", "explain", str(shard_set), "--batch-size", "8", "--num-shards", "2",
+                 "--shard-index", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "shard    on" in out
+    assert "--num-shards is now --ranks" in err and "--shard-index is now --rank" in err

@@ -77,10 +77,10 @@ def test_convert_argv_table(files, capsys, argv, code, out_has, err_has):
     ["--field-size", "2", "--sparse"], ["--sparse", "--pad"], ["--sparse", "--truncate"],
     ["--field-size", "2", "--multilabel"], ["--field-size", "2", "--keep-qid"],
 ])
-def test_usage_errors_exit_2(files, capsys, bad_args):
+def test_usage_errors_exit_64(files, capsys, bad_args):
     with pytest.raises(SystemExit) as e:
         main(["convert", "libsvm", str(files / "good.txt"), "--out", str(files / "o"), *bad_args])
-    assert e.value.code == 2
+    assert e.value.code == 64  # usage errors have their own exit code (bad input is 2)
     assert "usage:" in capsys.readouterr().err
 
 

@@ -73,11 +73,11 @@ def test_convert_argv_table(files, capsys, argv, code, out_has, err_has):
     ["--seq-len", "0"], ["--seq-len", "x"], ["--shard-size", "1XB"], ["--workers", "-1"],
     ["--include-subsets", ","], ["--on-error", "ignore"], ["--mask-name", "m"],
 ])
-def test_usage_errors_exit_2(files, capsys, bad_args):
+def test_usage_errors_exit_64(files, capsys, bad_args):
     args = ["convert", "text", str(files / "pile.jsonl.zst"), "--out", str(files / "o"), "--seq-len", "8"]
     with pytest.raises(SystemExit) as ei:
         main(args + bad_args)
-    assert ei.value.code == 2
+    assert ei.value.code == 64  # usage errors have their own exit code (bad input is 2)
 
 
 def test_no_cross_doc_manifest_has_mask(files, capsys):

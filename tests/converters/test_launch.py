@@ -108,7 +108,7 @@ ELEVEN = [a for i in range(10) for a in ("--input", f"in{i}=s3://raw/{i}/")]
     ({"+": ["--input", "eval=s3://raw/eval/"]}, CMD[:4] + ["/opt/ml/processing/input/eval"] + CMD[4:], 2,
      "inputs mix ShardedByS3Key"),
     ({}, ["--", "convert", "libsvm", "/opt/ml/processing/input/train", "--out", "s3://o/"], 2,
-     "give --field-size N \\(fixed width\\) or --sparse"),
+     "one of the arguments --field-size --sparse is required"),
     ({}, ["--", "convert", "parquet", "x"], 2, r"expected a conversion command 'convert \{libsvm\|text\}"),
 ])
 def test_bad_requests_are_refused_with_one_line_and_nothing_sent(capsys, change, command, code, match):

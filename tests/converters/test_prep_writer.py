@@ -185,7 +185,7 @@ def test_text_windows_shuffle_and_refuse_labels(tmp_path, capsys):
     assert sorted(records_of(m)) == sorted(records_of(plain)) and records_of(m) != records_of(plain)
     with pytest.raises(SystemExit) as e:                                    # no such option for text
         main(["convert", "text", src, "--out", str(tmp_path / "x"), "--seq-len", "63", "--split-by-label"])
-    assert e.value.code == 2 and "unrecognized arguments: --split-by-label" in capsys.readouterr().err
+    assert e.value.code == 64 and "unrecognized arguments: --split-by-label" in capsys.readouterr().err
     with pytest.raises(ValueError, match="text windows have none"):
         convert_text(src, str(tmp_path / "y"), seq_len=63, prep=PrepOptions(split_by_label=True))
 

@@ -21,7 +21,8 @@ def data(tmp_path_factory):
     (["--epochs", "3"], ["policy=memory", "< 25% of RAM", "epochs=3"]),
     (["--epochs", "forever"], ["epochs=forever"]),
     (["--shuffle-buffer", "100", "--seed", "4"], ["buffer=100 seed=4", "read=sequential"]),
-    (["--num-shards", "2", "--shard-index", "1"], ["shard    on", "take     on"]),
+    (["--ranks", "2", "--rank", "1"], ["shard    on", "take     on"]),
+    (["--num-shards", "2", "--shard-index", "1"], ["shard    on", "take     on"]),  # old spellings, hidden
     (["--mode", "pipe", "--channel", "train"], ["reader=tfpipe FIFO reader", "fifo=/opt/ml/input/data/train_0"]),
 ])
 def test_explain(data, capsys, extra, needles):
@@ -32,8 +33,7 @@ def test_explain(data, capsys, extra, needles):
 
 
 @pytest.mark.parametrize("argv,code,msg", [
-    (["--batch-size", "0"], 2, "batch_size must be a positive integer, got 0"),
-    (["--batch-size", "8", "--shard-index", "3", "--num-shards", "2"], 2, "shard_index must be in [0, 2), got 3"),
+    (["--batch-size", "8", "--rank", "3", "--ranks", "2"], 2, "shard_index must be in [0, 2), got 3"),
     (["--batch-size", "8", "--cache", "disk"], 2, "cache must be one of"),
     (["--batch-size", "8", "--mode", "pipe"], 2, "pipe mode needs a channel"),
 ])
@@ -58,7 +58,7 @@ def test_tune_then_explain_uses_it(data, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path))
     assert main(["pipeline", "explain", data, "--batch-size", "32"]) == 0
     assert "chosen_by=rule" in capsys.readouterr().out
-    assert main(["pipeline", "tune", data, "--batch-size", "32", "--seconds", "3", "--rounds", "3"]) == 0
+    assert main(["pipeline", "tune", data, "--batch-size", "32", "--seconds", "3", "--repeats", "3"]) == 0
     out = capsys.readouterr().out
     for needle in ("candidate", "records/s", "vs winner", "<- winner", "(built-in rule)", "stored in",
                    f"PipelineSpec.from_manifest({data!r}, 32, read="):
@@ -71,22 +71,30 @@ def test_tune_then_explain_uses_it(data, capsys, tmp_path, monkeypatch):
 
 def test_tune_json_no_store(data, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path))
-    assert main(["pipeline", "tune", data, "--batch-size", "16", "--seconds", "2", "--rounds", "1", "--json",
-                 "--no-store", "--num-shards", "2"]) == 0
+    assert main(["pipeline", "tune", data, "--batch-size", "16", "--seconds", "2", "--repeats", "1", "--json",
+                 "--no-store", "--ranks", "2"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["path"] is None and doc["data"]["batch_size"] == 16 and doc["data"]["num_shards"] == 2
     assert {c["config"]["read"] for c in doc["candidates"]} == {"sequential"}
     assert not (tmp_path / "tune").exists()
 
 
-@pytest.mark.parametrize("argv,msg", [
-    (["--batch-size", "8", "--seconds", "0"], "--seconds must be > 0"),
-    (["--batch-size", "0"], "batch_size must be a positive integer"),
+@pytest.mark.parametrize("argv,msg", [  # usage errors: exit 64, the command's usage and one error line
+    (["tune", "--batch-size", "8", "--seconds", "0"], "argument --seconds: expected a positive number of seconds"),
+    (["tune", "--batch-size", "0"], "argument --batch-size: expected a positive integer, got '0'"),
+    (["tune", "--batch-size", "8", "--repeats", "0"], "argument --repeats: expected a positive integer"),
+    (["explain", "--batch-size", "0"], "argument --batch-size: expected a positive integer, got '0'"),
+    (["explain", "--batch-size", "8", "--ranks", "0"], "argument --ranks: expected a positive integer"),
+    (["explain", "--batch-size", "8", "--rank", "-1"], "argument --rank: expected a non-negative integer"),
+    (["explain", "--batch-size", "8", "--epochs", "-2"], "expected a positive number of epochs or 'forever'"),
+    (["explain", "--batch-size", "8", "--cores", "0"], "argument --cores: expected a positive integer"),
 ])
-def test_tune_errors(data, capsys, argv, msg):
-    assert main(["pipeline", "tune", data, *argv]) == 2
+def test_usage_errors(data, capsys, argv, msg):
+    with pytest.raises(SystemExit) as e:
+        main(["pipeline", argv[0], data, *argv[1:]])
+    assert e.value.code == 64
     err = capsys.readouterr().err
-    assert err.startswith("tfpipe: error:") and msg in err
+    assert err.startswith("usage: tfpipe pipeline " + argv[0]) and msg in err
 
 
 def test_explain_missing_manifest(tmp_path, capsys):

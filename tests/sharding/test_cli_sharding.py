@@ -111,7 +111,7 @@ def test_plan_reads_topology_from_environment(sets, capsys, monkeypatch):
 def test_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
-    assert exc.value.code == 2
+    assert exc.value.code == 64  # usage errors have their own exit code (bad input is 2)
 
 
 def test_plan_missing_manifest(tmp_path, capsys):

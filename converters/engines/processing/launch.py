@@ -113,11 +113,13 @@ def sagemaker_client(*, endpoint_url: str | None = None, region: str | None = No
         import boto3
     except ImportError:  # pragma: no cover - boto3 is an extra
         raise TfpipeError("tfpipe processing launch needs boto3: pip install 'tfpipe[s3]'") from None
+    from converters.storage.s3 import sagemaker_endpoint
+
     session = boto3.session.Session()
     region = region or session.region_name
     if not region:
         raise TfpipeError("no AWS region: set AWS_DEFAULT_REGION (or a profile's region) or pass --region")
-    return session.client("sagemaker", endpoint_url=endpoint_url, region_name=region)
+    return session.client("sagemaker", endpoint_url=sagemaker_endpoint(endpoint_url), region_name=region)
 
 
 def _call(what: str, fn, **kwargs):
