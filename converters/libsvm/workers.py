@@ -337,7 +337,10 @@ def _watch_parent(parent_pid: int, ppid: int, period: float = 1.0) -> None:
 
 
 class Pool:
-    """Worker processes (forked after the kernels are loaded, so they start warm, where that is safe)."""
+    """Worker processes, started after this process has parsed a one-line block: that compiles the kernels here
+    on a machine's first run (the CLI's notice appears once, in the main process) and writes numba's on-disk
+    cache, so workers never compile, let alone several at once. Forked workers inherit the loaded kernels; a
+    forkserver does not (it is a fresh interpreter), so its workers load them from that cache."""
 
     def __init__(self, workers: int, popts, keys):
         import multiprocessing as mp
