@@ -337,10 +337,7 @@ def _watch_parent(parent_pid: int, ppid: int, period: float = 1.0) -> None:
 
 
 class Pool:
-    """Worker processes, started after this process has parsed a one-line block: that compiles the kernels here
-    on a machine's first run (the CLI's notice appears once, in the main process) and writes numba's on-disk
-    cache, so workers never compile, let alone several at once. Forked workers inherit the loaded kernels; a
-    forkserver does not (it is a fresh interpreter), so its workers load them from that cache."""
+    """Workers start after a one-line parse here (a first run compiles here; forkserver workers load the cache)."""
 
     def __init__(self, workers: int, popts, keys):
         import multiprocessing as mp
