@@ -8,8 +8,8 @@ The kernels are compiled once per machine and kept in numba's on-disk cache (``c
 compile takes seconds. When numba is first imported here a listener on numba's ``"numba:compile"`` event is
 installed: the event fires only for a real compile (a kernel loaded from the cache fires none), and nested
 compiles (a kernel compiling the helpers it calls) count once, as the outermost. ``compile_seconds()`` is
-this process's time spent compiling so far; callbacks given to ``on_first_compile`` run once, when this
-process starts its first compile — the CLI prints a notice from one (library code only logs).
+this process's time spent compiling so far; a callback given to ``on_next_compile`` runs once, when this
+process next starts a compile — the CLI prints a notice from one (library code only logs).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable
 
-__all__ = ["njit", "compile_seconds", "compiles", "on_first_compile"]
+__all__ = ["njit", "compile_seconds", "compiles", "on_next_compile"]
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +46,13 @@ def compiles() -> int:
     return _state["compiles"]
 
 
-def on_first_compile(callback: Callable[[], None]) -> None:
-    """Call ``callback()`` when this process starts compiling its first kernel (at once if it already has);
-    the same callback given twice runs once. An exception in a callback is logged, never raised into the compile."""
+def on_next_compile(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` once, when this process next starts compiling a kernel (never, if every kernel it
+    needs comes from the cache); the same callback registered twice runs once. An exception in a callback is
+    logged, never raised into the compile."""
     with _lock:
-        started = _state["compiles"] > 0
-        if not started and callback not in _callbacks:  # (the CLI's main may run more than once in a process)
+        if callback not in _callbacks:  # (the CLI's main may run more than once in a process)
             _callbacks.append(callback)
-    if started:
-        _call(callback)
 
 
 def _call(callback: Callable[[], None]) -> None:
@@ -92,9 +90,8 @@ def _started() -> None:
         _state["started"] = time.perf_counter()
         first = _state["compiles"] == 0
         _state["compiles"] += 1
-        callbacks = list(_callbacks) if first else []
-        if first:
-            _callbacks.clear()
+        callbacks = list(_callbacks)
+        _callbacks.clear()
     if first:
         log.info("compiling numba kernels (first run on this machine; later runs load them from numba's cache)")
     for cb in callbacks:

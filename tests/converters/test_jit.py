@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_nested_compile_counts_once_and_is_timed():
     calls = []
-    jit.on_first_compile(lambda: calls.append(1))
+    jit.on_next_compile(lambda: calls.append(1))  # runs at the next compile
 
     @jit.njit
     def inner(x):
@@ -31,7 +31,7 @@ def test_nested_compile_counts_once_and_is_timed():
     assert outer(2) == 7 + 10
     assert jit.compiles() == before + 1  # inner was compiled inside outer's compile: one outermost compile
     assert jit.compile_seconds() > seconds
-    assert calls == [1]  # now or earlier in this process, but once
+    assert calls == [1]  # once, when outer started compiling
     after = jit.compiles(), jit.compile_seconds()
     assert outer(5) == 16 + 19  # already compiled: no event
     assert (jit.compiles(), jit.compile_seconds()) == after
@@ -44,7 +44,7 @@ _CHILD = textwrap.dedent("""
     sys.path[:0] = [os.environ["T_ROOT"], os.environ["T_MOD"]]
     from converters.util import jit
     notices = []
-    jit.on_first_compile(lambda: notices.append(1))
+    jit.on_next_compile(lambda: notices.append(1))
     {imports}
     barrier, me, n = os.environ["T_BARRIER"], os.environ["T_ME"], int(os.environ["T_N"])
     open(os.path.join(barrier, me), "w").close()
@@ -127,3 +127,50 @@ def test_processes_compiling_at_once_share_the_cache(tmp_path, kind, timeout):
     assert any((tmp_path / "cache").rglob("*.nbi")), "nothing was cached"
     (third,) = _round(tmp_path, "warm", kind, 1, timeout)
     assert third == {"compiles": 0, "seconds": 0.0, "notices": 0, "result": first[0]["result"]}
+
+
+class _Terminal:
+    """A stand-in stderr that says it is a terminal (or not) and keeps what is written."""
+
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_cli_notice_once_on_a_terminal(monkeypatch, tty):
+    from converters.cli.notices import COMPILE_NOTICE, announce_compiles
+
+    err = _Terminal(tty)
+    monkeypatch.setattr(sys, "stderr", err)
+    announce_compiles()
+    announce_compiles()  # a second main() in the same process: still one notice
+
+    @jit.njit
+    def first(x):
+        return x + 11
+
+    @jit.njit
+    def second(x):
+        return x + 12
+
+    assert first(1) == 12 and second(1) == 13  # two compiles
+    assert err.text == (COMPILE_NOTICE + "\n" if tty else "")
+
+
+@pytest.mark.parametrize("seconds,compiling,want", [
+    (0.41, 0.0, "0.41s"),
+    (12.3, 11.9, "0.40s (+ 11.9s compiling the parser, first run on this machine only)"),
+])
+def test_quickstart_states_compile_time_apart(seconds, compiling, want):
+    from converters.cli.quickstart import _took
+
+    assert _took(seconds, compiling) == want
