@@ -239,7 +239,8 @@ def _run(args, data_dir: str, scratch: str) -> int:
         plot_pipeline(reports, {n: t["records_per_s"] for n, t in tput.items()}, args.png_out,
                       title=f"tfpipe bench pipeline: {manifest.records:,} records, {os.cpu_count()} vCPUs",
                       throughput_title=f"Throughput with no step (batch {batch_size})",
-                      step_title=f"Time per step: batch {step_batch}, {step_ms:g} ms step{chosen} ({device})")
+                      step_title=f"Time per step: batch {step_batch}, {step_ms:g} ms step{chosen} ({device})",
+                      hand_tuned=hand_tuned or None)
         print(f"wrote {args.png_out}", file=sys.stderr)
     return 0
 

@@ -26,6 +26,7 @@ from .parse import feature_spec, parse_fn, spec_parse_fn
 from .read import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
 from .spec import PipelineSpec
 from .stage import Stage
+from .tfnotice import absorb_buffer_notice
 from .weighted import build_weighted, weighted_stages
 
 __all__ = ["Stage", "plan_stages", "choose_read", "read_plan", "choose_cache", "build_dataset", "feature_spec",
@@ -143,6 +144,7 @@ def _file_source(spec: PipelineSpec, plan: ReadPlan):
     import tensorflow as tf
 
     cfg = plan.config
+    absorb_buffer_notice(cfg.buffer_size)
     files = list(spec.files)
     ctype = "GZIP" if spec.compression == "gzip" else ""
     names = tf.data.Dataset.from_tensor_slices(files)

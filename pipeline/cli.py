@@ -132,28 +132,10 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_target(target: str):
-    import importlib.util
-    import os
-
-    path, sep, func = target.rpartition(":")
-    if not sep or not path or not func:
-        raise TfpipeError(f"lint target must be script.py:function, got {target!r}")
-    if not os.path.isfile(path):
-        raise TfpipeError(f"lint target {path}: no such file")
-    spec = importlib.util.spec_from_file_location("_tfpipe_lint_target", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    fn = getattr(module, func, None)
-    if not callable(fn):
-        raise TfpipeError(f"lint target {path}: no function {func!r}")
-    return fn
-
-
 def _lint(args: argparse.Namespace) -> int:
-    from .lint import lint
+    from .lint import lint, load_target
 
-    dataset = _load_target(args.target)()
+    dataset = load_target(args.target)()
     if not hasattr(dataset, "_as_serialized_graph"):
         raise TfpipeError(f"{args.target} returned {type(dataset).__name__}, not a tf.data.Dataset")
     findings = lint(dataset)

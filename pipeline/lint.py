@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Finding", "lint", "dataset_chain", "RULES"]
+__all__ = ["Finding", "lint", "dataset_chain", "load_target", "RULES"]
 
 RULES = ("map-before-batch", "cache-after-shuffle", "repeat-before-cache", "no-prefetch", "shard-after-shuffle")
 
@@ -159,3 +159,38 @@ def lint(dataset) -> list[Finding]:
         findings.append(Finding("no-prefetch", f"the last stage is {ops[tail[-1]]}, not a prefetch: add "
                                 f".prefetch(tf.data.AUTOTUNE) at the end", chain[tail[-1]][0]))
     return findings
+
+
+def load_target(target: str):
+    """The function named by ``script.py:function`` (``tfpipe pipeline lint``'s target).
+
+    The script is imported as a module registered in ``sys.modules`` under a name of its own (from its path),
+    as an ordinary import would be: AutoGraph looks a function's module up there to read its source, and
+    without it every lambda given to ``map`` prints "AutoGraph could not transform ... Please report this to
+    the TensorFlow team" and runs unconverted."""
+    import hashlib
+    import importlib.util
+    import os
+    import sys
+
+    from converters.util.errors import TfpipeError
+
+    path, sep, func = target.rpartition(":")
+    if not sep or not path or not func:
+        raise TfpipeError(f"lint target must be script.py:function, got {target!r}")
+    if not os.path.isfile(path):
+        raise TfpipeError(f"lint target {path}: no such file")
+    path = os.path.abspath(path)
+    name = "_tfpipe_lint_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise TfpipeError(f"lint target {path}: no function {func!r}")
+    return fn

@@ -11,6 +11,7 @@ from importlib.metadata import entry_points
 
 from ..util.errors import TfpipeError
 from ..util.version import __version__
+from .notices import announce_compiles
 from .parser import TfpipeParser, add_verbose
 from .quiet import quiet_tensorflow_import
 
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         quiet_tensorflow_import()
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    announce_compiles()
     previous = _terminate_cleanly()
     try:
         return int(args.func(args) or 0)
@@ -108,7 +110,8 @@ def _terminate_cleanly():
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).splitlines())
+    """The error in one line, in the command line's spelling where it has one (``cli_message``)."""
+    return " ".join((getattr(exc, "cli_message", None) or str(exc)).splitlines())
 
 
 # -- converters' own subcommands ------------------------------------------------------------------------

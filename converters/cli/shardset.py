@@ -51,13 +51,39 @@ def _cmd_inspect(args) -> int:
               f"{sum(i.records_skipped for i in m.inputs):,} skipped")
     for reason, n in m.skipped.items():
         print(f"  skipped {n:,} x {reason}")
-    for k, v in sorted(m.extra.items()):
-        if not isinstance(v, (dict, list)):
-            print(f"{k:<11} {v}")
-        elif k == "nonzeros" and isinstance(v, dict):  # sparse LibSVM: per-row nonzeros
-            print(f"{k:<11} " + " ".join(f"{a} {v.get(a)}" for a in ("min", "mean", "max", "total")))
+    _print_extra(m.extra)
     print_prep(m)
     return 0
+
+
+def _num(v) -> str:
+    """A manifest value as the summary shows it: integers with thousands separators."""
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def _print_extra(extra: dict) -> None:
+    """The format's own manifest fields: scalars (absent ones left out), the sparse nonzeros, the text
+    tokenizer and the documents and tokens per subset."""
+    width = 11
+    for k, v in sorted(extra.items()):
+        if v is None:
+            continue
+        if not isinstance(v, (dict, list)):
+            print(f"{k:<{width}} {_num(v)}")
+        elif k == "nonzeros" and isinstance(v, dict):  # sparse LibSVM: per-row nonzeros
+            print(f"{k:<{width}} " + " ".join(f"{a} {_num(v.get(a))}" for a in ("min", "mean", "max", "total")))
+        elif k == "tokenizer" and isinstance(v, dict):  # text: which tokenizer made the ids
+            sha = v.get("sha256")
+            print(f"{k:<{width}} {v.get('name')}   vocabulary {_num(v.get('vocab_size'))}, eod id "
+                  f"{_num(v.get('eod_id'))}" + (f", sha256 {str(sha)[:16]}..." if sha else ""))
+    subsets = extra.get("subsets")
+    if isinstance(subsets, dict) and subsets:  # text: per Pile subset
+        name_w = max(len("subset"), *(len(n) for n in subsets))
+        print(f"{'subsets':<{width}} {len(subsets)}")
+        print(f"  {'subset':<{name_w}} {'documents':>12} {'tokens':>15}")
+        for name, c in sorted(subsets.items()):
+            c = c if isinstance(c, dict) else {}
+            print(f"  {name:<{name_w}} {_num(c.get('documents', '?')):>12} {_num(c.get('tokens', '?')):>15}")
 
 
 def _cmd_verify(args) -> int:

@@ -22,7 +22,7 @@ import logging
 import os
 from typing import Iterable
 
-from ..prep.options import PrepOptions
+from ..prep.options import PrepOptions, prep_from_keywords
 from ..prep.writer import PrepWriter
 from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
@@ -42,22 +42,30 @@ DEFAULT_BLOCK_BYTES = 4 << 20  # 4 MiB of text per parse task
 
 
 def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, *,
-                   field_size: int | None = None, shard_size: int = DEFAULT_SHARD_BYTES, workers: int | None = None,
+                   field_size: int | None = None, shard_size: int | str = DEFAULT_SHARD_BYTES,
+                   workers: int | None = None,
                    index_base: str | int = "auto", pad: bool = False, truncate: bool = False,
                    on_error: str = "raise", allow_nonfinite: bool = False, max_index: int | None = None,
                    compression: str | None = None, overwrite: bool = False, prefix: str = "train",
                    label_key: str = "label", ids_key: str = "ids", values_key: str = "values",
                    progress: bool = False, block_size: int = DEFAULT_BLOCK_BYTES, sparse: bool = False,
                    multilabel: bool = False, keep_qid: bool = False, qid_key: str = "qid",
-                   prep: PrepOptions | None = None) -> Manifest:
+                   prep: PrepOptions | None = None, shuffle=False, seed: int | None = None,
+                   shuffle_memory: int | str | None = None, tmp_dir: str | None = None, balance=None,
+                   split_by_label: bool = False) -> Manifest:
     """Convert LibSVM text files into a TFRecord shard set with a manifest; returns the Manifest.
 
     The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments (``field_size`` for
     fixed-width rows, or ``sparse=True`` with optional ``multilabel``/``keep_qid``). With
     ``on_error="raise"`` the first bad line raises ``InputError`` naming file:line and reason, and no
     manifest is written; with ``"skip"`` bad lines are counted by reason in the manifest (records read ==
-    written + skipped). ``prep``: write-time shuffle, label balancing, per-label sets (``converters.prep``).
+    written + skipped). ``shard_size``: bytes or a size such as ``"256MiB"``. Write-time preparation, as the
+    command line's flags: ``shuffle=True, seed=S`` (``shuffle_memory``, ``tmp_dir``), ``balance="equal"`` or
+    ``"0=0.25,1=1"`` (with ``seed``), ``split_by_label=True`` — or a ready ``prep=PrepOptions(...)``
+    (``converters.prep``; see ``prep_from_keywords``).
     """
+    prep = prep_from_keywords(prep, shuffle=shuffle, seed=seed, shuffle_memory=shuffle_memory, tmp_dir=tmp_dir,
+                              balance=balance, split_by_label=split_by_label)
     output = ShardOutputOptions(shard_size=shard_size, compression=compression, prefix=prefix, on_error=on_error)
     options = LibsvmOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, label_key, ids_key,
                             values_key, output, sparse, multilabel, keep_qid, qid_key)

@@ -337,7 +337,7 @@ def _watch_parent(parent_pid: int, ppid: int, period: float = 1.0) -> None:
 
 
 class Pool:
-    """Worker processes (forked after the kernels are loaded, so they start warm, where that is safe)."""
+    """Workers start after a one-line parse here (a first run compiles here; forkserver workers load the cache)."""
 
     def __init__(self, workers: int, popts, keys):
         import multiprocessing as mp

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..util.units import DEFAULT_SHARD_BYTES
+from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 from .naming import ShardName
 
 __all__ = ["ShardOutputOptions", "ON_ERROR", "COMPRESSIONS", "normalize_compression", "check_on_error"]
@@ -30,8 +30,8 @@ def check_on_error(value: str) -> None:
 
 @dataclass(frozen=True)
 class ShardOutputOptions:
-    """Shard size (bytes; a shard is closed before a record would cross it), compression (None or
-    ``"gzip"``), the shard-name prefix and what a bad input record does (``"raise"`` or ``"skip"``)."""
+    """Shard size (bytes, or a size string such as ``"256MiB"``; a shard is closed before a record would cross
+    it), compression (None or ``"gzip"``), the shard-name prefix and what a bad input record does (``"raise"`` or ``"skip"``)."""
 
     shard_size: int = DEFAULT_SHARD_BYTES
     compression: str | None = None
@@ -39,6 +39,12 @@ class ShardOutputOptions:
     on_error: str = "raise"
 
     def __post_init__(self):
+        if isinstance(self.shard_size, str):  # "256MiB", "1GiB", as on the command line
+            try:
+                object.__setattr__(self, "shard_size", parse_size(self.shard_size))
+            except ValueError:
+                raise ValueError(f"shard_size must be a positive number of bytes or a size such as '256MiB' or "
+                                 f"'1GiB', got {self.shard_size!r}") from None
         if isinstance(self.shard_size, bool) or not isinstance(self.shard_size, int) or self.shard_size <= 0:
             raise ValueError(f"shard_size must be a positive number of bytes, got {self.shard_size!r}")
         object.__setattr__(self, "compression", normalize_compression(self.compression))

@@ -101,8 +101,8 @@ def _check_one(storage, manifest: Manifest, info: ShardInfo, report: VerifyRepor
     finally:
         if tmpdir is not None:
             tmpdir.cleanup()
-    if problem:
-        log.warning(problem)
+    if problem:  # returned or raised, and reported once, by the caller: only the debug log repeats it here
+        log.debug(problem)
         report.problems.append(problem)
         if raise_on_error:
             raise IntegrityError(f"{manifest.location}: {problem}")

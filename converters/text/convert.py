@@ -18,7 +18,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..prep.options import PrepOptions
+from ..prep.options import PrepOptions, prep_from_keywords
 from ..prep.writer import PrepWriter
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
@@ -45,24 +45,29 @@ __all__ = ["run", "convert_text", "count_subsets"]
 log = logging.getLogger(__name__)
 
 
-def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_size: int = DEFAULT_SHARD_BYTES,
+def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_size: int | str = DEFAULT_SHARD_BYTES,
                  workers: int | None = None, text_key: str = "text",
                  include_subsets: Iterable[str] | None = None, exclude_subsets: Iterable[str] | None = None,
                  tokenizer: str = "byte", eod_token: str | None = None, no_cross_doc: bool = False,
                  pad_last: bool = False, mask_name: str = "loss_mask", txt_mode: str = "block",
                  on_error: str = "raise", compression: str | None = None, overwrite: bool = False,
                  prefix: str = "train", progress: bool = False,
-                 batch_chars: int = DEFAULT_BATCH_CHARS, prep: PrepOptions | None = None) -> Manifest:
+                 batch_chars: int = DEFAULT_BATCH_CHARS, prep: PrepOptions | None = None, shuffle=False,
+                 seed: int | None = None, shuffle_memory: int | str | None = None, tmp_dir: str | None = None
+                 ) -> Manifest:
     """Convert jsonl / jsonl.zst / jsonl.gz / parquet / txt documents into TFRecord shards of packed token
     windows (feature ``input_ids`` int64[seq_len + 1], plus ``mask_name`` in padded modes) and a manifest.
 
     The keyword form of :func:`run`. ``tokenizer`` is ``"byte"`` or a path to a Hugging Face
     ``tokenizer.json`` (``eod_token`` names its end-of-document token; by default ``<|endoftext|>`` and a
     few common ones are tried). See ``converters.text.readers`` for the accounting and skip reasons,
-    ``converters.text.packing`` for the window layout.
+    ``converters.text.packing`` for the window layout. ``shard_size``: bytes or a size such as ``"256MiB"``.
+    ``shuffle=True, seed=S`` (``shuffle_memory``, ``tmp_dir``) shuffle the windows before sharding, as the
+    command line's ``--shuffle --seed``; or pass a ready ``prep=PrepOptions(...)``.
     """
-    output = ShardOutputOptions(shard_size=int(shard_size), compression=compression, prefix=prefix,
-                                on_error=on_error)
+    prep = prep_from_keywords(prep, shuffle=shuffle, seed=seed, shuffle_memory=shuffle_memory, tmp_dir=tmp_dir)
+    output = ShardOutputOptions(shard_size=shard_size if isinstance(shard_size, str) else int(shard_size),
+                                compression=compression, prefix=prefix, on_error=on_error)
     options = TextOptions(
         seq_len=seq_len, tokenizer=str(tokenizer), eod_token=eod_token, text_key=text_key,
         include_subsets=_names(include_subsets), exclude_subsets=_names(exclude_subsets),

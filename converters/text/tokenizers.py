@@ -213,6 +213,11 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
         log.warning("tokenizer training skipped records: %s", ", ".join(f"{k} {v}" for k, v in sorted(skipped.items())))
     if seen["docs"] == 0:
         raise TfpipeError(f"no documents to train on in {', '.join(files)}")
+    got = tok.get_vocab_size()
+    if got < vocab_size:  # the trainer stops when no pair is left that occurs min_frequency times
+        log.warning("the corpus fills only %s of the %s tokens asked for (vocab_size): %s documents, %s characters "
+                    "hold no more pairs seen at least %d times; train on more text or lower min_frequency",
+                    f"{got:,}", f"{vocab_size:,}", f"{seen['docs']:,}", f"{seen['chars']:,}", min_frequency)
     write_atomic(out, tok.to_str(pretty=True).encode("utf-8"))
     log.info("trained BPE with %d tokens on %d documents (%d chars) -> %s", tok.get_vocab_size(), seen["docs"],
              seen["chars"], out)

@@ -1,4 +1,8 @@
-"""Errors that the CLI turns into one line on stderr and a non-zero exit code."""
+"""Errors that the CLI turns into one line on stderr and a non-zero exit code.
+
+An error whose advice names an option may carry ``cli_message``, the same advice in the command line's
+spelling (``--overwrite``) while ``str()`` uses the Python keyword (``overwrite=True``); the CLI prints
+``cli_message`` where there is one."""
 from __future__ import annotations
 
 __all__ = ["USAGE_EXIT", "TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError", "IntegrityError"]
@@ -35,9 +39,19 @@ class InputError(TfpipeError):
 
 
 class OutputExistsError(TfpipeError):
-    """Output location is not empty and overwriting was not asked for."""
+    """Output location is not empty and overwriting was not asked for.
+
+    Messages are written with the command line's spelling (``pass --overwrite``), which ``cli_message`` keeps
+    (the CLI prints it); ``str()`` — what a Python caller sees — says ``overwrite=True`` instead."""
 
     exit_code = 3
+
+    def __init__(self, message: str):
+        self.cli_message = message
+        super().__init__(message.replace("--overwrite", "overwrite=True"))
+
+    def __reduce__(self):  # (raised in a worker process: both spellings survive the trip)
+        return type(self), (self.cli_message,)
 
 
 class OutputInUseError(TfpipeError):

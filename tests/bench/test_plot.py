@@ -88,3 +88,69 @@ def test_throughput_panel_marks_naive_and_best():
 
     colors = [to_hex(p.get_facecolor()) for p in ax.patches]
     assert colors[0] == COLORS["naive"].lower() and colors[1] == COLORS["best"].lower()
+
+
+def _texts(fig):
+    return [t.get_text() for ax in fig.axes for t in ax.texts]
+
+
+def test_default_is_marked_in_both_panels():
+    from bench.plot import _pipeline_figure
+
+    reports = [_report("naive", 30, 20), _report("vectorized", 0.5, 20)]
+    fig = _pipeline_figure(reports, {"naive": 20_000.0, "vectorized": 400_000.0})
+    left, right = fig.axes
+    for labels in (left.get_yticklabels(), right.get_xticklabels()):
+        marked = [t for t in labels if "default ← you" in t.get_text()]
+        assert [t.get_text() for t in marked] == ["vectorized (default ← you)"]
+        assert marked[0].get_fontweight() == "bold"
+
+
+def test_pipe_mode_is_never_the_green_best():
+    from matplotlib.colors import to_hex
+
+    from bench.plot import COLORS, _pipeline_figure
+
+    tput = {"naive": 20_000.0, "vectorized": 400_000.0, "parallel_reads_autotune": 420_000.0, "pipe": 900_000.0}
+    fig = _pipeline_figure([], tput)
+    ax = fig.axes[0]
+    colors = dict(zip(tput, (to_hex(p.get_facecolor()) for p in ax.patches)))
+    assert colors["pipe"] == COLORS["other_mode"].lower() and colors["parallel_reads_autotune"] == COLORS["best"].lower()
+    labels = dict(zip(tput, _texts(fig)))
+    assert "other input mode" in labels["pipe"] and "best" not in labels["pipe"]
+    assert labels["parallel_reads_autotune"].endswith("best File mode")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "Pipe mode (another input mode)" in legend
+
+
+@pytest.mark.parametrize("tput,hand,want", [
+    ({"naive": 20_000.0, "vectorized": 400_000.0, "parallel_reads_autotune": 420_000.0}, None,
+     "reads 0.95× the best File-mode graph (parallel_reads_autotune), 20.0× naive: keep it"),
+    ({"naive": 20_000.0, "vectorized": 300_000.0, "parallel_reads_autotune": 420_000.0, "cache_after_parse": 9e5},
+     ["parallel_reads_autotune"], "reads 0.71× the best hand-tuned graph (parallel_reads_autotune), 15.0× naive: "
+                                  "try `tfpipe pipeline tune`"),
+    ({"naive": 20_000.0, "vectorized": 500_000.0, "pipe": 900_000.0}, None,
+     "the default you get is faster than every File-mode graph here, 25.0× naive: keep it"),
+])
+def test_takeaway_line_says_what_to_do(tput, hand, want):
+    from bench.plot import _pipeline_figure, takeaway
+
+    line = takeaway(tput, [_report("vectorized", 0.5, 20)], hand)
+    assert line.startswith("Takeaway: ") and want in line
+    assert line.endswith("against the step it is not input-bound (2% idle).")
+    fig = _pipeline_figure([_report("vectorized", 0.5, 20)], tput, "title", hand_tuned=hand)
+    assert fig._suptitle.get_text() == "title\n" + line  # one line under the title
+
+
+def test_every_variant_is_explained_and_verdicts_are_whole():
+    from bench.plot import VARIANT_NOTES, _pipeline_figure
+    from bench.variants import VARIANTS
+
+    assert set(VARIANT_NOTES) == set(VARIANTS)
+    reports = [_report(n, 1 + 3 * i, 20) for i, n in enumerate(VARIANTS)]
+    fig = _pipeline_figure(reports, {n: 1000.0 * (i + 1) for i, n in enumerate(VARIANTS)})
+    notes = fig._supxlabel.get_text().splitlines()
+    assert [ln.split(":")[0] for ln in notes] == list(VARIANTS)
+    verdicts = [t.get_text() for t in fig.axes[1].texts]
+    assert len(verdicts) == len(VARIANTS)
+    assert all(v.replace("\n", " ").endswith("input-bound") for v in verdicts), verdicts

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -176,3 +177,20 @@ def test_old_spellings_still_work_and_say_the_new_one(shard_set, capsys):
     out, err = capsys.readouterr()
     assert "shard    on" in out
     assert "--num-shards is now --ranks" in err and "--shard-index is now --rank" in err
+
+
+def test_inspect_a_text_set_shows_tokenizer_and_subsets(tmp_path, capsys):
+    from converters.text.convert import convert_text
+    from converters.text.synthetic import write_pile_jsonl
+
+    write_pile_jsonl(tmp_path / "p.jsonl", 300, seed=1, mean_words=60)
+    m = convert_text(str(tmp_path / "p.jsonl"), str(tmp_path / "o"), seq_len=64, workers=1)
+    assert main(["inspect", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "tokenizer   byte   vocabulary 257, eod id 256" in out
+    assert f"tokens      {m.extra['tokens']:,}" in out and m.extra["tokens"] >= 1000  # thousands separators
+    assert "None" not in out  # absent fields (mask of an unpadded set) are left out
+    subsets = m.extra["subsets"]
+    assert f"subsets     {len(subsets)}" in out
+    for name, c in subsets.items():
+        assert re.search(rf"^  {re.escape(name)} +{c['documents']:,} +{c['tokens']:,}$", out, re.M), name

@@ -432,3 +432,76 @@ def test_small_files_are_packed_with_the_same_bytes_and_accounting(tmp_path):
             f.write(data if not data or data.endswith(b"\n") else data + b"\n")
     convert_libsvm(one, tmp_path / "one", workers=2, **opts)
     assert dir_bytes(tmp_path / "one") | {"index.json": b""} == dir_bytes(tmp_path / "o1") | {"index.json": b""}
+
+
+# -- the keyword form takes the command line's options ------------------------------------------------------
+
+def _shards(path):
+    return {n: b for n, b in dir_bytes(path).items() if n.endswith(".tfrecord")}
+
+
+@pytest.mark.parametrize("keywords,flags", [
+    (dict(shuffle=True, seed=7, shard_size="64KiB"), ["--shuffle", "--seed", "7", "--shard-size", "64KiB"]),
+    (dict(balance="equal", seed=3), ["--balance", "equal", "--seed", "3"]),
+    (dict(balance={0: 0.5, 1: 1}, seed=3, shuffle=True, shuffle_memory="1MiB"),
+     ["--balance", "0=0.5,1=1", "--seed", "3", "--shuffle", "--shuffle-memory", "1MiB"]),
+])
+def test_python_keywords_give_the_cli_bytes(criteo_file, tmp_path, keywords, flags):
+    from converters.cli import main
+
+    m = convert_libsvm(criteo_file, tmp_path / "py", field_size=39, workers=1, **keywords)
+    assert main(["convert", "libsvm", str(criteo_file), "--out", str(tmp_path / "cli"), "--field-size", "39",
+                 "--workers", "1", "--no-progress", *flags]) == 0
+    assert _shards(tmp_path / "py") == _shards(tmp_path / "cli") != {}
+    assert json.loads((tmp_path / "py" / MANIFEST_NAME).read_bytes())["options"] == \
+        json.loads((tmp_path / "cli" / MANIFEST_NAME).read_bytes())["options"]
+    assert m.records == read_manifest(tmp_path / "cli").records
+
+
+def test_split_by_label_keyword(criteo_file, tmp_path):
+    m = convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1, split_by_label=True)
+    assert sorted(p.path for p in m.parts) == ["label=0", "label=1"]
+
+
+def test_shard_size_string_equals_bytes(criteo_file, tmp_path):
+    convert_libsvm(criteo_file, tmp_path / "a", field_size=39, workers=1, shard_size="100KiB")
+    convert_libsvm(criteo_file, tmp_path / "b", field_size=39, workers=1, shard_size=100 * 1024)
+    assert dir_bytes(tmp_path / "a") == dir_bytes(tmp_path / "b") and len(_shards(tmp_path / "a")) > 1
+
+
+@pytest.mark.parametrize("keywords,message", [
+    (dict(shuffle=True), "shuffle=True needs seed=S"),
+    (dict(balance="equal"), "balance needs seed=S"),
+    (dict(shuffle=True, seed=1, prep="x"), "prep must be a PrepOptions"),
+    (dict(tmp_dir="/tmp"), "apply to shuffle=True"),
+    (dict(shard_size="1 lightyear"), "shard_size must be .* got '1 lightyear'"),
+    (dict(shard_size="0MiB"), "shard_size must be"),
+    (dict(balance=["equal"], seed=1), "balance must be 'equal'"),
+    (dict(shuffle="yes", seed=1), "shuffle must be True/False"),
+])
+def test_keyword_mistakes_are_one_clear_error(criteo_file, tmp_path, keywords, message):
+    with pytest.raises(ValueError, match=message):
+        convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1, **keywords)
+    assert not (tmp_path / "o" / MANIFEST_NAME).exists()
+
+
+def test_prep_and_keywords_together_are_refused(criteo_file, tmp_path):
+    from converters.prep.options import PrepOptions
+    from converters.prep.shuffle import ShuffleOptions
+
+    with pytest.raises(ValueError, match="either prep=PrepOptions.* or the keywords shuffle, seed, not both"):
+        convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1,
+                       prep=PrepOptions(ShuffleOptions(1)), shuffle=True, seed=1)
+
+
+def test_existing_output_advice_in_the_callers_spelling(criteo_file, tmp_path, capsys):
+    from converters.cli import main
+
+    convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1)
+    with pytest.raises(OutputExistsError) as info:
+        convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1)
+    assert "pass overwrite=True" in str(info.value) and "--overwrite" not in str(info.value)
+    assert main(["convert", "libsvm", str(criteo_file), "--out", str(tmp_path / "o"), "--field-size", "39",
+                 "--no-progress"]) == 3
+    err = capsys.readouterr().err
+    assert "pass --overwrite" in err and "overwrite=True" not in err

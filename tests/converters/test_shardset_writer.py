@@ -112,7 +112,7 @@ def test_rerun_is_byte_identical(tmp_path):
 def test_refuses_non_empty_output_unless_overwrite(tmp_path):
     out = tmp_path / "o"
     _write(out, 50, 1 << 20)
-    with pytest.raises(OutputExistsError, match="--overwrite"):
+    with pytest.raises(OutputExistsError, match="overwrite=True"):
         _write(out, 50, 1 << 20)
     m, *_ = _write(out, 60, 1 << 20, overwrite=True)
     assert m.records == 60 and read_manifest(out).records == 60

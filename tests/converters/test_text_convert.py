@@ -336,3 +336,36 @@ def test_deeply_nested_json_is_a_counted_skip(tmp_path):
 def test_manifest_records_the_tokenizers_name_not_its_path(corpus, bpe, tmp_path):
     m = convert_text(corpus[0], str(tmp_path / "out"), seq_len=31, tokenizer=bpe)
     assert m.options["tokenizer"] == os.path.basename(bpe) and os.sep not in m.options["tokenizer"]
+
+
+# -- the keyword form takes the command line's options ------------------------------------------------------
+
+def test_shuffle_and_size_keywords_give_the_cli_bytes(corpus, tmp_path):
+    from converters.cli import main
+
+    src = str(corpus[0][1])
+    m = convert_text(src, str(tmp_path / "py"), seq_len=63, shard_size="16KiB", shuffle=True, seed=5, workers=1)
+    assert main(["convert", "text", src, "--out", str(tmp_path / "cli"), "--seq-len", "63", "--shard-size",
+                 "16KiB", "--shuffle", "--seed", "5", "--workers", "1", "--no-progress"]) == 0
+    names = sorted(os.listdir(tmp_path / "py"))
+    assert names == sorted(os.listdir(tmp_path / "cli")) and len(m.shards) > 1
+    for n in names:
+        if n.endswith(".tfrecord"):
+            assert (tmp_path / "py" / n).read_bytes() == (tmp_path / "cli" / n).read_bytes()
+    assert m.extra["shuffle"]["seed"] == 5
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"shuffle": True}, "shuffle=True needs seed=S"),
+    ({"shard_size": "lots"}, "shard_size must be .* got 'lots'"),
+])
+def test_keyword_mistakes(corpus, tmp_path, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        convert_text(str(corpus[0][1]), str(tmp_path / "o"), seq_len=8, **kwargs)
+
+
+def test_existing_output_says_overwrite_true(corpus, tmp_path):
+    convert_text(str(corpus[0][1]), str(tmp_path / "o"), seq_len=16)
+    with pytest.raises(OutputExistsError, match="pass overwrite=True") as info:
+        convert_text(str(corpus[0][1]), str(tmp_path / "o"), seq_len=16)
+    assert "--overwrite" in info.value.cli_message

@@ -142,3 +142,33 @@ def test_hf_sub_batches_give_the_same_ids(bpe, monkeypatch, sub_batch):
     ids, lens = tok.encode_batch(docs)
     assert lens.tolist() == [len(e.ids) for e in ref]
     assert ids.tolist() == [i for e in ref for i in e.ids]
+
+
+@pytest.mark.parametrize("vocab,short", [(300, False), (50_257, True)])
+def test_train_says_when_the_corpus_cannot_fill_the_vocabulary(tmp_path, caplog, vocab, short):
+    import logging
+
+    src = write_pile_jsonl(tmp_path / "d.jsonl", 40, seed=2, mean_words=30)
+    with caplog.at_level(logging.WARNING, logger="converters.text.tokenizers"):
+        info = train_bpe([src], vocab, str(tmp_path / "t.json"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    if not short:
+        assert info.vocab_size == vocab and warnings == []
+        return
+    assert info.vocab_size < vocab
+    assert len(warnings) == 1 and f"fills only {info.vocab_size:,} of the {vocab:,} tokens" in warnings[0]
+
+
+def test_cli_train_warns_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    src = write_pile_jsonl(tmp_path / "d.jsonl", 40, seed=2, mean_words=30)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-m", "converters.cli", "tokenizer", "train", str(src), "--vocab-size",
+                        "50257", "--out", str(tmp_path / "t.json")], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": root})
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "50,257" in ln]
+    assert len(lines) == 1 and "fills only" in lines[0], r.stderr

@@ -112,3 +112,22 @@ def test_a_shard_that_is_not_a_regular_file_of_the_set(shard_set, tmp_path, make
     make(first, outside)
     r = verify(str(out), raise_on_error=False)
     assert [p for p in r.problems if re.search(match, p) and m.shards[0].name in p], r.problems
+
+
+@pytest.mark.parametrize("all_flag", [False, True])
+def test_cli_reports_each_problem_once(shard_set, all_flag):
+    """``tfpipe verify`` names a problem once on stderr (not a log warning and then the FAIL/error line)."""
+    import subprocess
+    import sys
+
+    out, m = shard_set
+    first = out / m.shards[0].name
+    first.write_bytes(first.read_bytes()[:-3])
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-m", "converters.cli", "verify", str(out), "--no-progress",
+                        *(["--all"] if all_flag else [])], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": root})
+    assert r.returncode == 4, r.stderr
+    mentions = [ln for ln in r.stderr.splitlines() if m.shards[0].name in ln]
+    assert len(mentions) == 1, r.stderr
+    assert "WARNING" not in r.stderr and "Traceback" not in r.stderr

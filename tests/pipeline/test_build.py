@@ -394,3 +394,35 @@ def test_sparse_set_in_pipe_mode(sparse_set, tmp_path):
     assert _sparse_rows(build_dataset(spec), nf) == want
     writer.join(10)
     assert writer.error is None
+
+
+_NOTICE = "which is overridden by the user specified `buffer_size`"
+
+
+@pytest.mark.parametrize("who", ["tensorflow", "tfpipe"])
+def test_read_buffer_notice_is_not_printed_by_tfpipe(data, who):
+    """With TensorFlow's INFO logs on (a Python user's default), a TFRecordDataset with tfpipe's 8 MiB buffer
+    makes TensorFlow print its one-time buffer notice (the control); tfpipe's build_dataset does not, and the
+    data still arrive."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = {
+        "tensorflow": """
+            import tensorflow as tf
+            from converters.shardset.reader import read_manifest
+            n = sum(1 for _ in tf.data.TFRecordDataset(read_manifest(DATA).shard_paths(), "", 8 << 20))
+        """,
+        "tfpipe": """
+            from pipeline import PipelineSpec, build_dataset
+            n = sum(int(b[1].shape[0]) for b in build_dataset(PipelineSpec.from_manifest(DATA, 64)))
+        """,
+    }[who]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "0"}
+    script = f"DATA = {data!r}\n" + textwrap.dedent(code) + "print('records', n)\n"
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == f"records {N}", r.stderr[-3000:]
+    assert (_NOTICE in r.stderr) == (who == "tensorflow"), r.stderr[-3000:]

@@ -102,3 +102,47 @@ def test_pipe_mode_graph_has_no_findings(data, tmp_path):
 def test_chain_is_source_first(data):
     ops = [op for _, op, _, _ in dataset_chain(build_dataset(PipelineSpec.from_manifest(data, 32, read="sequential")))]
     assert ops[-1] == "PrefetchDataset" and ops.index("BatchDatasetV2") < ops.index("ParallelMapDatasetV2")
+
+
+_SCRIPT = '''
+import tensorflow as tf
+
+STEP = 3
+
+
+def helper(x):
+    for _ in tf.range(2):
+        x = x + STEP
+    return x
+
+
+def make():
+    return tf.data.Dataset.range(10).map(lambda x: helper(x) + 1).batch(4).prefetch(-1)
+'''
+
+
+def test_cli_lint_of_a_script_is_quiet(tmp_path):
+    """A lambda in the target script is converted by AutoGraph (its module is importable), so no "AutoGraph could
+    not transform ... Please report this to the TensorFlow team" warning and no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "target.py").write_text(_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-m", "converters.cli", "pipeline", "lint", f"{tmp_path}/target.py:make"],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert (r.returncode, r.stdout.strip()) == (0, "no findings"), r.stderr[-3000:]
+    assert "Please report this" not in r.stderr and "AutoGraph" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_load_target_registers_a_module_of_its_own(tmp_path):
+    import sys
+
+    from pipeline.lint import load_target
+
+    (tmp_path / "a.py").write_text("def make():\n    return 1\n")
+    fn = load_target(f"{tmp_path}/a.py:make")
+    assert fn() == 1 and sys.modules[fn.__module__].__file__ == str(tmp_path / "a.py")
+    assert fn.__module__.startswith("_tfpipe_lint_")

@@ -1,0 +1,176 @@
+"""converters.util.jit: the compile watch (outermost compiles only, cache hits not counted, one notice per
+process) and numba's on-disk cache when several processes compile into it at once."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from converters.util import jit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_nested_compile_counts_once_and_is_timed():
+    calls = []
+    jit.on_next_compile(lambda: calls.append(1))  # runs at the next compile
+
+    @jit.njit
+    def inner(x):
+        return x * 3 + 1
+
+    @jit.njit
+    def outer(x):
+        return inner(x) + inner(x + 1)
+
+    before, seconds = jit.compiles(), jit.compile_seconds()
+    assert outer(2) == 7 + 10
+    assert jit.compiles() == before + 1  # inner was compiled inside outer's compile: one outermost compile
+    assert jit.compile_seconds() > seconds
+    assert calls == [1]  # once, when outer started compiling
+    after = jit.compiles(), jit.compile_seconds()
+    assert outer(5) == 16 + 19  # already compiled: no event
+    assert (jit.compiles(), jit.compile_seconds()) == after
+
+
+# A child process: waits until every child of its round has imported numba (a barrier of files), then calls
+# the kernels, and reports its compiles, compile seconds, notices and result as one JSON line.
+_CHILD = textwrap.dedent("""
+    import json, os, sys, time
+    sys.path[:0] = [os.environ["T_ROOT"], os.environ["T_MOD"]]
+    from converters.util import jit
+    notices = []
+    jit.on_next_compile(lambda: notices.append(1))
+    {imports}
+    barrier, me, n = os.environ["T_BARRIER"], os.environ["T_ME"], int(os.environ["T_N"])
+    open(os.path.join(barrier, me), "w").close()
+    deadline = time.monotonic() + 120
+    while len(os.listdir(barrier)) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    {call}
+    print(json.dumps({{"compiles": jit.compiles(), "seconds": jit.compile_seconds(), "notices": len(notices),
+                       "result": result}}))
+""")
+
+_SMALL = textwrap.dedent("""
+    from converters.util.jit import njit
+
+
+    @njit(cache=True, nogil=True)
+    def step(x):
+        return (x * 2654435761) % 4294967296
+
+
+    @njit(cache=True, nogil=True)
+    def total(n):
+        s = 0
+        for i in range(n):
+            s = (s + step(i)) % 1000003
+        return s
+
+
+    @njit(cache=True)
+    def mean(a):
+        return a.sum() / a.size
+""")
+
+KERNELS = {
+    "small": ("import numpy as np\nimport kernels_under_test as k",
+              "result = [int(k.total(1000)), float(k.mean(np.arange(4.0)))]"),
+    "parser": ("from converters.libsvm.block import convert_block",
+               "framed, lengths, parsed = convert_block(b'1 1:0.5 2:1\\n0 1:2 2:3\\n', field_size=2)\n"
+               "result = [int(parsed.n), int(lengths.sum())]"),
+}
+
+
+def _round(tmp: Path, name: str, kind: str, n: int, timeout: float) -> list[dict]:
+    """Start ``n`` children at once on the cache directory ``tmp/cache``; their reports."""
+    imports, call = KERNELS[kind]
+    script = _CHILD.format(imports=imports, call=call)
+    barrier = tmp / f"barrier-{name}"
+    barrier.mkdir()
+    procs = []
+    for i in range(n):
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp / "cache"), "T_ROOT": str(ROOT), "T_MOD": str(tmp),
+               "T_BARRIER": str(barrier), "T_ME": str(i), "T_N": str(n)}
+        procs.append(subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    deadline = time.monotonic() + timeout
+    reports = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"{kind} kernels: a process compiling into the cache did not finish in {timeout:.0f}s")
+        assert p.returncode == 0, err[-2000:]
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+@pytest.mark.parametrize("kind,timeout", [
+    ("small", 120),
+    pytest.param("parser", 600, marks=pytest.mark.slow),
+])
+def test_processes_compiling_at_once_share_the_cache(tmp_path, kind, timeout):
+    (tmp_path / "kernels_under_test.py").write_text(_SMALL)
+    first = _round(tmp_path, "cold", kind, 2, timeout)
+    # both ran on a cold cache at the same moment: both compiled (a real compile each, with one notice each)
+    # and computed the same result; neither broke the other's cache entries
+    assert all(r["compiles"] >= 1 and r["notices"] == 1 and r["seconds"] > 0 for r in first), first
+    assert first[0]["result"] == first[1]["result"]
+    assert any((tmp_path / "cache").rglob("*.nbi")), "nothing was cached"
+    (third,) = _round(tmp_path, "warm", kind, 1, timeout)
+    assert third == {"compiles": 0, "seconds": 0.0, "notices": 0, "result": first[0]["result"]}
+
+
+class _Terminal:
+    """A stand-in stderr that says it is a terminal (or not) and keeps what is written."""
+
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_cli_notice_once_on_a_terminal(monkeypatch, tty):
+    from converters.cli.notices import COMPILE_NOTICE, announce_compiles
+
+    err = _Terminal(tty)
+    monkeypatch.setattr(sys, "stderr", err)
+    announce_compiles()
+    announce_compiles()  # a second main() in the same process: still one notice
+
+    @jit.njit
+    def first(x):
+        return x + 11
+
+    @jit.njit
+    def second(x):
+        return x + 12
+
+    assert first(1) == 12 and second(1) == 13  # two compiles
+    assert err.text == (COMPILE_NOTICE + "\n" if tty else "")
+
+
+@pytest.mark.parametrize("seconds,compiling,want", [
+    (0.41, 0.0, "0.41s"),
+    (12.3, 11.9, "0.40s (+ 11.9s compiling the parser, first run on this machine only)"),
+])
+def test_quickstart_states_compile_time_apart(seconds, compiling, want):
+    from converters.cli.quickstart import _took
+
+    assert _took(seconds, compiling) == want
