@@ -18,7 +18,8 @@ from .types import (
 __all__ = ["register", "options_from_args"]
 
 
-def register(convert_sub) -> None:
+def register(convert_sub, top_sub=None) -> None:
+    """``convert libsvm`` (``top_sub``: the top-level subcommands, unused: LibSVM adds none)."""
     p = convert_sub.add_parser(
         "libsvm", help="LibSVM text (label id:val ...) -> TFRecord shards of tf.train.Example",
         description="Convert LibSVM files (files, directories, globs; .gz/.bz2/.zst) into TFRecord shards: "
@@ -84,12 +85,11 @@ def options_from_args(args):
 
 
 def _cmd_convert(args) -> int:
-    from ..libsvm.convert import run
     from ..storage import is_s3
     from ..util.units import format_size
 
     options = options_from_args(args)
-    m, secs = convert_on_engine(args, options, run, "convert_libsvm")
+    m, secs = convert_on_engine(args, options, "libsvm")
     read = sum(i.records_read for i in m.inputs)
     blank = sum(i.blank_lines for i in m.inputs)
     skipped = m.skipped

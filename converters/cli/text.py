@@ -90,11 +90,10 @@ def options_from_args(args):
 
 
 def _cmd_convert(args) -> int:
-    from ..text.convert import run
     from ..util.units import format_size
 
     options = options_from_args(args)
-    m, secs = convert_on_engine(args, options, run, "convert_text")
+    m, secs = convert_on_engine(args, options, "text")
     x = m.extra
     read = sum(i.records_read for i in m.inputs)
     skipped = m.skipped
