@@ -24,6 +24,7 @@ A format subclasses ``Format`` and names, in one place (its ``format.py``):
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 from typing import Any, Sequence
 
@@ -51,8 +52,9 @@ def load(ref: Any) -> Any:
 
 
 class Format:
-    """What a format declares (see the module docstring). Subclass it and set the class attributes; a
-    ``"module:attr"`` string is imported on first use, so declaring a format imports nothing heavy."""
+    """What a format declares (see the module docstring). Subclass it and set the class attributes: an object
+    (a class, a function, a module) or a ``"module:attr"`` string, imported on first use, so that declaring a
+    format imports nothing heavy."""
 
     name: str = ""
     summary: str = ""
@@ -70,16 +72,21 @@ class Format:
     def __repr__(self) -> str:
         return f"<format {self.name!r}>"
 
+    def declared(self, attr: str) -> Any:
+        """The object a declaration names (a function set as a class attribute is not bound to the format)."""
+        value = inspect.getattr_static(self, attr)
+        return load(value.__func__ if isinstance(value, staticmethod) else value)
+
     # -- what the engines call --------------------------------------------------------------------------
     def options_class(self) -> type:
-        return load(self.options)
+        return self.declared("options")
 
     def job_class(self) -> type:
-        return load(self.job)
+        return self.declared("job")
 
     def run(self, inputs, out, options, **kwargs):
         """The local converter (one streaming pass in this process): ``convert(inputs, out, options, ...)``."""
-        return load(self.convert)(inputs, out, options, **kwargs)
+        return self.declared("convert")(inputs, out, options, **kwargs)
 
     def part(self, files: Sequence[str], out: str, options, *, workers: int | None):
         """Convert ``files`` into a complete shard set at ``out`` (replacing what is there), as one instance's
@@ -121,13 +128,13 @@ class Format:
     def register_cli(self, convert_sub, top_sub) -> None:
         """Add ``convert <name>`` (and the format's other subcommands) to the ``tfpipe`` parser."""
         if self.cli is not None:
-            load(self.cli).register(convert_sub, top_sub)
+            self.declared("cli").register(convert_sub, top_sub)
 
     def options_from_args(self, args):
         """The options object ``convert <name>``'s parsed arguments ask for."""
         if self.cli is None:
             raise UnknownFormatError(f"format {self.name!r} has no command line")
-        return load(self.cli).options_from_args(args)
+        return self.declared("cli").options_from_args(args)
 
 
 def _check(fmt: Format) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from ..libsvm.format import FORMAT
 from .types import (
     add_engine_options,
     add_prep_options,
@@ -93,7 +94,7 @@ def _cmd_convert(args) -> int:
     read = sum(i.records_read for i in m.inputs)
     blank = sum(i.blank_lines for i in m.inputs)
     skipped = m.skipped
-    print_skips(m, "line", ignore=("sampled_out",))
+    print_skips(m, "line", ignore=FORMAT.routine)
     print(f"converted {len(m.inputs)} input(s): {read:,} records read, {m.records:,} written, "
           f"{sum(skipped.values()):,} skipped, {blank:,} blank/comment lines "
           f"(index base {m.options.get('index_base_used')})")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from ..text.format import FORMAT
 from .types import (
     add_engine_options,
     add_prep_options,
@@ -97,7 +98,7 @@ def _cmd_convert(args) -> int:
     x = m.extra
     read = sum(i.records_read for i in m.inputs)
     skipped = m.skipped
-    print_skips(m, "record", ignore=("empty_text", "subset_filtered"))
+    print_skips(m, "record", ignore=FORMAT.routine)
     print(f"converted {len(m.inputs)} input(s): {read:,} documents read, {x['documents']:,} tokenized, "
           f"{sum(skipped.values()):,} skipped"
           + (f" ({', '.join(f'{k} {v:,}' for k, v in skipped.items())})" if skipped else ""))
