@@ -177,8 +177,9 @@ def _write_outcome(plan, job, results):
 
 class TwoPassConversion(beam.PTransform):
     """``pipeline | TwoPassConversion(job)``: the conversion's stages for a job made by a format's ``job.create``
-    (``registry.get(name).create_job(...)``). They write shards under temporary names and the outcome into the run's temporary area;
-    after the pipeline ran, ``finish(job)`` finalizes (or raises the input error) — ``run_beam`` does both."""
+    (``registry.get(name).create_job(...)``). They write shards under temporary names and the outcome into the
+    run's temporary area; after the pipeline ran, ``finish(job)`` finalizes (or raises the input error) —
+    ``run_beam`` does both."""
 
     def __init__(self, job):
         super().__init__()

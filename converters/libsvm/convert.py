@@ -102,11 +102,12 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
                 pool.close()
 
 
-def empty_input(blank: int, read: int, path: str | None = None, *, where: str = "the input holds") -> InputError:
+def empty_input(blank: int, read: int, path: str | None = None, *, what: str = "the input holds no valid line"
+                ) -> InputError:
     """The error for a conversion that found no valid line at all (``blank`` blank/comment lines and ``read``
     bad lines skipped)."""
-    return InputError(f"no records to write: {where} no valid line ({blank} blank/comment line(s), {read} bad "
-                      "line(s) skipped)", path=path, reason="empty_input")
+    return InputError(f"no records to write: {what} ({blank} blank/comment line(s), {read} bad line(s) skipped)",
+                      path=path, reason="empty_input")
 
 
 def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_size: int,

@@ -35,7 +35,7 @@ class LibsvmFormat(Format):
         from .convert import empty_input
 
         return empty_input(sum(i.blank_lines for i in inputs), sum(i.records_read for i in inputs),
-                           where="no instance's input holds")
+                           what="no instance's input holds a valid line")
 
     # --index-base auto over every ShardedByS3Key instance's inputs: 0 if any instance saw an index 0, else 1
     def scan_round(self, options) -> str | None:

@@ -38,7 +38,8 @@ class LabelSplitWriter:
     def _writer(self, bits: int) -> ShardSetWriter:
         w = self.writers.get(bits)
         if w is None:
-            w = ShardSetWriter(f"{self.out}/{part_path(label_name(bits_label(bits)))}", self.output, **self.storage_options)
+            w = ShardSetWriter(f"{self.out}/{part_path(label_name(bits_label(bits)))}", self.output,
+                               **self.storage_options)
             self.writers[bits] = w
         return w
 

@@ -12,9 +12,9 @@ host stitches the parts into one shard set.
   order), moves them to their final names, merges the accounting (every input of every host, host order) and
   writes ``index.json`` last.
 * The manifest's ``extra`` totals the format declares (``Format.sums``) add up over the parts; the rest
-  must agree. Text: each instance packs its own documents, so windows never span two instances: each instance's final
-  partial window is dropped (counted in ``tokens_dropped``) or padded with ``--pad-last``, as at the end of a
-  local run.
+  must agree. Text: each instance packs its own documents, so windows never span two instances: each
+  instance's final partial window is dropped (counted in ``tokens_dropped``) or padded with ``--pad-last``, as
+  at the end of a local run.
 """
 from __future__ import annotations
 
