@@ -1,11 +1,13 @@
-"""The ``convert {libsvm|text} INPUT... --out URL [options]`` command line a Processing job runs, parsed
-exactly as ``tfpipe convert`` parses it into the engine's ``ConvertJob`` (the engine never sees an argv)."""
+"""The ``convert FORMAT INPUT... --out URL [options]`` command line a Processing job runs, parsed exactly as
+``tfpipe convert`` parses it into the engine's ``ConvertJob`` (the engine never sees an argv). Every format with
+a command line (``converters.registry``) is accepted."""
 from __future__ import annotations
 
 import argparse
 from typing import Sequence
 
-from converters.engines.processing.job import FORMATS, ConvertJob
+from converters import registry
+from converters.engines.processing.job import ConvertJob
 
 __all__ = ["parse_convert"]
 
@@ -20,25 +22,25 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from converters.cli import libsvm, text
-
     top = _Parser(prog="tfpipe", add_help=False)
     sub = top.add_subparsers(dest="command", parser_class=_Parser)
     convert = sub.add_parser("convert", add_help=False)
     csub = convert.add_subparsers(dest="format", parser_class=_Parser)
-    libsvm.register(csub)
-    text.register(csub, argparse.ArgumentParser(add_help=False).add_subparsers())  # 'tokenizer' not needed here
+    unused = argparse.ArgumentParser(add_help=False).add_subparsers()  # a format's other commands: not needed here
+    for fmt in registry.formats():
+        fmt.register_cli(csub, unused)
     return top
 
 
 def parse_convert(argv: Sequence[str]) -> ConvertJob:
-    """Parse ``convert {libsvm|text} ...`` exactly as ``tfpipe convert`` does (write-time preparation
+    """Parse ``convert FORMAT ...`` exactly as ``tfpipe convert`` does (write-time preparation
     included); a bad command is a ValueError with one line (the same options are valid, with the same
     defaults). Like ``tfpipe convert``, a ``--endpoint-url`` in the command becomes this process's S3 endpoint
     (``$AWS_ENDPOINT_URL_S3``) for the run."""
     argv = [str(a) for a in argv]
-    if len(argv) < 2 or argv[0] != "convert" or argv[1] not in FORMATS:
-        raise ValueError(f"expected a conversion command 'convert {{{'|'.join(FORMATS)}}} INPUT... --out URL ...', "
+    known = [f.name for f in registry.formats() if f.cli is not None]
+    if len(argv) < 2 or argv[0] != "convert" or argv[1] not in known:
+        raise ValueError(f"expected a conversion command 'convert {{{'|'.join(known)}}} INPUT... --out URL ...', "
                          f"got {' '.join(argv[:3]) or 'nothing'!r}")
     args = _parser().parse_args(argv)
     from converters.cli.types import use_endpoint
@@ -50,11 +52,7 @@ def parse_convert(argv: Sequence[str]) -> ConvertJob:
     from converters.cli.types import prep_options
 
     prep = prep_options(args)
-    if args.format == "libsvm":
-        from converters.cli.libsvm import options_from_args
-    else:
-        from converters.cli.text import options_from_args
-    options = options_from_args(args)
+    options = registry.get(args.format).options_from_args(args)
     if prep is not None and prep.needs_labels and getattr(options, "multilabel", False):
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     return ConvertJob(args.format, tuple(argv), tuple(args.inputs), args.out, options, args.workers,

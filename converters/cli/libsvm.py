@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from ..libsvm.format import FORMAT
 from .types import (
     add_engine_options,
     add_prep_options,
@@ -18,7 +19,8 @@ from .types import (
 __all__ = ["register", "options_from_args"]
 
 
-def register(convert_sub) -> None:
+def register(convert_sub, top_sub=None) -> None:
+    """``convert libsvm`` (``top_sub``: the top-level subcommands, unused: LibSVM adds none)."""
     p = convert_sub.add_parser(
         "libsvm", help="LibSVM text (label id:val ...) -> TFRecord shards of tf.train.Example",
         description="Convert LibSVM files (files, directories, globs; .gz/.bz2/.zst) into TFRecord shards: "
@@ -85,16 +87,15 @@ def options_from_args(args):
 
 
 def _cmd_convert(args) -> int:
-    from ..libsvm.convert import run
     from ..storage import is_s3
     from ..util.units import format_size
 
     options = options_from_args(args)
-    m, secs = convert_on_engine(args, options, run, "convert_libsvm")
+    m, secs = convert_on_engine(args, options, "libsvm")
     read = sum(i.records_read for i in m.inputs)
     blank = sum(i.blank_lines for i in m.inputs)
     skipped = m.skipped
-    print_skips(m, "line", ignore=("sampled_out",))
+    print_skips(m, "line", ignore=FORMAT.routine)
     print(f"converted {len(m.inputs)} input(s): {read:,} records read, {m.records:,} written, "
           f"{sum(skipped.values()):,} skipped, {blank:,} blank/comment lines "
           f"(index base {m.options.get('index_base_used')})")

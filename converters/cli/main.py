@@ -121,10 +121,11 @@ def register(sub) -> None:
     convert = sub.add_parser("convert", help="convert LibSVM or text/jsonl data into TFRecord shards")
     csub = convert.add_subparsers(dest="format", metavar="FORMAT")
     csub.required = True
-    from . import libsvm, processing, quickstart, shardset, text
+    from .. import registry
+    from . import processing, quickstart, shardset
 
-    libsvm.register(csub)
-    text.register(csub, sub)
+    for fmt in registry.formats():  # convert <name> for every format with a command line
+        fmt.register_cli(csub, sub)
     shardset.register(sub)
     quickstart.register(sub)
     processing.register(sub)

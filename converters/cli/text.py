@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ..text.format import FORMAT
 from .types import (
     add_engine_options,
     add_prep_options,
@@ -93,15 +94,14 @@ def options_from_args(args):
 
 
 def _cmd_convert(args) -> int:
-    from ..text.convert import run
     from ..util.units import format_size
 
     options = options_from_args(args)
-    m, secs = convert_on_engine(args, options, run, "convert_text")
+    m, secs = convert_on_engine(args, options, "text")
     x = m.extra
     read = sum(i.records_read for i in m.inputs)
     skipped = m.skipped
-    print_skips(m, "record", ignore=("empty_text", "subset_filtered"))
+    print_skips(m, "record", ignore=FORMAT.routine)
     print(f"converted {len(m.inputs)} input(s): {read:,} documents read, {x['documents']:,} tokenized, "
           f"{sum(skipped.values()):,} skipped"
           + (f" ({', '.join(f'{k} {v:,}' for k, v in skipped.items())})" if skipped else ""))

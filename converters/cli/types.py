@@ -165,22 +165,25 @@ def engine_choice(args: argparse.Namespace) -> dict | None:
     return parse_beam_options(args.beam_option)
 
 
-def convert_on_engine(args: argparse.Namespace, options, local_run, beam_name: str):
-    """Run a conversion as the command line asks: the local engine (``local_run``, the format's ``run``, with
-    the workers, progress and write-time preparation) or ``--engine beam`` (``beam.<beam_name>``). Returns
-    ``(manifest, seconds)``."""
+def convert_on_engine(args: argparse.Namespace, options, format_name: str):
+    """Run a conversion of format ``format_name`` (``converters.registry``) as the command line asks: the local
+    engine (the format's ``run``, with the workers, progress and write-time preparation) or ``--engine beam``
+    (``beam.convert``). Returns ``(manifest, seconds)``."""
     import time
 
+    from .. import registry
+
+    fmt = registry.get(format_name)
     beam_options = engine_choice(args)
     prep = prep_options(args)
     use_endpoint(args)
     start = time.perf_counter()
     if beam_options is not None:
-        m = getattr(beam_module(), beam_name)(args.inputs, args.out, options, beam_options=beam_options,
-                                              overwrite=args.overwrite, prep=prep)
+        m = beam_module().convert(format_name, args.inputs, args.out, options, beam_options=beam_options,
+                                  overwrite=args.overwrite, prep=prep)
     else:
-        m = local_run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
-                      progress=not args.no_progress and sys.stderr.isatty(), prep=prep)
+        m = fmt.run(args.inputs, args.out, options, workers=args.workers, overwrite=args.overwrite,
+                    progress=not args.no_progress and sys.stderr.isatty(), prep=prep)
     return m, time.perf_counter() - start
 
 

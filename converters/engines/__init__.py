@@ -8,23 +8,26 @@ The pure core (no engine imports; every value picklable):
   ``prepare_run``;
 * ``core``: ``ErrorRecord``, ``Cutter`` (the shard-cut rule, streamed), ``ShardSpec``, ``Plan``,
   ``ShardFile``/``ShardResult``, ``Outcome`` and ``finalize``;
-* ``libsvmjob.LibsvmJob`` and ``textjob.TextJob`` (with ``windows``): the format steps — units, pre-pass,
-  pass 1, size step, plan, pass 2;
+* ``prepplan``, ``scatter``, ``group``: write-time preparation's cuts, shuffle buckets and per-label finalize;
 * ``inprocess``: the step contract (``TwoPassJob``) and ``run_job``, the reference engine (every step in
   this process, in order).
 
-Engines on top: ``beam`` (Apache Beam, any runner; the only module that imports apache_beam). The local
-converters (``converters.libsvm.convert``, ``converters.text.convert``) stay single-pass streaming engines.
+Engines on top: ``beam`` (Apache Beam, any runner; the only module that imports apache_beam) and
+``processing`` (SageMaker Processing instances). The format steps — each format's two-pass job (units, pre-pass,
+pass 1, size step, plan, pass 2) — live in the format's folder (``converters.libsvm.job.LibsvmJob``,
+``converters.text.job.TextJob``), which builds on this package; engines find a format by name in
+``converters.registry`` and never import one. The local converters (``converters.libsvm.convert``,
+``converters.text.convert``) stay single-pass streaming engines.
 """
 from __future__ import annotations
 
 from ..util.lazy import lazy_exports
 
 __all__ = ["Unit", "plan_units", "RunArea", "prepare_run", "Plan", "ShardSpec", "ShardResult", "Outcome",
-           "finalize", "LibsvmJob", "TextJob", "run_job", "TwoPassJob"]
+           "finalize", "run_job", "TwoPassJob"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "Unit": ".units", "plan_units": ".units", "RunArea": ".area", "prepare_run": ".area", "Plan": ".core",
     "ShardSpec": ".core", "ShardResult": ".core", "Outcome": ".core", "finalize": ".core",
-    "LibsvmJob": ".libsvmjob", "TextJob": ".textjob", "run_job": ".inprocess", "TwoPassJob": ".inprocess",
+    "run_job": ".inprocess", "TwoPassJob": ".inprocess",
 }, globals())

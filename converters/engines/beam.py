@@ -27,6 +27,7 @@ passed to Beam with the other options.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -34,6 +35,7 @@ import os
 import re
 from typing import Mapping, Sequence
 
+from .. import registry
 from ..shardset.manifest import Manifest
 from ..util.errors import TfpipeError
 from .core import OUTCOME_NAME, Outcome
@@ -67,8 +69,7 @@ beam = _import_beam()
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions  # noqa: E402
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
 
-__all__ = ["TwoPassConversion", "run_beam", "convert_libsvm", "convert_text", "pipeline_options",
-           "parse_beam_options", "finish"]
+__all__ = ["TwoPassConversion", "run_beam", "convert", "pipeline_options", "parse_beam_options", "finish"]
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +176,10 @@ def _write_outcome(plan, job, results):
 
 
 class TwoPassConversion(beam.PTransform):
-    """``pipeline | TwoPassConversion(job)``: the conversion's stages for a job made by ``LibsvmJob.create`` /
-    ``TextJob.create``. They write shards under temporary names and the outcome into the run's temporary area;
-    after the pipeline ran, ``finish(job)`` finalizes (or raises the input error) — ``run_beam`` does both."""
+    """``pipeline | TwoPassConversion(job)``: the conversion's stages for a job made by a format's ``job.create``
+    (``registry.get(name).create_job(...)``). They write shards under temporary names and the outcome into the
+    run's temporary area; after the pipeline ran, ``finish(job)`` finalizes (or raises the input error) —
+    ``run_beam`` does both."""
 
     def __init__(self, job):
         super().__init__()
@@ -267,28 +269,24 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
         job.area.release()
 
 
-def convert_libsvm(inputs: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, options, *,
-                   beam_options: Mapping[str, object] | None = None, overwrite: bool = False,
-                   unit_size: int | None = None, prep=None, **storage_options) -> Manifest:
-    """Convert LibSVM inputs on Beam, as ``converters.libsvm.convert.run`` does locally (same
-    ``LibsvmOptions`` and ``prep.PrepOptions``, same bytes); ``beam_options`` are Beam pipeline options
-    (``{"runner": ...}``)."""
-    from .libsvmjob import LibsvmJob
-
+def convert(format_name: str, inputs: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike,
+            options, *, beam_options: Mapping[str, object] | None = None, overwrite: bool = False, prep=None,
+            **kwargs) -> Manifest:
+    """Convert inputs of format ``format_name`` (``converters.registry``) on Beam, as the format's local converter
+    does (same options object and ``prep.PrepOptions``, same bytes); ``beam_options`` are Beam pipeline options
+    (``{"runner": ...}``); other keyword arguments go to the format's ``job.create`` (LibSVM ``unit_size``, text
+    ``chunk_tokens``: None means its default; storage options). ``convert_libsvm(...)``, ``convert_text(...)``
+    and ``convert_<name>`` for any registered format are this function with the name filled in."""
+    fmt = registry.get(format_name)
     pipeline_options(beam_options)  # bad options fail before the output is touched
-    extra = {"unit_size": unit_size} if unit_size is not None else {}
-    job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, prep=prep, **extra, **storage_options)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    job = fmt.create_job(inputs, out, options, overwrite=overwrite, prep=prep, **kwargs)
     return run_beam(job, beam_options)
 
 
-def convert_text(inputs: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, options, *,
-                 beam_options: Mapping[str, object] | None = None, overwrite: bool = False,
-                 chunk_tokens: int | None = None, prep=None, **storage_options) -> Manifest:
-    """Convert text inputs on Beam, as ``converters.text.convert.run`` does locally (same ``TextOptions`` and
-    ``prep.PrepOptions``, same bytes); ``beam_options`` are Beam pipeline options."""
-    from .textjob import TextJob
-
-    pipeline_options(beam_options)
-    extra = {"chunk_tokens": chunk_tokens} if chunk_tokens is not None else {}
-    job = TextJob.create(inputs, out, options, overwrite=overwrite, prep=prep, **extra, **storage_options)
-    return run_beam(job, beam_options)
+def __getattr__(name: str):
+    """``convert_<format>``: ``convert`` for that format (``convert_libsvm``, ``convert_text``, ...)."""
+    fmt = name[len("convert_"):] if name.startswith("convert_") else None
+    if fmt is None or fmt not in registry.names():
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return functools.partial(convert, fmt)

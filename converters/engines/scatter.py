@@ -23,11 +23,12 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from ..prep.keys import record_keys
+from ..prep.labels import label_bits
 from ..prep.records import take_records
 from ..util.errors import TfpipeError
 from .area import RunArea
 from .core import ShardSpec
-from .prepplan import STAND_IN, label_bits
+from .prepplan import STAND_IN
 
 __all__ = ["Route", "ScatterTask", "ScatterResult", "ShuffledPiece", "scatter", "shuffled_batches",
            "shard_batches", "shuffled_plan", "plan_tmp_root", "KEYS_NAME"]

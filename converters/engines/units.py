@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..sources import compression_of, input_size
+from ..sources import compression_of, input_size, read_range
 from ..util.errors import InputError
 
 __all__ = ["Unit", "InputFile", "plan_units", "input_files", "read_unit", "DEFAULT_UNIT_BYTES"]
@@ -92,9 +92,6 @@ def read_unit(unit: Unit) -> bytes:
     """The whole lines of a range unit (those that start in ``[start, stop)``); InputError if unreadable."""
     if unit.whole:
         raise ValueError(f"unit {unit.index} is a whole file: read it as a stream")
-    # the LibSVM workers' line-aligned byte ranges (imported here: planning units needs no parser or numba)
-    from ..libsvm.workers import read_range
-
     try:
         return read_range(unit.path, unit.start, unit.stop)
     except OSError as exc:

@@ -1,6 +1,7 @@
 """LibSVM -> TFRecord, in layers: ``reasons`` (why a line is rejected), ``options``, ``reference`` (the exact
 pure-Python parser), ``kernel`` (the compiled parser), ``block`` (the pure block parser every engine calls),
-``workers`` (parallel, ordered), ``convert`` (the local converter) and ``synthetic`` (Criteo-like data)."""
+``workers`` (parallel, ordered), ``convert`` (the local converter), ``job`` + ``jobprep`` (the two-pass job the
+engines run), ``format`` (what ``converters.registry`` knows of LibSVM) and ``synthetic`` (Criteo-like data)."""
 from __future__ import annotations
 
 from ..util.lazy import lazy_exports

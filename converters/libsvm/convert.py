@@ -34,7 +34,7 @@ from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
-__all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "DEFAULT_BLOCK_BYTES"]
+__all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "empty_input", "DEFAULT_BLOCK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,14 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
                 pool.close()
 
 
+def empty_input(blank: int, read: int, path: str | None = None, *, what: str = "the input holds no valid line"
+                ) -> InputError:
+    """The error for a conversion that found no valid line at all (``blank`` blank/comment lines and ``read``
+    bad lines skipped)."""
+    return InputError(f"no records to write: {what} ({blank} blank/comment line(s), {read} bad line(s) skipped)",
+                      path=path, reason="empty_input")
+
+
 def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_size: int,
              progress: bool, total: int | None, allow_empty: bool = False) -> Manifest:
     """``total``: the inputs' bytes (None when any is compressed), for the progress bar."""
@@ -149,9 +157,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
     read = sum(s.records_read for s in stats.values())
     blank = sum(s.blank_lines for s in stats.values())
     if writer.records == 0 and not allow_empty:
-        raise InputError(f"no records to write: the input holds no valid line ({blank} blank/comment "
-                         f"line(s), {read} bad line(s) skipped)",
-                         path=paths[0] if len(paths) == 1 else None, reason="empty_input")
+        raise empty_input(blank, read, paths[0] if len(paths) == 1 else None)
     log_totals(stats.values(), read, fallback)
     options = opts.to_json()
     options["index_base_used"] = base

@@ -31,7 +31,7 @@ from typing import Iterator
 import numpy as np
 
 from ..shardset.manifest import MAX_EXAMPLES
-from ..sources import compression_of, input_size, is_url, iter_blocks, open_raw
+from ..sources import compression_of, input_size, is_url, iter_blocks, open_raw, read_lines, read_range
 from ..util.errors import InputError, TfpipeError
 from ..util.fs import read_regular
 from ..util.ordered import ordered_map
@@ -202,43 +202,6 @@ def _mapped_has_zero_index(mm: mmap.mmap, window: int = _SCAN_WINDOW) -> bool:
             return True
         start = end
     return False
-
-
-def _line_start(f, pos: int, size: int) -> int:
-    """Offset of the first line of ``f`` that starts at or after ``pos`` (``size`` if none)."""
-    if pos <= 0:
-        return 0
-    if pos >= size:
-        return size
-    f.seek(pos - 1)
-    at = pos - 1
-    while True:
-        chunk = f.read(1 << 16)
-        if not chunk:
-            return size
-        i = chunk.find(b"\n")
-        if i >= 0:
-            return at + i + 1
-        at += len(chunk)
-
-
-def read_range(path: str, start: int, stop: int) -> bytes:
-    """The whole lines of a plain file (local, or an object named by a URL) that *start* in ``[start, stop)``:
-    consecutive ranges partition the file into whole lines, so a worker can read its own block and nothing is
-    sent to it but numbers."""
-    with open_raw(path) as f:
-        return read_lines(f, start, stop)
-
-
-def read_lines(f, start: int, stop: int) -> bytes:
-    """``read_range`` on a seekable binary file object."""
-    size = f.seek(0, os.SEEK_END)
-    a = _line_start(f, start, size)
-    b = _line_start(f, stop, size)
-    if b <= a:
-        return b""
-    f.seek(a)
-    return f.read(b - a)
 
 
 def _work_range(path: str, start: int, stop: int, popts, keys, stop_on_bad: bool) -> BlockResult:

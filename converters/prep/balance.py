@@ -20,21 +20,12 @@ import numpy as np
 
 from ..util.errors import InputError
 from .keys import record_keys
+from .labels import bits_label, label_bits, label_name
 
 __all__ = ["BalanceOptions", "LabelCounts", "label_name"]
 
 _BIN_SHIFT = np.uint64(48)         # top 16 bits of a key select its histogram bin
 _CHUNK = 1 << 20                   # records per streamed chunk
-
-
-def label_name(label: float) -> str:
-    """A label as it is written in names and manifests: ``0``, ``1``, ``-1``, ``2.5``."""
-    return np.format_float_positional(np.float32(label) + np.float32(0.0), trim="-")  # -0.0 is 0
-
-
-def _bits(labels: np.ndarray) -> np.ndarray:
-    """float32 labels -> uint32 identities (-0.0 counted as 0.0)."""
-    return (np.asarray(labels, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
 
 
 @dataclass(frozen=True)
@@ -116,7 +107,7 @@ class LabelCounts:
         self._counts: dict[int, int] = {}
 
     def add(self, labels: np.ndarray) -> None:
-        bits = _bits(labels)
+        bits = label_bits(labels)
         if self._file is not None:
             self._file.write(bits.tobytes())
         self.records += bits.shape[0]
@@ -125,7 +116,7 @@ class LabelCounts:
 
     @property
     def counts(self) -> dict[float, int]:
-        return {float(np.uint32(b).view(np.float32)): c for b, c in sorted(self._counts.items())}
+        return {bits_label(b): c for b, c in sorted(self._counts.items())}
 
     def thresholds(self, labels: Callable[[], Iterable[np.ndarray]] | None = None) -> "Thresholds":
         """Each label's largest kept key (exact counts), by radix selection over the labels in input order:
@@ -134,7 +125,7 @@ class LabelCounts:
         if self._file is not None:
             self._file.close()
         source = labels if labels is not None else self._file_chunks
-        targets = {int(_bits(np.array([label]))[0]): k for label, k in self.options.targets(self.counts).items()}
+        targets = {int(label_bits(np.array([label]))[0]): k for label, k in self.options.targets(self.counts).items()}
         partial = {b: k for b, k in targets.items() if 0 < k < self._counts[b]}
         limit = {b: (np.uint64(0xFFFFFFFFFFFFFFFF) if k == self._counts[b] else None) for b, k in targets.items()}
         if partial:
@@ -158,7 +149,7 @@ class LabelCounts:
                 limit[b] = keys[need - 1]
         if self.path is not None:
             os.unlink(self.path)
-        kept = {float(np.uint32(b).view(np.float32)): k for b, k in targets.items()}
+        kept = {bits_label(b): k for b, k in targets.items()}
         return Thresholds(self.options.seed, limit, kept, self.counts)
 
     def _file_chunks(self) -> Iterator[np.ndarray]:
@@ -172,7 +163,7 @@ class LabelCounts:
     def _stream(self, source: Callable[[], Iterable[np.ndarray]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         start = 0
         for labels in source():
-            bits = _bits(labels)
+            bits = label_bits(labels)
             idx = np.arange(start, start + bits.shape[0], dtype=np.uint64)
             yield bits, record_keys(self.options.seed, idx, "balance")
             start += bits.shape[0]
@@ -196,7 +187,7 @@ class Thresholds:
 
     def keep(self, labels: np.ndarray, first_index: int) -> np.ndarray:
         """Keep mask for consecutive records starting at global index ``first_index``."""
-        bits = _bits(labels)
+        bits = label_bits(labels)
         keys = record_keys(self.seed, np.arange(first_index, first_index + bits.shape[0], dtype=np.uint64),
                            "balance")
         mask = np.zeros(bits.shape[0], dtype=bool)

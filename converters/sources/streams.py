@@ -19,8 +19,8 @@ from ..storage.objects import is_url, object_size, open_object
 from ..util.errors import InputError
 from ..util.fs import open_regular
 
-__all__ = ["open_input", "open_raw", "input_size", "compression_of", "iter_blocks", "COMPRESSED_SUFFIXES",
-           "MAX_LINE_BYTES"]
+__all__ = ["open_input", "open_raw", "input_size", "compression_of", "iter_blocks", "read_range", "read_lines",
+           "COMPRESSED_SUFFIXES", "MAX_LINE_BYTES"]
 
 COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 _MAGIC = {"gzip": b"\x1f\x8b", "bz2": b"BZh", "zstd": b"\x28\xb5\x2f\xfd"}
@@ -206,3 +206,40 @@ def iter_blocks(path: str, block_size: int = _BLOCK, max_line: int = MAX_LINE_BY
             yield block, line, offset
             line += block.count(b"\n")
             offset += len(block)
+
+
+def _line_start(f, pos: int, size: int) -> int:
+    """Offset of the first line of ``f`` that starts at or after ``pos`` (``size`` if none)."""
+    if pos <= 0:
+        return 0
+    if pos >= size:
+        return size
+    f.seek(pos - 1)
+    at = pos - 1
+    while True:
+        chunk = f.read(1 << 16)
+        if not chunk:
+            return size
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return at + i + 1
+        at += len(chunk)
+
+
+def read_range(path: str, start: int, stop: int) -> bytes:
+    """The whole lines of a plain file (local, or an object named by a URL) that *start* in ``[start, stop)``:
+    consecutive ranges partition the file into whole lines, so a worker can read its own block and nothing is
+    sent to it but numbers."""
+    with open_raw(path) as f:
+        return read_lines(f, start, stop)
+
+
+def read_lines(f, start: int, stop: int) -> bytes:
+    """``read_range`` on a seekable binary file object."""
+    size = f.seek(0, os.SEEK_END)
+    a = _line_start(f, start, size)
+    b = _line_start(f, stop, size)
+    if b <= a:
+        return b""
+    f.seek(a)
+    return f.read(b - a)

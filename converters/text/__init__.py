@@ -1,6 +1,7 @@
 """Pile/jsonl text -> tokenized, packed TFRecord windows, in layers: ``readers`` (streaming jsonl / .zst / .gz /
 parquet / txt readers), ``tokenizers`` (byte-level and Hugging Face), ``packing`` (pure window packing),
-``options``, ``convert`` (the local converter) and ``synthetic`` (Pile-like documents)."""
+``options``, ``convert`` (the local converter), ``job`` + ``windows`` (the two-pass job the engines run),
+``format`` (what ``converters.registry`` knows of text) and ``synthetic`` (Pile-like documents)."""
 from __future__ import annotations
 
 from ..util.lazy import lazy_exports

@@ -86,10 +86,11 @@ def insert_eod(ids: np.ndarray, lengths: np.ndarray, eod_id: int) -> np.ndarray:
     ids = np.asarray(ids)
     if int(lengths.sum()) != ids.size:
         raise ValueError(f"lengths sum to {int(lengths.sum())} but there are {ids.size} ids")
-    n = lengths.size
-    stream = np.full(ids.size + n, eod_id, dtype=np.int64)
-    # token j of document d moves right by d (one EOD before it per earlier document)
-    stream[np.arange(ids.size, dtype=np.int64) + np.repeat(np.arange(n, dtype=np.int64), lengths)] = ids
+    stream = np.empty(ids.size + lengths.size, dtype=np.int64)
+    is_eod = np.zeros(stream.size, dtype=bool)
+    is_eod[np.cumsum(lengths) + np.arange(lengths.size, dtype=np.int64)] = True  # document d's EOD: d ids later
+    stream[is_eod] = eod_id
+    stream[~is_eod] = ids
     return stream
 
 

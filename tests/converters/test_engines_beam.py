@@ -12,7 +12,7 @@ import pytest
 from engines_data import assert_same_output, bad_jsonl, libsvm_files, spoil, text_files
 
 from converters.cli import main
-from converters.engines.libsvmjob import LibsvmJob
+from converters.libsvm.job import LibsvmJob
 from converters.libsvm.convert import run as libsvm_local
 from converters.libsvm.options import LibsvmOptions
 from converters.shardset.options import ShardOutputOptions
@@ -243,7 +243,7 @@ def test_nothing_but_loopback_is_contacted(data, tmp_path, monkeypatch):
 
 
 def test_text_job_ships_the_tokenizer_to_pass_1_only(data, tmp_path):
-    from converters.engines.textjob import TextJob
+    from converters.text.job import TextJob
     from converters.text.tokenizers import train_bpe
 
     tok = str(tmp_path / "tok.json")

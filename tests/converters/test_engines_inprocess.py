@@ -16,8 +16,8 @@ from engines_data import (
 )
 
 from converters.engines.inprocess import run_job
-from converters.engines.libsvmjob import LibsvmJob
-from converters.engines.textjob import TextJob
+from converters.libsvm.job import LibsvmJob
+from converters.text.job import TextJob
 from converters.libsvm.convert import run as libsvm_local
 from converters.libsvm.options import LibsvmOptions
 from converters.shardset.options import ShardOutputOptions

@@ -18,10 +18,10 @@ from engines_data import (
 
 from converters.engines.core import Cutter
 from converters.engines.inprocess import run_job
-from converters.engines.libsvmjob import LibsvmJob
+from converters.libsvm.job import LibsvmJob
 from converters.engines.prepplan import PartCuts
 from converters.engines.scatter import ShuffledPiece
-from converters.engines.textjob import TextJob
+from converters.text.job import TextJob
 from converters.libsvm.convert import run as libsvm_local
 from converters.libsvm.options import LibsvmOptions
 from converters.prep.balance import BalanceOptions

@@ -6,14 +6,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.engines.windows import (
+from converters.text.packing import Packer, PackSpec, insert_eod, pack_documents
+from converters.text.windows import (
     document_payloads,
     document_windows,
-    packed_stream,
     packed_windows,
     stream_payloads,
 )
-from converters.text.packing import Packer, PackSpec, insert_eod, pack_documents
 from converters.tfrecord.examples import varint_lengths
 
 docs = st.lists(st.lists(st.sampled_from([0, 1, 127, 128, 300, 16383, 16384, 70000]), max_size=30), max_size=25)
@@ -92,9 +91,11 @@ def test_packed_windows_cut_like_the_packer(doc_ids, seq_len, cuts, max_rows):
 
 @settings(max_examples=100, deadline=None)
 @given(docs)
-def test_packed_stream_is_insert_eod(doc_ids):
+def test_insert_eod_is_every_document_then_its_eod(doc_ids):
+    """The one EOD insertion (the local packer's and the two-pass job's), also on the jobs' uint16/uint32 ids."""
     lengths = np.array([len(d) for d in doc_ids], np.int64)
     ids = np.array([t for d in doc_ids for t in d], np.int64)
-    assert packed_stream(ids, lengths, 7).tolist() == insert_eod(ids, lengths, 7).tolist()
-    small = ids.astype(np.uint32)
-    assert packed_stream(small, lengths, 7).tolist() == insert_eod(ids, lengths, 7).tolist()
+    expected = [t for d in doc_ids for t in [*d, 7]]
+    assert insert_eod(ids, lengths, 7).tolist() == expected
+    assert insert_eod(ids.astype(np.uint32), lengths, 7).tolist() == expected
+    assert insert_eod(ids.astype(np.uint32), lengths, 7).dtype == np.int64

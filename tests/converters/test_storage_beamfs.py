@@ -8,7 +8,7 @@ import pytest
 from engines_data import assert_same_output, libsvm_files
 
 from converters.engines.inprocess import run_job
-from converters.engines.libsvmjob import LibsvmJob
+from converters.libsvm.job import LibsvmJob
 from converters.libsvm.convert import run as libsvm_local
 from converters.libsvm.options import LibsvmOptions
 from converters.shardset.options import ShardOutputOptions

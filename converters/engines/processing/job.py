@@ -1,25 +1,23 @@
-"""The conversion a Processing job runs: a ``ConvertJob`` (format, inputs, output, the validated options
-object and the local engine's knobs; parsed from ``convert {libsvm|text} ...`` by ``converters.cli.convert_argv``),
-and ``convert_part``, which runs the local converter
-on some of the inputs (one instance's share) into a location of the work area."""
+"""The conversion a Processing job runs: a ``ConvertJob`` (format name, inputs, output, the validated options
+object and the local engine's knobs; parsed from ``convert FORMAT ...`` by ``converters.cli.convert_argv``), and
+``convert_part``, which runs the format's local converter on some of the inputs (one instance's share) into a
+location of the work area. Formats are looked up by name in ``converters.registry``."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from converters import registry
 from converters.shardset.manifest import Manifest
 from converters.util.errors import TfpipeError
 
-__all__ = ["ConvertJob", "convert_part", "input_files", "FORMATS", "EXTRAS"]
-
-FORMATS = ("libsvm", "text")
-EXTRAS = {"libsvm": ("s3",), "text": ("s3", "text")}  # pip extras an instance needs per format
+__all__ = ["ConvertJob", "convert_part", "input_files"]
 
 
 @dataclass(frozen=True)
 class ConvertJob:
-    """One ``tfpipe convert`` command: ``options`` is a ``LibsvmOptions`` or ``TextOptions``."""
+    """One ``tfpipe convert`` command: ``format`` a registered format's name, ``options`` its options object."""
 
     format: str
     argv: tuple[str, ...]
@@ -31,14 +29,18 @@ class ConvertJob:
     prep: Any = None  # converters.prep.PrepOptions: write-time shuffle, balance, split by label
 
     def __post_init__(self):
-        if self.format not in FORMATS:
-            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        registry.get(self.format)  # an unknown name is a ValueError listing the known ones
         if not self.inputs:
             raise ValueError("a conversion needs at least one input")
 
     @property
     def kind(self) -> str:
         return self.format
+
+    @property
+    def fmt(self) -> registry.Format:
+        """The format (``converters.registry``)."""
+        return registry.get(self.format)
 
     def with_options(self, **changes) -> "ConvertJob":
         """The same job with some options changed (e.g. the index base decided over all instances)."""
@@ -51,13 +53,7 @@ def convert_part(job: ConvertJob, files: Sequence[str], out: str) -> Manifest:
     manifest with no shard (their accounting still counts)."""
     if not files:
         raise TfpipeError("convert_part needs at least one file")
-    if job.format == "libsvm":
-        from converters.libsvm.convert import run
-
-        return run(list(files), out, job.options, workers=job.workers, overwrite=True, allow_empty=True)
-    from converters.text.convert import run
-
-    return run(list(files), out, job.options, workers=job.workers, overwrite=True)
+    return job.fmt.part(files, out, job.options, workers=job.workers)
 
 
 def input_files(job: ConvertJob, *, allow_empty_dirs: bool) -> list[str]:
@@ -66,11 +62,7 @@ def input_files(job: ConvertJob, *, allow_empty_dirs: bool) -> list[str]:
     get no object)."""
     from converters.sources import expand_inputs
 
-    suffixes = None
-    if job.format == "text":
-        from converters.text.readers import INPUT_SUFFIXES
-
-        suffixes = INPUT_SUFFIXES
+    suffixes = job.fmt.suffixes
     files: list[str] = []
     seen: set[str] = set()
     for item in job.inputs:

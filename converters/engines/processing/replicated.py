@@ -47,24 +47,12 @@ PLAN = "plan"
 
 
 def core_job(job: ConvertJob, files: Sequence[str], run: str, unit_size: int | None = None):
-    """The two-pass core's job for this conversion, its temporary area the work area ``run`` (the output
-    location is checked by the Processing engine, not here); ``unit_size``: LibSVM bytes per work unit."""
+    """The format's two-pass job for this conversion, its temporary area the work area ``run`` (the output
+    location is checked by the Processing engine, not here); ``unit_size``: input bytes per work unit, where the
+    format cuts files into units."""
     from ..area import RunArea
 
-    area = RunArea(job.out, run)
-    if job.format == "libsvm":
-        from ..libsvmjob import LibsvmJob
-        from ..units import DEFAULT_UNIT_BYTES
-
-        return LibsvmJob(job.options, tuple(files), area, unit_size or DEFAULT_UNIT_BYTES, prep=job.prep)
-    from ..textjob import TextJob
-    from converters.text.readers import format_of
-    from converters.text.tokenizers import load_tokenizer
-
-    for f in files:
-        format_of(f)  # an unknown format fails before any work, as locally
-    info = load_tokenizer(job.options.tokenizer, eod_token=job.options.eod_token).info
-    return TextJob(job.options, tuple(files), area, info, prep=job.prep)  # every instance has the tokenizer file
+    return job.fmt.files_job(job.options, files, RunArea(job.out, run), prep=job.prep, unit_size=unit_size)
 
 
 def _call(job, step: str, item, args: tuple):

@@ -18,10 +18,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from converters import registry
 from converters.storage import is_s3
 from converters.util.errors import TfpipeError
 
-from .job import EXTRAS, ConvertJob
+from .job import ConvertJob
 from .hosts import FULLY_REPLICATED, SHARDED, channel_of, distribution_of
 
 __all__ = ["InputSpec", "LaunchSpec", "build_request", "check_command", "validate_request", "request_shape",
@@ -105,7 +106,7 @@ class LaunchSpec:
         if not is_s3(self.code_uri):
             raise ValueError(f"the code location must be an s3:// URI, got {self.code_uri!r}")
         if not self.command:
-            raise ValueError("no conversion command given (after --: convert {libsvm|text} ...)")
+            raise ValueError("no conversion command given (after --: convert FORMAT ...)")
 
     __hash__ = None  # env is a dict
 
@@ -128,17 +129,16 @@ def check_command(inputs: Sequence[InputSpec], job: ConvertJob) -> ConvertJob:
             raise ValueError(f"input {path} is not under any --input's local path ({where}): inputs reach the "
                              "container only through --input NAME=S3URI, at /opt/ml/processing/input/NAME")
     distribution_of(job.inputs, channels)
-    tok = getattr(job.options, "tokenizer", "byte")
-    if tok != "byte":
-        local = channel_of(tok, channels)
+    for flag, path in job.fmt.shared_files(job.options):
+        local = channel_of(path, channels)
         if local is None or channels[local] != FULLY_REPLICATED:
-            raise ValueError(f"--tokenizer {tok} must be under a FullyReplicated --input (every instance needs "
-                             "the same tokenizer file)")
+            raise ValueError(f"{flag} {path} must be under a FullyReplicated --input (every instance needs "
+                             "the same file)")
     return job
 
 
 def build_request(spec: LaunchSpec, fmt: str) -> dict[str, Any]:
-    """The ``CreateProcessingJob`` request (pure). ``fmt`` (libsvm/text) decides the pip extras installed."""
+    """The ``CreateProcessingJob`` request (pure). ``fmt`` (a format's name) decides the pip extras installed."""
     inputs = [{
         "InputName": i.name,
         "AppManaged": False,
@@ -153,7 +153,7 @@ def build_request(spec: LaunchSpec, fmt: str) -> dict[str, Any]:
                     "S3InputMode": "File", "S3DataDistributionType": FULLY_REPLICATED,
                     "S3CompressionType": "None"},
     })
-    env = {"TFPIPE_EXTRAS": ",".join(EXTRAS[fmt]), **spec.env}
+    env = {"TFPIPE_EXTRAS": ",".join(registry.get(fmt).extras), **spec.env}
     return {
         "ProcessingJobName": spec.job_name,
         "ProcessingInputs": inputs,

@@ -4,25 +4,30 @@ host stitches the parts into one shard set.
 * Each instance runs the local converter on its own files into ``<work area>/part-<host>/`` (a complete shard
   set with its own manifest), then writes its marker ``parts/<host>.json`` (the part's manifest, the files it
   converted and their sizes). A rerun reuses a part whose marker matches the same files and options.
-* LibSVM ``--index-base auto`` is decided over *all* instances' inputs first: each instance scans its files for
-  an index 0 and writes ``index-base/<host>.json``; all wait for all, then every part uses the same base.
+* A decision every part must share is taken over *all* instances' inputs first, where the format has one
+  (``Format.scan_round``; LibSVM's ``--index-base auto``): each instance scans its files and writes
+  ``<round>/<host>.json`` (e.g. ``index-base/``: an index 0 seen?); all wait for all, then every part converts
+  with the options the format agrees on (the same base).
 * The finalizer waits for every marker, names the shards in host order (each host's shards in its input
   order), moves them to their final names, merges the accounting (every input of every host, host order) and
   writes ``index.json`` last.
-* Text: each instance packs its own documents, so windows never span two instances: each instance's final
-  partial window is dropped (counted in ``tokens_dropped``) or padded with ``--pad-last``, as at the end of a
-  local run.
+* The manifest's ``extra`` totals the format declares (``Format.sums``) add up over the parts; the rest
+  must agree. Text: each instance packs its own documents, so windows never span two instances: each
+  instance's final partial window is dropped (counted in ``tokens_dropped``) or padded with ``--pad-last``, as
+  at the end of a local run.
 """
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Any, Sequence
 
+from converters import registry
 from converters.shardset.manifest import InputStats, Manifest, ShardInfo
 from converters.storage import open_storage
 from converters.tfrecord.schema import Schema
-from converters.util.errors import InputError, TfpipeError
+from converters.util.errors import TfpipeError
 
 from .job import ConvertJob, convert_part
 from .finalize import check_output, commit, publish
@@ -35,11 +40,6 @@ __all__ = ["run_sharded", "merge_extra"]
 log = logging.getLogger(__name__)
 
 PARTS = "parts"
-INDEX_BASE = "index-base"
-
-# converter totals that add up over parts; every other ``extra`` entry must be the same in every part
-_SUMS = {"libsvm": ("blank_lines",), "text": ("documents", "tokens", "tokens_dropped", "padding_tokens", "windows")}
-_NESTED_SUMS = {"text": ("subsets",)}
 
 
 def _fingerprint(files: Sequence[str]) -> list[list]:
@@ -51,52 +51,31 @@ def run_sharded(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: l
     """This instance's part; on the first host also the finalize. Returns the set's manifest (finalizer, else
     None), whether this instance reused a part written by an earlier run, and its share in words."""
     place = cfg.place
-    if job.format == "libsvm" and job.options.index_base == "auto":
-        base = _index_base_round(job, cfg, area, files, timeout=timeout, poll=poll)
-        part_job = job.with_options(index_base=base)
-    else:
-        base = None
-        part_job = job
+    name = job.fmt.scan_round(job.options)
+    part_job = job if name is None else _scan_round(job, name, cfg, area, files, timeout=timeout, poll=poll)
     reused = _part(part_job, place.current_host, area, files)
     work = f"{len(files)} file(s)"
     if not place.is_finalizer:
         return None, reused, work
     markers = area.wait(PARTS, place.hosts, timeout=timeout, poll=poll, what="part")
-    return _finalize(job, cfg, area, [markers[h] for h in place.hosts], base), reused, work
+    return _finalize(job, cfg, area, [markers[h] for h in place.hosts]), reused, work
 
 
-def _index_base_round(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: list[str], *,
-                      timeout: float, poll: float) -> int:
-    """``--index-base auto`` over every instance's inputs: 0 if any instance saw an index 0, else 1."""
+def _scan_round(job: ConvertJob, name: str, cfg: ProcessingConfig, area: WorkArea, files: list[str], *,
+                timeout: float, poll: float) -> ConvertJob:
+    """The format's shared decision (round ``name``) over every instance's inputs: this instance's scan
+    (reused when its files are the same), then every host's -> the job every part converts."""
     host = cfg.place.current_host
     fp = _fingerprint(files)
-    old = area.marker(INDEX_BASE, host, any_job=True)
-    if old is not None and old.get("inputs") == fp:
-        zero = bool(old.get("zero"))
+    old = area.marker(name, host, any_job=True)
+    if old is not None and old.get("inputs") == fp and isinstance(old.get("scan"), dict):
+        scan = old["scan"]
     else:
-        zero = bool(files) and _scan_zero(job, files)
-    area.mark(INDEX_BASE, host, {"inputs": fp, "zero": zero})
-    seen = area.wait(INDEX_BASE, cfg.place.hosts, timeout=timeout, poll=poll, what="index-base scan")
-    zeros = [h for h in cfg.place.hosts if seen[h].get("zero")]
-    base = 0 if zeros else 1
-    log.info("index base auto over %d host(s): %s", len(seen),
-             f"index 0 seen by {', '.join(zeros)} -> zero-based" if zeros else "no index 0 -> one-based")
-    return base
-
-
-def _scan_zero(job: ConvertJob, files: list[str]) -> bool:
-    from converters.libsvm.convert import DEFAULT_BLOCK_BYTES
-    from converters.libsvm.workers import Pool, resolve_index_base, resolve_parallel
-    from converters.util.system import cpu_count
-
-    workers = job.workers or cpu_count()
-    if workers == 1:
-        return resolve_index_base(files, DEFAULT_BLOCK_BYTES) == 0
-    pool = Pool(workers, job.options.parse_options(1), job.options.keys)
-    try:
-        return resolve_parallel(files, DEFAULT_BLOCK_BYTES, pool) == 0
-    finally:
-        pool.close()
+        scan = job.fmt.scan(job.options, files, job.workers)
+    area.mark(name, host, {"inputs": fp, "scan": scan})
+    seen = area.wait(name, cfg.place.hosts, timeout=timeout, poll=poll, what=f"{name} scan")
+    options = job.fmt.agree(job.options, [seen[h].get("scan", {}) for h in cfg.place.hosts], cfg.place.hosts)
+    return replace(job, options=options)
 
 
 def _part(job: ConvertJob, host: str, area: WorkArea, files: list[str]) -> bool:
@@ -126,8 +105,7 @@ def _intact(area: WorkArea, host: str, marker: dict) -> bool:
     return all(s["name"] in names for s in part["shards"])
 
 
-def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: list[dict],
-              base: int | None) -> Manifest:
+def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: list[dict]) -> Manifest:
     parts = [m.get("manifest") for m in markers]
     counts = [len(p["shards"]) if p else 0 for p in parts]
     layout = sharded_layout(counts)
@@ -142,17 +120,13 @@ def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: l
         shards.append(ShardInfo(finals[i], s["records"], s["bytes"], s["sha256"]))
     inputs = [InputStats(**i) for p in parts if p for i in p["inputs"]]
     records = sum(s.records for s in shards)
-    if records == 0 and job.format == "libsvm":
-        blank = sum(i.blank_lines for i in inputs)
-        read = sum(i.records_read for i in inputs)
-        raise InputError(f"no records to write: no instance's input holds a valid line ({blank} blank/comment "
-                         f"line(s), {read} bad line(s) skipped)", reason="empty_input")
+    if records == 0 and (error := job.fmt.empty_error(inputs)) is not None:
+        raise error
     full = [p for p in parts if p]
     if not full:
         raise TfpipeError("no instance had an input file: nothing to convert")
     options = job.options.to_json()
-    if job.format == "libsvm":
-        options["index_base_used"] = base if base is not None else job.options.index_base
+    options.update({k: v for k, v in full[0]["options"].items() if k not in options})  # what the parts decided
     extra = merge_extra(job.format, [p["extra"] for p in full])
     extra["hosts"] = [{"host": h, "inputs": len(p["inputs"]) if p else 0, "shards": c,
                        "records": p["records"] if p else 0}
@@ -173,7 +147,8 @@ def merge_extra(kind: str, extras: Sequence[dict[str, Any]]) -> dict[str, Any]:
     everything else (tokenizer, sequence length, index base) must be the same in every part."""
     if not extras:
         return {}
-    sums, nested = _SUMS.get(kind, ()), _NESTED_SUMS.get(kind, ())
+    fmt = registry.get(kind)
+    sums, nested = fmt.sums, fmt.nested_sums
     out: dict[str, Any] = {}
     for key in sorted({k for e in extras for k in e}):
         values = [e.get(key) for e in extras]

@@ -27,25 +27,10 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..prep.options import PrepOptions
-from ..shardset.manifest import InputStats
-from ..sources import expand_inputs
-from ..text.convert import count_subsets
-from ..text.options import FEATURE, TextOptions, text_schema
-from ..text.packing import PackSpec
-from ..text.readers import (
-    DEFAULT_BATCH_CHARS,
-    INPUT_SUFFIXES,
-    format_of,
-    iter_documents,
-)
-from ..text.tokenizers import TokenizerInfo, load_tokenizer
-from ..tfrecord.examples import framed_lengths, serialize_batch, varint_lengths
-from ..util.errors import InputError, TfpipeError
-from .area import RunArea, prepare_run
-from .core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
-from .prepplan import ShuffleLayout
-from .scatter import (
+from ..engines.area import RunArea, prepare_run
+from ..engines.core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from ..engines.prepplan import ShuffleLayout
+from ..engines.scatter import (
     ScatterResult,
     ScatterTask,
     plan_tmp_root,
@@ -53,12 +38,26 @@ from .scatter import (
     shard_batches,
     shuffled_plan,
 )
-from .units import InputFile, Unit, plan_units
+from ..engines.units import InputFile, Unit, plan_units
+from ..prep.options import PrepOptions
+from ..shardset.manifest import InputStats
+from ..sources import expand_inputs
+from ..tfrecord.examples import framed_lengths, serialize_batch, varint_lengths
+from ..util.errors import InputError, TfpipeError
+from .convert import count_subsets
+from .options import FEATURE, TextOptions, text_schema
+from .packing import PackSpec, insert_eod
+from .readers import (
+    DEFAULT_BATCH_CHARS,
+    INPUT_SUFFIXES,
+    format_of,
+    iter_documents,
+)
+from .tokenizers import TokenizerInfo, load_tokenizer
 from .windows import (
     doc_windows,
     document_payloads,
     document_windows,
-    packed_stream,
     packed_windows,
     stream_payloads,
 )
@@ -146,15 +145,21 @@ class TextJob:
         _check_prep(prep)
         files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs,
                               suffixes=INPUT_SUFFIXES)
-        for f in files:
-            format_of(f)
-        info = load_tokenizer(options.tokenizer, eod_token=options.eod_token).info
+        info = _checked(options, files)
         raw = None
         if info.path is not None:
             with open(info.path, "rb") as fh:
                 raw = fh.read()
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
         return cls(options, tuple(files), area, info, raw, batch_chars, chunk_tokens, prep)
+
+    @classmethod
+    def from_files(cls, options: TextOptions, files: Sequence[str], area: RunArea, *,
+                   prep: PrepOptions | None = None, unit_size: int | None = None) -> "TextJob":
+        """The job on inputs already expanded and an area already prepared (a Processing instance, which has
+        the tokenizer file itself: its bytes are not carried); ``unit_size`` does not apply (a unit is a
+        file)."""
+        return cls(options, tuple(files), area, _checked(options, files), prep=prep)
 
     @property
     def output(self):
@@ -398,8 +403,16 @@ class TextJob:
         """The packed stream's positions ``[lo, hi)`` (clipped to the stream), chunk by chunk."""
         for t in pieces:
             ids, lengths = self._load(t.chunk)
-            stream = packed_stream(ids, lengths, self.spec.eod_id)
+            stream = insert_eod(ids, lengths, self.spec.eod_id)
             yield stream[max(lo - t.offset, 0): max(min(hi - t.offset, stream.size), 0)]
+
+
+def _checked(options: TextOptions, files: Sequence[str]) -> TokenizerInfo:
+    """Every input's format known (an unknown one fails before any work, as locally); the tokenizer's
+    fingerprint, loaded once."""
+    for f in files:
+        format_of(f)
+    return load_tokenizer(options.tokenizer, eod_token=options.eod_token).info
 
 
 def _check_prep(prep: PrepOptions | None) -> None:

@@ -11,7 +11,7 @@
 * ``pass2(spec)``: re-parse the units of one shard, serialize exactly its records, write it.
 
 With write-time preparation (``prep``: ``--balance``, ``--shuffle``, ``--split-by-label``) pass 1 also keeps
-each unit's labels, the plan is ``libsvmprep.PreparedUnits``'s, and with ``--shuffle`` a scatter step runs
+each unit's labels, the plan is ``jobprep.PreparedUnits``'s, and with ``--shuffle`` a scatter step runs
 between the plan and pass 2 (``scatter(task)``, see ``engines.scatter``).
 
 Parsing and serialization are the local converter's (``libsvm.block.parse``, ``tfrecord.examples``), so the
@@ -27,29 +27,29 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..libsvm.block import has_zero_index, parse, serialize_parsed
-from ..libsvm.convert import DEFAULT_BLOCK_BYTES, RowTotals, account, log_totals
-from ..libsvm.options import LibsvmOptions
-from ..libsvm.reasons import BadLine
-from ..libsvm.sparse import SparseBlock, row_stats
+from ..engines.area import RunArea, prepare_run
+from ..engines.core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from ..engines.scatter import (
+    ScatterResult,
+    ScatterTask,
+    scatter,
+    shard_batches,
+)
+from ..engines.units import DEFAULT_UNIT_BYTES, Unit, input_files, plan_units, read_unit
 from ..prep.balance import Thresholds
+from ..prep.labels import label_bits
 from ..prep.options import PrepOptions
 from ..prep.records import take_records
 from ..shardset.manifest import MAX_EXAMPLES, InputStats
 from ..sources import expand_inputs, iter_blocks
 from ..tfrecord.examples import column_payloads, framed_lengths
 from ..util.errors import InputError, TfpipeError
-from .area import RunArea, prepare_run
-from .core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
-from .libsvmprep import PreparedUnits
-from .prepplan import label_bits
-from .scatter import (
-    ScatterResult,
-    ScatterTask,
-    scatter,
-    shard_batches,
-)
-from .units import DEFAULT_UNIT_BYTES, Unit, input_files, plan_units, read_unit
+from .block import has_zero_index, parse, serialize_parsed
+from .convert import DEFAULT_BLOCK_BYTES, RowTotals, account, empty_input, log_totals
+from .jobprep import PreparedUnits
+from .options import LibsvmOptions
+from .reasons import BadLine
+from .sparse import SparseBlock, row_stats
 
 __all__ = ["LibsvmJob", "LibsvmContext", "LibsvmPrepass", "LibsvmSummary", "LibsvmPiece"]
 
@@ -171,6 +171,12 @@ class LibsvmJob:
         paths = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
         return cls(options, tuple(paths), area, unit_size, block_size, prep)
+
+    @classmethod
+    def from_files(cls, options: LibsvmOptions, files: Sequence[str], area: RunArea, *,
+                   prep: PrepOptions | None = None, unit_size: int | None = None) -> "LibsvmJob":
+        """The job on inputs already expanded and an area already prepared (a Processing instance)."""
+        return cls(options, tuple(files), area, unit_size or DEFAULT_UNIT_BYTES, prep=prep)
 
     @property
     def output(self):
@@ -317,9 +323,8 @@ class LibsvmJob:
         read = sum(st.records_read for st in stats)
         blank = sum(st.blank_lines for st in stats)
         if (prepared.records if prepared is not None else cutter.records) == 0:
-            return Plan.failed(ErrorRecord(
-                f"no records to write: the input holds no valid line ({blank} blank/comment line(s), {read} bad "
-                "line(s) skipped)", self.paths[0] if len(self.paths) == 1 else None, reason="empty_input"))
+            return Plan.failed(ErrorRecord.of(empty_input(blank, read,
+                                                          self.paths[0] if len(self.paths) == 1 else None)))
         log_totals(stats, read, fallback)
         options = self.options.to_json()
         options["index_base_used"] = base

@@ -14,10 +14,10 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..text.packing import PackSpec, pack_documents
 from ..tfrecord.examples import varint_lengths
+from .packing import PackSpec, pack_documents
 
-__all__ = ["stream_payloads", "document_payloads", "document_windows", "packed_windows", "packed_stream",
+__all__ = ["stream_payloads", "document_payloads", "document_windows", "packed_windows",
            "doc_windows"]
 
 
@@ -84,18 +84,6 @@ def document_payloads(ids: np.ndarray, lengths: np.ndarray, spec: PackSpec) -> n
     starts = (doc_end - lengths - 1)[row_doc] + j * w
     ends = np.minimum(starts + w, doc_end[row_doc])
     return pre.upto(ends) - pre.upto(starts) + (w - (ends - starts)) * _vlen(spec.pad_id)
-
-
-def packed_stream(ids: np.ndarray, lengths: np.ndarray, eod_id: int) -> np.ndarray:
-    """The packed stream of these documents (int64; ``text.packing.insert_eod``'s result, built with a mask
-    instead of index arrays)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    stream = np.empty(int(lengths.sum()) + lengths.size, dtype=np.int64)
-    is_eod = np.zeros(stream.size, dtype=bool)
-    is_eod[np.cumsum(lengths) + np.arange(lengths.size, dtype=np.int64)] = True
-    stream[is_eod] = eod_id
-    stream[~is_eod] = ids
-    return stream
 
 
 def document_windows(ids: np.ndarray, lengths: np.ndarray, spec: PackSpec, lo: int, hi: int,

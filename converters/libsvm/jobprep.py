@@ -20,12 +20,12 @@ from typing import Sequence
 
 import numpy as np
 
+from ..engines.core import ErrorRecord, Plan, ShardSpec
+from ..engines.prepplan import PartCuts, ShuffleLayout
+from ..engines.scatter import plan_tmp_root, shuffled_plan
 from ..prep.balance import LabelCounts, Thresholds
 from ..shardset.manifest import InputStats
 from ..util.errors import InputError
-from .core import ErrorRecord, Plan, ShardSpec
-from .prepplan import PartCuts, ShuffleLayout
-from .scatter import plan_tmp_root, shuffled_plan
 
 __all__ = ["PreparedUnits"]
 
