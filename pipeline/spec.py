@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import secrets
 from dataclasses import dataclass, field, replace
@@ -201,8 +202,8 @@ class PipelineSpec:
         if self.mode != "file" or sum(n for n, _ in parts) != len(self.files) or any(n < 1 for n, _ in parts):
             raise ValueError(f"part_weights must split the files into consecutive non-empty parts (file mode), got "
                              f"{self.part_weights!r} for {len(self.files)} file(s)")
-        if any(not w > 0 for _, w in parts):
-            raise ValueError(f"part weights must be > 0, got {[w for _, w in parts]}")
+        if any(not 0 < w < math.inf for _, w in parts):
+            raise ValueError(f"part weights must be finite numbers > 0, got {[w for _, w in parts]}")
 
     # -- derived facts (pure) ------------------------------------------------------------------------
 
@@ -323,8 +324,8 @@ def _weighted_parts(manifest, label_weights: dict) -> tuple[list[str], tuple[tup
             key = label_name(float(k))
         except (TypeError, ValueError):
             raise ValueError(f"label_weights keys must be labels (numbers), got {k!r}") from None
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0:
-            raise ValueError(f"label_weights values must be numbers >= 0, got {w!r} for label {k!r}")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < math.inf:
+            raise ValueError(f"label_weights values must be finite numbers >= 0, got {w!r} for label {k!r}")
         given[key] = float(w)
     labels = [p.label for p in manifest.parts]
     unknown = sorted(set(given) - set(labels))
@@ -334,14 +335,15 @@ def _weighted_parts(manifest, label_weights: dict) -> tuple[list[str], tuple[tup
                          f"{', '.join(labels)}" + (f"; no part for {', '.join(unknown)}" if unknown else "")
                          + (f"; no weight for {', '.join(missing)}" if missing else ""))
     kept = [p for p in manifest.parts if given[p.label] > 0]
-    total = sum(given[p.label] for p in kept)
-    if not kept or total <= 0:
+    if not kept:
         raise ValueError("label_weights must give at least one part a weight > 0")
+    top = max(given[p.label] for p in kept)            # scaled first: huge finite weights cannot sum to inf
+    total = sum(given[p.label] / top for p in kept)
     names, weights = [], []
     for p in kept:
         mine = [s.name for s in manifest.shards if s.name.startswith(p.path + "/")]
         names += mine
-        weights.append((len(mine), given[p.label] / total))
+        weights.append((len(mine), given[p.label] / top / total))
     return names, tuple(weights)
 
 
