@@ -148,8 +148,11 @@ def lookup_from_doc(doc: dict[str, Any], path: str | None = None) -> TuneLookup:
     when = when[:10] if isinstance(when, str) and when[:4].isdigit() else ""
     rounds = doc.get("rounds")
     rounds = rounds if isinstance(rounds, int) and not isinstance(rounds, bool) and 0 < rounds < 10**6 else "?"
+    what = f"{config.label()}{gain_txt}"
+    if isinstance(doc.get("best"), dict):   # the top score was within the rounds' noise: the rule was kept
+        what = f"kept the built-in rule ({config.label()}): no candidate beat it beyond the rounds' noise"
     note = (f"tuned on this machine{' on ' + when if when else ''} (`tfpipe pipeline tune`): "
-            f"{config.label()}{gain_txt}, median of {rounds} paired rounds")
+            f"{what}, median of {rounds} paired rounds")
     if path:
         note += f" [{path}]"
     return TuneLookup(config, note, tuple(sorted(doc["data"].items())), path)

@@ -240,6 +240,7 @@ def test_a_one_percent_winner_does_not_replace_the_rule(data):
     assert doc["winner"]["config"] == rule.to_json() and doc["best"]["vs_rule"] == pytest.approx(1.01)
     text = T.format_report(report)
     assert f"kept the built-in rule: the best candidate, {fast.label()}, scored 1.01x, within the rounds' noise" in text
+    assert "kept the built-in rule (" in report.lookup().note and report.lookup().config == rule
     top = text.splitlines()[2]
     assert top.startswith(fast.label()) and "<- winner" not in top      # ranked first, yet not the winner
 
