@@ -32,7 +32,8 @@ from converters.util.system import cpu_count
 
 __all__ = ["SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
            "ParsingOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES", "CACHE_POLICIES",
-           "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT"]
+           "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT",
+           "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
 
 MODES = ("file", "pipe")
 READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
@@ -42,6 +43,8 @@ CACHE_POLICIES = ("auto", "memory", "none", "file:PATH")
 TUNE_POLICIES = ("stored", "on-first-use", "off")   # use a stored `tfpipe pipeline tune` result / tune once / never
 DEFAULT_PIPE_DIR = "/opt/ml/input/data"
 DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
+MAX_BUFFER_BYTES = 1 << 30             # a read buffer beyond 1 GiB only costs memory (10**15 crashes TensorFlow)
+MAX_PARALLEL = 1024                    # files read / parse calls at once (10**9 crashes TensorFlow)
 
 
 def _is_int(v: Any) -> bool:
@@ -120,10 +123,15 @@ class ReadOptions:
             raise ValueError(f"num_parallel_reads must be >= 1 or None, got {self.num_parallel_reads!r}")
         if self.buffer_size is not None and self.buffer_size < 0:
             raise ValueError(f"buffer_size must be >= 0 bytes or None, got {self.buffer_size!r}")
+        if (self.buffer_size or 0) > MAX_BUFFER_BYTES:
+            raise ValueError(f"buffer_size must be at most {MAX_BUFFER_BYTES} bytes (1 GiB), got {self.buffer_size!r}")
         if self.chunk_records is not None and self.chunk_records < 0:
             raise ValueError(f"chunk_records must be >= 0 (0: no chunks) or None, got {self.chunk_records!r}")
         if self.parse_parallelism is not None and self.parse_parallelism != -1 and self.parse_parallelism < 1:
             raise ValueError(f"parse_parallelism must be >= 1, -1 (AUTOTUNE) or None, got {self.parse_parallelism!r}")
+        for name in ("num_parallel_reads", "parse_parallelism"):
+            if (getattr(self, name) or 0) > MAX_PARALLEL:
+                raise ValueError(f"{name} must be at most {MAX_PARALLEL}, got {getattr(self, name)!r}")
         if self.tune not in TUNE_POLICIES:
             raise ValueError(f"tune must be one of {TUNE_POLICIES}, got {self.tune!r}")
         if self.cores < 1:

@@ -256,6 +256,9 @@ def test_composed_of_option_groups():
     ({"sharding": (2, 1)}, "sharding must be a pipeline.options.ShardingOptions, got tuple"),
     ({"memory_bytes": 0}, "memory_bytes must be a positive number of bytes or None, got 0"),
     ({"part_weights": ((1, float("inf")),)}, "part weights must be finite numbers > 0, got [inf]"),
+    ({"buffer_size": 10**15}, "buffer_size must be at most 1073741824 bytes (1 GiB), got 1000000000000000"),
+    ({"num_parallel_reads": 10**9}, "num_parallel_reads must be at most 1024, got 1000000000"),
+    ({"parse_parallelism": 10**9}, "parse_parallelism must be at most 1024, got 1000000000"),
 ])
 def test_group_validation(kw, msg):
     with pytest.raises(ValueError) as e:
