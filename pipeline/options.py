@@ -235,6 +235,8 @@ GROUPS: dict[str, type] = {
 }
 # flat option name -> the group that holds it
 FLAT: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in fields(cls)}
+if len(FLAT) != sum(len(fields(cls)) for cls in GROUPS.values()):   # one flat name, one option
+    raise TypeError("two option groups share an option name: every option needs its own flat name")
 
 
 def unknown_keyword(name: str, where: str, valid) -> TypeError:

@@ -372,5 +372,7 @@ def _flat_property(group: str, name: str) -> property:
 
 
 for _name, _group in FLAT.items():   # every option also reads by its flat name: spec.shuffle_buffer
+    if _name in PipelineSpec.__dict__ or _name in GROUPS or _name == "schema":  # a new group's option must not
+        raise TypeError(f"option {_name!r} of spec.{_group} clashes with PipelineSpec.{_name}")  # shadow a name
     setattr(PipelineSpec, _name, _flat_property(_group, _name))
 del _name, _group
