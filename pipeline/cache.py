@@ -1,6 +1,7 @@
 """The cache policy of a pipeline (pure): memory, a file, or none, and why; and applying it to a dataset."""
 from __future__ import annotations
 
+from converters.util.system import total_memory
 from converters.util.units import format_size
 
 from .spec import PipelineSpec
@@ -8,20 +9,6 @@ from .spec import PipelineSpec
 __all__ = ["choose_cache", "cache_dataset", "total_memory", "MEMORY_CACHE_FRACTION"]
 
 MEMORY_CACHE_FRACTION = 0.25      # memory cache only for data under 25% of RAM
-
-
-def total_memory() -> int:
-    """Physical RAM in bytes (psutil, else /proc/meminfo)."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().total)
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    return 0
 
 
 def choose_cache(spec: PipelineSpec) -> tuple[str, str | None, str]:

@@ -1,4 +1,6 @@
-"""``PipelineSpec``: everything that decides a tf.data input graph, in one frozen, self-checking dataclass.
+"""``PipelineSpec``: everything that decides a tf.data input graph, in one frozen, self-checking dataclass
+composed of option groups (``pipeline.options``: source, reading, shuffling, sharding, caching, batching,
+parsing), each validated on its own; the checks that need two groups are made here.
 
 ``PipelineSpec.from_manifest`` fills the file list and the parse schema from a shard set's ``index.json``
 (local, or ``s3://`` — shards are then fetched to a local cache directory first, as SageMaker File mode
@@ -8,16 +10,38 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from converters.shardset.options import normalize_compression
 from converters.shardset.reader import check_file
 from converters.util.errors import IntegrityError, TfpipeError
 from converters.util.system import cache_root, cpu_count
 from sharding.plan import shard_count
+
+from .options import (
+    CACHE_POLICIES,
+    DEFAULT_PIPE_DIR,
+    DEFAULT_PIPE_TIMEOUT,
+    FLAT,
+    GROUPS,
+    MODES,
+    OUTPUTS,
+    READ_STRATEGIES,
+    SPARSE_AS,
+    TUNE_POLICIES,
+    BatchOptions,
+    CacheOptions,
+    ParsingOptions,
+    ReadOptions,
+    ShardingOptions,
+    ShuffleOptions,
+    SourceOptions,
+    split_options,
+    unknown_keyword,
+)
 
 # DEFAULT_BUFFER_BYTES (re-exported): the 8 MiB read buffer used when buffer_size is None
 from .read import DEFAULT_BUFFER_BYTES
@@ -27,18 +51,15 @@ if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so 
 
 __all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES",
            "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cache_root",
-           "cpu_count", "equal_steps"]
+           "cpu_count", "equal_steps", "SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
+           "CacheOptions", "BatchOptions", "ParsingOptions"]
 
 log = logging.getLogger(__name__)
 
-MODES = ("file", "pipe")
-READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
-OUTPUTS = ("keras", "dict")
-SPARSE_AS = ("sparse", "ragged")     # how variable-length features come out: tf.SparseTensor or tf.RaggedTensor
-CACHE_POLICIES = ("auto", "memory", "none", "file:PATH")
-TUNE_POLICIES = ("stored", "on-first-use", "off")   # use a stored `tfpipe pipeline tune` result / tune once / never
-DEFAULT_PIPE_DIR = "/opt/ml/input/data"
-DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
+# from_manifest's own keywords (besides the flat options), and the options it fills from the manifest itself
+_FROM_MANIFEST_ARGS = ("mode", "channel", "pipe_dir", "pipe_timeout", "shuffle_buffer", "seed", "epochs", "cache",
+                       "drop_remainder", "num_shards", "shard_index", "plan", "rank", "cache_dir", "label_weights")
+_FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manifest_sha256", "batch_size")
 
 
 def default_cache_dir(url: str) -> str:
@@ -53,17 +74,15 @@ def equal_steps(records: int, num_shards: int, batch_size: int, drop_remainder: 
     return smallest // batch_size if drop_remainder else -(-smallest // batch_size)
 
 
-def _check_cache(cache: str) -> None:
-    if cache in ("auto", "memory", "none"):
-        return
-    if cache.startswith("file:") and len(cache) > 5:
-        return
-    raise ValueError(f"cache must be one of auto|memory|none|file:PATH, got {cache!r}")
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PipelineSpec:
     """One input pipeline. Build it with :func:`pipeline.build_dataset`; explain it with :func:`pipeline.describe`.
+
+    Composed of option groups (``spec.source``, ``spec.reading``, ``spec.shuffling``, ``spec.sharding``,
+    ``spec.caching``, ``spec.batching``, ``spec.parsing``; see ``pipeline.options``). Every option also reads
+    and is given by its flat name: ``PipelineSpec(schema, 512, files=..., shuffle_buffer=10_000)`` and
+    ``spec.shuffle_buffer`` are ``spec.shuffling.shuffle_buffer``; a whole group may be given instead
+    (``sharding=ShardingOptions(2, 1)``), flat names then change it.
 
     Stage switches: ``shuffle_buffer=0`` (no shuffle), ``cache="none"``, ``prefetch=0`` (no prefetch),
     ``parse=False`` (yield batches of serialized records), ``epochs=None`` (repeat forever).
@@ -75,134 +94,59 @@ class PipelineSpec:
     """
 
     schema: "Schema"
-    batch_size: int
-    files: tuple[str, ...] = ()
-    mode: str = "file"
-    channel: str | None = None
-    pipe_dir: str = DEFAULT_PIPE_DIR
-    pipe_timeout: float = DEFAULT_PIPE_TIMEOUT
-    first_epoch: int = 0                   # Pipe mode: FIFO suffix of the first epoch read
-    use_sagemaker_pipe: bool = False
-    compression: str | None = None
-    records: int | None = None             # records in `files` (or in the channel), when known
-    total_bytes: int | None = None         # bytes on disk of `files`, when known
-    shuffle_buffer: int = 0
-    seed: int | None = None
-    epochs: int | None = 1
-    cache: str = "auto"
-    drop_remainder: bool = False
-    num_shards: int = 1
-    shard_index: int = 0
-    steps: int | None = None               # per-epoch `take`; None: derived (equal steps) when sharded
-    equal_steps: bool = True
-    read: str = "auto"
-    num_parallel_reads: int | None = None  # None: from the tuning result or the rule
-    buffer_size: int | None = None         # read buffer bytes; None: tuned, else 8 MiB
-    chunk_records: int | None = None       # records per parse call before rebatch; 0: batch → parse; None: auto
-    parse_parallelism: int | None = None   # parse map's num_parallel_calls (-1: AUTOTUNE); None: auto
-    tune: str = "stored"                   # "stored" | "on-first-use" | "off" (read="auto" only)
-    manifest_sha256: str | None = None     # sha256 of index.json (set by from_manifest): the data fingerprint
-    tuning: Any = None                     # pipeline.tunestore.TuneLookup (set by from_manifest), or None
-    prefetch: int | None = None            # None: AUTOTUNE; 0: no prefetch stage
-    deterministic: bool = True             # False: parallel stages may reorder batches (a little faster)
-    parse: bool = True
-    output: str = "keras"
-    sparse_as: str = "sparse"
-    sparse_features: tuple[str, str] | None = None  # (ids, values): SparseTensors of shape [batch, num_features]
-    num_features: int | None = None
-    cores: int = field(default_factory=cpu_count)
-    memory_bytes: int | None = None        # RAM used by the auto cache policy; None: detected
-    part_weights: tuple[tuple[int, float], ...] = ()  # read-time balancing: (files of part k, weight k) in order
+    source: SourceOptions
+    reading: ReadOptions
+    shuffling: ShuffleOptions
+    sharding: ShardingOptions
+    caching: CacheOptions
+    batching: BatchOptions
+    parsing: ParsingOptions
+    # a new group: a class in pipeline.options, an entry in options.GROUPS and a field here
+
+    def __init__(self, schema: "Schema", batch_size: int | BatchOptions | None = None, **options: Any):
+        if isinstance(batch_size, BatchOptions):
+            options.setdefault("batching", batch_size)
+            batch_size = None
+        given = {g: options.pop(g) for g in GROUPS if g in options}
+        flat = split_options(options, "PipelineSpec()", extra=("schema", "batch_size"))
+        if batch_size is not None:
+            flat.setdefault("batching", {})["batch_size"] = batch_size
+        for name, cls in GROUPS.items():
+            group, changes = given.get(name), flat.get(name, {})
+            if group is None:
+                if name == "batching" and "batch_size" not in changes:
+                    raise TypeError("PipelineSpec() needs batch_size (or batching=BatchOptions(batch_size))")
+                group = cls(**changes)
+            elif not isinstance(group, cls):
+                raise ValueError(f"{name} must be a pipeline.options.{cls.__name__}, got {type(group).__name__}")
+            elif changes:
+                group = replace(group, **changes)
+            object.__setattr__(self, name, group)
+        object.__setattr__(self, "schema", schema)
+        self.__post_init__()
 
     def __post_init__(self):
         from converters.tfrecord.schema import Schema
 
         if not isinstance(self.schema, Schema):
             raise ValueError(f"schema must be a converters.examples.Schema, got {type(self.schema).__name__}")
-        if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        object.__setattr__(self, "files", tuple(str(f) for f in self.files))
-        if self.mode == "file":
-            if not self.files:
-                raise ValueError("file mode needs at least one file (files=())")
-            if self.use_sagemaker_pipe:
-                raise ValueError("use_sagemaker_pipe=True needs mode='pipe'")
-        else:
-            if not self.channel or "/" in self.channel:
-                raise ValueError(f"pipe mode needs a channel name without '/', got {self.channel!r}")
-            if self.cache not in ("auto", "none"):
-                raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
-                                 f"got {self.cache!r}")
-            if self.first_epoch < 0:
-                raise ValueError(f"first_epoch must be >= 0, got {self.first_epoch!r}")
-        if not self.pipe_timeout or self.pipe_timeout <= 0:
-            raise ValueError(f"pipe_timeout must be > 0 seconds, got {self.pipe_timeout!r}")
-        object.__setattr__(self, "compression", normalize_compression(self.compression))
-        if self.shuffle_buffer < 0:
-            raise ValueError(f"shuffle_buffer must be >= 0, got {self.shuffle_buffer!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
-        if self.epochs is not None and (not isinstance(self.epochs, int) or self.epochs <= 0):
-            raise ValueError(f"epochs must be a positive integer or None (forever), got {self.epochs!r}")
-        _check_cache(self.cache)
-        if self.num_shards < 1:
-            raise ValueError(f"num_shards must be >= 1, got {self.num_shards!r}")
-        if not 0 <= self.shard_index < self.num_shards:
-            raise ValueError(f"shard_index must be in [0, {self.num_shards}), got {self.shard_index!r}")
-        if self.steps is not None and self.steps <= 0:
-            raise ValueError(f"steps must be a positive integer or None, got {self.steps!r}")
-        if self.read not in READ_STRATEGIES:
-            raise ValueError(f"read must be one of {READ_STRATEGIES}, got {self.read!r}")
-        if self.num_parallel_reads is not None and self.num_parallel_reads < 1:
-            raise ValueError(f"num_parallel_reads must be >= 1 or None, got {self.num_parallel_reads!r}")
-        if self.buffer_size is not None and self.buffer_size < 0:
-            raise ValueError(f"buffer_size must be >= 0 bytes or None, got {self.buffer_size!r}")
-        if self.chunk_records is not None and self.chunk_records < 0:
-            raise ValueError(f"chunk_records must be >= 0 (0: no chunks) or None, got {self.chunk_records!r}")
-        if self.parse_parallelism is not None and self.parse_parallelism != -1 and self.parse_parallelism < 1:
-            raise ValueError(f"parse_parallelism must be >= 1, -1 (AUTOTUNE) or None, got {self.parse_parallelism!r}")
-        if self.tune not in TUNE_POLICIES:
-            raise ValueError(f"tune must be one of {TUNE_POLICIES}, got {self.tune!r}")
-        if self.prefetch is not None and self.prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0 or None (AUTOTUNE), got {self.prefetch!r}")
-        if self.output not in OUTPUTS:
-            raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+        if self.source.mode == "pipe" and self.caching.cache not in ("auto", "none"):
+            raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
+                             f"got {self.caching.cache!r}")
         self._check_sparse()
-        self._check_parts()
-        if self.cores < 1:
-            raise ValueError(f"cores must be >= 1, got {self.cores!r}")
-        if self.records is not None and self.records < 0:
-            raise ValueError(f"records must be >= 0, got {self.records!r}")
 
     def _check_sparse(self) -> None:
-        if self.sparse_as not in SPARSE_AS:
-            raise ValueError(f"sparse_as must be one of {SPARSE_AS}, got {self.sparse_as!r}")
-        if self.sparse_features is None:
+        pair, n = self.parsing.sparse_features, self.parsing.num_features
+        if pair is None:
             return
-        pair = tuple(self.sparse_features)
-        object.__setattr__(self, "sparse_features", pair)
         names = {f.name: f for f in self.schema.features}
         if (len(pair) != 2 or any(k not in names or not names[k].varlen for k in pair)
                 or names[pair[0]].dtype != "int64"):
             raise ValueError(f"sparse_features must name a variable-length int64 ids feature and a variable-length "
-                             f"values feature of the schema, got {self.sparse_features!r}")
-        n = self.num_features
-        if self.sparse_as == "sparse" and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+                             f"values feature of the schema, got {pair!r}")
+        if self.parsing.sparse_as == "sparse" and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise ValueError(f"sparse_features needs num_features (a positive integer: the dense_shape's second "
                              f"dimension), got {n!r}")
-
-    def _check_parts(self) -> None:
-        if not self.part_weights:
-            return
-        parts = tuple((int(n), float(w)) for n, w in self.part_weights)
-        object.__setattr__(self, "part_weights", parts)
-        if self.mode != "file" or sum(n for n, _ in parts) != len(self.files) or any(n < 1 for n, _ in parts):
-            raise ValueError(f"part_weights must split the files into consecutive non-empty parts (file mode), got "
-                             f"{self.part_weights!r} for {len(self.files)} file(s)")
-        if any(not w > 0 for _, w in parts):
-            raise ValueError(f"part weights must be > 0, got {[w for _, w in parts]}")
 
     # -- derived facts (pure) ------------------------------------------------------------------------
 
@@ -230,8 +174,11 @@ class PipelineSpec:
         return None
 
     def with_(self, **changes: Any) -> "PipelineSpec":
-        """A copy with some fields changed (validated again)."""
-        return replace(self, **changes)
+        """A copy with some options changed (flat names or whole groups; validated again)."""
+        top = {k: changes.pop(k) for k in ("schema", *GROUPS) if k in changes}
+        flat = split_options(changes, "PipelineSpec.with_()", extra=("schema",))
+        groups = {g: replace(top.get(g, getattr(self, g)), **sub) for g, sub in flat.items()}
+        return replace(self, **{**top, **groups})
 
     # -- construction from a manifest ----------------------------------------------------------------
 
@@ -249,11 +196,20 @@ class PipelineSpec:
         — any object with ``files``, ``shard``, ``steps`` and ``channel`` attributes (duck typed). Its file
         list (names relative to the manifest) or ``shard=(n, i)`` and its ``steps`` override
         ``num_shards``/``shard_index``. ``label_weights`` ({label: weight}, a group of per-label sets only):
-        read the parts balanced at read time (``pipeline.weighted``). Remaining keyword arguments are
-        :class:`PipelineSpec` fields.
+        read the parts balanced at read time (``pipeline.weighted``). Remaining keyword arguments are the
+        options of :class:`PipelineSpec` by their flat names (``read=``, ``prefetch=``, ...); a misspelled one
+        is a TypeError naming the closest valid name.
         """
         from converters.shardset.reader import read_manifest_raw
         from converters.storage import is_s3
+
+        for name in overrides:   # a misspelled option is named before any I/O, with the closest valid name
+            if name in _FROM_MANIFEST_FILLS:
+                raise TypeError(f"PipelineSpec.from_manifest() sets {name} from the manifest (and batch_size "
+                                f"from its second argument): do not pass {name}=")
+            if name not in FLAT:
+                raise unknown_keyword(name, "PipelineSpec.from_manifest()",
+                                      [k for k in (*FLAT, *_FROM_MANIFEST_ARGS) if k not in _FROM_MANIFEST_FILLS])
 
         manifest, raw = read_manifest_raw(path_or_dir)
         base = manifest.location
@@ -304,7 +260,7 @@ class PipelineSpec:
         if spec.tuning is None:
             from .tunestore import lookup
 
-            spec = replace(spec, tuning=lookup(spec))  # read="auto": a stored `tfpipe pipeline tune` result
+            spec = spec.with_(tuning=lookup(spec))  # read="auto": a stored `tfpipe pipeline tune` result
         return spec
 
 
@@ -323,8 +279,8 @@ def _weighted_parts(manifest, label_weights: dict) -> tuple[list[str], tuple[tup
             key = label_name(float(k))
         except (TypeError, ValueError):
             raise ValueError(f"label_weights keys must be labels (numbers), got {k!r}") from None
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0:
-            raise ValueError(f"label_weights values must be numbers >= 0, got {w!r} for label {k!r}")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < math.inf:
+            raise ValueError(f"label_weights values must be finite numbers >= 0, got {w!r} for label {k!r}")
         given[key] = float(w)
     labels = [p.label for p in manifest.parts]
     unknown = sorted(set(given) - set(labels))
@@ -334,14 +290,15 @@ def _weighted_parts(manifest, label_weights: dict) -> tuple[list[str], tuple[tup
                          f"{', '.join(labels)}" + (f"; no part for {', '.join(unknown)}" if unknown else "")
                          + (f"; no weight for {', '.join(missing)}" if missing else ""))
     kept = [p for p in manifest.parts if given[p.label] > 0]
-    total = sum(given[p.label] for p in kept)
-    if not kept or total <= 0:
+    if not kept:
         raise ValueError("label_weights must give at least one part a weight > 0")
+    top = max(given[p.label] for p in kept)            # scaled first: huge finite weights cannot sum to inf
+    total = sum(given[p.label] / top for p in kept)
     names, weights = [], []
     for p in kept:
         mine = [s.name for s in manifest.shards if s.name.startswith(p.path + "/")]
         names += mine
-        weights.append((len(mine), given[p.label] / total))
+        weights.append((len(mine), given[p.label] / top / total))
     return names, tuple(weights)
 
 
@@ -392,7 +349,11 @@ def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> li
                 continue
             except IntegrityError as exc:
                 log.warning("cached %s does not match the manifest (%s): fetching it again", local, exc)
-                os.unlink(local)
+                try:
+                    os.unlink(local)
+                except OSError as err:  # a directory where a shard belongs: not ours to remove
+                    raise TfpipeError(f"the cache holds {local}, which is not a shard file and cannot be "
+                                      f"replaced ({err.strerror}): remove it, or pass another cache_dir") from None
         tmp = f"{local}.{os.getpid()}-{secrets.token_hex(4)}.part"  # concurrent ranks never share one
         log.info("fetching %s/%s -> %s", where, name, local)
         try:
@@ -404,3 +365,14 @@ def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> li
                 os.unlink(tmp)
         out.append(local)
     return out
+
+
+def _flat_property(group: str, name: str) -> property:
+    return property(lambda self: getattr(getattr(self, group), name), doc=f"``spec.{group}.{name}``")
+
+
+for _name, _group in FLAT.items():   # every option also reads by its flat name: spec.shuffle_buffer
+    if _name in PipelineSpec.__dict__ or _name in GROUPS or _name == "schema":  # a new group's option must not
+        raise TypeError(f"option {_name!r} of spec.{_group} clashes with PipelineSpec.{_name}")  # shadow a name
+    setattr(PipelineSpec, _name, _flat_property(_group, _name))
+del _name, _group

@@ -18,16 +18,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from converters.util.fs import write_atomic
-from converters.util.system import cache_root, cpu_count
+from converters.util.safe_json import read_bounded_json
+from converters.util.system import WORKERS_PER_CPU, cache_root, cpu_count, total_memory
 
-from .read import ReadConfig, data_fingerprint, fingerprint_key, tunable
+from .read import AUTOTUNE, MAX_CHUNK_RECORDS, ReadConfig, data_fingerprint, fingerprint_key, tunable
 
 __all__ = ["TuneLookup", "machine_fingerprint", "store_dir", "result_path", "save_result", "load_result",
-           "lookup", "lookup_from_doc", "TUNE_FORMAT"]
+           "lookup", "lookup_from_doc", "config_problem", "TUNE_FORMAT", "MAX_RESULT_BYTES", "BUFFER_RAM_FRACTION"]
 
 log = logging.getLogger(__name__)
 
 TUNE_FORMAT = 1
+MAX_RESULT_BYTES = 1 << 20        # a stored result is a few KiB
+BUFFER_RAM_FRACTION = 64          # a stored read buffer may use at most 1/64 of RAM
+_warned: set[tuple[str, str]] = set()
 _TF_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "intel-tensorflow",
              "tf-nightly", "tf-nightly-cpu")
 
@@ -95,30 +99,63 @@ def save_result(doc: dict[str, Any]) -> str:
     return path
 
 
+def config_problem(config: ReadConfig, *, cores: int | None = None, ram: int | None = None) -> str | None:
+    """Why a stored read config cannot be used on this machine, or None: a read buffer over 1/64 of RAM, more
+    files or parse calls at once than ``WORKERS_PER_CPU`` times the cores, a chunk out of its range."""
+    cores = cores or cpu_count()
+    ram = total_memory() if ram is None else ram
+    most = WORKERS_PER_CPU * cores
+    if ram and config.buffer_size > ram // BUFFER_RAM_FRACTION:
+        return f"buffer_size {config.buffer_size} is more than 1/{BUFFER_RAM_FRACTION} of this machine's RAM ({ram})"
+    if config.parallelism > most:
+        return f"parallelism {config.parallelism} is more than {WORKERS_PER_CPU}× this machine's {cores} core(s)"
+    if config.parse_parallelism != AUTOTUNE and config.parse_parallelism > most:
+        return (f"parse_parallelism {config.parse_parallelism} is more than {WORKERS_PER_CPU}× this machine's "
+                f"{cores} core(s)")
+    if config.chunk_records > MAX_CHUNK_RECORDS:
+        return f"chunk_records {config.chunk_records} is more than {MAX_CHUNK_RECORDS}"
+    return None
+
+
 def load_result(path: str) -> dict[str, Any]:
-    """A stored report, checked for the keys ``lookup`` needs (ValueError when it is not one)."""
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
+    """A stored report, read as a manifest is (a regular file of at most 1 MiB, nested at most 32 levels) and
+    checked for the keys ``lookup`` needs and for a winner this machine can run (ValueError naming the file
+    when it is not one)."""
+    doc = read_bounded_json(path, max_bytes=MAX_RESULT_BYTES)
     if not isinstance(doc, dict) or doc.get("format") != TUNE_FORMAT:
         raise ValueError(f"{path}: not a tfpipe tuning result (format {TUNE_FORMAT})")
     for key in ("machine", "data", "winner", "reference"):
         if not isinstance(doc.get(key), dict):
             raise ValueError(f"{path}: no {key!r} in the tuning result")
-    ReadConfig.from_json(doc["winner"]["config"])
+    try:
+        config = ReadConfig.from_json(doc["winner"].get("config"))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: the winner is not a read config ({exc})") from None
+    problem = config_problem(config)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
     return doc
 
 
 def lookup_from_doc(doc: dict[str, Any], path: str | None = None) -> TuneLookup:
     """The lookup a stored (or just measured) report gives: its winner, and a note saying where it is from."""
     winner = doc["winner"]
+    config = ReadConfig.from_json(winner["config"])
     gain = winner.get("vs_rule")
-    gain_txt = f", {gain:.2f}× the built-in rule" if isinstance(gain, (int, float)) else ""
-    when = str(doc.get("created", ""))[:10]
+    ok = isinstance(gain, (int, float)) and not isinstance(gain, bool) and 0 < gain < 1e6
+    gain_txt = f", {gain:.2f}× the built-in rule" if ok else ""
+    when = doc.get("created")
+    when = when[:10] if isinstance(when, str) and when[:4].isdigit() else ""
+    rounds = doc.get("rounds")
+    rounds = rounds if isinstance(rounds, int) and not isinstance(rounds, bool) and 0 < rounds < 10**6 else "?"
+    what = f"{config.label()}{gain_txt}"
+    if isinstance(doc.get("best"), dict):   # the top score was within the rounds' noise: the rule was kept
+        what = f"kept the built-in rule ({config.label()}): no candidate beat it beyond the rounds' noise"
     note = (f"tuned on this machine{' on ' + when if when else ''} (`tfpipe pipeline tune`): "
-            f"{winner.get('label', 'winner')}{gain_txt}, median of {doc.get('rounds', '?')} paired rounds")
+            f"{what}, median of {rounds} paired rounds")
     if path:
         note += f" [{path}]"
-    return TuneLookup(ReadConfig.from_json(winner["config"]), note, tuple(sorted(doc["data"].items())), path)
+    return TuneLookup(config, note, tuple(sorted(doc["data"].items())), path)
 
 
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> str:
@@ -155,7 +192,10 @@ def lookup(spec) -> TuneLookup:
             if doc["data"] == data:
                 return TuneLookup(None, f"not tuned on this machine: the stored result for this data was measured "
                                         f"on another ({_differences(doc['machine'], machine)}); {hint}")
-    except (OSError, ValueError) as exc:
-        log.warning("ignoring a damaged tuning result: %s", exc)
-        return TuneLookup(None, f"not tuned: the stored result is unreadable ({exc}); {hint}")
+    except (OSError, ValueError) as exc:  # UnsafeFileError is a ValueError
+        text = str(exc) if str(path) in str(exc) or str(store_dir()) in str(exc) else f"{path}: {exc}"
+        if (path, text) not in _warned:   # one warning per file and problem, however often it is looked up
+            _warned.add((path, text))
+            log.warning("ignoring a stored tuning result, using the built-in rule: %s", text)
+        return TuneLookup(None, f"not tuned: the stored result is unreadable ({text}); {hint}")
     return TuneLookup(None, f"not tuned for this data and batch size on this machine; {hint}")

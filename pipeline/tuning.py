@@ -4,7 +4,9 @@ Noise on a shared machine moves every candidate of a round together (another job
 down), so candidates are compared inside rounds: each round runs every candidate once, in an order rotated
 by one per round (no candidate always runs first, or always after the same neighbour), and a candidate's
 score is the median over rounds of its records/s divided by the reference's (the built-in rule) in the same
-round. The highest score wins; ties go to the earlier candidate, the rule first.
+round. The highest score wins; ties go to the earlier candidate, the rule first; and a candidate other than
+the rule wins only when its score beats 1 by more than the rounds' noise (the median absolute deviation of
+its per-round ratios, at least ``NOISE_FLOOR``): a 1.01× "winner" is luck, not a reason to change the default.
 
 Two phases guard against the winner's curse (the best of many noisy scores is often just the luckiest): a
 screening phase times every candidate in a few rounds, then the final phase times the built-in rule and
@@ -35,8 +37,8 @@ from .tunestore import (
 )
 
 __all__ = ["TuneReport", "tune_read", "run_rounds", "time_one", "paired_ratios", "paired_scores", "pick_winner",
-           "rotation", "median", "format_report", "DEFAULT_SECONDS", "DEFAULT_ROUNDS", "ON_FIRST_USE_SECONDS",
-           "ON_FIRST_USE_ROUNDS"]
+           "rotation", "median", "round_noise", "format_report", "DEFAULT_SECONDS", "DEFAULT_ROUNDS",
+           "ON_FIRST_USE_SECONDS", "ON_FIRST_USE_ROUNDS", "NOISE_FLOOR", "RANKING_NOTE"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,9 @@ ON_FIRST_USE_ROUNDS = 5
 WARMUP_BATCHES = 2
 RUN_SHARE = 0.7        # share of the budget spent inside timed windows (the rest: graph start-up, warm-up)
 MIN_WINDOW = 3
+NOISE_FLOOR = 0.02     # a candidate must beat the rule by more than 2 % (or the rounds' noise, if larger)
+RANKING_NOTE = ("ranked by 'vs rule': the median over paired rounds of a candidate's records/s divided by the built-in "
+                "rule's in the same round (> 1: faster); 'records/s' is its own median, which busy rounds skew")
 
 
 # -- paired-round statistics (pure) ---------------------------------------------------------------------
@@ -86,6 +91,15 @@ def paired_ratios(rates: Mapping[str, Sequence[float]], reference: str) -> dict[
 def paired_scores(rates: Mapping[str, Sequence[float]], reference: str) -> dict[str, float]:
     """Median over rounds of each candidate's rate relative to the reference's (the reference scores 1)."""
     return {n: (median(r) if r else 0.0) for n, r in paired_ratios(rates, reference).items()}
+
+
+def round_noise(ratios: Sequence[float], floor: float = NOISE_FLOOR) -> float:
+    """How much a candidate's per-round ratios to the reference scatter: their median absolute deviation from
+    their median, at least ``floor``. A score within ``1 ± noise`` is not a measured difference."""
+    if not ratios:
+        return floor
+    m = median(ratios)
+    return max(floor, median([abs(x - m) for x in ratios]))
 
 
 def pick_winner(scores: Mapping[str, float]) -> str:
@@ -188,6 +202,8 @@ class TuneReport:
     created: str = ""
     where: str = ""
     path: str | None = None
+    best: ReadConfig | None = None    # the top score, when it did not beat the rule beyond the noise
+    noise: float = 0.0                # the rounds' noise the winner had to beat
 
     @property
     def vs_rule(self) -> float:
@@ -203,7 +219,12 @@ class TuneReport:
                 "reference": {"label": self.reference.label(), "config": self.reference.to_json()},
                 "winner": {"label": self.winner.label(), "config": self.winner.to_json(), "vs_rule": self.vs_rule,
                            "options": self.winner.options()},
+                "noise": round(self.noise, 4),
+                **({"best": {"label": self.best.label(), "vs_rule": self._score(self.best)}} if self.best else {}),
                 "candidates": list(self.rows)}
+
+    def _score(self, config: ReadConfig) -> float:
+        return next(r["vs_rule"] for r in self.rows if r["label"] == config.label())
 
     def lookup(self) -> TuneLookup:
         """What ``read="auto"`` uses from this report (as ``PipelineSpec.tuning``)."""
@@ -211,21 +232,28 @@ class TuneReport:
 
 
 def format_report(report: TuneReport, *, manifest: str | None = None) -> str:
-    """The table (candidate, records/s, ratio to the winner) and the options that reproduce the winner."""
+    """The table ranked by the paired ratio to the built-in rule (explained in one line), what was stored and
+    why, and the options that reproduce the winner."""
     rule = report.reference.label()
     width = max(len("candidate"), *(len(r["label"]) for r in report.rows))
-    lines = [f"{'candidate':<{width}}  {'records/s':>10}  {'vs winner':>9}"]
+    lines = [RANKING_NOTE, f"{'candidate':<{width}}  {'vs rule':>8}  {'records/s':>10}"]
     screened = False
     for r in report.rows:
         if r["phase"] == "screen" and not screened:
             screened = True
-            lines.append(f"-- screened out (ratio to the best screened finalist, {SCREEN_ROUNDS} rounds):")
+            lines.append(f"-- screened out after {SCREEN_ROUNDS} rounds (vs rule from those rounds):")
         mark = "  <- winner" if r["label"] == report.winner.label() else ""
         mark += "  (built-in rule)" if r["label"] == rule else ""
-        lines.append(f"{r['label']:<{width}}  {r['records_per_s']:>10,.0f}  {r['vs_winner']:>8.2f}x{mark}")
+        lines.append(f"{r['label']:<{width}}  {r['vs_rule']:>7.2f}x  {r['records_per_s']:>10,.0f}{mark}")
     lines.append("")
-    lines.append(f"winner: {report.winner.label()}: {report.vs_rule:.2f}x the built-in rule "
-                 f"(median of {report.rounds} paired rounds, {report.seconds:.1f} s)")
+    noise = f"±{report.noise:.1%}"
+    if report.best is not None:
+        lines.append(f"kept the built-in rule: the best candidate, {report.best.label()}, scored "
+                     f"{report._score(report.best):.2f}x, within the rounds' noise ({noise}; median of "
+                     f"{report.rounds} paired rounds, {report.seconds:.1f} s)")
+    else:
+        lines.append(f"winner: {report.winner.label()}: {report.vs_rule:.2f}x the built-in rule (noise {noise}; "
+                     f"median of {report.rounds} paired rounds, {report.seconds:.1f} s)")
     if report.path:
         lines.append(f"stored in {report.path}: read='auto' (the default) uses it on this machine for this data "
                      f"and batch size")
@@ -288,7 +316,9 @@ def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_
         finalists = [rule, *ranked[:FINALISTS]]
     final = phase(finalists, rounds, seconds - (clock() - t0))
     vs_rule = paired_scores(final, rule)
-    winner = pick_winner(vs_rule)
+    best = pick_winner(vs_rule)
+    noise = round_noise(paired_ratios(final, rule)[best])
+    winner = best if best == rule or vs_rule[best] - 1 > noise else rule   # beyond the noise, or the rule stays
     rows = [{"label": n, "config": by_label[n].to_json(), "phase": "final", "records_per_s": median(final[n]),
              "vs_rule": vs_rule[n], "vs_winner": vs_rule[n] / (vs_rule[winner] or 1.0),
              "rates": [round(x, 1) for x in final[n]]} for n in finalists]
@@ -298,10 +328,11 @@ def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_
         rows += [{"label": n, "config": by_label[n].to_json(), "phase": "screen", "records_per_s": median(screen[n]),
                   "vs_rule": screened[n], "vs_winner": screened[n] / top if top > 0 else 0.0,
                   "rates": [round(x, 1) for x in screen[n]]} for n in labels if n not in finalists]
-    rows.sort(key=lambda r: (r["phase"] != "final", -r["vs_winner"]))
+    rows.sort(key=lambda r: (r["phase"] != "final", -r["vs_rule"]))
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     report = TuneReport(tuple(rows), by_label[winner], by_label[rule], len(final[winner]), clock() - t0,
-                        len(finalists), machine, data, created, where or os.path.dirname(spec.files[0]))
+                        len(finalists), machine, data, created, where or os.path.dirname(spec.files[0]),
+                        best=None if best == winner else by_label[best], noise=noise)
     if store:
         try:
             report = replace(report, path=save_result(report.to_json()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import os
 
-__all__ = ["cpu_count", "cap_workers", "available_memory", "cache_root", "WORKERS_PER_CPU"]
+__all__ = ["cpu_count", "cap_workers", "available_memory", "total_memory", "cache_root", "WORKERS_PER_CPU"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,23 @@ def available_memory() -> int | None:
             avail = min(avail, int(raw)) if avail else int(raw)
         break
     return avail
+
+
+def total_memory() -> int:
+    """Physical RAM in bytes (psutil, else ``/proc/meminfo``; 0 when unknown)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemTotal:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            pass
+    return 0
 
 
 def cache_root() -> str:

@@ -60,8 +60,8 @@ def test_tune_then_explain_uses_it(data, capsys, tmp_path, monkeypatch):
     assert "chosen_by=rule" in capsys.readouterr().out
     assert main(["pipeline", "tune", data, "--batch-size", "32", "--seconds", "3", "--repeats", "3"]) == 0
     out = capsys.readouterr().out
-    for needle in ("candidate", "records/s", "vs winner", "<- winner", "(built-in rule)", "stored in",
-                   f"PipelineSpec.from_manifest({data!r}, 32, read="):
+    for needle in ("candidate", "records/s", "vs rule", "ranked by 'vs rule'", "<- winner", "(built-in rule)",
+                   "stored in", f"PipelineSpec.from_manifest({data!r}, 32, read="):
         assert needle in out
     assert main(["pipeline", "explain", data, "--batch-size", "32"]) == 0
     assert "chosen_by=tuned" in capsys.readouterr().out

@@ -231,3 +231,99 @@ def test_fetch_all_reuses_a_cached_file_only_if_it_matches(data, tmp_path):
     _fetch_all(data, [m.shards[0].name], by_name, str(tmp_path / "c"))
     assert open(first, "rb").read() == good
     assert sorted(os.listdir(tmp_path / "c")) == [m.shards[0].name]  # no .part left
+
+
+# -- composed of option groups ----------------------------------------------------------------------------
+
+def test_composed_of_option_groups():
+    from dataclasses import fields
+
+    from pipeline.options import FLAT, GROUPS, BatchOptions, ShardingOptions, ShuffleOptions
+
+    assert [f.name for f in fields(PipelineSpec)] == ["schema", *GROUPS]
+    s = _spec(shuffle_buffer=5, seed=2, num_shards=2, shard_index=1, cache="none", prefetch=0)
+    assert s.shuffling == ShuffleOptions(5, 2) and s.sharding == ShardingOptions(2, 1)
+    for name, group in FLAT.items():                   # every flat name reads its group's field
+        assert getattr(s, name) == getattr(getattr(s, group), name)
+    whole = PipelineSpec(SCHEMA, BatchOptions(8, drop_remainder=True), files=("a",), shuffling=ShuffleOptions(5, 2),
+                         sharding=ShardingOptions(2, 1), cache="none", prefetch=0, drop_remainder=False)
+    assert whole == s                                  # groups given whole, flat names applied over them
+    assert s.with_(seed=3).shuffling == ShuffleOptions(5, 3) and s.with_(seed=3).sharding is s.sharding
+    assert s.with_(sharding=ShardingOptions()).num_shards == 1
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"sharding": (2, 1)}, "sharding must be a pipeline.options.ShardingOptions, got tuple"),
+    ({"memory_bytes": 0}, "memory_bytes must be a positive number of bytes or None, got 0"),
+    ({"part_weights": ((1, float("inf")),)}, "part weights must be finite numbers > 0, got [inf]"),
+    ({"buffer_size": 10**15}, "buffer_size must be at most 1073741824 bytes (1 GiB), got 1000000000000000"),
+    ({"num_parallel_reads": 10**9}, "num_parallel_reads must be at most 1024, got 1000000000"),
+    ({"parse_parallelism": 10**9}, "parse_parallelism must be at most 1024, got 1000000000"),
+])
+def test_group_validation(kw, msg):
+    with pytest.raises(ValueError) as e:
+        _spec(**kw)
+    assert msg in str(e.value)
+
+
+def test_each_group_checks_itself():
+    from pipeline.options import BatchOptions, CacheOptions, ReadOptions, ShardingOptions, SourceOptions
+
+    for make, msg in [(lambda: BatchOptions(0), "batch_size must be a positive integer, got 0"),
+                      (lambda: SourceOptions(), "file mode needs at least one file"),
+                      (lambda: ReadOptions(buffer_size=-1), "got -1"),
+                      (lambda: ShardingOptions(2, 5), "shard_index must be in [0, 2), got 5"),
+                      (lambda: CacheOptions("disk"), "got 'disk'")]:
+        with pytest.raises(ValueError) as e:
+            make()
+        assert msg in str(e.value)
+
+
+@pytest.mark.parametrize("call, msg", [
+    (lambda d: PipelineSpec.from_manifest(d, 16, shufle_buffer=3),
+     "PipelineSpec.from_manifest() got an unexpected keyword argument 'shufle_buffer'; did you mean 'shuffle_buffer'?"),
+    (lambda d: PipelineSpec.from_manifest(d, 16, label_weight={0: 1}), "did you mean 'label_weights'?"),
+    (lambda d: PipelineSpec.from_manifest(d, 16, prefech=2), "did you mean 'prefetch'?"),
+    (lambda d: PipelineSpec.from_manifest(d, 16, files=("x",)), "from_manifest() sets files from the manifest"),
+    (lambda d: _spec(num_shard=2), "PipelineSpec() got an unexpected keyword argument 'num_shard'; did you mean "
+                                   "'num_shards'?"),
+    (lambda d: _spec().with_(drop_remaider=True), "PipelineSpec.with_() got an unexpected keyword argument "
+                                                  "'drop_remaider'; did you mean 'drop_remainder'?"),
+])
+def test_misspelled_keyword_names_the_function_and_the_closest_name(data, call, msg):
+    with pytest.raises(TypeError) as e:
+        call(data)
+    assert msg in str(e.value) and "__init__" not in str(e.value)
+
+
+def test_from_manifest_takes_every_option_by_its_flat_name(data):
+    """Every keyword from_manifest took when the spec was flat still works and lands in its group."""
+    options = {"mode": "file", "pipe_dir": "/tmp/p", "pipe_timeout": 5.0, "shuffle_buffer": 7, "seed": 1,
+               "epochs": 3, "cache": "memory", "drop_remainder": True, "num_shards": 2, "shard_index": 1,
+               "steps": 4, "equal_steps": False, "read": "sequential", "num_parallel_reads": 2, "buffer_size": 1 << 20,
+               "chunk_records": 0, "parse_parallelism": 1, "tune": "off", "prefetch": 2, "deterministic": False,
+               "parse": False, "output": "dict", "sparse_as": "ragged", "cores": 3, "memory_bytes": 1 << 30,
+               "first_epoch": 0, "use_sagemaker_pipe": False, "cache_dir": None, "plan": None, "rank": None}
+    s = PipelineSpec.from_manifest(data, 16, **options)
+    for name, value in options.items():
+        if name not in ("cache_dir", "plan", "rank"):
+            assert getattr(s, name) == value, name
+    assert (s.batching.batch_size, s.sharding.steps, s.reading.cores, s.parsing.output) == (16, 4, 3, "dict")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "directory"])
+def test_fetch_all_never_reads_a_hostile_cache_entry(data, tmp_path, kind):
+    """A FIFO or a link to a device where a cached shard belongs is replaced by a fresh fetch (never read); a
+    directory there is one clear error naming it."""
+    m = read_manifest(data)
+    by_name = {s.name: s for s in m.shards}
+    name = m.shards[0].name
+    cache = tmp_path / "c"
+    cache.mkdir()
+    {"fifo": os.mkfifo, "directory": os.mkdir}.get(kind, lambda p: os.symlink("/dev/zero", p))(cache / name)
+    if kind == "directory":
+        with pytest.raises(TfpipeError, match=f"the cache holds {cache / name}, which is not a shard file"):
+            _fetch_all(data, [name], by_name, str(cache))
+        return
+    out = _fetch_all(data, [name], by_name, str(cache))
+    assert open(out[0], "rb").read() == open(m.shard_paths()[0], "rb").read()

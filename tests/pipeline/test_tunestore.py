@@ -117,3 +117,101 @@ def test_store_dir_follows_tfpipe_cache(monkeypatch, tmp_path):
     assert store_dir() == str(tmp_path / "tune")
     monkeypatch.delenv("TFPIPE_CACHE")
     assert store_dir() == os.path.join(os.path.expanduser("~"), ".cache", "tfpipe", "tune")
+
+
+# -- a hostile store: every file that is not a result tfpipe could have written is ignored with one warning ----
+
+def _with_winner(**config):
+    def doc(spec):
+        return json.dumps({**_doc(spec), "winner": {"label": "x", "config": {**WINNER.to_json(), **config}}})
+    return doc
+
+
+@pytest.mark.parametrize("content, needle", [
+    (_with_winner(buffer_size=64 << 30), "buffer_size 68719476736 is more than 1/64 of this machine's RAM"),
+    (_with_winner(buffer_size=10**15), "buffer_size 1000000000000000"),
+    (_with_winner(read="interleave", parallelism=10**9), "parallelism 1000000000 is more than 4×"),
+    (_with_winner(parse_parallelism=10**9), "parse_parallelism 1000000000 is more than 4×"),
+    (_with_winner(chunk_records=10**9), "chunk_records 1000000000 is more than 65536"),
+    (_with_winner(buffer_size="8 MiB"), "the winner is not a read config"),
+    (lambda spec: "[" * 100_000, "nests deeper than 32 levels"),
+    (lambda spec: '{"a": ' * 100_000 + "1" + "}" * 100_000, "nests deeper than 32 levels"),
+    (lambda spec: " " * (2 << 20) + json.dumps(_doc(spec)), "holds 2097"),
+    (lambda spec: b"\xff\xfe{}", "is not valid JSON"),
+    (lambda spec: "1" * 5000, "is not valid JSON"),
+    (lambda spec: None, "is a directory, not a regular file"),
+])
+def test_hostile_result_is_ignored_with_one_warning(data, store, caplog, content, needle):
+    spec = PipelineSpec.from_manifest(data, B)
+    path = result_path(data_fingerprint(spec), machine_fingerprint())
+    os.makedirs(store, exist_ok=True)
+    body = content(spec)
+    if body is None:
+        os.mkdir(path)
+    else:
+        with open(path, "wb") as f:
+            f.write(body if isinstance(body, bytes) else body.encode())
+    caplog.set_level("WARNING", logger="pipeline.tunestore")
+    for _ in range(2):                                   # looked up twice: still one warning
+        again = PipelineSpec.from_manifest(data, B)
+        assert again.tuning.config is None and needle in again.tuning.note
+    warnings = [r.getMessage() for r in caplog.records if r.name == "pipeline.tunestore"]
+    assert len(warnings) == 1 and path in warnings[0] and needle in warnings[0], warnings
+    plan = read_plan(again)
+    assert plan.source == "rule" and plan.config == rule_config(again)[0]
+    assert "chosen_by=rule" in describe(again)
+    assert sorted(labels_of(build_dataset(again))) == list(range(N))
+
+
+_CHILD = """
+import os, sys
+from converters.cli.main import main
+from pipeline import PipelineSpec, build_dataset
+for cache in sys.argv[3:]:
+    os.environ["TFPIPE_CACHE"] = cache
+    rc = main(["pipeline", "explain", sys.argv[1], "--batch-size", sys.argv[2]])
+    spec = PipelineSpec.from_manifest(sys.argv[1], int(sys.argv[2]))
+    n = sum(int(label.shape[0]) for _, label in build_dataset(spec))
+    print("records", n, "rc", rc, "tuned", spec.tuning.config is not None, flush=True)
+"""
+
+
+def _capped():
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))   # a run-away read hits this, not the host
+
+
+def test_fifo_or_device_in_the_store_neither_hangs_nor_grows(data, tmp_path):
+    """One child process (TensorFlow loads once) looks up three stores: a FIFO, a link to /dev/zero and a
+    link to a FIFO where the result should be. Before the fix the first hung and the second grew without end."""
+    import subprocess
+    import sys
+
+    spec = PipelineSpec.from_manifest(data, B)
+    name = os.path.basename(result_path(data_fingerprint(spec), machine_fingerprint()))
+    caches, paths = [], []
+    for k, kind in enumerate(("fifo", "link to /dev/zero", "link to a fifo")):
+        tune = tmp_path / f"cache{k}" / "tune"
+        tune.mkdir(parents=True)
+        path = tune / name
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "link to a fifo":
+            os.mkfifo(tmp_path / "fifo")
+            os.symlink(tmp_path / "fifo", path)
+        else:
+            os.symlink("/dev/zero", path)
+        caches.append(str(tune.parent))
+        paths.append(str(path))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, "-c", _CHILD, data, str(B), *caches], env=env, capture_output=True,
+                          text=True, timeout=300, preexec_fn=_capped)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count(f"records {N} rc 0 tuned False") == 3, done.stdout
+    assert done.stdout.count("chosen_by=rule") == 3
+    assert "is a FIFO (named pipe), not a regular file" in done.stdout
+    assert "is a character device, not a regular file" in done.stdout
+    warned = [ln for ln in done.stderr.splitlines() if "ignoring a stored tuning result" in ln]
+    assert len(warned) == 3 and all(p in ln for p, ln in zip(paths, warned)), warned   # one per store
+    assert "Traceback" not in done.stderr

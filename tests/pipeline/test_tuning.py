@@ -57,6 +57,15 @@ def test_one_lucky_round_does_not_win():
     assert T.pick_winner(T.paired_scores(rates, "rule")) == "steady"
 
 
+@pytest.mark.parametrize("ratios, noise", [
+    ([1.01] * 7, T.NOISE_FLOOR),                       # no scatter: the floor
+    ([1.0, 1.1, 0.9, 1.2, 0.8], 0.1),                  # median 1.0, deviations 0, .1, .1, .2, .2
+    ([], T.NOISE_FLOOR),
+])
+def test_round_noise(ratios, noise):
+    assert T.round_noise(ratios) == pytest.approx(noise)
+
+
 def test_ties_go_to_the_first_and_errors():
     assert T.pick_winner({"rule": 1.0, "x": 1.0}) == "rule"
     with pytest.raises(ValueError, match="paired"):
@@ -139,12 +148,14 @@ def test_tune_stores_a_winner_the_default_then_uses(data, store):
     assert len(report.rows) == len(cands) and report.winner in cands and report.reference == cands[0]
     assert {r["phase"] for r in report.rows} == {"final", "screen"}
     finals = [r for r in report.rows if r["phase"] == "final"]
-    assert len(finals) == report.finalists == 4 and max(r["vs_winner"] for r in finals) == pytest.approx(1.0)
+    assert len(finals) == report.finalists == 4
+    assert next(r["vs_winner"] for r in finals if r["label"] == report.winner.label()) == pytest.approx(1.0)
+    assert [r["vs_rule"] for r in finals] == sorted((r["vs_rule"] for r in finals), reverse=True)  # the ranking
     assert all(len(r["rates"]) == report.rounds for r in finals) and report.rounds >= 3
     doc = load_result(report.path)
     assert doc["winner"]["config"] == report.winner.to_json() and os.path.dirname(report.path) == str(store)
     text = T.format_report(report, manifest=data)
-    assert "vs winner" in text and "<- winner" in text and "(built-in rule)" in text
+    assert T.RANKING_NOTE in text and "vs rule" in text and "<- winner" in text and "(built-in rule)" in text
     assert f"to pin it anywhere: PipelineSpec.from_manifest({data!r}, {B}, read=" in text
     spec = PipelineSpec.from_manifest(data, B)
     assert spec.tuning.config == report.winner
@@ -187,3 +198,54 @@ def test_report_json_is_serializable(data, store):
     report = tune(data, B, seconds=2, rounds=1, store=False)
     assert report.path is None and not store.exists()
     json.dumps(report.to_json())
+
+
+# -- a winner must beat the rule by more than the rounds' noise (tuning on a fake clock) -----------------
+
+def _fake_tune(data, gain):
+    """tune_read with graphs that cost 1 ms a batch (the rule), 1/gain ms (one other candidate) or 2 ms."""
+    spec = PipelineSpec.from_manifest(data, B, tune="off")
+    cands = candidates(spec)
+    rule, fast = cands[0], cands[-1]
+    clock = FakeClock()
+
+    def key(options):
+        return tuple(options[k] for k in ("read", "num_parallel_reads", "chunk_records", "parse_parallelism",
+                                          "buffer_size"))
+
+    costs = {key(rule.options()): 1.0, key(fast.options()): 1.0 / gain}
+
+    class Graph:
+        def __init__(self, cost):
+            self.cost = cost
+
+        def repeat(self):
+            def batches():
+                while True:
+                    clock.t += self.cost / 1000
+                    yield np.zeros((B, 1))
+            return batches()
+
+    def build(s):
+        return Graph(costs.get(key({k: getattr(s, k) for k in ("read", "num_parallel_reads", "chunk_records",
+                                                               "parse_parallelism", "buffer_size")}), 2.0))
+
+    return T.tune_read(spec, build, seconds=5, rounds=5, store=False, clock=clock), rule, fast
+
+
+def test_a_one_percent_winner_does_not_replace_the_rule(data):
+    report, rule, fast = _fake_tune(data, 1.01)
+    assert report.winner == rule and report.best == fast and report.noise == pytest.approx(T.NOISE_FLOOR)
+    doc = report.to_json()
+    assert doc["winner"]["config"] == rule.to_json() and doc["best"]["vs_rule"] == pytest.approx(1.01)
+    text = T.format_report(report)
+    assert f"kept the built-in rule: the best candidate, {fast.label()}, scored 1.01x, within the rounds' noise" in text
+    assert "kept the built-in rule (" in report.lookup().note and report.lookup().config == rule
+    top = text.splitlines()[2]
+    assert top.startswith(fast.label()) and "<- winner" not in top      # ranked first, yet not the winner
+
+
+def test_a_clear_winner_is_stored(data):
+    report, rule, fast = _fake_tune(data, 1.5)
+    assert report.winner == fast and report.best is None and report.vs_rule == pytest.approx(1.5)
+    assert "winner: " + fast.label() + ": 1.50x the built-in rule (noise ±2.0%" in T.format_report(report)

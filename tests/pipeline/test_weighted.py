@@ -71,12 +71,19 @@ def test_epochs_steps_and_describe(group):
     ({0: 0, 1: 0}, "g", "at least one part a weight > 0"),
     ({0: -1, 1: 1}, "g", "numbers >= 0"),
     ({"x": 1}, "g", "keys must be labels"),
+    ({0: float("inf"), 1: 1}, "g", "finite numbers >= 0, got inf for label 0"),
+    ({0: 1, 1: float("nan")}, "g", "finite numbers >= 0, got nan for label 1"),
 ])
 def test_refusals(group, weights, where, match):
     from converters.util.errors import TfpipeError
 
     with pytest.raises((ValueError, TfpipeError), match=match):
         PipelineSpec.from_manifest(group / where, 64, label_weights=weights)
+
+
+def test_huge_finite_weights_are_normalized_without_overflow(group):
+    spec = PipelineSpec.from_manifest(group / "g", 64, label_weights={0: 1e308, 1: 3e307})
+    assert [round(w, 6) for _, w in spec.part_weights] == [round(1 / 1.3, 6), round(0.3 / 1.3, 6)]
 
 
 def test_zero_weight_leaves_a_part_out(group):

@@ -1,0 +1,258 @@
+"""The option groups a :class:`~pipeline.spec.PipelineSpec` is composed of, one frozen dataclass per concern,
+each validated on its own (the bad value in the message), as the converters embed ``ShardOutputOptions``:
+
+========================  ==============  ==================================================================
+group (``spec.<name>``)   class           options
+========================  ==============  ==================================================================
+``source``                SourceOptions   files or Pipe-mode channel, compression, what the manifest says
+``reading``               ReadOptions     read strategy, files at once, read buffer, parse chunks, tuning
+``shuffling``             ShuffleOptions  shuffle buffer, seed
+``sharding``              ShardingOptions rank sharding ``shard(n, i)``, per-epoch steps
+``caching``               CacheOptions    cache policy and the RAM it plans with
+``batching``              BatchOptions    batch size, remainder, epochs, prefetch, determinism
+``parsing``               ParsingOptions  parse or not, output structure, sparse features
+========================  ==============  ==================================================================
+
+Every option keeps one flat name (``spec.shuffle_buffer``, ``from_manifest(..., shuffle_buffer=...)``), the
+same inside its group (``spec.shuffling.shuffle_buffer``): :data:`GROUPS` maps a group to its class and
+:func:`split_options` sends flat names to their groups. A new group (streaming cache, resume) is a class
+here, a line in ``GROUPS`` and a field of ``PipelineSpec``; its options then work as flat names at once.
+Checks that need two groups (Pipe mode and the cache, sparse features and the schema) stay in the spec.
+No TensorFlow here.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from converters.shardset.options import normalize_compression
+from converters.util.system import cpu_count
+
+__all__ = ["SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
+           "ParsingOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES", "CACHE_POLICIES",
+           "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT",
+           "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
+
+MODES = ("file", "pipe")
+READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
+OUTPUTS = ("keras", "dict")
+SPARSE_AS = ("sparse", "ragged")     # how variable-length features come out: tf.SparseTensor or tf.RaggedTensor
+CACHE_POLICIES = ("auto", "memory", "none", "file:PATH")
+TUNE_POLICIES = ("stored", "on-first-use", "off")   # use a stored `tfpipe pipeline tune` result / tune once / never
+DEFAULT_PIPE_DIR = "/opt/ml/input/data"
+DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
+MAX_BUFFER_BYTES = 1 << 30             # a read buffer beyond 1 GiB only costs memory (10**15 crashes TensorFlow)
+MAX_PARALLEL = 1024                    # files read / parse calls at once (10**9 crashes TensorFlow)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Where records come from: the shard files (File mode) or a SageMaker Pipe-mode channel, and what the
+    manifest says about them. ``part_weights``: read-time balancing, (files of part k, weight k) in order."""
+
+    files: tuple[str, ...] = ()
+    mode: str = "file"
+    channel: str | None = None
+    pipe_dir: str = DEFAULT_PIPE_DIR
+    pipe_timeout: float = DEFAULT_PIPE_TIMEOUT
+    first_epoch: int = 0                   # Pipe mode: FIFO suffix of the first epoch read
+    use_sagemaker_pipe: bool = False
+    compression: str | None = None
+    records: int | None = None             # records in `files` (or in the channel), when known
+    total_bytes: int | None = None         # bytes on disk of `files`, when known
+    manifest_sha256: str | None = None     # sha256 of index.json (set by from_manifest): the data fingerprint
+    part_weights: tuple[tuple[int, float], ...] = ()
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        object.__setattr__(self, "files", tuple(str(f) for f in self.files))
+        if self.mode == "file":
+            if not self.files:
+                raise ValueError("file mode needs at least one file (files=())")
+            if self.use_sagemaker_pipe:
+                raise ValueError("use_sagemaker_pipe=True needs mode='pipe'")
+        else:
+            if not self.channel or "/" in self.channel:
+                raise ValueError(f"pipe mode needs a channel name without '/', got {self.channel!r}")
+            if self.first_epoch < 0:
+                raise ValueError(f"first_epoch must be >= 0, got {self.first_epoch!r}")
+        if not self.pipe_timeout or self.pipe_timeout <= 0:
+            raise ValueError(f"pipe_timeout must be > 0 seconds, got {self.pipe_timeout!r}")
+        object.__setattr__(self, "compression", normalize_compression(self.compression))
+        if self.records is not None and self.records < 0:
+            raise ValueError(f"records must be >= 0, got {self.records!r}")
+        self._check_parts()
+
+    def _check_parts(self) -> None:
+        if not self.part_weights:
+            return
+        parts = tuple((int(n), float(w)) for n, w in self.part_weights)
+        object.__setattr__(self, "part_weights", parts)
+        if self.mode != "file" or sum(n for n, _ in parts) != len(self.files) or any(n < 1 for n, _ in parts):
+            raise ValueError(f"part_weights must split the files into consecutive non-empty parts (file mode), got "
+                             f"{self.part_weights!r} for {len(self.files)} file(s)")
+        if any(not 0 < w < math.inf for _, w in parts):
+            raise ValueError(f"part weights must be finite numbers > 0, got {[w for _, w in parts]}")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How File mode reads the files (``pipeline.read``): ``None`` means the stored tuning result or the rule.
+    ``cores``: the cores the rule plans for; ``tuning``: the stored result ``from_manifest`` looked up."""
+
+    read: str = "auto"
+    num_parallel_reads: int | None = None  # None: from the tuning result or the rule
+    buffer_size: int | None = None         # read buffer bytes; None: tuned, else 8 MiB
+    chunk_records: int | None = None       # records per parse call before rebatch; 0: batch → parse; None: auto
+    parse_parallelism: int | None = None   # parse map's num_parallel_calls (-1: AUTOTUNE); None: auto
+    tune: str = "stored"                   # "stored" | "on-first-use" | "off" (read="auto" only)
+    tuning: Any = None                     # pipeline.tunestore.TuneLookup (set by from_manifest), or None
+    cores: int = field(default_factory=cpu_count)
+
+    def __post_init__(self):
+        if self.read not in READ_STRATEGIES:
+            raise ValueError(f"read must be one of {READ_STRATEGIES}, got {self.read!r}")
+        if self.num_parallel_reads is not None and self.num_parallel_reads < 1:
+            raise ValueError(f"num_parallel_reads must be >= 1 or None, got {self.num_parallel_reads!r}")
+        if self.buffer_size is not None and self.buffer_size < 0:
+            raise ValueError(f"buffer_size must be >= 0 bytes or None, got {self.buffer_size!r}")
+        if (self.buffer_size or 0) > MAX_BUFFER_BYTES:
+            raise ValueError(f"buffer_size must be at most {MAX_BUFFER_BYTES} bytes (1 GiB), got {self.buffer_size!r}")
+        if self.chunk_records is not None and self.chunk_records < 0:
+            raise ValueError(f"chunk_records must be >= 0 (0: no chunks) or None, got {self.chunk_records!r}")
+        if self.parse_parallelism is not None and self.parse_parallelism != -1 and self.parse_parallelism < 1:
+            raise ValueError(f"parse_parallelism must be >= 1, -1 (AUTOTUNE) or None, got {self.parse_parallelism!r}")
+        for name in ("num_parallel_reads", "parse_parallelism"):
+            if (getattr(self, name) or 0) > MAX_PARALLEL:
+                raise ValueError(f"{name} must be at most {MAX_PARALLEL}, got {getattr(self, name)!r}")
+        if self.tune not in TUNE_POLICIES:
+            raise ValueError(f"tune must be one of {TUNE_POLICIES}, got {self.tune!r}")
+        if self.cores < 1:
+            raise ValueError(f"cores must be >= 1, got {self.cores!r}")
+
+
+@dataclass(frozen=True)
+class ShuffleOptions:
+    """Per-record shuffle: ``shuffle_buffer=0`` turns it off; ``seed`` makes every random op repeatable."""
+
+    shuffle_buffer: int = 0
+    seed: int | None = None
+
+    def __post_init__(self):
+        if self.shuffle_buffer < 0:
+            raise ValueError(f"shuffle_buffer must be >= 0, got {self.shuffle_buffer!r}")
+        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
+            raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+
+
+@dataclass(frozen=True)
+class ShardingOptions:
+    """Record-level ``shard(num_shards, shard_index)`` across ranks, and the per-epoch ``take(steps)``
+    (``None``: equal steps on every rank when sharded and ``equal_steps``)."""
+
+    num_shards: int = 1
+    shard_index: int = 0
+    steps: int | None = None
+    equal_steps: bool = True
+
+    def __post_init__(self):
+        if self.num_shards < 1:
+            raise ValueError(f"num_shards must be >= 1, got {self.num_shards!r}")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise ValueError(f"shard_index must be in [0, {self.num_shards}), got {self.shard_index!r}")
+        if self.steps is not None and self.steps <= 0:
+            raise ValueError(f"steps must be a positive integer or None, got {self.steps!r}")
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """The cache policy (``auto|memory|none|file:PATH``) and the RAM the auto policy plans with
+    (``memory_bytes``; None: detected)."""
+
+    cache: str = "auto"
+    memory_bytes: int | None = None
+
+    def __post_init__(self):
+        c = self.cache
+        if not (isinstance(c, str) and (c in ("auto", "memory", "none") or (c.startswith("file:") and len(c) > 5))):
+            raise ValueError(f"cache must be one of auto|memory|none|file:PATH, got {c!r}")
+        if self.memory_bytes is not None and (not _is_int(self.memory_bytes) or self.memory_bytes < 1):
+            raise ValueError(f"memory_bytes must be a positive number of bytes or None, got {self.memory_bytes!r}")
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """Batches and epochs: ``epochs=None`` repeats forever, ``prefetch=0`` drops the prefetch stage (None:
+    AUTOTUNE), ``deterministic=False`` lets parallel stages reorder batches (a little faster)."""
+
+    batch_size: int
+    drop_remainder: bool = False
+    epochs: int | None = 1
+    prefetch: int | None = None
+    deterministic: bool = True
+
+    def __post_init__(self):
+        if not _is_int(self.batch_size) or self.batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.epochs is not None and (not _is_int(self.epochs) or self.epochs <= 0):
+            raise ValueError(f"epochs must be a positive integer or None (forever), got {self.epochs!r}")
+        if self.prefetch is not None and self.prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0 or None (AUTOTUNE), got {self.prefetch!r}")
+
+
+@dataclass(frozen=True)
+class ParsingOptions:
+    """What a batch comes out as: parsed (``parse=False``: serialized records), Keras ``(features, label)``
+    or a dict, variable-length features as ``tf.SparseTensor`` or ``tf.RaggedTensor``, and an optional
+    ``sparse_features=(ids, values)`` pair merged into one ``[batch, num_features]`` SparseTensor."""
+
+    parse: bool = True
+    output: str = "keras"
+    sparse_as: str = "sparse"
+    sparse_features: tuple[str, str] | None = None
+    num_features: int | None = None
+
+    def __post_init__(self):
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+        if self.sparse_as not in SPARSE_AS:
+            raise ValueError(f"sparse_as must be one of {SPARSE_AS}, got {self.sparse_as!r}")
+        if self.sparse_features is not None:
+            object.__setattr__(self, "sparse_features", tuple(self.sparse_features))
+
+
+# attribute of PipelineSpec -> its class, in the spec's field order. Add a new group here (and as a field).
+GROUPS: dict[str, type] = {
+    "source": SourceOptions, "reading": ReadOptions, "shuffling": ShuffleOptions, "sharding": ShardingOptions,
+    "caching": CacheOptions, "batching": BatchOptions, "parsing": ParsingOptions,
+}
+# flat option name -> the group that holds it
+FLAT: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in fields(cls)}
+if len(FLAT) != sum(len(fields(cls)) for cls in GROUPS.values()):   # one flat name, one option
+    raise TypeError("two option groups share an option name: every option needs its own flat name")
+
+
+def unknown_keyword(name: str, where: str, valid) -> TypeError:
+    """The TypeError for a keyword ``where`` does not take, naming the closest valid one."""
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; valid: {', '.join(sorted(valid))}"
+    return TypeError(f"{where} got an unexpected keyword argument {name!r}{hint}")
+
+
+def split_options(options: dict[str, Any], where: str, extra: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Flat options sorted into their groups ({group: {name: value}}); an unknown name is a TypeError from
+    ``where`` naming the closest valid name (``extra``: other keywords ``where`` takes, for the hint)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in options.items():
+        group = FLAT.get(name)
+        if group is None:
+            raise unknown_keyword(name, where, [*FLAT, *GROUPS, *extra])
+        out.setdefault(group, {})[name] = value
+    return out
