@@ -28,7 +28,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from ..libsvm.block import has_zero_index, parse, serialize_parsed
-from ..libsvm.convert import DEFAULT_BLOCK_BYTES, RowTotals, account, log_totals
+from ..libsvm.convert import DEFAULT_BLOCK_BYTES, RowTotals, account, log_totals, nothing_written
 from ..libsvm.options import LibsvmOptions
 from ..libsvm.reasons import BadLine
 from ..libsvm.sparse import SparseBlock, row_stats
@@ -317,9 +317,8 @@ class LibsvmJob:
         read = sum(st.records_read for st in stats)
         blank = sum(st.blank_lines for st in stats)
         if (prepared.records if prepared is not None else cutter.records) == 0:
-            return Plan.failed(ErrorRecord(
-                f"no records to write: the input holds no valid line ({blank} blank/comment line(s), {read} bad "
-                "line(s) skipped)", self.paths[0] if len(self.paths) == 1 else None, reason="empty_input"))
+            return Plan.failed(ErrorRecord(nothing_written(stats), self.paths[0] if len(self.paths) == 1 else None,
+                                           reason="empty_input"))
         log_totals(stats, read, fallback)
         options = self.options.to_json()
         options["index_base_used"] = base

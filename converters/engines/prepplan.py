@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..prep.balance import label_name
+from ..prep.labels import bits_name, label_bits, label_order
 from ..prep.keys import record_keys
 from ..prep.shuffle import ShuffleOptions, ShuffleSink
 from ..shardset.cuts import plan_cuts
@@ -32,11 +32,6 @@ def bucket_limit(memory: int) -> int:
     """Bytes of records a pass-2 bucket holds at most: a quarter of ``--shuffle-memory`` (the bucket, its
     sorted copy and the keys stay well within the budget)."""
     return max(1, memory // 4)
-
-
-def label_bits(labels: np.ndarray) -> np.ndarray:
-    """float32 labels -> uint32 identities (-0.0 counted as 0.0), as the split writer routes them."""
-    return (np.asarray(labels, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
 
 
 class _Part:
@@ -111,10 +106,10 @@ class PartCuts:
 
     def order(self) -> list[int]:
         """The parts' label bits in the order the split writer finishes them (by label value)."""
-        return sorted(self.parts, key=lambda b: float(np.uint32(b).view(np.float32)))
+        return sorted(self.parts, key=label_order)
 
     def names(self) -> list[str]:
-        return [label_name(float(np.uint32(b).view(np.float32))) for b in self.order()] if self.split else []
+        return [bits_name(b) for b in self.order()] if self.split else []
 
     def shard_records(self) -> list[int] | None:
         """Records per shard so far (the open one last), as ``ShardSetWriter.shard_records``; None when split

@@ -34,7 +34,7 @@ from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
-__all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "DEFAULT_BLOCK_BYTES"]
+__all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "nothing_written", "DEFAULT_BLOCK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +141,8 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
     read = sum(s.records_read for s in stats.values())
     blank = sum(s.blank_lines for s in stats.values())
     if writer.records == 0 and not allow_empty:
-        raise InputError(f"no records to write: the input holds no valid line ({blank} blank/comment "
-                         f"line(s), {read} bad line(s) skipped)",
-                         path=paths[0] if len(paths) == 1 else None, reason="empty_input")
+        raise InputError(nothing_written(stats.values()), path=paths[0] if len(paths) == 1 else None,
+                         reason="empty_input")
     log_totals(stats.values(), read, fallback)
     options = opts.to_json()
     options["index_base_used"] = base
@@ -214,6 +213,19 @@ def account(st: InputStats, written: int, skipped: dict[str, int], blank: int, b
         if len(st.examples) < MAX_EXAMPLES:
             st.examples.append(b.describe(path))
             log.info("skipped %s", b.describe(path))
+
+
+def nothing_written(stats, where: str = "the input holds") -> str:
+    """Why a run wrote no record (``stats``: InputStats): no valid line, or ``--balance`` sampled out all of
+    them (rows it removed are not bad lines)."""
+    stats = list(stats)
+    blank = sum(st.blank_lines for st in stats)
+    read = sum(st.records_read for st in stats)
+    sampled = sum(st.skipped.get("sampled_out", 0) for st in stats)
+    if sampled:
+        return (f"no records to write: --balance sampled out all {sampled} valid record(s) ({blank} blank/comment "
+                f"line(s), {read - sampled} bad line(s) skipped); give the labels rates above 0")
+    return f"no records to write: {where} no valid line ({blank} blank/comment line(s), {read} bad line(s) skipped)"
 
 
 def log_totals(stats, read: int, fallback: int) -> None:

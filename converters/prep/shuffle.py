@@ -32,6 +32,7 @@ import numpy as np
 
 from ..util.units import format_size
 from .keys import record_keys
+from .labels import label_bits
 from .records import take_records
 
 __all__ = ["ShuffleOptions", "ShuffleSink", "DEFAULT_SHUFFLE_MEMORY", "METHOD", "MIN_MIX_SHARD_RECORDS", "square_sum"]
@@ -232,7 +233,7 @@ class ShuffleSink:
             return
         bounds = np.cumsum(records)
         shard = np.searchsorted(bounds, np.arange(start, start + labels.shape[0]), side="right")
-        keys = labels.view(np.uint32)
+        keys = label_bits(labels)
         for k in np.unique(keys):
             lid = self._label_ids.setdefault(int(k), len(self._label_ids))
             for s, c in zip(*np.unique(shard[keys == k], return_counts=True)):

@@ -14,7 +14,7 @@ from ..shardset.options import ShardOutputOptions
 from ..shardset.output import output_errors, prepare_output
 from ..shardset.writer import ShardSetWriter
 from ..tfrecord.schema import Schema
-from .balance import label_name
+from .labels import bits_name, label_bits, label_order
 from .records import take_records
 
 __all__ = ["LabelSplitWriter"]
@@ -38,8 +38,7 @@ class LabelSplitWriter:
     def _writer(self, bits: int) -> ShardSetWriter:
         w = self.writers.get(bits)
         if w is None:
-            label = float(np.uint32(bits).view(np.float32))
-            w = ShardSetWriter(f"{self.out}/{part_path(label_name(label))}", self.output, **self.storage_options)
+            w = ShardSetWriter(f"{self.out}/{part_path(bits_name(bits))}", self.output, **self.storage_options)
             self.writers[bits] = w
         return w
 
@@ -47,7 +46,7 @@ class LabelSplitWriter:
         if labels is None:
             raise ValueError("splitting by label needs every record's label")
         lengths = np.asarray(lengths, dtype=np.int64)
-        bits = (np.asarray(labels, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
+        bits = label_bits(labels)
         for b in np.unique(bits):
             sel = np.flatnonzero(bits == b)
             data, lens = take_records(framed, lengths, sel) if sel.shape[0] != lengths.shape[0] else (framed,
@@ -61,10 +60,10 @@ class LabelSplitWriter:
         set (``group.union``). On failure nothing of the group stays under a final name."""
         done: list[tuple[str, Manifest]] = []
         try:
-            order = sorted(self.writers, key=lambda b: float(np.uint32(b).view(np.float32)))
+            order = sorted(self.writers, key=label_order)
             part_options = {**(options or {}), "group_part": True}
             for b in order:
-                name = label_name(float(np.uint32(b).view(np.float32)))
+                name = bits_name(b)
                 m = self.writers[b].finish(schema=schema, inputs=(), options=part_options, kind=kind,
                                            extra={"label": name})
                 done.append((name, m))

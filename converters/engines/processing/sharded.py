@@ -19,6 +19,7 @@ import logging
 import os
 from typing import Any, Sequence
 
+from converters.libsvm.convert import nothing_written
 from converters.shardset.manifest import InputStats, Manifest, ShardInfo
 from converters.storage import open_storage
 from converters.tfrecord.schema import Schema
@@ -143,10 +144,7 @@ def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: l
     inputs = [InputStats(**i) for p in parts if p for i in p["inputs"]]
     records = sum(s.records for s in shards)
     if records == 0 and job.format == "libsvm":
-        blank = sum(i.blank_lines for i in inputs)
-        read = sum(i.records_read for i in inputs)
-        raise InputError(f"no records to write: no instance's input holds a valid line ({blank} blank/comment "
-                         f"line(s), {read} bad line(s) skipped)", reason="empty_input")
+        raise InputError(nothing_written(inputs, "no instance's input holds a"), reason="empty_input")
     full = [p for p in parts if p]
     if not full:
         raise TfpipeError("no instance had an input file: nothing to convert")
