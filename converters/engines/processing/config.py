@@ -45,7 +45,7 @@ class ProcessingConfig:
     __hash__ = None  # channels is a dict
 
 
-_MAX_CONFIG = 16 << 20  # a job's config files are a few KB; more is not SageMaker's
+_MAX_CONFIG = 64 << 20  # a job's config files are a few KB; more is not SageMaker's
 
 
 def _read(path: str, required: bool):
