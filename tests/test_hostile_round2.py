@@ -177,6 +177,22 @@ def test_a_signal_stops_a_beam_conversion_in_one_line(tmp_path, sig, code, group
     assert not (out / "index.json").exists() and _left(out) == []
 
 
+def test_kill_9_of_the_driver_leaves_its_workers_quiet(tmp_path):
+    """The multi_processing workers outlive a SIGKILLed driver only briefly (``finish`` fails if any process of
+    the session is left after 5 s) and print no traceback on the way out."""
+    t0 = time.monotonic()
+    p, out = _beam_run(tmp_path, "out", "--beam-option", "direct_running_mode=multi_processing",
+                       "--beam-option", "direct_num_workers=2")
+    while not glob.glob(str(out / f"{TMP_PREFIX}*")) and p.poll() is None and time.monotonic() - t0 < 120:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert p.poll() is None, "the conversion ended before the signal"
+    os.kill(p.pid, signal.SIGKILL)
+    r = finish(p, "beam conversion", 60, t0)
+    assert r.rc == -signal.SIGKILL and r.err.strip() == "", r.err
+    assert not (out / "index.json").exists()
+
+
 @pytest.mark.parametrize("workers", ["1000", "-1"])
 def test_direct_num_workers_out_of_bounds_is_refused(tmp_path, workers):
     src = _libsvm(tmp_path / "a.svm", ["0", "1"])

@@ -54,6 +54,7 @@ class _DropLine(logging.Filter):
 def _import_beam():
     """``import apache_beam`` without the root-logger warning its BigQuery client module prints when the
     optional apitools package is missing (nothing here uses BigQuery)."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's INFO lines (fork handlers skipped...) are noise
     root = logging.getLogger()
     drop = _DropLine("apitools not found")
     root.addFilter(drop)
@@ -278,21 +279,37 @@ def _rebuilt(name: str, text: str) -> TfpipeError | None:
 
 
 @contextlib.contextmanager
-def _quiet_workers():
-    """Worker processes of ``direct_running_mode=multi_processing`` ignore SIGINT (a Ctrl-C reaches the whole
-    process group: the driver alone stops the run, and the workers end with it) and write nothing to the
-    terminal (their errors come back through the runner; when the driver dies they would print one traceback
-    each). Scoped to Beam's module that starts them."""
+def _quiet_workers(interrupts):
+    """Worker processes of ``direct_running_mode=multi_processing`` ignore SIGINT and SIGTERM (a Ctrl-C or a
+    ``kill`` of the process group reaches them too: the driver alone stops the run, and ends them — or, when
+    it dies, they end as their connection to it closes) and write nothing to the terminal (their errors come
+    back through the runner; when the driver dies they would print one traceback each). On a signal the driver
+    kills them first (Beam's clean-up waits for them). Scoped to Beam's module that starts them."""
     import subprocess
     import types
 
     from apache_beam.runners.portability import local_job_service
 
-    def popen(*args, **kwargs):
-        kwargs.setdefault("preexec_fn", _ignore_sigint)
+    started = []
+
+    def popen(args, *rest, **kwargs):
+        kwargs.setdefault("preexec_fn", _ignore_stop_signals)
         if not log.isEnabledFor(logging.DEBUG):
             kwargs.setdefault("stderr", subprocess.DEVNULL)
-        return subprocess.Popen(*args, **kwargs)
+        if kwargs.get("shell") and isinstance(args, str):
+            args = f"exec {args}"  # the worker itself, not a shell around it, is the process to stop
+        proc = subprocess.Popen(args, *rest, **kwargs)
+        started.append(proc)
+        if interrupts:  # started as (or after) the signal came: stopped as the others
+            proc.kill()
+        return proc
+
+    def stop_workers():
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+
+    interrupts.on_signal.append(stop_workers)
 
     real = local_job_service.subprocess
     shim = types.SimpleNamespace(**{k: getattr(subprocess, k) for k in dir(subprocess) if not k.startswith("__")})
@@ -304,10 +321,11 @@ def _quiet_workers():
         local_job_service.subprocess = real
 
 
-def _ignore_sigint() -> None:
+def _ignore_stop_signals() -> None:
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited across exec: Python then keeps ignoring it
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # inherited across exec: Python then keeps ignoring it
 
 
 def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
@@ -318,7 +336,7 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
     try:
         pipeline = beam.Pipeline(runner=runner, options=options)
         _ = pipeline | "Convert" >> TwoPassConversion(job)
-        with interruptible() as interrupts, _quiet_workers():
+        with interruptible() as interrupts, _quiet_workers(interrupts):
             try:
                 result = pipeline.run()
                 state = result.wait_until_finish()
@@ -328,6 +346,8 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
                 if not isinstance(exc, Exception):
                     raise
                 raise _failure(exc, options) from exc
+            if interrupts:  # a signal whose exception Beam swallowed: the run still ends as the signal says
+                interrupts.reraise()
         if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):
             raise TfpipeError(f"the Beam pipeline ended in state {state}")
         return finish(job)

@@ -3,7 +3,8 @@
 An engine such as Beam runs steps in threads and worker processes and turns a ``KeyboardInterrupt`` raised
 inside one into its own exception (``the Beam pipeline failed: KeyboardInterrupt``), logs tracebacks from
 its threads and lets them print more. ``interruptible()`` notes the signals that arrive (SIGINT, SIGTERM),
-silences every log record and thread traceback once one did, and ``reraise()`` turns whatever the engine
+silences every log record and thread traceback once one did (a thread's traceback in the block is held until
+its end, and shown only if no signal came), and ``reraise()`` turns whatever the engine
 raised into the signal's own exception again: ``KeyboardInterrupt`` for SIGINT; for SIGTERM what the
 previous handler raises (the CLI's, exit 143), else ``SystemExit(143)``.
 """
@@ -26,6 +27,8 @@ class Interrupts:
     def __init__(self):
         self.received: list[int] = []
         self.previous: dict[int, object] = {}
+        self.threads: set[int | None] = set()  # the threads alive when the first signal came
+        self.on_signal: list = []  # called (no arguments) when the first signal comes, before it is raised
 
     def __bool__(self) -> bool:
         return bool(self.received)
@@ -42,18 +45,34 @@ class Interrupts:
 
     def _handler(self, signum, frame) -> None:
         first = not self.received
+        if first:
+            self.threads = {t.ident for t in threading.enumerate()}
         self.received.append(signum)
+        if first:
+            for fn in self.on_signal:  # e.g. stop the engine's worker processes, which the clean-up waits for
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - stopping goes on
+                    pass
         if first:  # later signals: the run is already unwinding (kill -9 remains for a stuck clean-up)
             self.reraise()
 
 
 class _Silenced(logging.Filter):
+    """After a signal: inside the block every record is dropped; after it (the engine's threads may still log
+    while the run unwinds) only those of other threads and of the engine's own loggers."""
+
     def __init__(self, interrupts: Interrupts):
         super().__init__()
         self.interrupts = interrupts
+        self.inside = True
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not self.interrupts
+        if not self.interrupts:
+            return True
+        if self.inside:
+            return False
+        return record.threadName == "MainThread" and not record.name.startswith(("apache_beam", "grpc", "absl"))
 
 
 @contextlib.contextmanager
@@ -70,9 +89,17 @@ def interruptible() -> Iterator[Interrupts]:
         h.addFilter(quiet)
     hook = threading.excepthook
 
-    def thread_hook(args):
-        if not got:
-            hook(args)
+    held = []  # a thread's uncaught exception in the block: shown at its end unless a signal came (a worker
+    #            killed by the same Ctrl-C can end its thread before the main thread sees the signal)
+
+    def thread_hook(args):  # after a signal: quiet for the engine's threads (those that ran in the block)
+        if quiet.inside:
+            if not got:
+                held.append(args)
+            return
+        if got and (args.thread is None or args.thread.ident in got.threads):
+            return
+        hook(args)
 
     threading.excepthook = thread_hook
     for s in got.previous:
@@ -82,8 +109,13 @@ def interruptible() -> Iterator[Interrupts]:
     finally:
         for s, prev in got.previous.items():
             signal.signal(s, prev)
-        threading.excepthook = hook
+        threading.excepthook = hook if not got else thread_hook
+        if got:
+            got.threads |= {t.ident for t in threading.enumerate()}
+        quiet.inside = False
         if not got:
             for h in handlers:
                 h.removeFilter(quiet)
+            for args in held:
+                hook(args)
         # after a signal the filter stays: the engine's threads may still log while the process exits
