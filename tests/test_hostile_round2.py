@@ -244,7 +244,8 @@ def test_600_labels_split_under_a_small_open_files_limit(tmp_path, nofile):
 
 # -- an S3 input changed between two reads (23.8) -------------------------------------------------------------
 
-def test_an_s3_input_rewritten_mid_run_fails_naming_it(tmp_path, s3):
+@pytest.mark.parametrize("engine", [("--workers", "1"), ("--engine", "beam")])
+def test_an_s3_input_rewritten_mid_run_fails_naming_it(tmp_path, s3, engine):
     """The object is rewritten (same size, other labels) just before the second GET: moto answers the GET's
     If-Match with 412, and the run fails naming the object, with no manifest."""
     body = "".join(f"{i % 2} 1:{i} 2:1 3:1\n" for i in range(2000))
@@ -262,7 +263,7 @@ def read_range(self, name, start, stop, **kw):
         client.put_object(Bucket={s3.bucket!r}, Key="in/a.svm", Body={body.replace("0 1:", "1 1:")!r}.encode())
     return real(self, name, start, stop, **kw)
 S3Storage.read_range = read_range
-rc = main({_convert(f"{s3.url}/in/", out, "--balance", "equal", "--seed", "1", "--workers", "1")!r})
+rc = main({_convert(f"{s3.url}/in/", out, "--balance", "equal", "--seed", "1", *engine)!r})
 print("GETS", len(gets))
 sys.exit(rc)
 """
