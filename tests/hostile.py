@@ -81,11 +81,26 @@ def wait_session_gone(sid: int, grace: float = 5.0) -> list[psutil.Process]:
     return left
 
 
+def _limited(limits: dict | None):
+    """A ``preexec_fn`` that sets resource limits (``{resource.RLIMIT_AS: bytes, ...}``, soft = hard)."""
+    if not limits:
+        return None
+
+    def apply():
+        import resource
+
+        for which, value in limits.items():
+            resource.setrlimit(which, (value, value))
+    return apply
+
+
 def start(args: list[str], *, env: dict | None = None, cwd: str | None = None, wrap: list[str] = (),
-          stdin=subprocess.DEVNULL) -> subprocess.Popen:
-    """Start ``python ARGS`` (e.g. ``-c CODE ...``) in a new session (``wrap``: a command in front of it)."""
+          stdin=subprocess.DEVNULL, limits: dict | None = None) -> subprocess.Popen:
+    """Start ``python ARGS`` (e.g. ``-c CODE ...``) in a new session (``wrap``: a command in front of it;
+    ``limits``: resource limits of the process, e.g. ``{resource.RLIMIT_AS: 8 << 30}``)."""
     return subprocess.Popen([*wrap, sys.executable, *args], stdin=stdin, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env(env), cwd=cwd)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env(env), cwd=cwd,
+                            preexec_fn=_limited(limits))
 
 
 def finish(p: subprocess.Popen, what: str, timeout: float = DEADLINE, t0: float | None = None) -> Result:
@@ -103,17 +118,18 @@ def finish(p: subprocess.Popen, what: str, timeout: float = DEADLINE, t0: float 
 
 
 def run_cli(argv: list[str], *, env: dict | None = None, timeout: float = DEADLINE, wrap: list[str] = (),
-            cwd: str | None = None) -> Result:
+            cwd: str | None = None, limits: dict | None = None) -> Result:
     t0 = time.monotonic()
-    return finish(start(["-c", _CLI, *argv], env=env, wrap=wrap, cwd=cwd), f"tfpipe {' '.join(argv)}", timeout, t0)
+    return finish(start(["-c", _CLI, *argv], env=env, wrap=wrap, cwd=cwd, limits=limits),
+                  f"tfpipe {' '.join(argv)}", timeout, t0)
 
 
-def run_py(code: str, *, env: dict | None = None, timeout: float = DEADLINE) -> Result:
+def run_py(code: str, *, env: dict | None = None, timeout: float = DEADLINE, limits: dict | None = None) -> Result:
     """Run a Python snippet; an exception it lets out is printed as ``ERROR <Type>: <message>`` (exit 3)."""
     wrapped = ("import sys\ntry:\n" + "".join(f"    {ln}\n" for ln in code.strip().splitlines())
                + "except Exception as exc:\n    print(f'ERROR {type(exc).__name__}: {exc}')\n    sys.exit(3)\n")
     t0 = time.monotonic()
-    return finish(start(["-c", wrapped], env=env), "python snippet", timeout, t0)
+    return finish(start(["-c", wrapped], env=env, limits=limits), "python snippet", timeout, t0)
 
 
 # -- the sandbox ------------------------------------------------------------------------------------------

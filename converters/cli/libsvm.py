@@ -96,8 +96,10 @@ def _cmd_convert(args) -> int:
     blank = sum(i.blank_lines for i in m.inputs)
     skipped = m.skipped
     print_skips(m, "line", ignore=FORMAT.routine)
+    sampled = skipped.get("sampled_out", 0)
     print(f"converted {len(m.inputs)} input(s): {read:,} records read, {m.records:,} written, "
-          f"{sum(skipped.values()):,} skipped, {blank:,} blank/comment lines "
+          f"{sum(skipped.values()) - sampled:,} skipped"
+          f"{f', {sampled:,} sampled out by --balance' if sampled else ''}, {blank:,} blank/comment lines "
           f"(index base {m.options.get('index_base_used')})")
     where = m.location if is_s3(m.location) else os.path.abspath(m.location)
     print(f"wrote {len(m.shards)} shard(s), {format_size(m.total_bytes)}"

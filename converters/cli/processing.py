@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import stat
 import sys
 
 from .types import positive_int, size
 
 __all__ = ["register", "write_message"]
 
+log = logging.getLogger(__name__)
+
 MESSAGE_FILE = "/opt/ml/output/message"  # its first 1 KB becomes the job's ExitMessage
+MESSAGE_MARK = "tfpipe: error: "  # every message starts so: how a later run knows the file is its own
+MESSAGE_MAX = 1024
 
 
 def _seconds(s: str) -> float:
@@ -105,20 +111,46 @@ def register(sub) -> None:
 
 
 def write_message(path: str | None, message: str, *, create_dir: bool) -> None:
-    """Write a failure's one line where SageMaker shows it (ExitMessage: the first 1 KB); never raises."""
+    """Write a failure's one line where SageMaker shows it (ExitMessage: the first 1 KB); never raises.
+
+    Only to a new file or over an earlier tfpipe message (a regular file of at most 1 KB that starts with
+    ``MESSAGE_MARK``): never over an input, a shard or any other file, which is left unchanged with a warning."""
     if not path:
         return
     directory = os.path.dirname(path) or "."
+    data = (MESSAGE_MARK + " ".join(message.split()) + "\n").encode("utf-8", "replace")[:MESSAGE_MAX]
     try:
         if create_dir:
             os.makedirs(directory, exist_ok=True)
         elif not os.path.isdir(directory):
             return
-        data = (" ".join(message.split()) + "\n").encode("utf-8", "replace")[:1024]
-        with open(path, "wb") as f:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not _is_message(path, st):
+            log.warning("not writing the failure message to %s: it exists and is not a tfpipe message (left "
+                        "unchanged; give --message-file a new path)", path)
+            return
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | (os.O_EXCL if st is None else os.O_TRUNC)
+        fd = os.open(path, flags, 0o644)
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
+    except OSError as exc:
+        log.warning("could not write the failure message to %s: %s", path, exc.strerror or exc)
+
+
+def _is_message(path: str, st: os.stat_result) -> bool:
+    """Whether ``path`` (``st``: its lstat) is a message an earlier tfpipe run wrote."""
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MESSAGE_MAX:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(len(MESSAGE_MARK))
     except OSError:
-        pass
+        return False
+    return head == MESSAGE_MARK.encode()
 
 
 def _cmd_run(args) -> int:

@@ -40,6 +40,7 @@ from ..shardset.manifest import Manifest
 from ..util.errors import TfpipeError
 from .core import OUTCOME_NAME, Outcome
 from .group import finalize_outcome
+from .interrupt import interruptible
 from .options import IN_PROCESS_RUNNERS, REFUSED_RUNNERS, parse_beam_options, runner_key
 
 
@@ -55,6 +56,7 @@ class _DropLine(logging.Filter):
 def _import_beam():
     """``import apache_beam`` without the root-logger warning its BigQuery client module prints when the
     optional apitools package is missing (nothing here uses BigQuery)."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's INFO lines (fork handlers skipped...) are noise
     root = logging.getLogger()
     drop = _DropLine("apitools not found")
     root.addFilter(drop)
@@ -73,6 +75,8 @@ __all__ = ["TwoPassConversion", "run_beam", "convert", "pipeline_options", "pars
 
 log = logging.getLogger(__name__)
 
+JOB_SERVER_TIMEOUT = 60  # seconds a PortableRunner waits for its job service to answer (Beam's default: 300)
+
 
 # -- options -------------------------------------------------------------------------------------------
 
@@ -89,6 +93,8 @@ def pipeline_options(beam_options: Mapping[str, object] | None = None):
     if in_process:
         opts.pop("runner", None)
         opts.setdefault("default_sdk_harness_log_level", "ERROR")
+    else:  # a job service (PortableRunner, Flink, Spark) that never answers fails in a minute, not Beam's five
+        opts.setdefault("job_server_timeout", JOB_SERVER_TIMEOUT)
     argv = []
     for k, v in opts.items():
         if v is True:
@@ -112,8 +118,27 @@ def pipeline_options(beam_options: Mapping[str, object] | None = None):
     unknown = sorted(set(every) - set(known))
     if unknown:
         raise ValueError(f"unknown Beam pipeline option(s): {', '.join(unknown)}")
+    _check_workers(options)
     runner = _in_process_runner(options) if in_process else options.view_as(StandardOptions).runner
     return runner, options
+
+
+def max_direct_workers() -> int:
+    """The most ``direct_num_workers`` accepted: 4 per core, at least 4, at most 64 (each is a thread or a
+    process; more only slows the run down)."""
+    from ..util.system import cpu_count
+
+    return max(4, min(64, 4 * cpu_count()))
+
+
+def _check_workers(options) -> None:
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    n = options.view_as(DirectOptions).direct_num_workers
+    cap = max_direct_workers()
+    if n is not None and not 0 <= n <= cap:
+        raise ValueError(f"direct_num_workers must be 1..{cap} (4 per core of this machine, at most 64; 0: one "
+                         f"per core), got {n}")
 
 
 def _in_process_runner(options) -> FnApiRunner:
@@ -219,15 +244,22 @@ _RUNNING = re.compile(r" \[while running '[^']*'\]$")
 _RAISED = re.compile(r"^converters\.util\.errors\.(\w+): (.*)$")
 
 
-def _failure(exc: BaseException) -> TfpipeError:
+def _failure(exc: BaseException, options=None) -> TfpipeError:
     """The error to show for a failed pipeline: a tfpipe error raised inside a step with its own class and
     text (found in the exception chain, or — from worker processes — in the traceback text the runner
-    forwards), else the runner's last line."""
+    forwards), a job service that did not answer, else the runner's last line."""
     seen = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         if isinstance(e, TfpipeError):
             return _rebuilt(type(e).__name__, str(e)) or e
+        if type(e).__name__ == "FutureTimeoutError" and options is not None:
+            from apache_beam.options.pipeline_options import PortableOptions
+
+            portable = options.view_as(PortableOptions)
+            return TfpipeError(f"the Beam job service at {portable.job_endpoint} did not answer within "
+                               f"{portable.job_server_timeout} s (job_server_timeout): check runner and "
+                               "job_endpoint; nothing was written")
         seen.add(id(e))
         e = e.__cause__ or e.__context__
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -248,6 +280,56 @@ def _rebuilt(name: str, text: str) -> TfpipeError | None:
     return cls(_RUNNING.sub("", text))
 
 
+@contextlib.contextmanager
+def _quiet_workers(interrupts):
+    """Worker processes of ``direct_running_mode=multi_processing`` ignore SIGINT and SIGTERM (a Ctrl-C or a
+    ``kill`` of the process group reaches them too: the driver alone stops the run, and ends them — or, when
+    it dies, they end as their connection to it closes) and write nothing to the terminal (their errors come
+    back through the runner; when the driver dies they would print one traceback each). On a signal the driver
+    kills them first (Beam's clean-up waits for them). Scoped to Beam's module that starts them."""
+    import subprocess
+    import types
+
+    from apache_beam.runners.portability import local_job_service
+
+    started = []
+
+    def popen(args, *rest, **kwargs):
+        kwargs.setdefault("preexec_fn", _ignore_stop_signals)
+        if not log.isEnabledFor(logging.DEBUG):
+            kwargs.setdefault("stderr", subprocess.DEVNULL)
+        if kwargs.get("shell") and isinstance(args, str):
+            args = f"exec {args}"  # the worker itself, not a shell around it, is the process to stop
+        proc = subprocess.Popen(args, *rest, **kwargs)
+        started.append(proc)
+        if interrupts:  # started as (or after) the signal came: stopped as the others
+            proc.kill()
+        return proc
+
+    def stop_workers():
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+
+    interrupts.on_signal.append(stop_workers)
+
+    real = local_job_service.subprocess
+    shim = types.SimpleNamespace(**{k: getattr(subprocess, k) for k in dir(subprocess) if not k.startswith("__")})
+    shim.Popen = popen
+    local_job_service.subprocess = shim
+    try:
+        yield
+    finally:
+        local_job_service.subprocess = real
+
+
+def _ignore_stop_signals() -> None:
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # inherited across exec: Python then keeps ignoring it
+
+
 def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
     """Build and run the pipeline for ``job``, then finalize; the temporary area is removed in every case."""
     runner, options = pipeline_options(beam_options)
@@ -256,11 +338,18 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
     try:
         pipeline = beam.Pipeline(runner=runner, options=options)
         _ = pipeline | "Convert" >> TwoPassConversion(job)
-        try:
-            result = pipeline.run()
-            state = result.wait_until_finish()
-        except Exception as exc:  # noqa: BLE001 - a failed step: its own error if we can find it
-            raise _failure(exc) from exc
+        with interruptible() as interrupts, _quiet_workers(interrupts):
+            try:
+                result = pipeline.run()
+                state = result.wait_until_finish()
+            except BaseException as exc:  # noqa: BLE001 - a failed step: its own error if we can find it
+                if interrupts:  # Ctrl-C / kill, however Beam wrapped it: the signal's own exit, one line
+                    interrupts.reraise()
+                if not isinstance(exc, Exception):
+                    raise
+                raise _failure(exc, options) from exc
+            if interrupts:  # a signal whose exception Beam swallowed: the run still ends as the signal says
+                interrupts.reraise()
         if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):
             raise TfpipeError(f"the Beam pipeline ended in state {state}")
         return finish(job)

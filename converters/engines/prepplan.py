@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..prep.labels import bits_label, label_bits, label_name
+from ..prep.labels import bits_name, label_bits, label_order
 from ..prep.keys import record_keys
 from ..prep.shuffle import ShuffleOptions, ShuffleSink
 from ..shardset.cuts import plan_cuts
@@ -106,10 +106,10 @@ class PartCuts:
 
     def order(self) -> list[int]:
         """The parts' label bits in the order the split writer finishes them (by label value)."""
-        return sorted(self.parts, key=bits_label)
+        return sorted(self.parts, key=label_order)
 
     def names(self) -> list[str]:
-        return [label_name(bits_label(b)) for b in self.order()] if self.split else []
+        return [bits_name(b) for b in self.order()] if self.split else []
 
     def shard_records(self) -> list[int] | None:
         """Records per shard so far (the open one last), as ``ShardSetWriter.shard_records``; None when split

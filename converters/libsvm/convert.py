@@ -34,7 +34,8 @@ from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
-__all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "empty_input", "DEFAULT_BLOCK_BYTES"]
+__all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "empty_input", "nothing_written",
+           "DEFAULT_BLOCK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +111,9 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
                 pool.close()
 
 
-def empty_input(blank: int, read: int, path: str | None = None, *, what: str = "the input holds no valid line"
-                ) -> InputError:
-    """The error for a conversion that found no valid line at all (``blank`` blank/comment lines and ``read``
-    bad lines skipped)."""
-    return InputError(f"no records to write: {what} ({blank} blank/comment line(s), {read} bad line(s) skipped)",
-                      path=path, reason="empty_input")
+def empty_input(stats, path: str | None = None, *, what: str = "the input holds no valid line") -> InputError:
+    """The error for a conversion that wrote no record at all (``stats``: InputStats): see ``nothing_written``."""
+    return InputError(nothing_written(stats, what), path=path, reason="empty_input")
 
 
 def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_size: int,
@@ -157,7 +155,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
     read = sum(s.records_read for s in stats.values())
     blank = sum(s.blank_lines for s in stats.values())
     if writer.records == 0 and not allow_empty:
-        raise empty_input(blank, read, paths[0] if len(paths) == 1 else None)
+        raise empty_input(stats.values(), paths[0] if len(paths) == 1 else None)
     log_totals(stats.values(), read, fallback)
     options = opts.to_json()
     options["index_base_used"] = base
@@ -228,6 +226,19 @@ def account(st: InputStats, written: int, skipped: dict[str, int], blank: int, b
         if len(st.examples) < MAX_EXAMPLES:
             st.examples.append(b.describe(path))
             log.info("skipped %s", b.describe(path))
+
+
+def nothing_written(stats, what: str = "the input holds no valid line") -> str:
+    """Why a run wrote no record (``stats``: InputStats): no valid line, or ``--balance`` sampled out all of
+    them (rows it removed are not bad lines)."""
+    stats = list(stats)
+    blank = sum(st.blank_lines for st in stats)
+    read = sum(st.records_read for st in stats)
+    sampled = sum(st.skipped.get("sampled_out", 0) for st in stats)
+    if sampled:
+        return (f"no records to write: --balance sampled out all {sampled} valid record(s) ({blank} blank/comment "
+                f"line(s), {read - sampled} bad line(s) skipped); give the labels rates above 0")
+    return f"no records to write: {what} ({blank} blank/comment line(s), {read} bad line(s) skipped)"
 
 
 def log_totals(stats, read: int, fallback: int) -> None:

@@ -34,8 +34,7 @@ class LibsvmFormat(Format):
     def empty_error(self, inputs):
         from .convert import empty_input
 
-        return empty_input(sum(i.blank_lines for i in inputs), sum(i.records_read for i in inputs),
-                           what="no instance's input holds a valid line")
+        return empty_input(inputs, what="no instance's input holds a valid line")
 
     # --index-base auto over every ShardedByS3Key instance's inputs: 0 if any instance saw an index 0, else 1
     def scan_round(self, options) -> str | None:

@@ -323,8 +323,7 @@ class LibsvmJob:
         read = sum(st.records_read for st in stats)
         blank = sum(st.blank_lines for st in stats)
         if (prepared.records if prepared is not None else cutter.records) == 0:
-            return Plan.failed(ErrorRecord.of(empty_input(blank, read,
-                                                          self.paths[0] if len(self.paths) == 1 else None)))
+            return Plan.failed(ErrorRecord.of(empty_input(stats, self.paths[0] if len(self.paths) == 1 else None)))
         log_totals(stats, read, fallback)
         options = self.options.to_json()
         options["index_base_used"] = base

@@ -20,12 +20,15 @@ import numpy as np
 
 from ..util.errors import InputError
 from .keys import record_keys
-from .labels import bits_label, label_bits, label_name
+from .labels import bits_label, bits_name, label_bits, label_name, label_order
 
 __all__ = ["BalanceOptions", "LabelCounts", "label_name"]
 
 _BIN_SHIFT = np.uint64(48)         # top 16 bits of a key select its histogram bin
 _CHUNK = 1 << 20                   # records per streamed chunk
+
+
+_bits = label_bits
 
 
 @dataclass(frozen=True)
@@ -66,19 +69,20 @@ class BalanceOptions:
             try:
                 if not sep:
                     raise ValueError
-                rates.append((float(np.float32(float(label))), float(rate)))
+                rates.append((bits_label(int(label_bits([float(label)])[0])), float(rate)))
             except ValueError:
                 raise ValueError(f"balance must be 'equal' or LABEL=RATE[,LABEL=RATE...], got {text!r}") from None
         return cls("rates", tuple(rates), seed)
 
-    def targets(self, counts: dict[float, int]) -> dict[float, int]:
-        """Records to keep per label, given the label counts of the input."""
+    def targets(self, counts: dict[int, int]) -> dict[int, int]:
+        """Records to keep per label, given the label counts of the input (keys: label identities,
+        ``labels.label_bits``; never float values, since a NaN label is not equal to itself)."""
         if not counts:
             return {}
         if self.mode == "equal":
             k = min(counts.values())
-            return {label: k for label in counts}
-        by_name = {label_name(label): label for label in counts}
+            return {bits: k for bits in counts}
+        by_name = {bits_name(bits): bits for bits in counts}
         missing = [label_name(label) for label, _ in self.rates if label_name(label) not in by_name]
         if missing:
             raise InputError(f"--balance names label(s) {', '.join(missing)}, which the input does not have "
@@ -115,8 +119,9 @@ class LabelCounts:
             self._counts[int(b)] = self._counts.get(int(b), 0) + int(c)
 
     @property
-    def counts(self) -> dict[float, int]:
-        return {bits_label(b): c for b, c in sorted(self._counts.items())}
+    def counts(self) -> dict[int, int]:
+        """Records per label identity (``labels.label_bits``), in label order."""
+        return {b: self._counts[b] for b in sorted(self._counts, key=label_order)}
 
     def thresholds(self, labels: Callable[[], Iterable[np.ndarray]] | None = None) -> "Thresholds":
         """Each label's largest kept key (exact counts), by radix selection over the labels in input order:
@@ -125,7 +130,7 @@ class LabelCounts:
         if self._file is not None:
             self._file.close()
         source = labels if labels is not None else self._file_chunks
-        targets = {int(label_bits(np.array([label]))[0]): k for label, k in self.options.targets(self.counts).items()}
+        targets = self.options.targets(self.counts)
         partial = {b: k for b, k in targets.items() if 0 < k < self._counts[b]}
         limit = {b: (np.uint64(0xFFFFFFFFFFFFFFFF) if k == self._counts[b] else None) for b, k in targets.items()}
         if partial:
@@ -149,8 +154,7 @@ class LabelCounts:
                 limit[b] = keys[need - 1]
         if self.path is not None:
             os.unlink(self.path)
-        kept = {bits_label(b): k for b, k in targets.items()}
-        return Thresholds(self.options.seed, limit, kept, self.counts)
+        return Thresholds(self.options.seed, limit, dict(targets), self.counts)
 
     def _file_chunks(self) -> Iterator[np.ndarray]:
         with open(self.path, "rb") as f:
@@ -182,8 +186,8 @@ class Thresholds:
 
     seed: int
     limit: dict
-    kept: dict        # label -> records kept
-    counts: dict      # label -> records in the input
+    kept: dict        # label identity -> records kept
+    counts: dict      # label identity -> records in the input
 
     def keep(self, labels: np.ndarray, first_index: int) -> np.ndarray:
         """Keep mask for consecutive records starting at global index ``first_index``."""
@@ -203,7 +207,7 @@ class Thresholds:
         return Thresholds(self.seed, dict(self.limit), {}, {})
 
     def report(self) -> dict:
-        return {"counts_in": {label_name(k): v for k, v in self.counts.items()},
-                "counts_out": {label_name(k): v for k, v in self.kept.items()},
-                "sampled_out": {label_name(k): self.counts[k] - self.kept[k] for k in self.counts
+        return {"counts_in": {bits_name(k): v for k, v in self.counts.items()},
+                "counts_out": {bits_name(k): self.kept[k] for k in self.counts},
+                "sampled_out": {bits_name(k): self.counts[k] - self.kept[k] for k in self.counts
                                 if self.counts[k] != self.kept[k]}}

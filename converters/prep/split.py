@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from typing import Any, Iterable
 
 import numpy as np
@@ -14,17 +15,35 @@ from ..shardset.options import ShardOutputOptions
 from ..shardset.output import output_errors, prepare_output
 from ..shardset.writer import ShardSetWriter
 from ..tfrecord.schema import Schema
-from .labels import bits_label, label_bits, label_name
+from .labels import bits_name, label_bits, label_order
 from .records import take_records
 
-__all__ = ["LabelSplitWriter"]
+__all__ = ["LabelSplitWriter", "max_open_parts"]
 
 log = logging.getLogger(__name__)
 
 
+def max_open_parts() -> int:
+    """How many parts keep their open shard's file open at once: a quarter of the soft open-files limit,
+    4..256 (the others are suspended: closed, reopened to append on their next record)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 64
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 256
+    return max(4, min(256, soft // 4))
+
+
 class LabelSplitWriter:
     """Route records to one ``ShardSetWriter`` per label (created on a label's first record), keeping each
-    label's records in the order they come. ``finish`` finishes every part, then writes the group manifest."""
+    label's records in the order they come. ``finish`` finishes every part, then writes the group manifest.
+
+    Open files stay bounded whatever the number of labels: the group's claim covers its parts (a part takes
+    no claim of its own), and at most ``max_open_parts()`` parts hold their open shard's file descriptor (the
+    least recently written ones are suspended)."""
 
     def __init__(self, out: str, output: ShardOutputOptions, *, overwrite: bool = False, **storage_options):
         self.out = str(out).rstrip("/")
@@ -34,13 +53,25 @@ class LabelSplitWriter:
         self.writers: dict[int, ShardSetWriter] = {}
         self.records = 0
         self._done = False
+        self._open: OrderedDict[int, None] = OrderedDict()  # parts holding a file descriptor, oldest first
+        self._max_open = max_open_parts()
+        self._made: list[str] = []  # part directories this run created (removed again on abort)
 
     def _writer(self, bits: int) -> ShardSetWriter:
         w = self.writers.get(bits)
         if w is None:
-            w = ShardSetWriter(f"{self.out}/{part_path(label_name(bits_label(bits)))}", self.output,
-                               **self.storage_options)
+            url = f"{self.out}/{part_path(bits_name(bits))}"
+            local = self.storage.local_path(part_path(bits_name(bits)))
+            if local is not None and not os.path.exists(local):
+                self._made.append(local)
+            storage = prepare_output(url, overwrite=False, claim=False, **self.storage_options)
+            w = ShardSetWriter(url, self.output, storage=storage)
             self.writers[bits] = w
+        self._open[bits] = None
+        self._open.move_to_end(bits)
+        while len(self._open) > self._max_open:
+            old, _ = self._open.popitem(last=False)
+            self.writers[old].suspend()
         return w
 
     def write(self, framed, lengths, labels) -> None:
@@ -61,10 +92,10 @@ class LabelSplitWriter:
         set (``group.union``). On failure nothing of the group stays under a final name."""
         done: list[tuple[str, Manifest]] = []
         try:
-            order = sorted(self.writers, key=bits_label)
+            order = sorted(self.writers, key=label_order)
             part_options = {**(options or {}), "group_part": True}
             for b in order:
-                name = label_name(bits_label(b))
+                name = bits_name(b)
                 m = self.writers[b].finish(schema=schema, inputs=(), options=part_options, kind=kind,
                                            extra={"label": name})
                 done.append((name, m))
@@ -96,13 +127,11 @@ class LabelSplitWriter:
     def abort(self) -> None:
         for w in self.writers.values():
             w.abort()
-        local = self.storage.local_path("")
-        for w in self.writers.values():
-            if local is not None:
-                try:
-                    os.rmdir(w.out)
-                except OSError:
-                    pass
+        for path in self._made:  # a part directory this run created, also one whose writer never started
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
         self._release()
 
     def _release(self) -> None:

@@ -85,9 +85,21 @@ class ShardSetWriter:
         self._used = 0
         self._records = 0
 
+    def suspend(self) -> None:
+        """Close the open shard's file descriptor but keep the shard open: the next ``write`` (or ``finish``)
+        reopens it and appends (a writer of many parts keeps its open files bounded so; same bytes)."""
+        if self._file is not None and not self._raw.closed:
+            self._raw.close()  # flushes
+
+    def _resume(self) -> None:
+        if self._file is not None and self._raw.closed:
+            self._raw = open(self._tmp_path(), "ab")
+            self._hash.raw = self._raw
+
     def _close(self) -> None:
         if self._file is None:
             return
+        self._resume()
         if self.compression:
             self._file.close()
         self._raw.flush()
@@ -116,6 +128,7 @@ class ShardSetWriter:
         with output_errors(self._tmp_path() if self._file is not None else self.out):
             if self._file is None:
                 self._open()
+            self._resume()
             offsets = np.concatenate([[0], np.cumsum(lengths)])
             cuts = plan_cuts(lengths, self._used, self.shard_bytes)
             bounds = [0] + [c for c in cuts if c > 0] + [len(lengths)]

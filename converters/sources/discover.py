@@ -95,7 +95,13 @@ def _expand_url(item: str, suffixes: tuple[str, ...] | None) -> list[str]:
     if found == [item]:
         return found
     base = item.rstrip("/") + "/"
-    found = [u for u in found if not any(part.startswith(".") for part in u[len(base):].split("/"))]
+    odd = [u for u in found if _odd_key(u[len(base):])]
+    if odd:
+        log.warning("input %s: %d object(s) not converted: their keys cannot name a file (a '.' or '..' part, an "
+                    "empty part, or a trailing '/' on an object that holds data): %s%s; rename them to convert them",
+                    item, len(odd), ", ".join(odd[:5]), ", ..." if len(odd) > 5 else "")
+    found = [u for u in found if u not in set(odd)
+             and not any(part.startswith(".") for part in u[len(base):].split("/"))]
     if suffixes:
         found = [u for u in found if _matches(u, suffixes)]
     if not found:
@@ -155,6 +161,12 @@ def _describe(skipped: dict[str, int]) -> str:
     kinds = ", ".join(f"{k}: {n}" for k, n in sorted(skipped.items()))
     return f"skipped {sum(skipped.values())} entr{'y' if sum(skipped.values()) == 1 else 'ies'} that are not " \
            f"regular files ({kinds})"
+
+
+def _odd_key(rel: str) -> bool:
+    """A key (below the input prefix) that no file path could have: ``.``/``..`` or empty parts, or a trailing
+    ``/`` (an object holding data under a directory's name)."""
+    return any(part in ("", ".", "..") for part in rel.split("/"))
 
 
 def _matches(path: str, suffixes: tuple[str, ...]) -> bool:

@@ -3,7 +3,8 @@
 
 * ``list_objects(url)``: every object under ``url`` taken as a "directory" prefix (recursively), or else the
   object ``url`` itself, as ``(url, size)`` pairs sorted by URL; ``[]`` when there is none. Directory markers
-  (keys ending in ``/``) are not objects.
+  (empty objects whose keys end in ``/``) are not objects; a key ending in ``/`` that holds data is listed
+  (for ``sources`` to report it).
 * ``object_size(url)``: one object's size (``FileNotFoundError`` when missing).
 * ``open_object(url)``: a seekable, buffered, read-only binary file object. S3: ranged GETs of the bytes asked
   for (at least ``READ_BUFFER`` at a time) through ``S3Storage``'s client, so its retries, timeouts and
@@ -29,6 +30,7 @@ __all__ = ["is_url", "list_objects", "object_size", "open_object", "READ_BUFFER"
 READ_BUFFER = 1 << 20  # 1 MiB: the least one GET reads by default (a larger read is one GET of that size)
 MAX_GET = 64 << 20     # 64 MiB: the most one GET reads (a larger read is several)
 _S3_CLIENTS: dict[tuple, object] = {}  # one S3Storage (and boto3 client) per bucket and endpoint, per process
+_PINS: dict[str, str] = {}  # s3:// URL -> the ETag first seen (listing or HEAD); kept by forked workers
 if hasattr(os, "register_at_fork"):  # a forked worker must not share its parent's HTTP connections
     os.register_at_fork(after_in_child=_S3_CLIENTS.clear)
 
@@ -62,10 +64,14 @@ def list_objects(url: str) -> list[tuple[str, int]]:
     if url.startswith("s3://"):
         store, key = _s3(url)
         prefix = key.strip("/") + "/" if key.strip("/") else ""
-        found = [(f"s3://{store.bucket}/{k}", n) for k, n in store.list_tree(prefix) if not k.endswith("/")]
+        found = [(f"s3://{store.bucket}/{k}", n) for k, n in store.list_tree(prefix)
+                 if not (k.endswith("/") and n == 0)]  # a directory marker; a key ending in / with data is kept
+        for u, _ in found:
+            _pin(store, u, listing=True)
         if not found and key and not key.endswith("/"):
             try:
                 found = [(url, store.size(key))]
+                _pin(store, url, listing=True)
             except FileNotFoundError:
                 pass
         return sorted(found)
@@ -80,6 +86,15 @@ def list_objects(url: str) -> list[tuple[str, int]]:
     return sorted(found)
 
 
+def _pin(store, url: str, listing: bool = False) -> None:
+    """Remember the ETag ``store`` saw for ``url``: every later GET of it asks for that version. A listing
+    (the start of a run: inputs are discovered) pins the version it sees; a HEAD pins only an object not
+    pinned yet."""
+    etag = store.etags.get(url[len(f"s3://{store.bucket}/"):])
+    if etag and (listing or url not in _PINS):
+        _PINS[url] = etag
+
+
 def _missing(url: str) -> FileNotFoundError:
     """A missing object, as ``os`` reports a missing file (``strerror`` "no such object", ``filename`` the URL)."""
     return FileNotFoundError(errno.ENOENT, "no such object", url)
@@ -90,9 +105,11 @@ def object_size(url: str) -> int:
     if url.startswith("s3://"):
         store, key = _s3(url)
         try:
-            return store.size(key)
+            size = store.size(key)
         except FileNotFoundError:
             raise _missing(url) from None
+        _pin(store, url)
+        return size
     fs, _ = _beam()
     try:
         found = fs.match([url])[0].metadata_list
@@ -109,7 +126,9 @@ def open_object(url: str, buffer_size: int = READ_BUFFER) -> BinaryIO:
     url = str(url)
     if url.startswith("s3://"):
         store, key = _s3(url)
-        raw = _RangeReader(url, object_size(url), lambda a, b: store.read_range(key, a, b))
+        size = object_size(url)
+        etag = _PINS.get(url)  # the version first seen: a rewrite since is an InputError, not other bytes
+        raw = _RangeReader(url, size, lambda a, b: store.read_range(key, a, b, if_match=etag))
         return io.BufferedReader(raw, buffer_size=buffer_size)  # type: ignore[return-value]
     fs, uncompressed = _beam()
     object_size(url)  # FileNotFoundError when missing

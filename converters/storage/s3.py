@@ -27,7 +27,7 @@ import time
 import weakref
 from typing import Callable, Iterator
 
-from ..util.errors import TfpipeError
+from ..util.errors import InputError, TfpipeError
 from ..util.units import format_size
 
 __all__ = ["S3Storage", "parse_s3_url", "s3_endpoint", "sagemaker_endpoint", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_PART_SIZE", "DEFAULT_CONNECT_TIMEOUT",
@@ -122,6 +122,7 @@ class S3Storage:
         self._client = None
         self._staging: str | None = None
         self.claim = None  # the run's claim on this location, set by ``shardset.writer.prepare_output``
+        self.etags: dict[str, str] = {}  # key -> ETag last seen by a listing or HEAD (inputs pin it)
 
     # -- client ---------------------------------------------------------------------------------------
     @property
@@ -189,6 +190,9 @@ class S3Storage:
             status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if code in ("NoSuchKey", "404", "NotFound"):
                 return FileNotFoundError(f"{where}: no such object")
+            if code in ("PreconditionFailed", "412") and action == "read":  # a GET with If-Match
+                return InputError(f"{where} changed during the run (its ETag is no longer the one first seen): "
+                                  "convert a stable input (nothing was written)", reason="input_changed")
             if code == "NoSuchBucket":
                 return TfpipeError(f"cannot {action} {where}: bucket {self.bucket!r} does not exist")
             if code in ("AccessDenied", "403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
@@ -238,7 +242,10 @@ class S3Storage:
         with self._errors("list", prefix):
             pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key(prefix))
             for page in pages:
-                found.extend((obj["Key"][cut:], int(obj["Size"])) for obj in page.get("Contents", []))
+                for obj in page.get("Contents", []):
+                    found.append((obj["Key"][cut:], int(obj["Size"])))
+                    if obj.get("ETag"):
+                        self.etags[obj["Key"]] = obj["ETag"]
         return sorted(found)
 
     def exists(self, name: str) -> bool:
@@ -250,19 +257,24 @@ class S3Storage:
 
     def size(self, name: str) -> int:
         with self._errors("read", name):
-            return int(self.client.head_object(Bucket=self.bucket, Key=self._key(name))["ContentLength"])
+            head = self.client.head_object(Bucket=self.bucket, Key=self._key(name))
+        if head.get("ETag"):
+            self.etags[self._key(name)] = head["ETag"]
+        return int(head["ContentLength"])
 
     def read_bytes(self, name: str) -> bytes:
         with self._errors("read", name):
             return self.client.get_object(Bucket=self.bucket, Key=self._key(name))["Body"].read()
 
-    def read_range(self, name: str, start: int, stop: int) -> bytes:
-        """Bytes ``[start, stop)`` of an object (one ranged GET)."""
+    def read_range(self, name: str, start: int, stop: int, *, if_match: str | None = None) -> bytes:
+        """Bytes ``[start, stop)`` of an object (one ranged GET); ``if_match``: only of that ETag (else
+        ``InputError``: the object changed)."""
         if stop <= start:
             return b""
+        extra = {"IfMatch": if_match} if if_match else {}
         with self._errors("read", name):
             return self.client.get_object(Bucket=self.bucket, Key=self._key(name),
-                                          Range=f"bytes={start}-{stop - 1}")["Body"].read()
+                                          Range=f"bytes={start}-{stop - 1}", **extra)["Body"].read()
 
     def write_bytes_atomic(self, name: str, data: bytes) -> None:
         """One PUT: S3 makes an object visible only once complete."""

@@ -36,6 +36,9 @@ def test_place(hosts, current, index, finalizer):
     (("a", ""), "a", "non-empty strings"),
     (("a/b",), "a/b", "without '/'"),
     ("algo-1", "algo-1", "list of host names"),
+    (tuple(f"algo-{i}" for i in range(1, 102)), "algo-1", "101 hosts; a Processing job has at most 100 instances"),
+    (["algo-1"] * 2_000_000, "algo-1", "2,000,000 hosts"),  # refused before the (quadratic) repeat check
+    (("a" * 256,), "a" * 256, "at most 255 characters"),
 ])
 def test_place_refuses(hosts, current, match):
     with pytest.raises(ValueError, match=match):

@@ -69,3 +69,22 @@ def test_bad_balance_options(text, match):
                                          (-0.0, "0")])
 def test_label_name(label, name):
     assert label_name(label) == name
+
+
+ODD = np.array([np.nan, -np.nan, 0.0, -0.0, np.inf, -np.inf, 3e38, 1.0] * 50, np.float32)
+
+
+@pytest.mark.parametrize("spec, want", [
+    ("equal", {"-inf": 50, "0": 50, "1": 50, "300000000000000000000000000000000000000": 50, "inf": 50, "nan": 50}),
+    ("nan=0.5,-0=0,inf=1", {"-inf": 50, "0": 0, "1": 50, "300000000000000000000000000000000000000": 50,
+                            "inf": 50, "nan": 50}),
+])
+def test_nan_inf_and_negative_zero_are_labels_like_any_other(tmp_path, spec, want):
+    """Every NaN is one label ``nan`` (listed last), -0.0 is 0, ±inf are labels: no KeyError, exact counts."""
+    _, th = kept_mask(ODD, BalanceOptions.parse(spec, seed=1), tmp_path)
+    report = th.report()
+    assert report["counts_in"] == {"-inf": 50, "0": 100, "1": 50, "300000000000000000000000000000000000000": 50,
+                                   "inf": 50, "nan": 100}
+    assert list(report["counts_in"])[-1] == "nan"
+    out = report["counts_out"]
+    assert out == {**want, **({"0": 50, "nan": 50} if spec == "equal" else {"nan": 50})}

@@ -45,10 +45,15 @@ class ProcessingConfig:
     __hash__ = None  # channels is a dict
 
 
+_MAX_CONFIG = 64 << 20  # a job's config files are a few KB; more is not SageMaker's
+
+
 def _read(path: str, required: bool):
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read(_MAX_CONFIG + 1)
+        if len(raw) > _MAX_CONFIG:
+            raise TfpipeError(f"{path} is larger than {_MAX_CONFIG >> 20} MiB: not a SageMaker Processing config")
     except FileNotFoundError:
         if required:
             raise TfpipeError(f"{path} not found: not inside a SageMaker Processing job "

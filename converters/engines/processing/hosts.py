@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 __all__ = ["Place", "FULLY_REPLICATED", "SHARDED", "DISTRIBUTIONS", "split_contiguous", "channel_of",
-           "distribution_of", "sharded_layout", "run_id"]
+           "distribution_of", "sharded_layout", "run_id", "MAX_HOSTS"]
 
 FULLY_REPLICATED = "FullyReplicated"
 SHARDED = "ShardedByS3Key"
 DISTRIBUTIONS = (FULLY_REPLICATED, SHARDED)
+MAX_HOSTS = 100  # the Processing API's most instances in a job (ClusterConfig.InstanceCount)
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,15 @@ class Place:
         hosts = self.hosts
         if isinstance(hosts, str) or not isinstance(hosts, Sequence):
             raise ValueError(f"hosts must be a list of host names, got {hosts!r}")
+        if len(hosts) > MAX_HOSTS:  # checked first: an absurd list costs nothing more
+            raise ValueError(f"hosts lists {len(hosts):,} hosts; a Processing job has at most {MAX_HOSTS} instances")
         hosts = tuple(hosts)
         if not hosts:
             raise ValueError("hosts must not be empty")
         for h in hosts:
-            if not isinstance(h, str) or not h or "/" in h:
-                raise ValueError(f"host names must be non-empty strings without '/', got {h!r}")
+            if not isinstance(h, str) or not h or "/" in h or len(h) > 255:
+                raise ValueError(f"host names must be non-empty strings without '/' (at most 255 characters), "
+                                 f"got {h if not isinstance(h, str) or len(h) <= 80 else h[:80] + '...'!r}")
         dup = sorted({h for h in hosts if hosts.count(h) > 1})
         if dup:
             raise ValueError(f"hosts must be unique, {', '.join(dup)} repeated")

@@ -18,12 +18,11 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from converters.shardset.manifest import Manifest
 from converters.shardset.reader import read_manifest
 from converters.storage import open_storage
-from converters.util.errors import TfpipeError
+from converters.util.errors import OutputInUseError, TfpipeError
 
 from .job import ConvertJob, input_files
 from .finalize import check_output, finished
@@ -33,7 +32,7 @@ from .config import (
     ProcessingConfig,
     read_processing_config,
 )
-from .workarea import FAILED, WorkArea
+from .workarea import FAILED, HostClaim, WorkArea
 
 __all__ = ["run_instance", "InstanceResult", "DEFAULT_WAIT_TIMEOUT", "DEFAULT_POLL", "one_line"]
 
@@ -92,19 +91,26 @@ def run_instance(job: ConvertJob, *, config_dir: str = PROCESSING_CONFIG_DIR,
     log.info("%s (%d of %d, finalizer %s): %s conversion, %s inputs, work area %s", host, cfg.place.index + 1,
              len(cfg.place.hosts), cfg.place.finalizer, job.format, distribution, area.url)
     result = InstanceResult(host, cfg.place.is_finalizer, distribution, run)
+    claim = None
     try:
-        area.unmark(FAILED, host)  # a failure of an earlier attempt no longer holds
         storage = open_storage(job.out)
         if finished(storage, area):  # an earlier attempt wrote the manifest; only the clean-up was left
             if cfg.place.is_finalizer:
                 area.remove()
             return replace(result, manifest=read_manifest(job.out) if cfg.place.is_finalizer else None)
         check_output(storage, overwrite=job.overwrite)
+        claim = HostClaim(area, host, cfg.job)  # a second start of this host stops here, having written nothing
+        area.unmark(FAILED, host)  # a failure of an earlier attempt no longer holds
         manifest, reused, work = _convert(job, cfg, area, distribution, timeout=timeout, poll=poll,
                                           unit_size=unit_size)
     except BaseException as exc:
-        area.fail(host, one_line(exc))
+        if claim is not None or area.exists():  # (nothing to tell when no instance has started on the area)
+            if not isinstance(exc, OutputInUseError) or claim is not None:  # a duplicate: the real one goes on
+                area.fail(host, one_line(exc))
         raise
+    finally:
+        if claim is not None:
+            claim.release()
     return replace(result, manifest=manifest, reused=reused, work=work)
 
 

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 from typing import Any, Callable, Sequence
 
 from converters.storage import TMP_PREFIX, Storage, open_storage
-from converters.util.errors import TfpipeError
+from converters.util.errors import OutputInUseError, TfpipeError
 
 from .config import json_object
 
-__all__ = ["WorkArea", "WaitError", "FAILED"]
+__all__ = ["WorkArea", "WaitError", "HostClaim", "FAILED"]
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,15 @@ class WorkArea:
             sleep(max(0.0, min(poll, deadline - clock())))
 
     # -- the whole area -------------------------------------------------------------------------------
+    def exists(self) -> bool:
+        """Whether anything of the area is there (best effort: False when it cannot be listed)."""
+        st = self.storage()
+        local = st.local_path("")
+        try:
+            return os.path.isdir(local) if local is not None else bool(st.list_tree(""))
+        except Exception:  # noqa: BLE001 - only decides whether a failure is worth recording
+            return False
+
     def remove(self) -> None:
         """Delete the whole area (every phase, every part)."""
         st = self.storage()
@@ -148,3 +158,38 @@ class WorkArea:
                     client.delete_objects(Bucket=bucket, Delete={"Objects": keys[i:i + 1000], "Quiet": True})
         except Exception as exc:  # noqa: BLE001 - botocore errors, after its retries
             raise TfpipeError(f"cannot remove the work area {self.url}: {exc}") from exc
+
+
+class HostClaim:
+    """One running instance per host of a job: ``OUT/.tfpipe-tmp-<run>-host-<host>/`` claimed (as an output
+    is) for the instance's whole run, beside the work area (which the finalizer removes while the others may
+    still hold theirs). A second start of the same host fails at once (``OutputInUseError``) before it writes
+    anything; a claim left by an instance of an earlier job (a rerun: that instance is gone) is taken over."""
+
+    def __init__(self, area: WorkArea, host: str, job: str):
+        from converters.storage.claim import CLAIM_NAME, Holder, claim_output
+
+        self.url = f"{area.url}-host-{host}"
+        self.storage = open_storage(self.url, **area._options)
+        ident = f"{job}:{host}"
+        try:
+            holder = Holder.parse(self.storage.read_bytes(CLAIM_NAME))
+        except (FileNotFoundError, OSError):
+            holder = None
+        if holder is not None and holder.run != ident:  # an earlier job's instance of this host: gone
+            log.warning("%s: removing the claim of an earlier job's instance (%s)", self.url, holder.describe())
+            self.storage.delete(CLAIM_NAME)
+        try:
+            self._claim = claim_output(self.storage, ident)
+        except OutputInUseError as exc:
+            raise OutputInUseError(f"{host} of this job is already running ({exc}); this second start stops "
+                                   "without touching the work area") from None
+
+    def release(self) -> None:
+        self._claim.release()
+        local = self.storage.local_path("")
+        if local is not None:
+            try:
+                os.rmdir(local)
+            except OSError:
+                pass
