@@ -40,7 +40,9 @@ class ShardInfo:
 
 @dataclass
 class InputStats:
-    """Accounting for one input file: read == written + sum(skipped.values())."""
+    """Accounting for one input file: read == written + sum(skipped.values()). ``notes``: informational counts
+    of written records (e.g. ``ids_unordered``: fixed-width rows whose positional ids repeat or do not
+    increase), never skips; listed in the manifest only when some are counted."""
 
     path: str
     records_read: int = 0
@@ -48,6 +50,11 @@ class InputStats:
     blank_lines: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)  # "file:line: reason" for the first skipped lines
+    notes: dict[str, int] = field(default_factory=dict)
+
+    def note(self, key: str, count: int) -> None:
+        if count:
+            self.notes[key] = self.notes.get(key, 0) + count
 
     def skip(self, reason: str, count: int = 1, example: str | None = None) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + count
@@ -60,6 +67,8 @@ class InputStats:
         self.blank_lines += other.blank_lines
         for k, v in other.skipped.items():
             self.skipped[k] = self.skipped.get(k, 0) + v
+        for k, v in other.notes.items():
+            self.note(k, v)
         room = MAX_EXAMPLES - len(self.examples)
         if room > 0:
             self.examples.extend(other.examples[:room])
@@ -69,9 +78,12 @@ class InputStats:
         return sum(self.skipped.values())
 
     def to_json(self) -> dict:
-        return {"path": self.path, "records_read": self.records_read, "records_written": self.records_written,
-                "blank_lines": self.blank_lines, "skipped": dict(sorted(self.skipped.items())),
-                "examples": list(self.examples)}
+        out = {"path": self.path, "records_read": self.records_read, "records_written": self.records_written,
+               "blank_lines": self.blank_lines, "skipped": dict(sorted(self.skipped.items())),
+               "examples": list(self.examples)}
+        if self.notes:
+            out["notes"] = dict(sorted(self.notes.items()))
+        return out
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,7 @@ def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: l
     options = job.options.to_json()
     if job.format == "libsvm":
         options["index_base_used"] = base if base is not None else job.options.index_base
+        options["ids"] = job.options.ids_json(options["index_base_used"])
     extra = merge_extra(job.format, [p["extra"] for p in full])
     extra["hosts"] = [{"host": h, "inputs": len(p["inputs"]) if p else 0, "shards": c,
                        "records": p["records"] if p else 0}
