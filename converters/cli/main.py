@@ -115,10 +115,11 @@ def register(sub) -> None:
     convert = sub.add_parser("convert", help="convert LibSVM or text/jsonl data into TFRecord shards")
     csub = convert.add_subparsers(dest="format", metavar="FORMAT")
     csub.required = True
-    from . import libsvm, processing, quickstart, shardset, text
+    from . import index, libsvm, processing, quickstart, shardset, text
 
     libsvm.register(csub)
     text.register(csub, sub)
     shardset.register(sub)
+    index.register(sub)
     quickstart.register(sub)
     processing.register(sub)

@@ -14,15 +14,16 @@ from typing import Any
 from ..tfrecord.schema import Schema
 from ..util.errors import IntegrityError, TfpipeError
 from ..util.version import __version__
-from .naming import check_plain_name, check_shard_name
+from .naming import check_adopted_name, check_plain_name, check_shard_name
 from .options import normalize_compression
 
-__all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "MAX_EXAMPLES", "ShardInfo", "InputStats", "Manifest",
+__all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "MAX_EXAMPLES", "ADOPTED_KIND", "ShardInfo", "InputStats", "Manifest",
            "manifest_bytes", "check_entries"]
 
 MANIFEST_NAME = "index.json"
 FORMAT_VERSION = 1
 MAX_EXAMPLES = 20  # skipped-line examples kept per input file
+ADOPTED_KIND = "adopted"  # the kind of a set tfpipe indexed (``tfpipe index``): its files keep their own names
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 
 
@@ -177,18 +178,19 @@ class Manifest:
 
 def check_entries(data: dict, where: str = "") -> None:
     """Raise IntegrityError naming the entry unless every shard entry has a plain shard name in tfpipe's
-    template (unique), integer records/bytes >= 0 and a sha256 of 64 hex digits, and every tokenizer
+    template (any plain visible name in an adopted set: ``check_adopted_name``), unique, integer records/bytes >= 0 and a sha256 of 64 hex digits, and every tokenizer
     recorded (``options.tokenizer``, ``extra.tokenizer.name``) is a plain name, not a path."""
     shards = data.get("shards")
     if not isinstance(shards, list):
         raise IntegrityError(f"invalid manifest{where}: 'shards' must be a list, got {type(shards).__name__}")
     seen: set[str] = set()
+    check_name = check_adopted_name if data.get("kind") == ADOPTED_KIND else check_shard_name
     for i, entry in enumerate(shards):
         if not isinstance(entry, dict):
             raise IntegrityError(f"invalid manifest{where}: shards[{i}] is a {type(entry).__name__}, not an object")
         name = entry.get("name")
         try:
-            check_shard_name(name)
+            check_name(name)
         except ValueError as exc:
             raise IntegrityError(f"invalid manifest{where}: shards[{i}] name {name!r} is not a shard of this "
                                  f"set: {exc}") from None
