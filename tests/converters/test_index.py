@@ -218,3 +218,29 @@ def test_a_feature_missing_from_some_records_is_variable_length_with_its_share(t
     assert feats["tokens"].to_list() == [list(range(i % 4)) for i in range(10)]
     with pytest.raises(OutputExistsError):
         index_set(d)
+
+
+def test_pipe_mode_and_tune_on_an_adopted_set(data, sample, tmp_path, capsys):
+    """Pipe mode (a FIFO fed with the set's files, as SageMaker streams a channel) reads the adopted set's
+    records exactly; ``pipeline tune`` measures its candidates on it."""
+    from pipeline.build import build_dataset
+    from pipeline.pipe import simulate_channel
+    from pipeline.spec import PipelineSpec
+
+    assert cli(capsys, "index", data, "--no-progress")[0] == 0
+    fifo_dir = tmp_path / "fifos"
+    fifo_dir.mkdir()
+    writer = simulate_channel(str(fifo_dir), "train", read_manifest(data).shard_paths(), epochs=1)
+    spec = PipelineSpec.from_manifest(data, 2500, mode="pipe", channel="train", pipe_dir=str(fifo_dir),
+                                      pipe_timeout=20)
+    got = {k: [] for k in FEATURES}
+    for feats, label in build_dataset(spec):
+        got["label"].append(label.numpy())
+        for k in ("ids", "values"):
+            got[k].append(feats[k].numpy())
+    writer.join(10)
+    assert writer.error is None
+    assert_same({k: np.concatenate(v) for k, v in got.items()}, sample[1])
+    code, out, err = cli(capsys, "pipeline", "tune", data, "--batch-size", "1000", "--seconds", "3", "--rounds", "1",
+                         "--no-store")
+    assert code == 0 and "winner" in out, err
