@@ -19,6 +19,9 @@ __all__ = ["decode_example", "SchemaTally", "Inferred", "KINDS"]
 KINDS = {1: "string", 2: "float32", 3: "int64"}  # Feature's oneof field number -> schema dtype
 
 
+_HIGH = bytes(range(0x80, 0x100))
+
+
 class _NotExample(ValueError):
     pass
 
@@ -78,7 +81,7 @@ def _count(b: bytes, kind: int, i: int, end: int) -> int:
         elif kind == 3 and wt == 2:  # packed varints: one value per byte below 0x80
             if z > a and b[z - 1] >= 0x80:
                 raise _NotExample("packed varints")
-            n += sum(1 for c in b[a:z] if c < 0x80)
+            n += len(b[a:z].translate(None, _HIGH))  # the bytes below 0x80 (C speed)
         elif kind == 3 and wt == 0:
             n += 1
         else:

@@ -26,7 +26,7 @@ def libsvm_lines(t: dict[str, np.ndarray]) -> bytes:
     return ("\n".join(rows) + "\n").encode()
 
 
-def test_sample_records_convert_back_to_the_same_tensors(tmp_path):
+def test_sample_records_convert_back_to_the_same_tensors(tmp_path, capsys):
     a = sample_arrays()
     write_sample(tmp_path / "val.tfrecords", a)
     sample = parse_all([tmp_path / "val.tfrecords"])
@@ -45,5 +45,9 @@ def test_sample_records_convert_back_to_the_same_tensors(tmp_path):
         assert got[k].dtype == sample[k].dtype and got[k].shape == sample[k].shape
         assert np.array_equal(got[k].view(np.uint32) if k != "ids" else got[k],
                               sample[k].view(np.uint32) if k != "ids" else sample[k]), k
+    capsys.readouterr()
+    assert main(["inspect", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "note    20 x ids_unordered" in shown and "positional (line order, repeats kept), as written" in shown
     rows = np.flatnonzero((np.diff(got["ids"], axis=1) <= 0).any(axis=1))
     assert rows.tolist() == a["repeat"].tolist() and (got["ids"][rows, 12:14] == 13).all()
