@@ -1,7 +1,7 @@
 """``tfpipe index``: adopt TFRecord files tfpipe did not write as a shard set, by writing its manifest.
 
-The set is a local directory, an ``s3://`` prefix, or a glob over one folder (``data/*.tfrecords``,
-``s3://bucket/data/train-*``). Every file is read whole with CRC checks (gzip detected from its first bytes,
+The set is a local directory, an ``s3://`` prefix, a glob over one folder (``data/*.tfrecords``,
+``s3://bucket/data/train-*``) or one local file. Every file is read whole with CRC checks (gzip detected from its first bytes,
 1f 8b), its records counted, its bytes hashed (sha256) and its records tallied for the schema
 (``infer.SchemaTally``: pure); ``--workers`` files are read at once, in worker processes. Files keep their
 names: a name that is not a plain visible file name of the set's own folder is refused with the reason, as is
@@ -12,6 +12,7 @@ wrote; the manifest's ``kind`` is ``adopted`` and ``options.source`` is ``index`
 from __future__ import annotations
 
 import fnmatch
+import glob
 import gzip
 import io
 import logging
@@ -99,12 +100,14 @@ def resolve_set(target: str, **storage_options) -> tuple[str, list[str]]:
     """``(base, names)``: the set's folder (directory or ``s3://`` prefix) and the files it adopts, sorted.
 
     A folder adopts every visible file directly in it but ``index.json``; a glob only the matches of its last
-    component (wildcards elsewhere are refused: the files of a set share one folder). Every name must pass
+    component (wildcards elsewhere are refused: the files of a set share one folder); a local file itself. Every name must pass
     ``naming.check_adopted_name``; refusals say why."""
     target = str(target)
     scheme, sep, rest = target.partition("://")
     path = rest if sep else target
     head, _, last = path.rstrip("/").rpartition("/") if any(c in path for c in _WILD) else (path, "", "")
+    if not sep and not last and os.path.isfile(path):  # one file: the set of that file in its folder
+        head, last = os.path.dirname(path), glob.escape(os.path.basename(path))
     if any(c in head for c in _WILD):
         raise InputError(f"{target}: wildcards only in the file name part: the files of a set share one folder "
                          "(index each folder on its own)", reason="bad_set")

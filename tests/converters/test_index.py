@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 
@@ -187,13 +188,21 @@ def test_raw_records_give_a_raw_set_the_pipeline_yields_as_bytes(tmp_path, capsy
     (lambda d: (d / ".hidden").write_bytes(b""), "{d}/.*", InputError, r".hidden: cannot be a file of the set"),
     (lambda d: (d / "sub").mkdir(), "{d}/*/val.tfrecords", InputError, r"wildcards only in the file name"),
     (lambda d: None, "{d}/*.nothing", InputError, r"no files to index"),
-    (lambda d: None, "{d}/val.tfrecords", InputError, r"not a directory"),
+    (lambda d: os.mkfifo(d / "p"), "{d}/p", InputError, r"p: not a directory"),
+    (lambda d: None, "{d}/nothing/", InputError, r"no such directory"),
 ])
 def test_refusals_say_why_and_write_nothing(data, setup, target, exc, match):
     setup(data)
     with pytest.raises(exc, match=match):
         index_set(target.format(d=data))
     assert not (data / "index.json").exists()
+
+
+def test_one_file_is_a_set_of_that_file_in_its_folder(data, tmp_path):
+    (data / "train.tfrecords").write_bytes(b"")
+    m = index_set(data / "val.tfrecords")
+    assert [s.name for s in m.shards] == ["val.tfrecords"] and m.location == str(data) and m.records == N
+    assert read_manifest(data).records == N
 
 
 def test_a_feature_missing_from_some_records_is_variable_length_with_its_share(tmp_path):
