@@ -15,8 +15,8 @@ Semantics follow scikit-learn's ``load_svmlight_file`` exactly (its values are w
   (as scikit-learn does with ``query_id=False``);
 * each other token is ``index:value``; index a (non-negative) integer, strictly increasing along the line
   with ``strict_ids`` (fixed width) and always in sparse mode; without ``strict_ids`` fixed-width ids are
-  positional fields, kept in line order with repeats (``ParsedBlock.unordered`` counts such rows); value a Python ``float``; numbers are read as float64 (correctly rounded, like ``strtod``) and then cast
-  to float32.
+  positional fields, kept in line order with repeats (``ParsedBlock.unordered`` counts such rows); value a Python
+  ``float``; numbers are read as float64 (correctly rounded, like ``strtod``) and then cast to float32.
 
 One compiled pass (``kernel``) parses the regular lines; lines it cannot convert exactly go through the
 Python reference (``reference.parse_line``), so results equal Python's ``float()``/``int()`` bit for bit.

@@ -288,8 +288,9 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
                   labels, ids, values, counts, ex, pow10):
     """Parse lines from state[0] on, one pass over the bytes. state = [pos, line, row, blank, n_examples,
     unordered]. ``strict``: ids must increase along a line (else UNSORTED_INDEX / DUPLICATE_INDEX); without it
-    they are positional and a written row whose ids do not increase is counted in state[5]. Returns DONE, ROWS_FULL (grow the arrays and call again) or FALLBACK (the line at state[0] needs the
-    Python reference; the caller parses it, advances state and calls again)."""
+    they are positional and a written row whose ids do not increase is counted in state[5]. Returns DONE, ROWS_FULL
+    (grow the arrays and call again) or FALLBACK (the line at state[0] needs the Python reference; the caller
+    parses it, advances state and calls again)."""
     n = buf.shape[0]
     cap = labels.shape[0]
     pos = state[0]

@@ -90,8 +90,8 @@ class LibsvmOptions:
     zero-based if any index 0 appears anywhere, else one-based and shifted down by one), 0 or 1; None (the
     default) is the layout's own: ``asis`` for fixed width (positional fields), ``auto`` for sparse (as
     scikit-learn). ``strict_ids`` (fixed width only): refuse unsorted/repeated ids as scikit-learn does; sparse
-    rows are always strict. ``output`` holds the options every converter shares (shard size, compression, prefix, on-error).
-    Give ``field_size`` (fixed width) or ``sparse=True``; ``multilabel`` and ``keep_qid`` (feature
+    rows are always strict. ``output`` holds the options every converter shares (shard size, compression, prefix,
+    on-error). Give ``field_size`` (fixed width) or ``sparse=True``; ``multilabel`` and ``keep_qid`` (feature
     ``qid_key``) go with ``sparse``.
     """
 

@@ -1,13 +1,13 @@
 """``tfpipe index``: adopt TFRecord files tfpipe did not write as a shard set, by writing its manifest.
 
 The set is a local directory, an ``s3://`` prefix, a glob over one folder (``data/*.tfrecords``,
-``s3://bucket/data/train-*``) or one local file. Every file is read whole with CRC checks (gzip detected from its first bytes,
-1f 8b), its records counted, its bytes hashed (sha256) and its records tallied for the schema
-(``infer.SchemaTally``: pure); ``--workers`` files are read at once, in worker processes. Files keep their
-names: a name that is not a plain visible file name of the set's own folder is refused with the reason, as is
-damage (file and byte offset), a mix of gzip and plain files, or an existing ``index.json`` (unless
-``overwrite``). ``index.json`` is written last and atomically, so every command reads the set as one tfpipe
-wrote; the manifest's ``kind`` is ``adopted`` and ``options.source`` is ``index``.
+``s3://bucket/data/train-*``) or one local file. Every file is read whole with CRC checks (gzip detected from its
+first bytes, 1f 8b), its records counted, its bytes hashed (sha256) and its records tallied for the schema
+(``infer.SchemaTally``: pure); ``--workers`` files are read at once, in worker processes. Files keep their names: a
+name that is not a plain visible file name of the set's own folder is refused with the reason, as is damage (file
+and byte offset), a mix of gzip and plain files, or an existing ``index.json`` (unless ``overwrite``).
+``index.json`` is written last and atomically, so every command reads the set as one tfpipe wrote; the manifest's
+``kind`` is ``adopted`` and ``options.source`` is ``index``.
 """
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def resolve_set(target: str, **storage_options) -> tuple[str, list[str]]:
     """``(base, names)``: the set's folder (directory or ``s3://`` prefix) and the files it adopts, sorted.
 
     A folder adopts every visible file directly in it but ``index.json``; a glob only the matches of its last
-    component (wildcards elsewhere are refused: the files of a set share one folder); a local file itself. Every name must pass
-    ``naming.check_adopted_name``; refusals say why."""
+    component (wildcards elsewhere are refused: the files of a set share one folder); a local file itself. Every
+    name must pass ``naming.check_adopted_name``; refusals say why."""
     target = str(target)
     scheme, sep, rest = target.partition("://")
     path = rest if sep else target

@@ -178,8 +178,9 @@ class Manifest:
 
 def check_entries(data: dict, where: str = "") -> None:
     """Raise IntegrityError naming the entry unless every shard entry has a plain shard name in tfpipe's
-    template (any plain visible name in an adopted set: ``check_adopted_name``), unique, integer records/bytes >= 0 and a sha256 of 64 hex digits, and every tokenizer
-    recorded (``options.tokenizer``, ``extra.tokenizer.name``) is a plain name, not a path."""
+    template (any plain visible name in an adopted set: ``check_adopted_name``), unique, integer records/bytes >= 0
+    and a sha256 of 64 hex digits, and every tokenizer recorded (``options.tokenizer``, ``extra.tokenizer.name``)
+    is a plain name, not a path."""
     shards = data.get("shards")
     if not isinstance(shards, list):
         raise IntegrityError(f"invalid manifest{where}: 'shards' must be a list, got {type(shards).__name__}")

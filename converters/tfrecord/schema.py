@@ -18,8 +18,8 @@ _DTYPES = ("int64", "float32", "string")
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """One feature: name, dtype ("int64", "float32"; "string" in adopted sets) and shape: ``()`` (scalar), ``(k,)`` (k values) or
-    ``None`` (variable length: any number of values, zero included, per record)."""
+    """One feature: name, dtype ("int64", "float32"; "string" in adopted sets) and shape: ``()`` (scalar), ``(k,)``
+    (k values) or ``None`` (variable length: any number of values, zero included, per record)."""
 
     name: str
     dtype: str
