@@ -39,19 +39,30 @@ def _varint(b: bytes, i: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(b: bytes, i: int, end: int):
+def _fields(b: bytes, i: int, end: int) -> list[tuple[int, int, int, int]]:
     """(field number, wire type, start, stop) of each field in ``b[i:end]`` (value bounds; a varint's bounds
-    cover its bytes)."""
+    cover its bytes). One-byte keys and lengths (the usual case) are read inline."""
+    out = []
     while i < end:
-        key, i = _varint(b, i, end)
+        key = b[i]
+        if key < 0x80:
+            i += 1
+        else:
+            key, i = _varint(b, i, end)
         num, wt = key >> 3, key & 7
         if num == 0:
             raise _NotExample("field 0")
-        if wt == 0:
-            _, j = _varint(b, i, end)
-        elif wt == 2:
-            n, i = _varint(b, i, end)
+        if wt == 2:
+            if i >= end:
+                raise _NotExample("length")
+            n = b[i]
+            if n < 0x80:
+                i += 1
+            else:
+                n, i = _varint(b, i, end)
             j = i + n
+        elif wt == 0:
+            _, j = _varint(b, i, end)
         elif wt == 5:
             j = i + 4
         elif wt == 1:
@@ -60,8 +71,9 @@ def _fields(b: bytes, i: int, end: int):
             raise _NotExample("wire type")
         if j > end:
             raise _NotExample("length")
-        yield num, wt, i, j
+        out.append((num, wt, i, j))
         i = j
+    return out
 
 
 def _count(b: bytes, kind: int, i: int, end: int) -> int:
