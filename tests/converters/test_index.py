@@ -253,3 +253,13 @@ def test_pipe_mode_and_tune_on_an_adopted_set(data, sample, tmp_path, capsys):
     code, out, err = cli(capsys, "pipeline", "tune", data, "--batch-size", "1000", "--seconds", "3", "--rounds", "1",
                          "--no-store")
     assert code == 0 and "winner" in out, err
+
+
+@pytest.mark.parametrize("name", ["../secret.tfrecords", "/etc/passwd", ".tfpipe-tmp-x", "index.json", "a\x07b"])
+def test_an_adopted_manifest_still_lists_only_plain_names_of_its_folder(data, name):
+    index_set(data)
+    m = json.loads((data / "index.json").read_text())
+    m["shards"][0]["name"] = name
+    (data / "index.json").write_text(json.dumps(m))
+    with pytest.raises(IntegrityError, match=r"shards\[0\] name"):
+        read_manifest(data)
