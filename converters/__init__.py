@@ -31,6 +31,7 @@ __all__ = [
     "ShardOutputOptions",
     "read_manifest",
     "verify",
+    "index_set",
     "Manifest",
     "ShardInfo",
     "InputStats",
@@ -50,5 +51,5 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, {
     "convert_libsvm": ".libsvm.convert", "LibsvmOptions": ".libsvm.options",
     "convert_text": ".text.convert", "TextOptions": ".text.options",
-    "read_manifest": ".shardset.reader", "verify": ".shardset.verify",
+    "read_manifest": ".shardset.reader", "verify": ".shardset.verify", "index_set": ".shardset.index",
 }, globals())

@@ -12,7 +12,7 @@ def feature_spec(schema, sparse_as: str = "sparse") -> dict:
     variable-length ones ``VarLenFeature`` (``sparse_as="sparse"``) or ``RaggedFeature`` (``"ragged"``)."""
     import tensorflow as tf
 
-    dt = {"int64": tf.int64, "float32": tf.float32}
+    dt = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}  # string: adopted sets only
 
     def one(f):
         if not f.varlen:

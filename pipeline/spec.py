@@ -248,6 +248,8 @@ class PipelineSpec:
             files = ([os.path.join(base, n) for n in names] if not is_s3(base) else
                      _fetch_all(base, names, by_name, cache_dir or default_cache_dir(base)))
             overrides["part_weights"] = weights
+        if manifest.schema.raw:  # an adopted set of records that are not tf.train.Example: their bytes
+            overrides.setdefault("parse", False)
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
             overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
             overrides.setdefault("num_features", int(manifest.extra["num_features"]))

@@ -113,7 +113,7 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
     if num_shards is not None and num_shards > R:
         raise TfpipeError(f"cannot make {num_shards} non-empty shards from {R} records")
     if prefix is None:
-        prefix = ShardName.parse(os.path.basename(manifest.shards[0].name))[0] if manifest.shards else "train"
+        prefix = _prefix_of(manifest.shards[0].name) if manifest.shards else "train"
     if compression == "same":
         compression = manifest.compression
     bounds = balanced_bounds(R, num_shards) if num_shards is not None else None
@@ -144,3 +144,11 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
     log.info("resharded %s (%d shards) into %s (%d shards)", manifest.location, len(manifest.shards), out,
              len(result.shards))
     return result
+
+
+def _prefix_of(name: str) -> str:
+    """The prefix of a tfpipe shard name; "train" for the own names of an adopted set (``tfpipe index``)."""
+    try:
+        return ShardName.parse(os.path.basename(name))[0]
+    except ValueError:
+        return "train"

@@ -61,13 +61,20 @@ def test_round_trip_through_parse_example(tmp_path):
 
 @pytest.mark.parametrize("kwargs,match", [
     ({"name": "", "dtype": "int64"}, "name"),
-    ({"name": "a", "dtype": "string"}, "string"),
+    ({"name": "a", "dtype": "bytes"}, "bytes"),   # ("string" is valid: BytesList features of adopted sets)
     ({"name": "a", "dtype": "int64", "shape": (0,)}, r"\(0,\)"),
     ({"name": "a", "dtype": "int64", "shape": (2, 3)}, r"\(2, 3\)"),
 ])
 def test_feature_spec_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FeatureSpec(**kwargs)
+
+
+def test_string_features_and_raw_schemas_are_never_serialized():
+    with pytest.raises(ValueError, match="string features"):
+        serialize_batch(Schema((FeatureSpec("s", "string"),)), {"s": np.zeros((1, 1))})
+    with pytest.raises(ValueError, match="raw schema"):
+        serialize_batch(Schema.raw_records(), {})
 
 
 def test_schema_validation_and_json():

@@ -44,9 +44,15 @@ def register(convert_sub, top_sub=None) -> None:
                         "one); without it qid:N is ignored")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="parser processes (default: all cores)")
-    p.add_argument("--index-base", choices=("auto", "0", "1"), default="auto",
-                   help="index base of the input; auto: zero-based if any index 0 appears in any input "
-                        "(one pre-pass over all inputs), else one-based (default auto)")
+    p.add_argument("--index-base", choices=("asis", "auto", "0", "1"), default=None,
+                   help="how ids are shifted: asis keeps them as written (the --field-size default: positional "
+                        "feature ids, as the DeepFM preprocessing writes them); 1 shifts one-based ids down by "
+                        "one; 0 is zero-based (no shift); auto: zero-based if any index 0 appears in any input "
+                        "(one pre-pass over all inputs), else one-based (the --sparse default, as scikit-learn)")
+    p.add_argument("--strict-ids", action="store_true",
+                   help="with --field-size: ids must be sorted and unique along a line, as scikit-learn requires "
+                        "(else unsorted_index/duplicate_index); without it they are positional fields, kept in "
+                        "line order with repeats, and the rows whose ids repeat or do not increase are counted")
     p.add_argument("--pad", action="store_true", help="pad lines with fewer pairs (id 0, value 0)")
     p.add_argument("--truncate", action="store_true", help="keep the first field-size pairs of longer lines")
     p.add_argument("--allow-nonfinite", action="store_true", help="accept nan/inf labels and values")
@@ -71,6 +77,8 @@ def layout_error(args) -> str | None:
         return "--pad/--truncate apply to --field-size, not to --sparse"
     if not args.sparse and (args.multilabel or args.keep_qid):
         return f"{'--multilabel' if args.multilabel else '--keep-qid'} needs --sparse"
+    if args.sparse and args.strict_ids:
+        return "--strict-ids applies to --field-size: --sparse ids are always sorted and unique"
     return None
 
 
@@ -83,10 +91,11 @@ def options_from_args(args):
         raise ValueError(msg)
     return LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
                          args.max_index, args.label_key, args.ids_key, args.values_key, shard_output_options(args),
-                         args.sparse, args.multilabel, args.keep_qid, args.qid_key)
+                         args.sparse, args.multilabel, args.keep_qid, args.qid_key, args.strict_ids)
 
 
 def _cmd_convert(args) -> int:
+    from ..libsvm.convert import UNORDERED_NOTE
     from ..storage import is_s3
     from ..util.units import format_size
 
@@ -101,6 +110,11 @@ def _cmd_convert(args) -> int:
           f"{sum(skipped.values()) - sampled:,} skipped"
           f"{f', {sampled:,} sampled out by --balance' if sampled else ''}, {blank:,} blank/comment lines "
           f"(index base {m.options.get('index_base_used')})")
+    print(f"ids: {m.options.get('ids')}")
+    unordered = sum(i.notes.get(UNORDERED_NOTE, 0) for i in m.inputs)
+    if unordered:
+        print(f"{unordered:,} row(s) with ids that repeat or do not increase, kept as positional fields "
+              f"(--strict-ids refuses them)")
     where = m.location if is_s3(m.location) else os.path.abspath(m.location)
     print(f"wrote {len(m.shards)} shard(s), {format_size(m.total_bytes)}"
           f"{' GZIP' if m.compression else ''}, in {secs:.1f}s -> {where}")

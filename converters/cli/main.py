@@ -122,10 +122,11 @@ def register(sub) -> None:
     csub = convert.add_subparsers(dest="format", metavar="FORMAT")
     csub.required = True
     from .. import registry
-    from . import processing, quickstart, shardset
+    from . import index, processing, quickstart, shardset
 
     for fmt in registry.formats():  # convert <name> for every format with a command line
         fmt.register_cli(csub, sub)
     shardset.register(sub)
+    index.register(sub)
     quickstart.register(sub)
     processing.register(sub)

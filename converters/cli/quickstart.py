@@ -134,6 +134,7 @@ def _read_back_with_tensorflow(m, n: int) -> int:
     want = {k: [] for k in feats}
     for start in range(0, n, 50_000):
         a = criteo_arrays(min(50_000, n - start), field_size=39, seed=start)
+        a["ids"] = a["ids"] + 1  # the text holds one-based ids; fixed-width ids are kept as written
         for k in feats:
             want[k].append(a[k])
     want = {k: np.concatenate(v) for k, v in want.items()}

@@ -51,6 +51,14 @@ def _cmd_inspect(args) -> int:
               f"{sum(i.records_skipped for i in m.inputs):,} skipped")
     for reason, n in m.skipped.items():
         print(f"  skipped {n:,} x {reason}")
+    notes: dict[str, int] = {}
+    for i in m.inputs:
+        for k, n in i.notes.items():
+            notes[k] = notes.get(k, 0) + n
+    for k, n in sorted(notes.items()):  # informational counts of written records (e.g. ids_unordered)
+        print(f"  note    {n:,} x {k}")
+    if m.options.get("ids"):
+        print(f"ids         {m.options['ids']}")
     _print_extra(m.extra)
     print_prep(m)
     return 0

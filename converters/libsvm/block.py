@@ -2,7 +2,7 @@
 
 ``parse_block`` is the conversion core every engine shares (the local converter, a Beam DoFn, a SageMaker
 Processing job): it takes whole lines (a block ending at a newline, as ``sources.iter_blocks``
-yields) and returns ``label`` float32 [n], ``ids`` int64 [n, field_size] (zero-based) and ``values``
+yields) and returns ``label`` float32 [n], ``ids`` int64 [n, field_size] (shifted by the index base) and ``values``
 float32 [n, field_size], with blank lines counted and every bad line counted by reason (the first few
 kept with their line number).
 
@@ -13,9 +13,10 @@ Semantics follow scikit-learn's ``load_svmlight_file`` exactly (its values are w
 * a line with no token is blank: skipped and counted, not an error;
 * the first token is the label (Python ``float`` syntax); a first feature token ``qid:...`` is ignored
   (as scikit-learn does with ``query_id=False``);
-* each other token is ``index:value``; index a (non-negative) integer, strictly increasing along the line;
-  value a Python ``float``; numbers are read as float64 (correctly rounded, like ``strtod``) and then cast
-  to float32.
+* each other token is ``index:value``; index a (non-negative) integer, strictly increasing along the line
+  with ``strict_ids`` (fixed width) and always in sparse mode; without ``strict_ids`` fixed-width ids are
+  positional fields, kept in line order with repeats (``ParsedBlock.unordered`` counts such rows); value a Python
+  ``float``; numbers are read as float64 (correctly rounded, like ``strtod``) and then cast to float32.
 
 One compiled pass (``kernel``) parses the regular lines; lines it cannot convert exactly go through the
 Python reference (``reference.parse_line``), so results equal Python's ``float()``/``int()`` bit for bit.
@@ -56,6 +57,7 @@ class ParsedBlock:
     skipped: dict[str, int] = field(default_factory=dict)
     bad: list[BadLine] = field(default_factory=list)  # the first MAX_EXAMPLES bad lines, in line order
     fallback_lines: int = 0         # lines parsed by the Python reference (exactness fallback)
+    unordered: int = 0              # written rows whose positional ids repeat or do not increase
 
     @property
     def n(self) -> int:
@@ -86,12 +88,13 @@ def min_index(block: bytes) -> int | None:
 def parse_block(block: bytes, *, field_size: int | None = None, index_base: int = 1, pad: bool = False,
                 truncate: bool = False, allow_nonfinite: bool = False, max_index: int | None = None,
                 first_line: int = 1, path: str = "<input>", max_examples: int = MAX_EXAMPLES, sparse: bool = False,
-                multilabel: bool = False, keep_qid: bool = False) -> ParsedBlock | SparseBlock:
+                multilabel: bool = False, keep_qid: bool = False, strict_ids: bool = False
+                ) -> ParsedBlock | SparseBlock:
     """Parse whole LibSVM lines (``block`` ends at a newline, or is the end of the input). Pure: bytes in,
     arrays and accounting out. ``path`` is only used for messages. ``field_size`` for fixed-width rows
-    (a ``ParsedBlock``), or ``sparse=True`` (a ``SparseBlock``)."""
+    (a ``ParsedBlock``; positional ids unless ``strict_ids``), or ``sparse=True`` (a ``SparseBlock``)."""
     opts = ParseOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, sparse, multilabel,
-                        keep_qid)
+                        keep_qid, strict_ids)
     return parse(block, opts, first_line, max_examples)
 
 
@@ -145,12 +148,12 @@ def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: i
     values = np.empty((cap, f), np.float32)
     counts = np.zeros(len(REASONS), np.int64)
     ex = np.zeros((max(max_examples, 1), 4), np.int64)
-    state = np.array([0, first_line, 0, 0, 0], np.int64)
+    state = np.array([0, first_line, 0, 0, 0, 0], np.int64)
     py_bad: list[BadLine] = []
     fallback = 0
     while True:
         status = parse_kernel(buf, state, f, opts.index_base, opts.pad, opts.truncate, opts.allow_nonfinite,
-                              opts.kernel_max_index, labels, ids, values, counts, ex, POW10)
+                              opts.kernel_max_index, opts.strict_ids, labels, ids, values, counts, ex, POW10)
         if status == DONE:
             break
         if status == ROWS_FULL:
@@ -167,6 +170,7 @@ def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: i
             ids[r] = parsed[1]
             values[r] = parsed[2]
             state[2] = r + 1
+            state[5] += parsed[3]
     n = int(state[2])
     bad = [BadLine(int(ex[i, 0]), REASONS[int(ex[i, 1])], _example_token(block, ex[i], f))
            for i in range(int(state[4]))]
@@ -175,7 +179,7 @@ def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: i
     skipped = {REASONS[i]: int(c) for i, c in enumerate(counts) if c}
     return ParsedBlock(labels[:n], ids[:n], values[:n], first_line=first_line, lines=int(state[1]) - first_line,
                        blank=int(state[3]),
-                       skipped=skipped, bad=bad[:max_examples], fallback_lines=fallback)
+                       skipped=skipped, bad=bad[:max_examples], fallback_lines=fallback, unordered=int(state[5]))
 
 
 def _example_token(block: bytes, row: np.ndarray, field_size: int) -> bytes:

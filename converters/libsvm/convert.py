@@ -35,17 +35,18 @@ from .options import LibsvmOptions
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
 __all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "empty_input", "nothing_written",
-           "DEFAULT_BLOCK_BYTES"]
+           "DEFAULT_BLOCK_BYTES", "UNORDERED_NOTE"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_BYTES = 4 << 20  # 4 MiB of text per parse task
+UNORDERED_NOTE = "ids_unordered"  # InputStats.notes: written rows whose positional ids repeat or do not increase
 
 
 def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, *,
                    field_size: int | None = None, shard_size: int | str = DEFAULT_SHARD_BYTES,
                    workers: int | None = None,
-                   index_base: str | int = "auto", pad: bool = False, truncate: bool = False,
+                   index_base: str | int | None = None, pad: bool = False, truncate: bool = False,
                    on_error: str = "raise", allow_nonfinite: bool = False, max_index: int | None = None,
                    compression: str | None = None, overwrite: bool = False, prefix: str = "train",
                    label_key: str = "label", ids_key: str = "ids", values_key: str = "values",
@@ -53,11 +54,12 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
                    multilabel: bool = False, keep_qid: bool = False, qid_key: str = "qid",
                    prep: PrepOptions | None = None, shuffle=False, seed: int | None = None,
                    shuffle_memory: int | str | None = None, tmp_dir: str | None = None, balance=None,
-                   split_by_label: bool = False) -> Manifest:
+                   split_by_label: bool = False, strict_ids: bool = False) -> Manifest:
     """Convert LibSVM text files into a TFRecord shard set with a manifest; returns the Manifest.
 
     The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments (``field_size`` for
-    fixed-width rows, or ``sparse=True`` with optional ``multilabel``/``keep_qid``). With
+    fixed-width rows: positional ids kept as written unless ``index_base``/``strict_ids`` say otherwise; or
+    ``sparse=True`` with optional ``multilabel``/``keep_qid``). With
     ``on_error="raise"`` the first bad line raises ``InputError`` naming file:line and reason, and no
     manifest is written; with ``"skip"`` bad lines are counted by reason in the manifest (records read ==
     written + skipped). ``shard_size``: bytes or a size such as ``"256MiB"``. Write-time preparation, as the
@@ -69,7 +71,7 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
                               balance=balance, split_by_label=split_by_label)
     output = ShardOutputOptions(shard_size=shard_size, compression=compression, prefix=prefix, on_error=on_error)
     options = LibsvmOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, label_key, ids_key,
-                            values_key, output, sparse, multilabel, keep_qid, qid_key)
+                            values_key, output, sparse, multilabel, keep_qid, qid_key, strict_ids)
     return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
                block_size=block_size, prep=prep)
 
@@ -140,7 +142,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
                 if res.bad and raise_on_bad:
                     raise _bad_line(path, res.bad[0])
                 dropped = writer.write(res.framed, res.lengths, res.labels)
-                account(stats[path], res.written, res.skipped, res.blank, res.bad, path)
+                account(stats[path], res.written, res.skipped, res.blank, res.bad, path, unordered=res.unordered)
                 if dropped:
                     stats[path].records_written -= dropped
                     stats[path].skip("sampled_out", dropped)
@@ -159,6 +161,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
     log_totals(stats.values(), read, fallback)
     options = opts.to_json()
     options["index_base_used"] = base
+    options["ids"] = opts.ids_json(base)
     extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
     return writer.finish(schema=opts.schema, inputs=[stats[p] for p in paths], options=options, kind="libsvm",
                          extra=extra)
@@ -214,9 +217,12 @@ def _count_labels(writer: PrepWriter, results, raise_on_bad: bool, progress: boo
     writer.start()
 
 
-def account(st: InputStats, written: int, skipped: dict[str, int], blank: int, bad, path: str) -> None:
+def account(st: InputStats, written: int, skipped: dict[str, int], blank: int, bad, path: str, *,
+            unordered: int = 0) -> None:
     """Add one block's (or unit's) result to its input file's accounting (read == written + skipped), with the
-    first bad lines as examples; every engine adds results this way."""
+    first bad lines as examples and the written rows whose positional ids repeat or do not increase
+    (``unordered``, a note: data, not a skip); every engine adds results this way."""
+    st.note(UNORDERED_NOTE, unordered)
     st.records_written += written
     st.records_read += written + sum(skipped.values())
     st.blank_lines += blank

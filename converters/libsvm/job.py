@@ -89,6 +89,7 @@ class LibsvmSummary:
     blocks: tuple[int, ...] = ()
     error: ErrorRecord | None = None
     sparse: dict | None = None      # sparse layout: the unit's ``sparse.row_stats`` totals
+    unordered: int = 0              # written rows whose positional ids repeat or do not increase
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ class LibsvmJob:
                 s.lines += pb.lines
                 s.blank += pb.blank
                 s.fallback += pb.fallback_lines
+                s.unordered += getattr(pb, "unordered", 0)
                 for k, v in pb.skipped.items():
                     s.skipped[k] = s.skipped.get(k, 0) + v
                 s.bad.extend(pb.bad[:MAX_EXAMPLES - len(s.bad)])
@@ -307,7 +309,7 @@ class LibsvmJob:
                 return Plan.failed(_bad_error(bad[0], path))
             if s.error is not None:
                 return Plan.failed(s.error)
-            account(stats[i], s.records, s.skipped, s.blank, bad, path)
+            account(stats[i], s.records, s.skipped, s.blank, bad, path, unordered=s.unordered)
             lines_before[i] += s.lines
             fallback += s.fallback
             if rows is not None:
@@ -327,6 +329,7 @@ class LibsvmJob:
         log_totals(stats, read, fallback)
         options = self.options.to_json()
         options["index_base_used"] = base
+        options["ids"] = self.options.ids_json(base)
         extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
         if prepared is not None:
             return prepared.plan(tuple(stats), options, extra)

@@ -201,6 +201,16 @@ def _index_reason(idx, prev, base, max_index):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _positional_reason(idx, base, max_index):
+    """Why the positional id ``idx`` is bad, or -1: any order and repeats are data (``strict`` off)."""
+    if idx == 0 and base == 1:
+        return INDEX_ZERO
+    if max_index >= 0 and idx > max_index:
+        return INDEX_TOO_LARGE
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _irregular_reason(t0, colon):
     """A token that is not ``digits:...`` (and not a qid): BAD_TOKEN, MISSING_INDEX, or -1 (Python judges)."""
     if colon < 0:
@@ -274,11 +284,13 @@ def _blank_line(buf, start, n, counts, ex, state, line):
 
 
 @njit(cache=True, nogil=True)
-def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, max_index,
+def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, max_index, strict,
                   labels, ids, values, counts, ex, pow10):
-    """Parse lines from state[0] on, one pass over the bytes. state = [pos, line, row, blank, n_examples].
-    Returns DONE, ROWS_FULL (grow the arrays and call again) or FALLBACK (the line at state[0] needs the
-    Python reference; the caller parses it, advances state and calls again)."""
+    """Parse lines from state[0] on, one pass over the bytes. state = [pos, line, row, blank, n_examples,
+    unordered]. ``strict``: ids must increase along a line (else UNSORTED_INDEX / DUPLICATE_INDEX); without it
+    they are positional and a written row whose ids do not increase is counted in state[5]. Returns DONE, ROWS_FULL
+    (grow the arrays and call again) or FALLBACK (the line at state[0] needs the Python reference; the caller
+    parses it, advances state and calls again)."""
     n = buf.shape[0]
     cap = labels.shape[0]
     pos = state[0]
@@ -312,6 +324,7 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
         labels[row] = lab32
         k = 0
         prev = np.int64(-1)
+        unordered = False
         first = True
         fallback = False
         while bad < 0:
@@ -347,7 +360,11 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
                 break
             first = False
             q += 1  # past ':'
-            bad = _index_reason(idx, prev, base, max_index)
+            if strict:
+                bad = _index_reason(idx, prev, base, max_index)
+            else:
+                bad = _positional_reason(idx, base, max_index)
+                unordered = unordered or idx <= prev
             if bad >= 0:
                 b0 = t0
                 b1 = _token_end(buf, q, n)
@@ -383,6 +400,8 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
             _record_bad(counts, ex, state, bad, line, b0, b1)
         else:
             row += 1
+            if unordered:
+                state[5] += 1
         pos = eol + 1
         line += 1
     state[0] = min(pos, n)

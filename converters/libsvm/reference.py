@@ -30,10 +30,11 @@ class LineError(ValueError):
 _PY_WS = b" \t\r\x0b\x0c\n"
 
 
-def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[float]] | None:
+def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[float], bool] | None:
     """Parse one line (without its newline) into a fixed-width row. Returns None for a blank/comment-only
-    line, else ``(label32, ids, values32)`` with ids zero-based and padded/truncated to ``field_size``; raises
-    ``LineError`` for a bad line."""
+    line, else ``(label32, ids, values32, unordered)`` with ids shifted by the index base and padded/truncated
+    to ``field_size``; ``unordered``: the line's ids do not increase (positional ids, ``strict_ids`` off).
+    Raises ``LineError`` for a bad line."""
     parts = _tokens(line)
     if not parts:
         return None
@@ -41,7 +42,8 @@ def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[
     feats = parts[1:]
     if feats and feats[0].startswith(b"qid:"):
         feats = feats[1:]
-    ids, vals = _pairs(feats, opts)
+    ids, vals = _pairs(feats, opts, strict=opts.strict_ids)
+    unordered = any(b <= a for a, b in zip(ids, ids[1:]))
     k, f = len(ids), opts.field_size
     if k != f:
         if k < f and opts.pad:
@@ -51,7 +53,7 @@ def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[
             del ids[f:], vals[f:]
         else:
             raise LineError("pair_count", pair_count_token(k, f))
-    return label32, ids, vals
+    return label32, ids, vals, unordered
 
 
 def parse_sparse_line(line: bytes, opts: ParseOptions
@@ -118,8 +120,9 @@ def _finite32(v: float, tok: bytes, opts: ParseOptions) -> float:
     return v32
 
 
-def _pairs(feats: list[bytes], opts: ParseOptions) -> tuple[list[int], list[float]]:
-    """The ``index:value`` tokens of a line: zero-based ids and float32 values, checked in line order."""
+def _pairs(feats: list[bytes], opts: ParseOptions, strict: bool = True) -> tuple[list[int], list[float]]:
+    """The ``index:value`` tokens of a line: ids shifted by the base and float32 values, checked in line
+    order; ``strict``: ids must increase (scikit-learn's rule), else any order and repeats are kept."""
     ids: list[int] = []
     vals: list[float] = []
     prev = -1
@@ -139,9 +142,9 @@ def _pairs(feats: list[bytes], opts: ParseOptions) -> tuple[list[int], list[floa
             raise LineError("bad_index", tok)
         if idx == 0 and opts.index_base == 1:
             raise LineError("index_zero", tok)
-        if idx == prev:
+        if strict and idx == prev:
             raise LineError("duplicate_index", tok)
-        if idx < prev:
+        if strict and idx < prev:
             raise LineError("unsorted_index", tok)
         if opts.max_index is not None and idx > opts.max_index:
             raise LineError("index_too_large", tok)

@@ -25,19 +25,14 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Iterator
 
-import numpy as np
-
-from ..shardset.manifest import MAX_EXAMPLES
-from ..sources import compression_of, input_size, is_url, iter_blocks, open_raw, read_lines, read_range
+from ..sources import compression_of, input_size, is_url, iter_blocks, read_lines, read_range
 from ..util.errors import InputError, TfpipeError
-from ..util.fs import read_regular
 from ..util.ordered import ordered_map
-from .block import concat_records, has_zero_index, parse, serialize_parsed
+from .block import has_zero_index
 from .reasons import BadLine
-from .sparse import SparseBlock, row_stats
+from .tasks import BlockResult, PackResult, read_whole, unpack, work_block, work_pack
 
 __all__ = ["BlockResult", "Pool", "read_range", "run_blocks", "resolve_index_base", "resolve_parallel",
            "start_method", "byte_ranges", "work_block", "read_lines"]
@@ -45,95 +40,8 @@ __all__ = ["BlockResult", "Pool", "read_range", "run_blocks", "resolve_index_bas
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class BlockResult:
-    """What a worker sends back for one block (picklable)."""
-
-    framed: np.ndarray
-    lengths: np.ndarray
-    written: int
-    blank: int
-    skipped: dict[str, int]
-    bad: list = field(default_factory=list)  # libsvm.BadLine, first ones in line order
-    nbytes: int = 0
-    lines: int = 0
-    fallback: int = 0
-    sparse: dict | None = None  # sparse layout: sparse.row_stats of the written rows
-    labels: np.ndarray | None = None  # float32, one per written record (None: multi-label lists)
-
-
-def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...], stop_on_bad: bool
-          ) -> BlockResult:
-    """Parse + serialize one block (runs in a worker process, or inline with workers=1)."""
-    pb = parse(block, popts, first_line, MAX_EXAMPLES)
-    if stop_on_bad and pb.bad:  # the run stops here: no need to serialize
-        framed, lengths = np.zeros(0, np.uint8), np.zeros(0, np.int64)
-    else:
-        framed, lengths = serialize_parsed(pb, schema_keys)
-    return BlockResult(framed, lengths, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
-                       pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None, _labels(pb))
-
-
-def _labels(pb) -> np.ndarray | None:
-    """One float32 label per record, or None for multi-label lists."""
-    return None if getattr(pb, "label_splits", None) is not None else pb.label
-
-
-@dataclass
-class PackResult:
-    """What a worker sends back for a pack of small files: all their records serialized together, and each
-    file's own accounting (``BlockResult`` with no bytes)."""
-
-    framed: np.ndarray
-    lengths: np.ndarray
-    parts: list
-    labels: np.ndarray | None = None
-
-
-def _read_whole(path: str) -> bytes:
-    try:
-        if is_url(path):
-            with open_raw(path) as f:
-                return f.read()
-        return read_regular(path)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc}", path=path, offset=0) from None
-
-
-def work_pack(paths: list[str], popts, schema_keys: tuple[str, ...], stop_on_bad: bool) -> PackResult:
-    """Parse small whole files and serialize their records in one call each. Fast path: the files joined and
-    parsed at once, when that shows every line is a record (no bad, blank or comment line), so each file's
-    accounting is its line count; otherwise each file is parsed on its own (its own line numbers and counts)."""
-    blocks = [_read_whole(path) for path in paths]
-    joined = b"".join(b if not b or b.endswith(b"\n") else b + b"\n" for b in blocks)
-    pb = parse(joined, popts, 1, MAX_EXAMPLES)
-    lines = [b.count(b"\n") + (1 if b and not b.endswith(b"\n") else 0) for b in blocks]
-    if not pb.skipped and not pb.blank and pb.n == sum(lines):
-        framed, lengths = serialize_parsed(pb, schema_keys)
-        labels = _labels(pb)
-        last = len(blocks) - 1
-        parts = [BlockResult(_NONE, _NO_LENGTHS, n, 0, {}, [], len(b), n, pb.fallback_lines if k == last else 0,
-                             row_stats(pb) if k == last and isinstance(pb, SparseBlock) else None)
-                 for k, (b, n) in enumerate(zip(blocks, lines))]
-        return PackResult(framed, lengths, parts, labels)
-    parsed, parts = [], []
-    for block in blocks:
-        pb = parse(block, popts, 1, MAX_EXAMPLES)
-        parsed.append(pb)
-        parts.append(BlockResult(_NONE, _NO_LENGTHS, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
-                                 pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None))
-        if stop_on_bad and pb.bad:  # the run stops here
-            return PackResult(_NONE, _NO_LENGTHS, parts)
-    whole = concat_records(parsed)
-    framed, lengths = serialize_parsed(whole, schema_keys)
-    return PackResult(framed, lengths, parts, _labels(whole))
-
-
-_NONE, _NO_LENGTHS = np.zeros(0, np.uint8), np.zeros(0, np.int64)
-
-
 def _pack_has_zero_index(paths: list[str]) -> bool:
-    return has_zero_index(b"\n".join(_read_whole(p) for p in paths))
+    return has_zero_index(b"\n".join(read_whole(p) for p in paths))
 
 
 def _items(paths: list[str], block_size: int) -> Iterator[tuple[str, object]]:
@@ -371,7 +279,7 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad, s
     if pool is None:
         for kind, item in _items(paths, block_size):
             if kind == "pack":
-                yield from _unpack(item, work_pack(item, popts, keys, stop_on_bad), split_packs)
+                yield from unpack(item, work_pack(item, popts, keys, stop_on_bad), split_packs)
                 continue
             for block, first_line, _ in iter_blocks(item, block_size):
                 yield item, first_line, work_block(block, first_line, popts, keys, stop_on_bad)
@@ -384,30 +292,10 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad, s
 
     for (path, _, _), res in _worker_results(ordered_map(submit, _tasks(paths, block_size), 2 * pool.workers)):
         if isinstance(res, PackResult):
-            yield from _unpack(path, res, split_packs)
+            yield from unpack(path, res, split_packs)
             continue
         first = next_line[path]
         next_line[path] = first + res.lines
         if first != 1:
             res.bad = [BadLine(b.line + first - 1, b.reason, b.token) for b in res.bad]
         yield path, first, res
-
-
-def _unpack(paths: list[str], pack: PackResult, split: bool):
-    """A pack's files one by one, in order: the last carries all the pack's records (their order is the files'
-    order either way), or, with ``split``, each file its own."""
-    parts = pack.parts
-    if split and pack.lengths.shape[0] == sum(p.written for p in parts):  # (not a pack that stopped at a bad line)
-        at = 0
-        offsets = np.concatenate([[0], np.cumsum(pack.lengths)])
-        for path, part in zip(paths, parts):
-            lo, hi = at, at + part.written
-            at = hi
-            part.framed, part.lengths = pack.framed[int(offsets[lo]):int(offsets[hi])], pack.lengths[lo:hi]
-            part.labels = None if pack.labels is None else pack.labels[lo:hi]
-            yield path, 1, part
-        return
-    for k, (path, part) in enumerate(zip(paths, parts)):
-        if k == len(parts) - 1:
-            part.framed, part.lengths, part.labels = pack.framed, pack.lengths, pack.labels
-        yield path, 1, part

@@ -14,15 +14,16 @@ from typing import Any
 from ..tfrecord.schema import Schema
 from ..util.errors import IntegrityError, TfpipeError
 from ..util.version import __version__
-from .naming import check_plain_name, check_shard_name
+from .naming import check_adopted_name, check_plain_name, check_shard_name
 from .options import normalize_compression
 
-__all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "MAX_EXAMPLES", "ShardInfo", "InputStats", "Manifest",
+__all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "MAX_EXAMPLES", "ADOPTED_KIND", "ShardInfo", "InputStats", "Manifest",
            "manifest_bytes", "check_entries"]
 
 MANIFEST_NAME = "index.json"
 FORMAT_VERSION = 1
 MAX_EXAMPLES = 20  # skipped-line examples kept per input file
+ADOPTED_KIND = "adopted"  # the kind of a set tfpipe indexed (``tfpipe index``): its files keep their own names
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 
 
@@ -40,7 +41,9 @@ class ShardInfo:
 
 @dataclass
 class InputStats:
-    """Accounting for one input file: read == written + sum(skipped.values())."""
+    """Accounting for one input file: read == written + sum(skipped.values()). ``notes``: informational counts
+    of written records (e.g. ``ids_unordered``: fixed-width rows whose positional ids repeat or do not
+    increase), never skips; listed in the manifest only when some are counted."""
 
     path: str
     records_read: int = 0
@@ -48,6 +51,11 @@ class InputStats:
     blank_lines: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)  # "file:line: reason" for the first skipped lines
+    notes: dict[str, int] = field(default_factory=dict)
+
+    def note(self, key: str, count: int) -> None:
+        if count:
+            self.notes[key] = self.notes.get(key, 0) + count
 
     def skip(self, reason: str, count: int = 1, example: str | None = None) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + count
@@ -60,6 +68,8 @@ class InputStats:
         self.blank_lines += other.blank_lines
         for k, v in other.skipped.items():
             self.skipped[k] = self.skipped.get(k, 0) + v
+        for k, v in other.notes.items():
+            self.note(k, v)
         room = MAX_EXAMPLES - len(self.examples)
         if room > 0:
             self.examples.extend(other.examples[:room])
@@ -69,9 +79,12 @@ class InputStats:
         return sum(self.skipped.values())
 
     def to_json(self) -> dict:
-        return {"path": self.path, "records_read": self.records_read, "records_written": self.records_written,
-                "blank_lines": self.blank_lines, "skipped": dict(sorted(self.skipped.items())),
-                "examples": list(self.examples)}
+        out = {"path": self.path, "records_read": self.records_read, "records_written": self.records_written,
+               "blank_lines": self.blank_lines, "skipped": dict(sorted(self.skipped.items())),
+               "examples": list(self.examples)}
+        if self.notes:
+            out["notes"] = dict(sorted(self.notes.items()))
+        return out
 
 
 @dataclass(frozen=True)
@@ -165,18 +178,20 @@ class Manifest:
 
 def check_entries(data: dict, where: str = "") -> None:
     """Raise IntegrityError naming the entry unless every shard entry has a plain shard name in tfpipe's
-    template (unique), integer records/bytes >= 0 and a sha256 of 64 hex digits, and every tokenizer
-    recorded (``options.tokenizer``, ``extra.tokenizer.name``) is a plain name, not a path."""
+    template (any plain visible name in an adopted set: ``check_adopted_name``), unique, integer records/bytes >= 0
+    and a sha256 of 64 hex digits, and every tokenizer recorded (``options.tokenizer``, ``extra.tokenizer.name``)
+    is a plain name, not a path."""
     shards = data.get("shards")
     if not isinstance(shards, list):
         raise IntegrityError(f"invalid manifest{where}: 'shards' must be a list, got {type(shards).__name__}")
     seen: set[str] = set()
+    check_name = check_adopted_name if data.get("kind") == ADOPTED_KIND else check_shard_name
     for i, entry in enumerate(shards):
         if not isinstance(entry, dict):
             raise IntegrityError(f"invalid manifest{where}: shards[{i}] is a {type(entry).__name__}, not an object")
         name = entry.get("name")
         try:
-            check_shard_name(name)
+            check_name(name)
         except ValueError as exc:
             raise IntegrityError(f"invalid manifest{where}: shards[{i}] name {name!r} is not a shard of this "
                                  f"set: {exc}") from None

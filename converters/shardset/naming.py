@@ -3,7 +3,8 @@
 A shard name is always a plain file name: no separator, no ``..``, no control character, never absolute.
 ``check_shard_name`` is the one test of that, applied wherever a manifest is read; ``ShardName`` refuses a
 prefix that could produce anything else (or a name too long for a file system once the run's temporary
-prefix is added).
+prefix is added). A set tfpipe adopted (``tfpipe index``) keeps its files' own names (``train.tfrecords``):
+``check_adopted_name`` accepts any plain, visible file name that is not the manifest.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["ShardName", "check_shard_name", "check_plain_name", "MAX_PREFIX_BYTES"]
+__all__ = ["ShardName", "check_shard_name", "check_plain_name", "check_adopted_name", "MAX_PREFIX_BYTES"]
 
 _NAME_RE = re.compile(r"(?P<prefix>.+)-(?P<index>[0-9]{5,})-of-(?P<count>[0-9]{5,})(?P<suffix>\.tfrecord(?:\.gz)?)\Z")
 MAX_PREFIX_BYTES = 128  # UTF-8 bytes: with the temporary prefix and suffix a name stays far below NAME_MAX (255)
@@ -38,6 +39,19 @@ def check_shard_name(name: object) -> None:
     _, index, count = ShardName.parse(name)
     if index >= count:
         raise ValueError(f"{name!r}: shard index {index} is not below the count {count}")
+
+
+def check_adopted_name(name: object) -> None:
+    """Raise ValueError (saying why) unless ``name`` may name a file of an adopted set: a plain file name
+    (``check_plain_name``), not hidden (tfpipe's temporary files start with '.'), not a manifest (``*.json``),
+    at most 255 bytes."""
+    check_plain_name(name)
+    if name.startswith("."):
+        raise ValueError(f"{name!r} is a hidden file (tfpipe's temporary files start with '.')")
+    if name.endswith(".json"):
+        raise ValueError(f"{name!r} is a JSON file (a manifest's name), not a record file")
+    if len(name.encode("utf-8")) > 255:
+        raise ValueError(f"{name!r} is longer than 255 bytes")
 
 
 @dataclass(frozen=True)

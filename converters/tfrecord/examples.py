@@ -141,6 +141,10 @@ def serialize_batch(schema: Schema, columns: dict[str, np.ndarray | tuple[np.nda
     Returns ``(framed, lengths)``: the TFRecord-framed bytes of all n Examples as one uint8 array, and
     each framed record's length (int64, so ``lengths.sum() == framed.size``).
     """
+    strings = [f.name for f in schema.features if f.dtype == "string"]
+    if strings or schema.raw:  # only adopted sets have them; tfpipe never writes such records
+        raise ValueError(f"cannot serialize {'string features ' + str(strings) if strings else 'a raw schema'}: "
+                         "only int64 and float32 features")
     missing = [f.name for f in schema.features if f.name not in columns]
     if missing:
         raise ValueError(f"missing columns for features {missing}")

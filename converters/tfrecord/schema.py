@@ -3,20 +3,23 @@ variable length (shape ``None``: a list of any length per record), plus which on
 
 In the manifest's JSON a fixed feature is ``{"dtype": ..., "shape": [k]}`` and a variable-length one
 ``{"dtype": ..., "shape": null}``: manifests of fixed-width sets read exactly as before, and a reader that
-predates variable-length features fails on ``null`` instead of taking the feature for a scalar."""
+predates variable-length features fails on ``null`` instead of taking the feature for a scalar.
+
+``string`` features (a ``BytesList``) and raw schemas (``Schema.raw()``: records that are not
+``tf.train.Example``, read as bytes) occur only in sets tfpipe adopted (``tfpipe index``), never in its own."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 __all__ = ["FeatureSpec", "Schema"]
 
-_DTYPES = ("int64", "float32")
+_DTYPES = ("int64", "float32", "string")
 
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """One feature: name, dtype ("int64" or "float32") and shape: ``()`` (scalar), ``(k,)`` (k values) or
-    ``None`` (variable length: any number of values, zero included, per record)."""
+    """One feature: name, dtype ("int64", "float32"; "string" in adopted sets) and shape: ``()`` (scalar), ``(k,)``
+    (k values) or ``None`` (variable length: any number of values, zero included, per record)."""
 
     name: str
     dtype: str
@@ -56,13 +59,24 @@ class FeatureSpec:
 
 @dataclass(frozen=True)
 class Schema:
-    """The features of every record of a shard set, plus which one is the label (if any)."""
+    """The features of every record of a shard set, plus which one is the label (if any). ``raw``: the records
+    are not ``tf.train.Example`` (no features: a pipeline yields their bytes, ``parse=False``)."""
 
     features: tuple[FeatureSpec, ...]
     label: str | None = None
+    raw: bool = False
+
+    @classmethod
+    def raw_records(cls) -> "Schema":
+        """The schema of a set of raw records."""
+        return cls((), None, True)
 
     def __post_init__(self):
         names = [f.name for f in self.features]
+        if self.raw:
+            if names or self.label is not None:
+                raise ValueError(f"a raw schema has no features and no label, got {names} / {self.label!r}")
+            return
         if not names:
             raise ValueError("schema needs at least one feature")
         if len(set(names)) != len(names):
@@ -83,10 +97,13 @@ class Schema:
         return tuple(f.name for f in self.features if f.varlen)
 
     def to_json(self) -> dict:
-        return {"features": {f.name: f.to_json() for f in self.features}, "label": self.label}
+        out = {"features": {f.name: f.to_json() for f in self.features}, "label": self.label}
+        if self.raw:
+            out["raw"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Schema":
         feats = tuple(FeatureSpec(name, spec["dtype"], None if spec["shape"] is None else tuple(spec["shape"]))
                       for name, spec in data["features"].items())
-        return cls(feats, data.get("label"))
+        return cls(feats, data.get("label"), bool(data.get("raw", False)))

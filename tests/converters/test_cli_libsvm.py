@@ -27,9 +27,9 @@ CASES = [
      ["converted 1 input(s): 2 records read, 2 written, 0 skipped, 2 blank", "wrote 1 shard(s)", "index.json"], []),
     (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2", "--compression", "gzip", "--shard-size", "1KiB",
       "--workers", "2", "--prefix", "part"], 0, ["GZIP"], []),
-    (["{d}/bad.txt", "--out", "{d}/o", "--field-size", "2"], 2, [],
+    (["{d}/bad.txt", "--out", "{d}/o", "--field-size", "2", "--strict-ids"], 2, [],
      ["tfpipe: error: {d}/bad.txt:3: unsorted_index: indices are not sorted", "--on-error skip"]),
-    (["{d}/bad.txt", "--out", "{d}/o", "--field-size", "2", "--on-error", "skip"], 0,
+    (["{d}/bad.txt", "--out", "{d}/o", "--field-size", "2", "--strict-ids", "--on-error", "skip"], 0,
      ["3 records read, 1 written, 2 skipped"],
      ["skipped 2 bad line(s): bad_label 1, unsorted_index 1", "{d}/bad.txt:3: unsorted_index",
       "{d}/bad.txt:4: bad_label"]),
@@ -38,6 +38,14 @@ CASES = [
     (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2", "--max-index", "2"], 2, [],
      ["good.txt:2: index_too_large"]),
     (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2", "--index-base", "0"], 0, ["index base 0"], []),
+    # fixed width is positional by default: ids as written, a row whose ids do not increase is data (counted)
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2"], 0,
+     ["index base asis", "ids: positional (line order, repeats kept), as written"], []),
+    (["{d}/bad.txt", "--out", "{d}/o", "--field-size", "2", "--on-error", "skip"], 0,
+     ["3 records read, 2 written, 1 skipped", "1 row(s) with ids that repeat or do not increase"],
+     ["{d}/bad.txt:4: bad_label"]),
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2", "--index-base", "asis"], 0, ["index base asis"], []),
+    (["{d}/good.txt", "--out", "{d}/o", "--sparse"], 0, ["index base 1", "ids: sparse vector"], []),
     (["{d}/empty.txt", "--out", "{d}/o", "--field-size", "2"], 2, [], ["no records to write"]),
     (["{d}/missing.txt", "--out", "{d}/o", "--field-size", "2"], 1, [], ["does not exist"]),
     (["{d}/good.txt", "--out", "{d}/taken", "--field-size", "2"], 3, [], ["is not empty", "--overwrite"]),
@@ -75,7 +83,7 @@ def test_convert_argv_table(files, capsys, argv, code, out_has, err_has):
     ["--field-size", "2", "--on-error", "ignore"], ["--field-size", "2", "--max-index", "-1"],
     [],  # --field-size (or --sparse) is required
     ["--field-size", "2", "--sparse"], ["--sparse", "--pad"], ["--sparse", "--truncate"],
-    ["--field-size", "2", "--multilabel"], ["--field-size", "2", "--keep-qid"],
+    ["--field-size", "2", "--multilabel"], ["--field-size", "2", "--keep-qid"], ["--sparse", "--strict-ids"],
 ])
 def test_usage_errors_exit_64(files, capsys, bad_args):
     with pytest.raises(SystemExit) as e:
@@ -86,7 +94,8 @@ def test_usage_errors_exit_64(files, capsys, bad_args):
 
 def test_real_process_exit_code_and_one_line(files):
     r = subprocess.run([sys.executable, "-c", "from converters.cli import main; raise SystemExit(main())",
-                        "convert", "libsvm", str(files / "bad.txt"), "--out", str(files / "o"), "--field-size", "2"],
+                        "convert", "libsvm", str(files / "bad.txt"), "--out", str(files / "o"), "--field-size", "2",
+                        "--strict-ids"],
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [

@@ -31,9 +31,16 @@ MULTI = {"direct_num_workers": 2, "direct_running_mode": "multi_processing"}
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("beam-inputs")
     bad = libsvm_files(d / "bad", sizes=(5, 700, 1600), seed=4)
-    spoil(bad[2], {1200: b"1 2:1 1:1", 1500: b"label 1:1"})
-    return {"libsvm": libsvm_files(d / "libsvm"), "bad": bad, "text": text_files(d / "text")[:3],
+    spoil(bad[2], {1200: b"1 2:1 1:1", 1500: b"label 1:1"})  # unsorted: bad with --strict-ids
+    rep = libsvm_files(d / "rep", sizes=(40, 700, 1600), seed=6)
+    spoil(rep[1], {7: REPEAT})
+    spoil(rep[2], {3: REPEAT, 1400: REPEAT, 1401: REPEAT})
+    return {"libsvm": libsvm_files(d / "libsvm"), "bad": bad, "rep": rep, "text": text_files(d / "text")[:3],
             "badtext": text_files(d / "text")[:1] + [bad_jsonl(str(d / "bad.jsonl"))]}
+
+
+# a DeepFM row: numeric field 13 and the first categorical field both id 13 (positional data, not an error)
+REPEAT = b"1 " + b" ".join(b"%d:1" % i for i in [*range(1, 14), 13, *range(15, 40)])
 
 
 @pytest.fixture
@@ -45,8 +52,9 @@ def clean_cwd(tmp_path, monkeypatch):
     return cwd
 
 
-def _libsvm_opts(on_error="raise", shard_size=64 << 10):
-    return LibsvmOptions(39, output=ShardOutputOptions(shard_size=shard_size, on_error=on_error))
+def _libsvm_opts(on_error="raise", shard_size=64 << 10, strict_ids=False):
+    return LibsvmOptions(39, output=ShardOutputOptions(shard_size=shard_size, on_error=on_error),
+                         strict_ids=strict_ids)
 
 
 def _text_opts(on_error="raise", shard_size=16 << 10):
@@ -79,7 +87,8 @@ def _cli(argv, capsys):
 
 
 def test_bad_libsvm_raise_via_cli(data, tmp_path, clean_cwd, capsys):
-    args = ["convert", "libsvm", *data["bad"], "--field-size", "39", "--shard-size", "64KiB", "--no-progress"]
+    args = ["convert", "libsvm", *data["bad"], "--field-size", "39", "--shard-size", "64KiB", "--no-progress",
+            "--strict-ids"]
     code_l, out_l = _cli(args + ["--out", str(tmp_path / "local")], capsys)
     code_b, out_b = _cli(args + ["--out", str(tmp_path / "beam"), "--engine", "beam"], capsys)
     assert code_l == code_b == 2
@@ -89,12 +98,25 @@ def test_bad_libsvm_raise_via_cli(data, tmp_path, clean_cwd, capsys):
 
 
 def test_bad_libsvm_skip_same_counts(data, tmp_path):
-    opts = _libsvm_opts(on_error="skip")
+    opts = _libsvm_opts(on_error="skip", strict_ids=True)
     local = libsvm_local(data["bad"], tmp_path / "local", opts, workers=1)
     m = beam.convert_libsvm(data["bad"], tmp_path / "beam", opts, unit_size=48 << 10)
     assert_same_output(tmp_path / "local", tmp_path / "beam")
     assert m.skipped == local.skipped == {"bad_label": 1, "unsorted_index": 1}
     assert m.inputs[2].examples == local.inputs[2].examples
+
+
+@pytest.mark.parametrize("engine_args", [{"unit_size": 48 << 10}, {"unit_size": 1 << 30}])
+def test_positional_repeats_same_bytes_and_notes_as_local(data, tmp_path, engine_args):
+    """Fixed-width ids are positional by default: rows with a repeated id are written as they are (ids as
+    written) and counted per input, by Beam's units as by the local blocks and packs."""
+    opts = _libsvm_opts()
+    local = libsvm_local(data["rep"], tmp_path / "local", opts, workers=2)
+    m = beam.convert_libsvm(data["rep"], tmp_path / "beam", opts, **engine_args)
+    assert_same_output(tmp_path / "local", tmp_path / "beam")
+    assert [i.notes for i in m.inputs] == [i.notes for i in local.inputs] == [{}, {"ids_unordered": 1},
+                                                                               {"ids_unordered": 3}]
+    assert m.skipped == {} and m.records == 2340 and m.options["index_base_used"] == "asis"
 
 
 def test_bad_text_raise_and_cli_engine(data, tmp_path, capsys):

@@ -59,6 +59,10 @@ GOOD = [
     (b"1 1:1 2:2 3:3\n", 2, {"truncate": True}, (1.0, [0, 1], [1.0, 2.0])),
     (b"1 5:1\n", 1, {"max_index": 5}, (1.0, [4], [1.0])),
     (b"0.25 1:3.4028234e38\n", 1, {}, (0.25, [0], [float(np.float32(3.4028234e38))])),
+    # fixed width is positional: ids in line order, repeats kept (scikit-learn's rules only with strict_ids)
+    (b"1 12:0.0 13:0.2 13:1.0 580:1\n", 4, {}, (1.0, [11, 12, 12, 579], [0.0, 0.2, 1.0, 1.0])),
+    (b"1 12:0.0 13:0.2 13:1.0 580:1\n", 4, {"index_base": 0}, (1.0, [12, 13, 13, 580], [0.0, 0.2, 1.0, 1.0])),
+    (b"1 3:1 1:2 2:1_0\n", 3, {}, (1.0, [2, 0, 1], [1.0, 2.0, 10.0])),         # ... also via the reference
 ]
 
 
@@ -107,8 +111,9 @@ BAD = [
     (b"1 -3:1", 1, {}, "negative_index"),
     (b"1 0:1", 1, {}, "index_zero"),
     (b"1 -0:1", 1, {}, "index_zero"),
-    (b"1 2:1 1:1", 2, {}, "unsorted_index"),
-    (b"1 2:1 2:1", 2, {}, "duplicate_index"),
+    (b"1 2:1 1:1", 2, {"strict_ids": True}, "unsorted_index"),
+    (b"1 2:1 2:1", 2, {"strict_ids": True}, "duplicate_index"),
+    (b"1 2:1 2:x", 2, {"strict_ids": True}, "duplicate_index"),              # via the Python reference
     (b"1 5:1", 1, {"max_index": 4}, "index_too_large"),
     (b"1 1:nan", 1, {}, "nonfinite"),
     (b"nan 1:1", 1, {}, "nonfinite"),
@@ -145,8 +150,23 @@ def test_bad_lines(text, field_size, kw, reason, ending):
     # the Python reference agrees line by line
     with pytest.raises(LineError) as e:
         parse_line(text, ParseOptions(field_size, kw.get("index_base", 1), kw.get("pad", False),
-                                      kw.get("truncate", False), False, kw.get("max_index")))
+                                      kw.get("truncate", False), False, kw.get("max_index"),
+                                      strict_ids=kw.get("strict_ids", False)))
     assert e.value.reason == reason
+
+
+@pytest.mark.parametrize("text,want", [
+    (b"1 1:1 2:1 3:1\n", 0), (b"1 2:1 2:1 3:1\n", 1), (b"1 3:1 2:1 4:1\n", 1), (b"1 1:1 2:1 1:1\n", 1),
+    (b"1 2:x 2:1 3:1\n", 0),                       # a bad row is not counted
+    (b"1 2:1_0 2:1 3:1\n1 2:1 1:1 3:1\n1 1:1 2:2 3:3\n", 2),   # reference and kernel rows alike
+    (b"1 1:1 2:1 3:1 1:1\n", 1),                   # counted over the line's pairs, also those --truncate drops
+])
+def test_positional_rows_whose_ids_do_not_increase_are_counted(text, want):
+    r = parse_block(text, field_size=3, truncate=True)
+    assert r.unordered == want
+    assert r.n == text.count(b"\n") - (b"x" in text)
+    strict = parse_block(text, field_size=3, truncate=True, strict_ids=True)
+    assert strict.n == r.n - want and strict.unordered == 0
 
 
 def test_every_reason_is_covered_by_the_table():
@@ -371,7 +391,7 @@ def test_property_random_lines_agree_with_sklearn(frags, zero_based):
 
     line = "".join(frags).encode("latin-1")
     r = parse_block(line + b"\n", field_size=3, index_base=0 if zero_based else 1, pad=True, truncate=True,
-                    allow_nonfinite=True)
+                    allow_nonfinite=True, strict_ids=True)  # scikit-learn's sorted/unique rule
     if not line.split(b"#", 1)[0].isascii():
         assert r.n == 0 and r.skipped == {"non_ascii": 1}, (line, r.skipped)
         return

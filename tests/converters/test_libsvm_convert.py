@@ -44,8 +44,8 @@ def dir_bytes(path):
 # -- round trips -----------------------------------------------------------------------------------------
 
 def test_round_trip_through_tensorflow(criteo_file, tmp_path):
-    m = convert_libsvm(criteo_file, tmp_path / "out", field_size=39, shard_size=200_000, workers=1)
-    a = criteo_arrays(3000, seed=0)
+    m = convert_libsvm(criteo_file, tmp_path / "out", field_size=39, shard_size=200_000, workers=1, index_base=1)
+    a = criteo_arrays(3000, seed=0)  # zero-based ids: the one-based text shifted on request (--index-base 1)
     got = read_back(m)
     assert np.array_equal(got["label"], a["label"])
     assert np.array_equal(got["ids"], a["ids"])
@@ -65,7 +65,7 @@ def test_edge_cases_equal_sklearn_through_tensorflow(tmp_path):
     p = tmp_path / "edge.libsvm"
     p.write_bytes(EDGE_FILE)
     m = convert_libsvm(p, tmp_path / "out", field_size=3, workers=1, label_key="y", ids_key="i",
-                       values_key="v")
+                       values_key="v", index_base="auto", strict_ids=True)  # scikit-learn's rules, on request
     X, y = load_svmlight_file(str(p), dtype=np.float64)  # index base 'auto' in both
     got = read_back(m)
     assert np.array_equal(got["y"].view(np.uint32), y.astype(np.float32).view(np.uint32))
@@ -97,7 +97,7 @@ def test_shards_are_closed_before_the_limit(criteo_file, tmp_path, limit):
 
 def test_gzip_shards(criteo_file, tmp_path):
     m = convert_libsvm(criteo_file, tmp_path / "gz", field_size=39, compression="gzip", workers=1,
-                       shard_size=300_000)
+                       shard_size=300_000, index_base=1)
     assert all(s.name.endswith(".tfrecord.gz") for s in m.shards)
     assert np.array_equal(read_back(m)["ids"], criteo_arrays(3000, seed=0)["ids"])
     assert verify(str(tmp_path / "gz")).records == 3000
@@ -140,11 +140,38 @@ def test_long_lines_and_many_workers_number_lines_like_one_worker(tmp_path):
     p = tmp_path / "x.txt"
     p.write_bytes(b"1 1:1\n" * 7 + long + b"1 2:1 1:1\n" + long * 3 + b"abc\n" + b"1 1:1\n" * 5)
     ms = [convert_libsvm(p, tmp_path / f"o{w}", field_size=1, workers=w, block_size=300, on_error="skip",
-                         truncate=True) for w in (1, 3)]
+                         truncate=True, strict_ids=True) for w in (1, 3)]
     assert ms[0].inputs[0].examples == ms[1].inputs[0].examples == [
         f"{p}:9: unsorted_index: indices are not sorted in increasing order ('1:1')",
         f"{p}:13: bad_label: label is not a number ('abc')"]
     assert dir_bytes(tmp_path / "o1") == dir_bytes(tmp_path / "o3")
+
+
+# -- positional ids (the fixed-width default) -----------------------------------------------------------
+
+DEEPFM = b"1 1:0.5 2:0.1 3:0 13:0.2 13:1.0 580:1\n0 1:1 2:2 3:3 13:4 14:1 600:1\n"
+
+
+@pytest.mark.parametrize("workers,block", [(1, 1 << 20), (2, 40), (2, 1 << 20)])
+def test_fixed_width_ids_are_positional_by_default(tmp_path, workers, block):
+    """Ids as written (no base shift), in line order, repeats kept; the rows with a repeat counted per input
+    (small files go through packs, a larger one through blocks); --strict-ids refuses them as before."""
+    (tmp_path / "in").mkdir()
+    for k in range(3):
+        (tmp_path / f"in/d{k}.txt").write_bytes(DEEPFM * (k + 1))
+    m = convert_libsvm(tmp_path / "in", tmp_path / "o", field_size=6, workers=workers, block_size=block)
+    assert m.options["index_base"] == m.options["index_base_used"] == "asis"
+    assert m.options["ids"].startswith("positional") and m.options["strict_ids"] is False
+    assert read_back(m)["ids"].tolist()[:2] == [[1, 2, 3, 13, 13, 580], [1, 2, 3, 13, 14, 600]]
+    assert [i.notes for i in m.inputs] == [{"ids_unordered": k + 1} for k in range(3)]
+    assert m.records == 12 and m.skipped == {}
+    stored = json.loads((tmp_path / "o" / MANIFEST_NAME).read_text())
+    assert stored["inputs"][2]["notes"] == {"ids_unordered": 3}
+    assert read_manifest(tmp_path / "o").inputs[2].notes == {"ids_unordered": 3}
+    with pytest.raises(InputError, match=r"d0.txt:1: duplicate_index"):
+        convert_libsvm(tmp_path / "in", tmp_path / "s", field_size=6, workers=workers, strict_ids=True)
+    one = convert_libsvm(tmp_path / "in", tmp_path / "b1", field_size=6, workers=1, index_base=1)
+    assert read_back(one)["ids"].tolist()[0] == [0, 1, 2, 12, 12, 579]  # a shift only on request
 
 
 # -- options, index base ------------------------------------------------------------------------------
@@ -152,10 +179,11 @@ def test_long_lines_and_many_workers_number_lines_like_one_worker(tmp_path):
 def test_index_base_auto_is_decided_over_all_inputs(tmp_path):
     (tmp_path / "a.txt").write_bytes(b"1 1:1 2:1\n" * 3)
     (tmp_path / "b.txt").write_bytes(b"0 0:1 5:1\n")
-    m = convert_libsvm([tmp_path / "a.txt", tmp_path / "b.txt"], tmp_path / "o", field_size=2, workers=1)
+    m = convert_libsvm([tmp_path / "a.txt", tmp_path / "b.txt"], tmp_path / "o", field_size=2, workers=1,
+                       index_base="auto")
     assert m.options["index_base"] == "auto" and m.options["index_base_used"] == 0
     assert read_back(m)["ids"].tolist() == [[1, 2]] * 3 + [[0, 5]]
-    m1 = convert_libsvm(tmp_path / "a.txt", tmp_path / "o1", field_size=2, workers=1)
+    m1 = convert_libsvm(tmp_path / "a.txt", tmp_path / "o1", field_size=2, workers=1, index_base="auto")
     assert m1.options["index_base_used"] == 1
     assert read_back(m1)["ids"].tolist() == [[0, 1]] * 3
 
@@ -196,16 +224,16 @@ def test_options_are_validated(kw):
 def test_options_compose_the_shard_output_options_into_one_flat_manifest_dict():
     o = LibsvmOptions(39, output=ShardOutputOptions(shard_size=1 << 20, compression="none", prefix="day1"))
     assert o.output.compression is None and o.schema["ids"].shape == (39,)
-    assert o.to_json() == {"field_size": 39, "index_base": "auto", "pad": False, "truncate": False,
+    assert o.to_json() == {"field_size": 39, "index_base": "asis", "pad": False, "truncate": False,
                            "allow_nonfinite": False, "max_index": None, "label_key": "label", "ids_key": "ids",
-                           "values_key": "values", "shard_size": 1 << 20, "compression": None, "prefix": "day1",
-                           "on_error": "raise"}
+                           "values_key": "values", "strict_ids": False, "shard_size": 1 << 20, "compression": None,
+                           "prefix": "day1", "on_error": "raise"}
 
 
 def test_pad_and_truncate(tmp_path):
     p = tmp_path / "x.txt"
     p.write_bytes(b"1 1:1\n0 1:1 2:2 3:3 4:4\n1 1:5 2:6\n")
-    m = convert_libsvm(p, tmp_path / "o", field_size=2, pad=True, truncate=True, workers=1)
+    m = convert_libsvm(p, tmp_path / "o", field_size=2, pad=True, truncate=True, workers=1, index_base=1)
     got = read_back(m)
     assert got["ids"].tolist() == [[0, 0], [0, 1], [0, 1]]
     assert got["values"].tolist() == [[1, 0], [1, 2], [5, 6]]
@@ -230,7 +258,7 @@ def test_raise_names_file_and_line_and_leaves_nothing(tmp_path, workers):
     p.write_bytes(b"1 1:1 2:1\n" * 2000 + BAD_FILE)
     out = tmp_path / "out"
     with pytest.raises(InputError) as e:
-        convert_libsvm(p, out, field_size=2, workers=workers, block_size=4096, shard_size=1000)
+        convert_libsvm(p, out, field_size=2, workers=workers, block_size=4096, shard_size=1000, strict_ids=True)
     assert str(e.value).startswith(f"{p}:2003: unsorted_index")
     assert e.value.line == 2003 and e.value.reason == "unsorted_index" and e.value.path == str(p)
     assert not out.exists() or os.listdir(out) == []
@@ -242,7 +270,7 @@ def test_skip_counts_every_bad_line(tmp_path, workers):
     (tmp_path / "in/a.txt").write_bytes(BAD_FILE)
     (tmp_path / "in/b.txt").write_bytes(b"1 1:1 2:1\n" * 100 + b"1 0:1 2:1\n" + b"1 1:1 2:x\n" * 30)
     m = convert_libsvm(tmp_path / "in", tmp_path / "out", field_size=2, on_error="skip", workers=workers, index_base=1,
-                       block_size=512)
+                       block_size=512, strict_ids=True)
     a, b = m.inputs
     assert (a.records_read, a.records_written, a.blank_lines) == (5, 2, 2)
     assert a.skipped == {"bad_label": 1, "nonfinite": 1, "unsorted_index": 1}

@@ -44,12 +44,12 @@ def test_sharded_by_s3_key_holds_every_instances_records(s3, tmp_path):
     files = libsvm_inputs(cluster, zero_on="algo-3")
     out = f"{s3.url}/criteo"
     cmd = ["convert", "libsvm", "in/train", "--field-size", "4", "--out", out, "--shard-size", "8KiB",
-           "--workers", "1"]
+           "--workers", "1", "--index-base", "auto"]  # the fixed-width default is asis: auto on request
     res = cluster.run(cmd)
     assert [r[0] for r in res.values()] == [0, 0, 0], res
     assert "finalized" in res["algo-1"][1] and "part written" in res["algo-3"][1]
     local = convert_libsvm([str(f) for f in files], str(tmp_path / "local"), field_size=4, shard_size=8 << 10,
-                           workers=1)
+                           workers=1, index_base="auto")
     assert local.options["index_base_used"] == 0
     got = records_of(out, tmp_path / "got")
     assert got == records_of(str(tmp_path / "local"), tmp_path)

@@ -112,7 +112,7 @@ def _cli(argv, capsys):
 @pytest.mark.parametrize("engine", ["beam", "local"])
 def test_a_bad_line_names_the_object_and_line(data, s3, tmp_path, capsys, engine):
     url = _upload(s3, data["bad"], "in/bad")
-    args = ["--field-size", "39", "--shard-size", "64KiB", "--no-progress", "--engine", engine]
+    args = ["--field-size", "39", "--shard-size", "64KiB", "--no-progress", "--engine", engine, "--strict-ids"]
     code_l, out_l = _cli(["convert", "libsvm", *data["bad"], *args, "--out", str(tmp_path / "local")], capsys)
     code_r, out_r = _cli(["convert", "libsvm", url, *args, "--out", str(tmp_path / "remote")], capsys)
     assert code_l == code_r == 2
