@@ -1,7 +1,8 @@
 """Errors that the CLI turns into one line on stderr and a non-zero exit code."""
 from __future__ import annotations
 
-__all__ = ["TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError", "IntegrityError"]
+__all__ = ["TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError", "IntegrityError",
+           "OverlapError"]
 
 
 class TfpipeError(Exception):
@@ -36,6 +37,11 @@ class OutputExistsError(TfpipeError):
     """Output location is not empty and overwriting was not asked for."""
 
     exit_code = 3
+
+
+class OverlapError(OutputExistsError):
+    """An output overlaps what the run reads (an input, a source set, the group it is a part of): refused
+    before anything is touched."""
 
 
 class OutputInUseError(TfpipeError):

@@ -113,8 +113,10 @@ def test_check_output(tmp_path, names, overwrite, planned, match, left):
         with pytest.raises(OutputExistsError, match=match):
             check_output(storage, overwrite=overwrite, planned=planned)
         return
-    check_output(storage, overwrite=overwrite, planned=planned)
-    assert [n for n in storage.list() if not n.startswith(".tfpipe-tmp-")] == left
+    before = storage.list()
+    obsolete = check_output(storage, overwrite=overwrite, planned=planned)
+    assert storage.list() == before  # nothing goes before the new set commits (shardset.commit)
+    assert [n for n in names if n != MANIFEST_NAME and n not in obsolete] == left
 
 
 def test_publish_is_idempotent(out):
