@@ -136,8 +136,11 @@ def convert_on_engine(args: argparse.Namespace, options, local_run, beam_name: s
     ``(manifest, seconds)``."""
     import time
 
+    from ..shardset.overlap import check_disjoint
+
     beam_options = engine_choice(args)
     prep = prep_options(args)
+    check_disjoint(args.out, args.inputs)  # before anything is created or claimed
     start = time.perf_counter()
     if beam_options is not None:
         m = getattr(beam_module(), beam_name)(args.inputs, args.out, options, beam_options=beam_options,

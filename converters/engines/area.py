@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import logging
 import shutil
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..shardset.writer import prepare_output
+from ..shardset.output import check_run_id, new_run_id, prepare_output
 from ..storage import TMP_PREFIX, Storage, is_s3, open_storage
 from ..util.errors import TfpipeError
 
@@ -31,11 +30,6 @@ __all__ = ["RunArea", "new_run_id", "prepare_run"]
 log = logging.getLogger(__name__)
 
 _STORAGES: dict[tuple, Storage] = {}  # per process: (run id, url, options) -> opened storage
-
-
-def new_run_id() -> str:
-    """A fresh run id (12 hex digits)."""
-    return uuid.uuid4().hex[:12]
 
 
 def _join(base: str, name: str) -> str:
@@ -60,8 +54,7 @@ class RunArea:
     storage_options: tuple[tuple[str, object], ...] = field(default=())
 
     def __post_init__(self):
-        if not self.run_id or not all(c.isalnum() or c in "-_" for c in self.run_id):
-            raise ValueError(f"run_id must be a non-empty name of letters, digits, '-' or '_', got {self.run_id!r}")
+        check_run_id(self.run_id)
         object.__setattr__(self, "out", str(self.out))
         object.__setattr__(self, "storage_options", tuple(sorted(dict(self.storage_options).items())))
 
@@ -114,20 +107,33 @@ class RunArea:
             claim.release()
             st.claim = None
 
-    def cleanup(self) -> None:
-        """Remove the temporary area and this run's temporary shards (idempotent; errors are logged). The
-        claim on the output stays (see ``release``)."""
+    def remove_temp(self, *, strict: bool = False) -> None:
+        """Delete the whole temporary area (every file, every folder); ``strict``: raise a ``TfpipeError``
+        naming it when that fails (else the failure is logged)."""
         try:
             temp = self.temp()
-            for name in temp.list():
-                temp.delete(name)
             path = temp.local_path("")
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
-            elif not is_s3(self.temp_url):
+            elif is_s3(self.temp_url):
+                client, bucket, prefix = temp.client, temp.bucket, temp.prefix
+                for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                    keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+                    for i in range(0, len(keys), 1000):  # at most 1000 keys per DeleteObjects
+                        client.delete_objects(Bucket=bucket, Delete={"Objects": keys[i:i + 1000], "Quiet": True})
+            else:
+                for name in temp.list():
+                    temp.delete(name)
                 temp.delete("")  # a Beam file system with real directories: the area's own directory
-        except Exception as exc:  # noqa: BLE001 - cleanup must not hide the run's own error
+        except Exception as exc:  # noqa: BLE001 - botocore errors, after its retries
+            if strict:
+                raise TfpipeError(f"cannot remove the work area {self.temp_url}: {exc}") from exc
             log.warning("could not remove the temporary area %s: %s", self.temp_url, exc)
+
+    def cleanup(self) -> None:
+        """Remove the temporary area and this run's temporary shards (idempotent; errors are logged). The
+        claim on the output stays (see ``release``)."""
+        self.remove_temp()
         try:
             out = self.output()
             for name in out.list():

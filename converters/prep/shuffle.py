@@ -21,15 +21,18 @@ buckets were sorted, and the largest, go to the log.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import shutil
 import uuid
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
+from ..util.errors import OutputError
 from ..util.units import format_size
 from .keys import record_keys
 from .records import take_records
@@ -83,9 +86,17 @@ class ShuffleSink:
         self.writer = writer
         self.options = options
         base = options.tmp_dir or tmp_root
-        os.makedirs(base, exist_ok=True)
+        self._made: list[str] = []  # directories made for ``base``: removed again on close (nothing left behind)
         self.dir = os.path.join(base, f"{_TMP_PREFIX}{uuid.uuid4().hex[:12]}")
-        os.makedirs(self.dir)
+        with _named(base):
+            missing, d = [], os.path.abspath(base)
+            while not os.path.isdir(d) and d != os.path.dirname(d):
+                missing.append(d)
+                d = os.path.dirname(d)
+            for d in reversed(missing):
+                os.mkdir(d)
+                self._made.append(d)
+            os.mkdir(self.dir)
         self.bits = _bits_for(expected_bytes, options.memory)
         self._buckets: dict[int, _Bucket] = {}
         self._buffered = 0
@@ -132,6 +143,10 @@ class ShuffleSink:
             self._buffered += framed.nbytes + meta.nbytes
 
     def _flush(self, buckets: dict, directory: str) -> None:
+        with _named(directory):
+            self._flush_to(buckets, directory)
+
+    def _flush_to(self, buckets: dict, directory: str) -> None:
         for b, slot in buckets.items():
             if not slot.meta:
                 continue
@@ -154,7 +169,8 @@ class ShuffleSink:
         self._sq = 0  # sum of squared position differences, exact (an int): the same whatever the bucketing
         self._mix: dict[tuple[int, int], int] = {}
         self._label_ids: dict[int, int] = {}
-        self._gather_dir(self.dir, self.bits, 0)
+        with _named(self.dir):
+            self._gather_dir(self.dir, self.bits, 0)
         if self._written != self.records:
             raise RuntimeError(f"shuffle lost records: {self.records} in, {self._written} out")
         log.info("shuffle: %d record(s) sorted in %d bucket(s), the largest %d bytes", self._written,
@@ -258,12 +274,30 @@ class ShuffleSink:
     # -- cleanup ------------------------------------------------------------------------------------
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        for d in reversed(self._made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        self._made = []
 
     def __enter__(self) -> "ShuffleSink":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def _named(where: str) -> Iterator[None]:
+    """An OS error with the shuffle's temporary files (no space left, a file where a directory should be)
+    names the path (``--tmp-dir``) in its one line."""
+    try:
+        yield
+    except OSError as exc:
+        path = exc.filename if exc.filename is not None else where
+        raise OutputError(f"cannot write the shuffle's temporary files in {path}: "
+                          f"{exc.strerror or exc} (choose another --tmp-dir)") from exc
 
 
 def square_sum(d: np.ndarray) -> int:

@@ -82,9 +82,10 @@ def check_disjoint(out: str, sources: Iterable[str], *, what: str = "input", **s
     for src in sources:
         s = resolve(src)
         if within(target, s):
-            same = within(s, target)
-            raise OverlapError(f"output {out} {'is' if same else 'is inside'} the {what} {src}: writing there "
-                               f"would destroy what is read; choose an output outside it")
+            if within(s, target):
+                raise OverlapError(f"output {out} is the input ({what} {src}): choose another location")
+            raise OverlapError(f"output {out} is inside the {what} {src}: writing there would destroy what is "
+                               "read; choose an output outside it")
         if within(s, target):
             raise OverlapError(f"the {what} {src} is inside the output {out}: replacing the output would destroy "
                                "it; choose an output that does not hold it")
