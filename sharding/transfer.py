@@ -18,7 +18,7 @@ from typing import Callable
 
 from converters.shardset.commit import Move, commit_set
 from converters.shardset.manifest import MANIFEST_NAME, Manifest
-from converters.shardset.output import new_run_id, output_errors, prepare_output
+from converters.shardset.output import new_run_id, output_errors, prepare_output, release_claim
 from converters.shardset.overlap import check_disjoint
 from converters.shardset.reader import check_file, read_manifest_raw
 from converters.storage import TMP_PREFIX, is_s3, open_storage
@@ -54,7 +54,7 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
         with output_errors(str(dest)):
             _copy(manifest, raw, source, target, dest, run_id, progress, check)
     finally:
-        target.claim.release()
+        release_claim(target)
     log.info("copied %d shards (%d records) from %s to %s", len(manifest.shards), manifest.records,
              manifest.location, dest)
     return dataclasses.replace(manifest, location=str(dest).rstrip("/"))

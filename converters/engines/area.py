@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..shardset.output import check_run_id, new_run_id, prepare_output
+from ..shardset.output import check_run_id, new_run_id, prepare_output, release_claim
 from ..storage import TMP_PREFIX, Storage, is_s3, open_storage
 from ..util.errors import TfpipeError
 
@@ -102,10 +102,8 @@ class RunArea:
     def release(self) -> None:
         """Give up this process's claim on the output, if it holds one (the driver that prepared the run)."""
         st = _STORAGES.get((self.run_id, self.out, self.storage_options))
-        claim = getattr(st, "claim", None)
-        if claim is not None:
-            claim.release()
-            st.claim = None
+        if st is not None:
+            release_claim(st)
 
     def remove_temp(self, *, strict: bool = False) -> None:
         """Delete the whole temporary area (every file, every folder); ``strict``: raise a ``TfpipeError``
@@ -150,9 +148,10 @@ def prepare_run(out: str, *, overwrite: bool, run_id: str | None = None, **stora
     then clear tfpipe's files only — on a local disk, temporary areas of interrupted runs included) and
     return the run's area."""
     out = str(out)
-    storage = prepare_output(out, overwrite=overwrite, **storage_options)
+    run_id = check_run_id(run_id) if run_id is not None else new_run_id()  # before anything is created
+    storage = prepare_output(out, overwrite=overwrite, run_id=run_id, **storage_options)
     if storage.local_path("") is not None:
         storage.staging_dir()  # the local converter creates the output directory up front too
-    area = RunArea(out, run_id or new_run_id(), tuple(storage_options.items()))
+    area = RunArea(out, run_id, tuple(storage_options.items()))
     _STORAGES[(area.run_id, area.out, area.storage_options)] = storage
     return area

@@ -12,7 +12,7 @@ from ..shardset.commit import Move, commit_set
 from ..shardset.group import GroupManifest, PartInfo, group_bytes, part_path, union
 from ..shardset.manifest import MANIFEST_NAME, InputStats, Manifest, manifest_bytes
 from ..shardset.options import ShardOutputOptions
-from ..shardset.output import new_run_id, output_errors, prepare_output
+from ..shardset.output import new_run_id, output_errors, prepare_output, release_claim
 from ..storage import open_storage
 from ..shardset.writer import ShardSetWriter
 from ..tfrecord.schema import Schema
@@ -110,10 +110,7 @@ class LabelSplitWriter:
         self._release()
 
     def _release(self) -> None:
-        claim = getattr(self.storage, "claim", None)
-        if claim is not None:
-            claim.release()
-            self.storage.claim = None
+        release_claim(self.storage)
 
     def __enter__(self) -> "LabelSplitWriter":
         return self

@@ -15,7 +15,7 @@ from .commit import recover
 from .manifest import MANIFEST_NAME
 from .reader import parse_manifest
 
-__all__ = ["prepare_output", "output_errors", "new_run_id", "check_run_id"]
+__all__ = ["prepare_output", "output_errors", "new_run_id", "check_run_id", "release_claim"]
 
 
 def new_run_id() -> str:
@@ -28,7 +28,7 @@ def check_run_id(run_id: str) -> str:
     ``ValueError`` naming it — checked before anything is created."""
     if (not isinstance(run_id, str) or not run_id or len(run_id) > 64
             or not all(c.isascii() and (c.isalnum() or c in "-_") for c in run_id)):
-        raise ValueError(f"run id must be 1 to 64 letters, digits, '-' or '_', got {run_id!r}")
+        raise ValueError(f"run id (run_id, --run-id) must be 1 to 64 letters, digits, '-' or '_', got {run_id!r}")
     return run_id
 
 
@@ -56,10 +56,18 @@ def prepare_output(out: str, *, overwrite: bool, claim: bool = True, run_id: str
         try:
             _clear(storage, out, overwrite)
         except BaseException:
-            if storage.claim is not None:
-                storage.claim.release()
+            release_claim(storage)
             raise
     return storage
+
+
+def release_claim(storage: Storage) -> None:
+    """Give up the claim ``prepare_output`` took on ``storage`` (idempotent): the one place every writer, the
+    engines' run area and transfers release it."""
+    claim = getattr(storage, "claim", None)
+    if claim is not None:
+        claim.release()
+        storage.claim = None
 
 
 def _clear(storage: Storage, out: str, overwrite: bool) -> None:

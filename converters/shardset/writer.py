@@ -28,7 +28,7 @@ from .commit import Move, commit_set
 from .cuts import plan_cuts
 from .manifest import InputStats, Manifest, ShardInfo, manifest_bytes
 from .options import ShardOutputOptions
-from .output import new_run_id, output_errors, prepare_output
+from .output import new_run_id, output_errors, prepare_output, release_claim
 from .shardfile import ShardStream
 
 __all__ = ["ShardSetWriter", "prepare_output", "output_errors", "new_run_id"]
@@ -58,7 +58,7 @@ class ShardSetWriter:
         owned = storage is None
         self.storage = storage or prepare_output(self.out, overwrite=overwrite, run_id=self.run_id,
                                                  **storage_options)
-        self._claim = getattr(self.storage, "claim", None) if owned else None
+        self._owned = owned  # the claim is this writer's to release
         try:
             with output_errors(self.out):
                 self._staging = self.storage.staging_dir()
@@ -232,8 +232,8 @@ class ShardSetWriter:
             log.warning("could not remove %s from %s: %s", name, self.out, exc)
 
     def _release(self) -> None:
-        if self._claim is not None:
-            self._claim.release()
+        if self._owned:
+            release_claim(self.storage)
 
     def __enter__(self) -> "ShardSetWriter":
         return self
