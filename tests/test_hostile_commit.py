@@ -13,6 +13,7 @@ import pytest
 from hostile import check_one_line_error, run_cli, snapshot
 
 from converters.libsvm.synthetic import write_criteo_libsvm, write_criteo_shards
+from converters.shardset.reader import read_manifest
 from converters.shardset.verify import verify
 
 FS = ["--field-size", "39", "--no-progress"]
@@ -113,8 +114,7 @@ def test_upload_overwrite_from_a_corrupt_source_keeps_the_old_s3_set(s3, tmp_pat
     assert run_cli(["upload", str(old), f"{s3.url}/set", "--no-progress"], env=env).rc == 0
     before = _objects(s3)
     src = tmp_path / "src"
-    write_criteo_shards(str(src), 500, shard_bytes=20_000, seed=5) if False else write_criteo_shards(
-        str(src), 500, shard_bytes=20_000)
+    write_criteo_shards(str(src), 500, shard_bytes=20_000)
     last = sorted(src.glob("train-*"))[-1]
     data = bytearray(last.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -218,3 +218,30 @@ def test_tmp_dir_that_is_a_file_names_the_path(tmp_path):
     r = run_cli(["convert", "libsvm", str(src), "--out", str(tmp_path / "out"), *FS, "--shuffle", "--seed", "1", "--tmp-dir",
                  str(tmp_path / "afile" / "sub")])
     check_one_line_error(r, re.escape(str(tmp_path / "afile")))
+
+
+def test_processing_overwrite_keeps_the_old_set_until_it_commits(s3, tmp_path):
+    """Two simulated Processing instances with ``--overwrite`` over a set in S3: a bad line on algo-2 fails the
+    job and the old set is untouched; the rerun with the line fixed replaces it (old shards gone)."""
+    from moto_s3 import keys
+    from processing_sim import HOSTS, Cluster
+
+    out = f"{s3.url}/set"
+    write_criteo_shards(out, 300, shard_bytes=4_000)
+    before = _objects(s3)
+    cluster = Cluster(tmp_path / "job", HOSTS[:2])
+    write_criteo_libsvm(cluster.inputs("algo-1") / "a.txt", 100, field_size=4)
+    bad = cluster.inputs("algo-2") / "b.txt"
+    bad.write_bytes(b"1 1:1 2:1 3:1 4:1\nnot-a-label 1:1 2:1 3:1 4:1\n")
+    command = ["convert", "libsvm", "in/train", "--field-size", "4", "--out", out, "--workers", "1", "--overwrite"]
+    res = cluster.run(command, wait_timeout=300)
+    assert res["algo-2"][0] == 2 and res["algo-1"][0] != 0, res
+    after = {k: v for k, v in _objects(s3).items() if ".tfpipe-tmp-" not in k}
+    assert after == before and verify(out).ok
+    bad.write_bytes(b"1 1:1 2:1 3:1 4:1\n0 1:1 2:1 3:1 4:2\n")
+    res = cluster.run(command, wait_timeout=300)
+    assert [r[0] for r in res.values()] == [0, 0], res
+    assert verify(out).ok
+    names = {s.name for s in read_manifest(out).shards}
+    assert read_manifest(out).records == 102
+    assert {k[len("set/"):] for k in keys(s3, "set/")} == names | {"index.json"}  # old shards and temporaries gone
