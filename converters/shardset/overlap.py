@@ -83,7 +83,8 @@ def check_disjoint(out: str, sources: Iterable[str], *, what: str = "input", **s
         s = resolve(src)
         if within(target, s):
             if within(s, target):
-                raise OverlapError(f"output {out} is the input ({what} {src}): choose another location")
+                raise OverlapError(f"output {out} is the input ({what} {src}; an input inside the output would be "
+                                   "destroyed): choose another location")
             raise OverlapError(f"output {out} is inside the {what} {src}: writing there would destroy what is "
                                "read; choose an output outside it")
         if within(s, target):
