@@ -264,3 +264,23 @@ def test_check_disjoint_refuses_a_part_of_a_group(tmp_path):
     with pytest.raises(OverlapError, match="is a part of the group"):
         check_disjoint(str(tmp_path / "g" / "label=1"), [str(tmp_path / "in.libsvm")])
     check_disjoint(str(tmp_path / "g" / "label=7"), [str(tmp_path / "in.libsvm")])  # not a part: fine
+
+
+def test_shards_are_published_from_one_module():
+    """Issue 19.3: ``Storage.publish`` (a shard to its final name) is called by the commit path alone; the
+    gzip shard stream is opened in one module."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    publish, gzip_writers = [], []
+    for pkg in ("converters", "sharding", "pipeline", "bench"):
+        for path in (root / pkg).rglob("*.py"):
+            rel = path.relative_to(root).as_posix()
+            text = path.read_text()
+            if re.search(r"\.publish\(", text) and not rel.startswith("converters/storage/"):
+                publish.append(rel)
+            if re.search(r"GzipFile\([^)]*\"wb\"|GzipFile\([^)]*mode=\"wb\"", text):
+                gzip_writers.append(rel)
+    assert publish == ["converters/shardset/commit.py"]
+    assert gzip_writers == ["converters/shardset/shardfile.py"]
