@@ -198,11 +198,14 @@ def test_bad_run_id_creates_nothing(tmp_path, bad):
     assert not out.exists()
 
 
-def test_tmp_dir_inside_out_leaves_nothing_that_blocks_overwrite(tmp_path):
+@pytest.mark.parametrize("prep", [["--shuffle"], ["--balance", "equal"], ["--shuffle", "--balance", "equal"]],
+                         ids=["shuffle", "balance", "both"])
+def test_tmp_dir_inside_out_leaves_nothing_that_blocks_overwrite(tmp_path, prep):
     src = tmp_path / "a.libsvm"
     write_criteo_libsvm(src, 200, field_size=39)
     out = tmp_path / "out"
-    argv = ["convert", "libsvm", str(src), "--out", str(out), *FS, "--shuffle", "--seed", "1", "--tmp-dir", str(out / "tmp")]
+    argv = ["convert", "libsvm", str(src), "--out", str(out), *FS, *prep, "--seed", "1", "--tmp-dir",
+            str(out / "tmp" / "deeper")]
     r = run_cli(argv)
     assert r.rc == 0, r.err
     assert not (out / "tmp").exists()

@@ -169,8 +169,7 @@ class ShuffleSink:
         self._sq = 0  # sum of squared position differences, exact (an int): the same whatever the bucketing
         self._mix: dict[tuple[int, int], int] = {}
         self._label_ids: dict[int, int] = {}
-        with _named(self.dir):
-            self._gather_dir(self.dir, self.bits, 0)
+        self._gather_dir(self.dir, self.bits, 0)  # the writer's own errors name its output
         if self._written != self.records:
             raise RuntimeError(f"shuffle lost records: {self.records} in, {self._written} out")
         log.info("shuffle: %d record(s) sorted in %d bucket(s), the largest %d bytes", self._written,
@@ -195,7 +194,8 @@ class ShuffleSink:
     def _resplit(self, stem: str, shift: int) -> None:
         """A bucket over its share of memory: scatter it again by the next key bits, chunk by chunk."""
         sub = stem + ".split"
-        os.makedirs(sub)
+        with _named(sub):
+            os.makedirs(sub)
         bits = min(_MAX_BITS, 64 - shift, max(1, math.ceil(math.log2(max(2, os.path.getsize(stem + ".data")
                                                                               / max(1, self.options.memory // 4))))))
         log.debug("shuffle: bucket %s is %s, splitting it %d ways", stem, format_size(os.path.getsize(stem + ".data")),
