@@ -19,6 +19,7 @@ from converters.prep.shuffle import ShuffleOptions, ShuffleSink
 from converters.shardset.manifest import Manifest
 from converters.shardset.naming import ShardName
 from converters.shardset.options import ShardOutputOptions
+from converters.shardset.overlap import check_disjoint
 from converters.shardset.reader import check_file, read_manifest_raw
 from converters.shardset.writer import ShardSetWriter
 from converters.storage import is_s3, open_storage
@@ -36,12 +37,6 @@ _NO_SIZE_LIMIT = 1 << 62
 def balanced_bounds(records: int, num_shards: int) -> list[int]:
     """Pure: record boundaries of ``num_shards`` shards differing by at most one record."""
     return [i * records // num_shards for i in range(num_shards + 1)]
-
-
-def _same_location(a: str, b: str) -> bool:
-    if is_s3(a) or is_s3(b):
-        return str(a).rstrip("/") == str(b).rstrip("/")
-    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _batches(manifest: Manifest, storage_options: dict) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -105,9 +100,10 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
         raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
     if shard_size is not None and shard_size < 1:
         raise ValueError(f"shard_size must be positive, got {shard_size!r}")
-    if _same_location(src, out):
-        raise TfpipeError(f"reshard output {out} is the input: choose another location")
     opts = {"endpoint_url": endpoint_url} if endpoint_url else {}
+    # before anything is read or claimed: the output inside the source (a group's own part), the source inside
+    # the output (a part into its group), the same location, or a part of another group
+    check_disjoint(str(out), [str(src)], what="source set", **(opts if is_s3(out) else {}))
     manifest, _ = read_manifest_raw(src, **(opts if is_s3(src) else {}))
     R = manifest.records
     if num_shards is not None and num_shards > R:

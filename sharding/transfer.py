@@ -1,8 +1,9 @@
 """Move a whole shard set between a local directory and S3 (either direction; local to local works too).
 
-Upload: every shard, then the manifest last (the commit marker); an existing manifest (or any other content)
-at the destination is never replaced without ``overwrite=True``. Download: every shard to a temporary name,
-checked against the manifest's byte count and sha256, renamed, then the manifest last.
+Upload: every shard to a temporary name, then the one commit path (``shardset.commit``: final names, the
+manifest last); an existing set (or any other content) at the destination is never replaced without
+``overwrite=True``, and then only when the new manifest commits. Download: every shard to a temporary name,
+checked against the manifest's byte count and sha256, then the same commit.
 """
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ import contextlib
 import dataclasses
 import logging
 import os
+import posixpath
 import shutil
 import tempfile
 from typing import Callable
 
+from converters.shardset.commit import Move, commit_set
 from converters.shardset.manifest import MANIFEST_NAME, Manifest
+from converters.shardset.output import new_run_id, output_errors, prepare_output, release_claim
+from converters.shardset.overlap import check_disjoint
 from converters.shardset.reader import check_file, read_manifest_raw
-from converters.shardset.writer import output_errors, prepare_output
 from converters.storage import TMP_PREFIX, is_s3, open_storage
 from converters.util.errors import IntegrityError, TfpipeError
-from converters.util.fs import create_new, fsync_dir
+from converters.util.fs import create_new
 from converters.util.progress import progress_bar
 
 __all__ = ["upload", "download", "copy_set"]
@@ -37,39 +41,57 @@ def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = F
              endpoint_url: str | None = None) -> Manifest:
     """Copy a shard set from ``src`` to ``dest`` (local dir or s3://): shards first, manifest last.
 
-    Each shard is checked against the manifest (size and sha256) before it is published at the destination,
-    so a damaged source or a corrupted transfer never ends under a final name with a manifest."""
+    Each shard is checked against the manifest (size and sha256) before it is staged at the destination, so a
+    damaged source or a corrupted transfer never ends under a final name with a manifest; a set already at
+    ``dest`` (``overwrite``) is replaced only when the new manifest commits (``shardset.commit``)."""
+    check_disjoint(str(dest), [str(src)], what="source set", **_options(str(dest), endpoint_url))
     manifest, raw = read_manifest_raw(src, **_options(src, endpoint_url))
     source = open_storage(manifest.location, **_options(src, endpoint_url))
-    target = prepare_output(dest, overwrite=overwrite, **_options(dest, endpoint_url))  # claimed for this copy
+    run_id = new_run_id()
+    target = prepare_output(dest, overwrite=overwrite, run_id=run_id,
+                            **_options(dest, endpoint_url))  # claimed for this copy
     try:
         with output_errors(str(dest)):
-            _copy(manifest, raw, source, target, dest, progress, check)
+            _copy(manifest, raw, source, target, dest, run_id, progress, check)
     finally:
-        target.claim.release()
+        release_claim(target)
     log.info("copied %d shards (%d records) from %s to %s", len(manifest.shards), manifest.records,
              manifest.location, dest)
     return dataclasses.replace(manifest, location=str(dest).rstrip("/"))
 
 
-def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, progress: bool, check: bool) -> None:
-    """Shards first (each checked against the manifest before it gets its final name), manifest last; on a
-    failure the shards this copy already placed are removed again."""
+def _tmp_name(name: str, run_id: str) -> str:
+    """The temporary name of ``name`` (a shard, maybe ``label=<v>/<shard>``) in its own directory."""
+    head, base = posixpath.split(name)
+    tmp = f"{TMP_PREFIX}{run_id}-{base}"
+    return f"{head}/{tmp}" if head else tmp
+
+
+def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, run_id: str, progress: bool,
+          check: bool) -> None:
+    """Shards first, each checked against the manifest and staged under a temporary name; then the one commit
+    path (``shardset.commit``). On a failure the staged shards are removed again and a set already at the
+    destination stays as it was."""
     bar = progress_bar(progress, desc="upload" if is_s3(dest) else "download", total=manifest.total_bytes,
                        leave=False)
     tick: Callable[[int], None] = bar.update
     local_target = target.local_path(MANIFEST_NAME) is not None
-    if local_target:
-        os.makedirs(target.local_path(""), exist_ok=True)
+    made: list[str] = []  # directories this copy created
+    if local_target and not os.path.isdir(target.local_path("")):
+        os.makedirs(target.local_path(""))
+        made.append(target.local_path(""))
     staging = None if local_target else tempfile.mkdtemp(prefix="tfpipe-transfer-")
-    placed: list[str] = []
+    moves: list[Move] = []
     try:
         for info in manifest.shards:
+            tmp = _tmp_name(info.name, run_id)
             local = source.local_path(info.name)
             fetched = None
             if local is None:  # remote source: fetch to a temporary name (in the target dir when it is local)
-                fetched = (_tmp_beside(target.local_path(info.name)) if local_target
+                fetched = (_beside(target.local_path(tmp), made) if local_target
                            else os.path.join(staging, info.name.replace("/", "__")))
+                if local_target:
+                    moves.append(Move(tmp, info.name, info.bytes))
                 source.fetch(info.name, fetched, callback=tick)
                 local = fetched
             elif not os.path.exists(local):
@@ -77,32 +99,27 @@ def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, progress: b
             try:
                 if check:
                     check_file(local, info, source.url)
-                placed.append(info.name)
                 if fetched is not None and local_target:
                     with open(fetched, "rb+") as f:
                         os.fsync(f.fileno())
-                    os.replace(fetched, target.local_path(info.name))
                 else:
-                    _put(target, local, info.name, info.sha256, None if fetched else tick)
+                    moves.append(Move(tmp, info.name, info.bytes))
+                    _put(target, local, tmp, info.sha256, None if fetched else tick, made)
             finally:
-                if fetched is not None and os.path.exists(fetched):
+                if fetched is not None and not local_target and os.path.exists(fetched):
                     os.unlink(fetched)
-        for part in manifest.parts:  # a group: each part's manifest, then the group's
-            name = f"{part.path}/{MANIFEST_NAME}"
-            placed.append(name)
-            target.write_bytes_atomic(name, source.read_bytes(name))
-        if local_target:
-            fsync_dir(target.local_path(""))
-        target.write_bytes_atomic(MANIFEST_NAME, raw)
+        parts = [(f"{p.path}/{MANIFEST_NAME}", source.read_bytes(f"{p.path}/{MANIFEST_NAME}"))
+                 for p in manifest.parts]  # a group: each part's manifest, then the group's
+        commit_set(target, moves, raw, run_id=run_id, parts=parts, where=str(dest))
     except BaseException:
-        for name in placed:  # no shard under its final name without the manifest
+        for m in moves:  # staged, never committed (a failed commit moved its shards back)
             try:
-                target.delete(name)
+                target.delete(m.tmp)
             except Exception as exc:  # noqa: BLE001 - the copy's own error is what the user sees
-                log.warning("could not remove %s from %s: %s", name, dest, exc)
-        for part in manifest.parts if local_target else ():
+                log.warning("could not remove %s from %s: %s", m.tmp, dest, exc)
+        for path in reversed(made):
             with contextlib.suppress(OSError):
-                os.rmdir(target.local_path(part.path))
+                os.rmdir(path)
         raise
     finally:
         if staging is not None:
@@ -110,34 +127,29 @@ def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, progress: b
         bar.close()
 
 
-def _tmp_beside(final: str) -> str:
-    """A temporary name in the directory of ``final`` (created: a group's shards sit in part directories)."""
-    os.makedirs(os.path.dirname(final), exist_ok=True)
-    return os.path.join(os.path.dirname(final), f"{TMP_PREFIX}{os.getpid()}-{os.path.basename(final)}")
+def _beside(path: str, made: list[str]) -> str:
+    """``path``, its directory created if need be (a group's shards sit in part directories)."""
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent)
+        made.append(parent)
+    return path
 
 
-def _put(target, local: str, name: str, sha256: str, tick) -> None:
-    """Place a local file under ``name`` at the target: S3 upload, or copy + fsync + rename locally."""
+def _put(target, local: str, name: str, sha256: str, tick, made: list[str]) -> None:
+    """Place a local file under the temporary ``name`` at the target: S3 upload, or copy + fsync locally."""
     upload_file = getattr(target, "upload_file", None)
     if upload_file is not None:
         upload_file(local, name, callback=tick, sha256=sha256)
         return
-    final = target.local_path(name)
-    tmp = _tmp_beside(final)
-    try:
-        with open(local, "rb") as fin, create_new(tmp) as fout:
-            while chunk := fin.read(_COPY_CHUNK):
-                fout.write(chunk)
-                if tick is not None:
-                    tick(len(chunk))
-            fout.flush()
-            os.fsync(fout.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(os.path.dirname(final))
+    tmp = _beside(target.local_path(name), made)
+    with open(local, "rb") as fin, create_new(tmp) as fout:
+        while chunk := fin.read(_COPY_CHUNK):
+            fout.write(chunk)
+            if tick is not None:
+                tick(len(chunk))
+        fout.flush()
+        os.fsync(fout.fileno())
 
 
 def upload(src_dir: str, dest_url: str, *, overwrite: bool = False, progress: bool = False,

@@ -196,6 +196,7 @@ def _cmd_launch(args) -> int:
         LaunchSpec,
         build_request,
         check_command,
+        check_locations,
         check_request,
     )
 
@@ -220,6 +221,7 @@ def _cmd_launch(args) -> int:
     spec = LaunchSpec(args.job_name, args.role, args.image_uri, args.instance_type, args.instance_count, inputs,
                       tuple(command), f"{base}/tfpipe-code/{args.job_name}/", args.volume_gb, args.max_runtime,
                       env, run_args)
+    check_locations(spec, out)
     request = build_request(spec, job.format)
     check_request(request)
     if args.dry_run:

@@ -172,11 +172,13 @@ def convert_on_engine(args: argparse.Namespace, options, format_name: str):
     import time
 
     from .. import registry
+    from ..shardset.overlap import check_disjoint
 
     fmt = registry.get(format_name)
     beam_options = engine_choice(args)
     prep = prep_options(args)
     use_endpoint(args)
+    check_disjoint(args.out, args.inputs)  # before anything is created or claimed
     start = time.perf_counter()
     if beam_options is not None:
         m = beam_module().convert(format_name, args.inputs, args.out, options, beam_options=beam_options,

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import logging
 import shutil
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..shardset.writer import prepare_output
+from ..shardset.output import check_run_id, new_run_id, prepare_output, release_claim
 from ..storage import TMP_PREFIX, Storage, is_s3, open_storage
 from ..util.errors import TfpipeError
 
@@ -31,11 +30,6 @@ __all__ = ["RunArea", "new_run_id", "prepare_run"]
 log = logging.getLogger(__name__)
 
 _STORAGES: dict[tuple, Storage] = {}  # per process: (run id, url, options) -> opened storage
-
-
-def new_run_id() -> str:
-    """A fresh run id (12 hex digits)."""
-    return uuid.uuid4().hex[:12]
 
 
 def _join(base: str, name: str) -> str:
@@ -60,8 +54,7 @@ class RunArea:
     storage_options: tuple[tuple[str, object], ...] = field(default=())
 
     def __post_init__(self):
-        if not self.run_id or not all(c.isalnum() or c in "-_" for c in self.run_id):
-            raise ValueError(f"run_id must be a non-empty name of letters, digits, '-' or '_', got {self.run_id!r}")
+        check_run_id(self.run_id)
         object.__setattr__(self, "out", str(self.out))
         object.__setattr__(self, "storage_options", tuple(sorted(dict(self.storage_options).items())))
 
@@ -109,25 +102,36 @@ class RunArea:
     def release(self) -> None:
         """Give up this process's claim on the output, if it holds one (the driver that prepared the run)."""
         st = _STORAGES.get((self.run_id, self.out, self.storage_options))
-        claim = getattr(st, "claim", None)
-        if claim is not None:
-            claim.release()
-            st.claim = None
+        if st is not None:
+            release_claim(st)
+
+    def remove_temp(self, *, strict: bool = False) -> None:
+        """Delete the whole temporary area (every file, every folder); ``strict``: raise a ``TfpipeError``
+        naming it when that fails (else the failure is logged)."""
+        try:
+            temp = self.temp()
+            path = temp.local_path("")
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+            elif is_s3(self.temp_url):
+                client, bucket, prefix = temp.client, temp.bucket, temp.prefix
+                for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                    keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+                    for i in range(0, len(keys), 1000):  # at most 1000 keys per DeleteObjects
+                        client.delete_objects(Bucket=bucket, Delete={"Objects": keys[i:i + 1000], "Quiet": True})
+            else:
+                for name in temp.list():
+                    temp.delete(name)
+                temp.delete("")  # a Beam file system with real directories: the area's own directory
+        except Exception as exc:  # noqa: BLE001 - botocore errors, after its retries
+            if strict:
+                raise TfpipeError(f"cannot remove the work area {self.temp_url}: {exc}") from exc
+            log.warning("could not remove the temporary area %s: %s", self.temp_url, exc)
 
     def cleanup(self) -> None:
         """Remove the temporary area and this run's temporary shards (idempotent; errors are logged). The
         claim on the output stays (see ``release``)."""
-        try:
-            temp = self.temp()
-            for name in temp.list():
-                temp.delete(name)
-            path = temp.local_path("")
-            if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
-            elif not is_s3(self.temp_url):
-                temp.delete("")  # a Beam file system with real directories: the area's own directory
-        except Exception as exc:  # noqa: BLE001 - cleanup must not hide the run's own error
-            log.warning("could not remove the temporary area %s: %s", self.temp_url, exc)
+        self.remove_temp()
         try:
             out = self.output()
             for name in out.list():
@@ -144,9 +148,10 @@ def prepare_run(out: str, *, overwrite: bool, run_id: str | None = None, **stora
     then clear tfpipe's files only — on a local disk, temporary areas of interrupted runs included) and
     return the run's area."""
     out = str(out)
-    storage = prepare_output(out, overwrite=overwrite, **storage_options)
+    run_id = check_run_id(run_id) if run_id is not None else new_run_id()  # before anything is created
+    storage = prepare_output(out, overwrite=overwrite, run_id=run_id, **storage_options)
     if storage.local_path("") is not None:
         storage.staging_dir()  # the local converter creates the output directory up front too
-    area = RunArea(out, run_id or new_run_id(), tuple(storage_options.items()))
+    area = RunArea(out, run_id, tuple(storage_options.items()))
     _STORAGES[(area.run_id, area.out, area.storage_options)] = storage
     return area

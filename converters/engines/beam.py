@@ -53,6 +53,32 @@ class _DropLine(logging.Filter):
         return self.text not in record.getMessage()
 
 
+class _DropOwnErrors(logging.Filter):
+    """Beam logs a step's exception (with its traceback) before the run fails; a tfpipe error among them is
+    shown once, as the run's one-line error (``_failure``), so its log record is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        e = record.exc_info[1] if record.exc_info else None
+        seen = set()
+        while e is not None and id(e) not in seen:
+            if isinstance(e, TfpipeError):
+                return False
+            seen.add(id(e))
+            e = e.__cause__ or e.__context__
+        return True
+
+
+@contextlib.contextmanager
+def _quiet_own_errors():
+    logger = logging.getLogger("apache_beam.runners.common")
+    drop = _DropOwnErrors()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def _import_beam():
     """``import apache_beam`` without the root-logger warning its BigQuery client module prints when the
     optional apitools package is missing (nothing here uses BigQuery)."""
@@ -324,10 +350,19 @@ def _quiet_workers(interrupts):
 
 
 def _ignore_stop_signals() -> None:
+    """In a worker, before exec: ignore SIGINT/SIGTERM (the driver stops the run) and, on Linux, die with the
+    driver (``PR_SET_PDEATHSIG``: a driver killed with SIGKILL takes its workers along, silently; Beam's thread
+    that started the worker waits on it, so the thread outlives the worker)."""
     import signal
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # inherited across exec: Python then keeps ignoring it
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the workers end as their connection to the driver closes
+        pass
 
 
 def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
@@ -338,7 +373,7 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
     try:
         pipeline = beam.Pipeline(runner=runner, options=options)
         _ = pipeline | "Convert" >> TwoPassConversion(job)
-        with interruptible() as interrupts, _quiet_workers(interrupts):
+        with interruptible() as interrupts, _quiet_workers(interrupts), _quiet_own_errors():
             try:
                 result = pipeline.run()
                 state = result.wait_until_finish()

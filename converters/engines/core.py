@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
@@ -24,19 +23,14 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..shardset.commit import Move, commit_set
 from ..shardset.cuts import plan_cuts
-from ..shardset.manifest import (
-    MANIFEST_NAME,
-    InputStats,
-    Manifest,
-    ShardInfo,
-    manifest_bytes,
-)
+from ..shardset.manifest import InputStats, Manifest, ShardInfo, manifest_bytes
 from ..shardset.options import ShardOutputOptions
+from ..shardset.shardfile import ShardStream
 from ..shardset.writer import output_errors
 from ..tfrecord.schema import Schema
 from ..util.errors import InputError, TfpipeError
-from ..util.fs import HashingWriter, fsync_dir
 from .area import RunArea
 
 __all__ = ["ErrorRecord", "Cutter", "ShardSpec", "Plan", "ShardResult", "ShardFile", "write_shard", "Outcome",
@@ -174,10 +168,7 @@ class ShardFile:
         self._storage = area.output()
         # a name of its own for this attempt: a retried or duplicated task never writes into another's file
         self._path = os.path.join(self._storage.staging_dir(), f"{self.tmp_name}.{uuid.uuid4().hex[:8]}.part")
-        self._raw = open(self._path, "wb")
-        self._hash = HashingWriter(self._raw)
-        self._file = (gzip.GzipFile(filename="", mode="wb", fileobj=self._hash, mtime=0, compresslevel=6)
-                      if output.compression else self._hash)
+        self._file = ShardStream(open(self._path, "wb"), output.compression)
         self.records = 0
 
     def write(self, framed: np.ndarray, count: int) -> None:
@@ -187,21 +178,17 @@ class ShardFile:
             self.records += count
 
     def close(self) -> ShardResult:
-        if self.output.compression:
-            self._file.close()
-        self._raw.flush()
-        os.fsync(self._raw.fileno())
-        self._raw.close()
+        self._file.close()
         final = self._storage.local_path(self.tmp_name)
         if final is not None:
             os.replace(self._path, final)
         else:
             self._storage.stage(self._path, self.tmp_name)
-        return ShardResult(self.index, self.tmp_name, self.records, self._hash.nbytes, self._hash.sha.hexdigest())
+        return ShardResult(self.index, self.tmp_name, self.records, self._file.nbytes, self._file.sha256)
 
     def discard(self) -> None:
         try:
-            self._raw.close()
+            self._file.discard()
         finally:
             if os.path.exists(self._path):
                 os.unlink(self._path)
@@ -277,40 +264,24 @@ class Outcome:
 
 
 def finalize(area: RunArea, output: ShardOutputOptions, schema: Schema, kind: str, outcome: Outcome) -> Manifest:
-    """Raise the plan's error, or check each shard result against the plan, give the shards their final
-    names, remove the temporary area and write ``index.json`` last; returns the Manifest. (A split by label:
+    """Raise the plan's error, or check each shard result against the plan; then the one commit path
+    (``shardset.commit``): the shards under their final names, the temporary area removed, ``index.json``
+    last, replacing a set committed there before; returns the Manifest. (A split by label:
     ``engines.group.finalize_outcome``.)"""
-    got = outcome.checked(area.run_id)
-    n = len(outcome.expected)
-    storage = area.output()
-    names = output.names
-    shards, published = [], []
     try:
+        got = outcome.checked(area.run_id)
+        n = len(outcome.expected)
+        names = output.names
+        moves = [Move(got[i].tmp_name, names.format(i, n), got[i].bytes) for i in range(n)]
+        shards = tuple(ShardInfo(m.final, got[i].records, got[i].bytes, got[i].sha256) for i, m in enumerate(moves))
+        manifest = Manifest(records=outcome.records, shards=shards, schema=schema, inputs=outcome.inputs,
+                            options=dict(outcome.options), compression=output.compression, kind=kind,
+                            extra=dict(outcome.extra), location=area.out)
         with output_errors(area.out):
-            for i in range(n):
-                r = got[i]
-                final = names.format(i, n)
-                storage.publish(r.tmp_name, final)
-                published.append(final)
-                shards.append(ShardInfo(final, r.records, r.bytes, r.sha256))
-            local = storage.local_path(MANIFEST_NAME)
-            if local:
-                fsync_dir(os.path.dirname(local))
-            area.cleanup()
-            manifest = Manifest(records=outcome.records, shards=tuple(shards), schema=schema,
-                                inputs=outcome.inputs, options=dict(outcome.options),
-                                compression=output.compression, kind=kind, extra=dict(outcome.extra),
-                                location=area.out)
-            storage.write_bytes_atomic(MANIFEST_NAME, manifest_bytes(manifest))
-    except BaseException:
-        for final in published:  # no final name without a manifest
-            try:
-                storage.delete(final)
-            except Exception as exc:  # noqa: BLE001 - the run's own error is what the user sees
-                log.warning("could not remove %s from %s: %s", final, area.out, exc)
+            commit_set(area.output(), moves, manifest_bytes(manifest), run_id=area.run_id,
+                       before_manifest=area.cleanup, where=area.out)
+    finally:
         area.cleanup()
         area.release()
-        raise
-    area.release()
     log.info("wrote %d records in %d shards to %s", manifest.records, n, area.out)
     return manifest

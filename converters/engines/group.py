@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 
+from ..shardset.commit import Move, commit_set
 from ..shardset.group import GroupManifest, PartInfo, group_bytes, part_path, union
 from ..shardset.manifest import MANIFEST_NAME, Manifest, ShardInfo, manifest_bytes
 from ..shardset.options import ShardOutputOptions
 from ..shardset.writer import output_errors
 from ..tfrecord.schema import Schema
-from ..util.fs import fsync_dir
 from .area import RunArea
 from .core import Outcome, finalize
 
@@ -40,55 +39,36 @@ def part_manifest(out: str, label: str, shards: list[ShardInfo], schema: Schema,
 
 def finalize_group(area: RunArea, output: ShardOutputOptions, schema: Schema, kind: str, outcome: Outcome
                    ) -> Manifest:
-    """Raise the plan's error, or check the results; then per part (label order) give its shards their final
-    names ``label=<v>/<prefix>-i-of-n`` and write its manifest; remove the temporary area; write the group
-    manifest last. On failure nothing of the group stays under a final name."""
-    got = outcome.checked(area.run_id)
-    storage, names = area.output(), output.names
-    written: list[str] = []
-    done: list[tuple[PartInfo, Manifest]] = []
+    """Raise the plan's error, or check the results; then the one commit path (``shardset.commit``): per part
+    (label order) its shards under ``label=<v>/<prefix>-i-of-n`` and its manifest, the temporary area
+    removed, the group manifest last. On failure nothing of the group stays under a final name and a group
+    committed there before is as it was."""
     try:
+        got = outcome.checked(area.run_id)
+        names = output.names
+        moves: list[Move] = []
+        written: list[tuple[str, bytes]] = []
+        done: list[tuple[PartInfo, Manifest]] = []
+        at = 0
+        for label, n in outcome.parts:
+            part = part_path(label)
+            shards = []
+            for i in range(n):
+                r, final = got[at + i], names.format(i, n)
+                moves.append(Move(r.tmp_name, f"{part}/{final}", r.bytes))
+                shards.append(ShardInfo(final, r.records, r.bytes, r.sha256))
+            at += n
+            m = part_manifest(area.out, label, shards, schema, output, kind, outcome.options)
+            data = manifest_bytes(m)
+            written.append((f"{part}/{MANIFEST_NAME}", data))
+            done.append((PartInfo(label, part, m.records, m.total_bytes, n, hashlib.sha256(data).hexdigest()), m))
+        group = GroupManifest(tuple(p for p, _ in done), outcome.records, outcome.inputs, dict(outcome.options),
+                              dict(outcome.extra))
         with output_errors(area.out):
-            at = 0
-            for label, n in outcome.parts:
-                part = part_path(label)
-                local = storage.local_path(part)
-                if local is not None:
-                    os.makedirs(local, exist_ok=True)
-                shards = []
-                for i in range(n):
-                    r, final = got[at + i], names.format(i, n)
-                    storage.publish(r.tmp_name, f"{part}/{final}")
-                    written.append(f"{part}/{final}")
-                    shards.append(ShardInfo(final, r.records, r.bytes, r.sha256))
-                at += n
-                m = part_manifest(area.out, label, shards, schema, output, kind, outcome.options)
-                data = manifest_bytes(m)
-                if local is not None:
-                    fsync_dir(local)
-                storage.write_bytes_atomic(f"{part}/{MANIFEST_NAME}", data)
-                written.append(f"{part}/{MANIFEST_NAME}")
-                done.append((PartInfo(label, part, m.records, m.total_bytes, n, hashlib.sha256(data).hexdigest()), m))
-            area.cleanup()
-            group = GroupManifest(tuple(p for p, _ in done), outcome.records, outcome.inputs, dict(outcome.options),
-                                  dict(outcome.extra))
-            storage.write_bytes_atomic(MANIFEST_NAME, group_bytes(group))
-    except BaseException:
-        for name in reversed(written):  # no part without the group
-            try:
-                storage.delete(name)
-            except Exception as exc:  # noqa: BLE001 - the run's own error is what the user sees
-                log.warning("could not remove %s from %s: %s", name, area.out, exc)
-        for p, _ in done:
-            local = storage.local_path(p.path)
-            if local is not None:
-                try:
-                    os.rmdir(local)
-                except OSError:
-                    pass
+            commit_set(area.output(), moves, group_bytes(group), run_id=area.run_id, parts=written,
+                       before_manifest=area.cleanup, where=area.out)
+    finally:
         area.cleanup()
         area.release()
-        raise
-    area.release()
     log.info("wrote %d records in %d per-label shard sets under %s", outcome.records, len(done), area.out)
     return union(group, [m for _, m in done], area.out.rstrip("/"))

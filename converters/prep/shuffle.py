@@ -21,15 +21,18 @@ buckets were sorted, and the largest, go to the log.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import shutil
 import uuid
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
+from ..util.errors import OutputError
 from ..util.units import format_size
 from .keys import record_keys
 from .labels import label_bits
@@ -84,9 +87,17 @@ class ShuffleSink:
         self.writer = writer
         self.options = options
         base = options.tmp_dir or tmp_root
-        os.makedirs(base, exist_ok=True)
+        self._made: list[str] = []  # directories made for ``base``: removed again on close (nothing left behind)
         self.dir = os.path.join(base, f"{_TMP_PREFIX}{uuid.uuid4().hex[:12]}")
-        os.makedirs(self.dir)
+        with _named(base):
+            missing, d = [], os.path.abspath(base)
+            while not os.path.isdir(d) and d != os.path.dirname(d):
+                missing.append(d)
+                d = os.path.dirname(d)
+            for d in reversed(missing):
+                os.mkdir(d)
+                self._made.append(d)
+            os.mkdir(self.dir)
         self.bits = _bits_for(expected_bytes, options.memory)
         self._buckets: dict[int, _Bucket] = {}
         self._buffered = 0
@@ -133,6 +144,10 @@ class ShuffleSink:
             self._buffered += framed.nbytes + meta.nbytes
 
     def _flush(self, buckets: dict, directory: str) -> None:
+        with _named(directory):
+            self._flush_to(buckets, directory)
+
+    def _flush_to(self, buckets: dict, directory: str) -> None:
         for b, slot in buckets.items():
             if not slot.meta:
                 continue
@@ -155,7 +170,7 @@ class ShuffleSink:
         self._sq = 0  # sum of squared position differences, exact (an int): the same whatever the bucketing
         self._mix: dict[tuple[int, int], int] = {}
         self._label_ids: dict[int, int] = {}
-        self._gather_dir(self.dir, self.bits, 0)
+        self._gather_dir(self.dir, self.bits, 0)  # the writer's own errors name its output
         if self._written != self.records:
             raise RuntimeError(f"shuffle lost records: {self.records} in, {self._written} out")
         log.info("shuffle: %d record(s) sorted in %d bucket(s), the largest %d bytes", self._written,
@@ -180,7 +195,8 @@ class ShuffleSink:
     def _resplit(self, stem: str, shift: int) -> None:
         """A bucket over its share of memory: scatter it again by the next key bits, chunk by chunk."""
         sub = stem + ".split"
-        os.makedirs(sub)
+        with _named(sub):
+            os.makedirs(sub)
         bits = min(_MAX_BITS, 64 - shift, max(1, math.ceil(math.log2(max(2, os.path.getsize(stem + ".data")
                                                                               / max(1, self.options.memory // 4))))))
         log.debug("shuffle: bucket %s is %s, splitting it %d ways", stem, format_size(os.path.getsize(stem + ".data")),
@@ -259,12 +275,30 @@ class ShuffleSink:
     # -- cleanup ------------------------------------------------------------------------------------
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        for d in reversed(self._made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        self._made = []
 
     def __enter__(self) -> "ShuffleSink":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def _named(where: str) -> Iterator[None]:
+    """An OS error with the shuffle's temporary files (no space left, a file where a directory should be)
+    names the path (``--tmp-dir``) in its one line."""
+    try:
+        yield
+    except OSError as exc:
+        path = exc.filename if exc.filename is not None else where
+        raise OutputError(f"cannot write the shuffle's temporary files in {path}: "
+                          f"{exc.strerror or exc} (choose another --tmp-dir)") from exc
 
 
 def square_sum(d: np.ndarray) -> int:

@@ -9,10 +9,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..shardset.commit import Move, commit_set
 from ..shardset.group import GroupManifest, PartInfo, group_bytes, part_path, union
-from ..shardset.manifest import MANIFEST_NAME, InputStats, Manifest
+from ..shardset.manifest import MANIFEST_NAME, InputStats, Manifest, manifest_bytes
 from ..shardset.options import ShardOutputOptions
-from ..shardset.output import output_errors, prepare_output
+from ..shardset.output import new_run_id, output_errors, prepare_output, release_claim
+from ..storage import open_storage
 from ..shardset.writer import ShardSetWriter
 from ..tfrecord.schema import Schema
 from .labels import bits_name, label_bits, label_order
@@ -49,7 +51,9 @@ class LabelSplitWriter:
         self.out = str(out).rstrip("/")
         self.output = output
         self.storage_options = storage_options
-        self.storage = prepare_output(self.out, overwrite=overwrite, **storage_options)  # claimed; cleared
+        self.run_id = new_run_id()
+        self.storage = prepare_output(self.out, overwrite=overwrite, run_id=self.run_id,
+                                      **storage_options)  # claimed; checked
         self.writers: dict[int, ShardSetWriter] = {}
         self.records = 0
         self._done = False
@@ -60,12 +64,12 @@ class LabelSplitWriter:
     def _writer(self, bits: int) -> ShardSetWriter:
         w = self.writers.get(bits)
         if w is None:
-            url = f"{self.out}/{part_path(bits_name(bits))}"
+            part = f"{self.out}/{part_path(bits_name(bits))}"
             local = self.storage.local_path(part_path(bits_name(bits)))
             if local is not None and not os.path.exists(local):
                 self._made.append(local)
-            storage = prepare_output(url, overwrite=False, claim=False, **self.storage_options)
-            w = ShardSetWriter(url, self.output, storage=storage)
+            # the group's claim covers its parts; a part of the old group stays until the group commits
+            w = ShardSetWriter(part, self.output, storage=open_storage(part, **self.storage_options))
             self.writers[bits] = w
         self._open[bits] = None
         self._open.move_to_end(bits)
@@ -90,39 +94,37 @@ class LabelSplitWriter:
                kind: str = "libsvm", extra: dict[str, Any] | None = None) -> Manifest:
         """Finish every part (label order), then write the group manifest last; returns the group read as one
         set (``group.union``). On failure nothing of the group stays under a final name."""
-        done: list[tuple[str, Manifest]] = []
         try:
             order = sorted(self.writers, key=label_order)
             part_options = {**(options or {}), "group_part": True}
+            moves: list[Move] = []
+            written: list[tuple[str, bytes]] = []
+            done: list[tuple[str, Manifest]] = []
+            infos = []
             for b in order:
                 name = bits_name(b)
-                m = self.writers[b].finish(schema=schema, inputs=(), options=part_options, kind=kind,
-                                           extra={"label": name})
+                path, w = part_path(name), self.writers[b]
+                staged, shards = w.seal()
+                m = w.manifest(shards, schema=schema, inputs=(), options=part_options, kind=kind,
+                               extra={"label": name})
+                data = manifest_bytes(m)
+                moves += [Move(f"{path}/{mv.tmp}", f"{path}/{mv.final}", mv.nbytes) for mv in staged]
+                written.append((f"{path}/{MANIFEST_NAME}", data))
+                infos.append(PartInfo(name, path, m.records, m.total_bytes, len(m.shards), _sha256(data)))
                 done.append((name, m))
-            parts = tuple(PartInfo(name, part_path(name), m.records, m.total_bytes, len(m.shards),
-                                   _sha256(self.storage.read_bytes(f"{part_path(name)}/{MANIFEST_NAME}")))
-                          for name, m in done)
-            group = GroupManifest(parts, self.records, tuple(inputs), dict(options or {}), dict(extra or {}))
+            group = GroupManifest(tuple(infos), self.records, tuple(inputs), dict(options or {}), dict(extra or {}))
             with output_errors(self.out):
-                self.storage.write_bytes_atomic(MANIFEST_NAME, group_bytes(group))
+                commit_set(self.storage, moves, group_bytes(group), run_id=self.run_id, parts=written,
+                           where=self.out)
         except BaseException:
-            self._remove_parts([m for _, m in done])
             self.abort()
             raise
+        for w in self.writers.values():
+            w.committed()
         self._done = True
         self._release()
         log.info("wrote %d records in %d per-label shard sets under %s", self.records, len(done), self.out)
         return union(group, [m for _, m in done], self.out)
-
-    def _remove_parts(self, finished: list[Manifest]) -> None:
-        """Take back the parts already finished (their shards and manifests): no part without the group."""
-        for m in finished:
-            part = os.path.basename(str(m.location).rstrip("/"))
-            for name in [MANIFEST_NAME] + [s.name for s in m.shards]:
-                try:
-                    self.storage.delete(f"{part}/{name}")
-                except Exception as exc:  # noqa: BLE001 - the run's own error is what the user sees
-                    log.warning("could not remove %s/%s from %s: %s", part, name, self.out, exc)
 
     def abort(self) -> None:
         for w in self.writers.values():
@@ -135,10 +137,7 @@ class LabelSplitWriter:
         self._release()
 
     def _release(self) -> None:
-        claim = getattr(self.storage, "claim", None)
-        if claim is not None:
-            claim.release()
-            self.storage.claim = None
+        release_claim(self.storage)
 
     def __enter__(self) -> "LabelSplitWriter":
         return self

@@ -65,7 +65,7 @@ class PrepWriter:
         self._tmp_root = self._temp_root()
         try:
             if self.prep.balance is not None:
-                os.makedirs(self._tmp_root, exist_ok=True)
+                self._made = _make_dirs(self._tmp_root)  # removed again when the run ends (--tmp-dir in --out)
                 self._counts = LabelCounts(self.prep.balance,
                                            os.path.join(self._tmp_root, f".tfpipe-tmp-labels-{uuid.uuid4().hex[:12]}"))
             if self.prep.shuffle is not None:
@@ -135,16 +135,27 @@ class PrepWriter:
                 self._shuffle.close()
             if self._thresholds is not None:
                 extra["balance"] = self._thresholds.report()
-            return self.target.finish(schema=schema, inputs=inputs, options=options, kind=kind, extra=extra)
+            manifest = self.target.finish(schema=schema, inputs=inputs, options=options, kind=kind, extra=extra)
         except BaseException:
             self.abort()
             raise
+        self._remove_made()
+        return manifest
+
+    def _remove_made(self) -> None:
+        if getattr(self, "_counts", None) is not None:
+            self._counts.close()
+        for d in reversed(getattr(self, "_made", [])):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        self._made = []
 
     def abort(self) -> None:
         if getattr(self, "_shuffle", None) is not None:
             self._shuffle.close()
-        if getattr(self, "_counts", None) is not None:
-            self._counts.close()
+        self._remove_made()
         self.target.abort()
 
     def __enter__(self) -> "PrepWriter":
@@ -153,3 +164,14 @@ class PrepWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.abort()
+
+
+def _make_dirs(path: str) -> list[str]:
+    """Create ``path`` and its missing parents; the directories made, outermost first."""
+    missing, d = [], os.path.abspath(path)
+    while not os.path.isdir(d) and d != os.path.dirname(d):
+        missing.append(d)
+        d = os.path.dirname(d)
+    for d in reversed(missing):
+        os.mkdir(d)
+    return list(reversed(missing))

@@ -3,16 +3,17 @@
 Records arrive already framed (see ``examples.serialize_batch``). A shard is closed *before* the record
 that would cross the target size (framing counted; with GZIP the target bounds the uncompressed stream).
 Each shard is written under a temporary name unique to the run, fsynced, and renamed to
-``{prefix}-{i:05d}-of-{n:05d}.tfrecord`` only when the whole set is complete; the manifest comes last.
+``{prefix}-{i:05d}-of-{n:05d}.tfrecord`` only when the whole set is complete; the manifest comes last
+(``commit.commit_set``, which also replaces a set committed there before, for ``--overwrite``).
 An interrupted run therefore leaves no file under a final name, and no manifest; a run whose manifest cannot
-be written (disk full at the very end) takes its renamed shards back.
+be written (disk full at the very end) takes its renamed shards back and leaves the old set as it was.
 
-One writer per output: ``output.prepare_output`` claims the location before it looks at it (and clears it
-for ``--overwrite``); the writer releases the claim when the run finishes or aborts.
+One writer per output: ``output.prepare_output`` claims the location before it looks at it (and checks that
+``--overwrite`` would replace only tfpipe's files); the writer releases the claim when the run finishes or
+aborts.
 """
 from __future__ import annotations
 
-import gzip
 import logging
 import os
 from typing import Any, Iterable
@@ -22,11 +23,13 @@ import numpy as np
 from ..storage import TMP_PREFIX, Storage
 from ..tfrecord.schema import Schema
 from ..util.errors import TfpipeError
-from ..util.fs import HashingWriter, create_new, fsync_dir
+from ..util.fs import create_new
+from .commit import Move, commit_set
 from .cuts import plan_cuts
-from .manifest import MANIFEST_NAME, InputStats, Manifest, ShardInfo, manifest_bytes
+from .manifest import InputStats, Manifest, ShardInfo, manifest_bytes
 from .options import ShardOutputOptions
-from .output import new_run_id, output_errors, prepare_output
+from .output import new_run_id, output_errors, prepare_output, release_claim
+from .shardfile import ShardStream
 
 __all__ = ["ShardSetWriter", "prepare_output", "output_errors", "new_run_id"]
 
@@ -55,7 +58,7 @@ class ShardSetWriter:
         owned = storage is None
         self.storage = storage or prepare_output(self.out, overwrite=overwrite, run_id=self.run_id,
                                                  **storage_options)
-        self._claim = getattr(self.storage, "claim", None) if owned else None
+        self._owned = owned  # the claim is this writer's to release
         try:
             with output_errors(self.out):
                 self._staging = self.storage.staging_dir()
@@ -63,7 +66,6 @@ class ShardSetWriter:
             self._release()
             raise
         self._done: list[tuple[str, int, int, str]] = []  # (tmp_name, records, bytes, sha256)
-        self._published: list[str] = []
         self._file = None
         self._used = 0
         self._records = 0
@@ -75,40 +77,30 @@ class ShardSetWriter:
     def _open(self) -> None:
         idx = len(self._done)
         self._tmp_name = f"{TMP_PREFIX}{self.run_id}-{self.names.prefix}-{idx:05d}{self.names.suffix}"
-        raw = create_new(os.path.join(self._staging, self._tmp_name))
-        self._raw = raw
-        self._hash = HashingWriter(raw)
-        if self.compression:
-            self._file = gzip.GzipFile(filename="", mode="wb", fileobj=self._hash, mtime=0, compresslevel=6)
-        else:
-            self._file = self._hash
+        self._file = ShardStream(create_new(os.path.join(self._staging, self._tmp_name)), self.compression)
         self._used = 0
         self._records = 0
 
     def suspend(self) -> None:
         """Close the open shard's file descriptor but keep the shard open: the next ``write`` (or ``finish``)
         reopens it and appends (a writer of many parts keeps its open files bounded so; same bytes)."""
-        if self._file is not None and not self._raw.closed:
-            self._raw.close()  # flushes
+        if self._file is not None:
+            self._file.suspend()
 
     def _resume(self) -> None:
-        if self._file is not None and self._raw.closed:
-            self._raw = open(self._tmp_path(), "ab")
-            self._hash.raw = self._raw
+        if self._file is not None:
+            self._file.resume(self._tmp_path())
 
     def _close(self) -> None:
         if self._file is None:
             return
         self._resume()
-        if self.compression:
-            self._file.close()
-        self._raw.flush()
-        os.fsync(self._raw.fileno())
-        self._raw.close()
+        f = self._file
+        f.close()
         path = os.path.join(self._staging, self._tmp_name)
         self.storage.stage(path, self._tmp_name)
-        self._done.append((self._tmp_name, self._records, self._hash.nbytes, self._hash.sha.hexdigest()))
-        log.debug("closed shard %s: %d records, %d bytes", self._tmp_name, self._records, self._hash.nbytes)
+        self._done.append((self._tmp_name, self._records, f.nbytes, f.sha256))
+        log.debug("closed shard %s: %d records, %d bytes", self._tmp_name, self._records, f.nbytes)
         self._file = None
 
     def _tmp_path(self) -> str:
@@ -154,50 +146,58 @@ class ShardSetWriter:
         with output_errors(self._tmp_path()):
             self._close()
 
+    def seal(self) -> tuple[list[Move], list[ShardInfo]]:
+        """Close the open shard; the moves that give every shard its final name (names relative to this
+        writer's location) and the shards as the manifest lists them. A group commits its parts' shards with
+        its own manifest (``prep.split``); then it calls ``committed``."""
+        with output_errors(self._tmp_path()):
+            self._close()
+        n = len(self._done)
+        moves, shards = [], []
+        for i, (tmp, records, nbytes, sha) in enumerate(self._done):
+            final = self.names.format(i, n)
+            moves.append(Move(tmp, final, nbytes))
+            shards.append(ShardInfo(final, records, nbytes, sha))
+        return moves, shards
+
+    def manifest(self, shards, *, schema: Schema, inputs: Iterable[InputStats] = (),
+                 options: dict[str, Any] | None = None, kind: str = "libsvm",
+                 extra: dict[str, Any] | None = None) -> Manifest:
+        return Manifest(records=self.records, shards=tuple(shards), schema=schema, inputs=tuple(inputs),
+                        options=dict(options or {}), compression=self.compression, kind=kind,
+                        extra=dict(extra or {}), location=self.out)
+
+    def committed(self) -> None:
+        """The shards were published by a commit of the caller's (a group's): nothing left to take back."""
+        self._done.clear()
+        self._finished = True
+        self._release()
+
     def finish(self, *, schema: Schema, inputs: Iterable[InputStats] = (), options: dict[str, Any] | None = None,
                kind: str = "libsvm", extra: dict[str, Any] | None = None) -> Manifest:
-        """Close the open shard, give every shard its final name, and write the manifest last. If any of it
-        fails, the shards already renamed are removed again (``abort``): no final name without a manifest."""
+        """Close the open shard, give every shard its final name, and write the manifest last, replacing the
+        set committed there before (``commit.commit_set``). If any of it fails, the shards already renamed
+        are removed again and the old set is put back (``abort``): no final name without a manifest."""
         try:
-            with output_errors(self._tmp_path()):
-                self._close()
-            n = len(self._done)
-            shards = []
+            moves, shards = self.seal()
+            manifest = self.manifest(shards, schema=schema, inputs=inputs, options=options, kind=kind,
+                                     extra=extra)
             with output_errors(self.out):
-                for i, (tmp, records, nbytes, sha) in enumerate(self._done):
-                    final = self.names.format(i, n)
-                    self.storage.publish(tmp, final)
-                    self._published.append(final)
-                    shards.append(ShardInfo(final, records, nbytes, sha))
-                if self.storage.local_path(MANIFEST_NAME):
-                    fsync_dir(self._staging)
-                manifest = Manifest(
-                    records=self.records, shards=tuple(shards), schema=schema, inputs=tuple(inputs),
-                    options=dict(options or {}), compression=self.compression, kind=kind,
-                    extra=dict(extra or {}), location=self.out,
-                )
-                self.storage.write_bytes_atomic(MANIFEST_NAME, manifest_bytes(manifest))
+                commit_set(self.storage, moves, manifest_bytes(manifest), run_id=self.run_id, where=self.out)
         except BaseException:
             self.abort()
             raise
         self._finished = True
+        self._done.clear()
         self._release()
-        log.info("wrote %d records in %d shards to %s", self.records, n, self.out)
+        log.info("wrote %d records in %d shards to %s", self.records, len(moves), self.out)
         return manifest
 
     def abort(self) -> None:
-        """Remove every file of this run (temporary shards, and shards already renamed when the manifest could
-        not be written), then release the claim."""
+        """Remove every temporary file of this run (a failed commit has already taken back what it renamed),
+        then release the claim."""
         if self._file is not None:
-            try:
-                if self.compression:
-                    self._file.close()
-            except OSError:
-                pass
-            try:
-                self._raw.close()
-            except OSError:
-                pass
+            self._file.discard()
             self._done.append((self._tmp_name, 0, 0, ""))
             self._file = None
         try:
@@ -210,12 +210,9 @@ class ShardSetWriter:
                     log.warning("could not remove %s: %s", tmp, exc)
                 if self.storage.local_path(tmp) is None:
                     self._quietly(self.storage.delete, tmp)
-            for final in self._published:
-                self._quietly(self.storage.delete, final)
             self._sweep()
         finally:
             self._done.clear()
-            self._published.clear()
             self._release()
 
     def _sweep(self) -> None:
@@ -247,8 +244,8 @@ class ShardSetWriter:
             log.warning("could not remove %s from %s: %s", name, self.out, exc)
 
     def _release(self) -> None:
-        if self._claim is not None:
-            self._claim.release()
+        if self._owned:
+            release_claim(self.storage)
 
     def __enter__(self) -> "ShardSetWriter":
         return self

@@ -5,7 +5,8 @@ spelling (``--overwrite``) while ``str()`` uses the Python keyword (``overwrite=
 ``cli_message`` where there is one."""
 from __future__ import annotations
 
-__all__ = ["USAGE_EXIT", "TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError", "IntegrityError"]
+__all__ = ["USAGE_EXIT", "TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError",
+           "IntegrityError", "OverlapError"]
 
 USAGE_EXIT = 64  # the command line cannot be parsed (sysexits' EX_USAGE); bad input is 2, see docs/architecture.md
 
@@ -52,6 +53,11 @@ class OutputExistsError(TfpipeError):
 
     def __reduce__(self):  # (raised in a worker process: both spellings survive the trip)
         return type(self), (self.cli_message,)
+
+
+class OverlapError(OutputExistsError):
+    """An output overlaps what the run reads (an input, a source set, the group it is a part of): refused
+    before anything is touched."""
 
 
 class OutputInUseError(TfpipeError):

@@ -268,7 +268,7 @@ def test_a_suspended_shard_reopens_to_the_same_bytes(tmp_path, compression):
                 w.write(framed[offs[part[0]]:offs[part[-1] + 1]], lengths[part])
                 if suspend:
                     w.suspend()
-                    assert w._raw.closed
+                    assert w._file.raw.closed
             m = w.finish(schema=schema)
         outs[suspend] = [(out / s.name).read_bytes() for s in m.shards]
         assert len(m.shards) > 1

@@ -96,7 +96,7 @@ def test_remove_deletes_the_whole_area_and_nothing_else(s3):
 @pytest.mark.parametrize("names, overwrite, planned, match, left", [
     ([], False, None, None, []),
     (["train-00000-of-00002.tfrecord"], False, None, None, ["train-00000-of-00002.tfrecord"]),
-    ([MANIFEST_NAME, "train-00000-of-00001.tfrecord"], False, None, "not empty .*--overwrite", None),
+    ([MANIFEST_NAME, "train-00000-of-00001.tfrecord"], False, None, "not empty .*overwrite=True", None),
     (["notes.txt"], True, None, "files tfpipe did not write \\(notes.txt\\)", None),
     (["train-00000-of-00002.tfrecord"], False, ["train-00000-of-00002.tfrecord"], None,
      ["train-00000-of-00002.tfrecord"]),  # published by an interrupted finalize of this run
@@ -113,8 +113,10 @@ def test_check_output(tmp_path, names, overwrite, planned, match, left):
         with pytest.raises(OutputExistsError, match=match):
             check_output(storage, overwrite=overwrite, planned=planned)
         return
-    check_output(storage, overwrite=overwrite, planned=planned)
-    assert [n for n in storage.list() if not n.startswith(".tfpipe-tmp-")] == left
+    before = storage.list()
+    obsolete = check_output(storage, overwrite=overwrite, planned=planned)
+    assert storage.list() == before  # nothing goes before the new set commits (shardset.commit)
+    assert [n for n in names if n != MANIFEST_NAME and n not in obsolete] == left
 
 
 def test_publish_is_idempotent(out):

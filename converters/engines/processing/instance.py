@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, replace
 
 from converters.shardset.manifest import Manifest
+from converters.shardset.overlap import check_disjoint
 from converters.shardset.reader import read_manifest
 from converters.storage import open_storage
 from converters.util.errors import OutputInUseError, TfpipeError
@@ -86,7 +87,8 @@ def run_instance(job: ConvertJob, *, config_dir: str = PROCESSING_CONFIG_DIR,
                          "FullyReplicated (the instances then share the work and write the local converter's "
                          "bytes), or shuffle the result with `tfpipe reshard --shuffle`")
     run = run or run_id(job.argv, cfg.place.hosts, distribution)
-    area = WorkArea(job.out, run, cfg.job)
+    area = WorkArea(job.out, run, cfg.job)  # checks the run id before anything is created
+    check_disjoint(job.out, job.inputs)
     host = cfg.place.current_host
     log.info("%s (%d of %d, finalizer %s): %s conversion, %s inputs, work area %s", host, cfg.place.index + 1,
              len(cfg.place.hosts), cfg.place.finalizer, job.format, distribution, area.url)

@@ -29,12 +29,12 @@ import os
 import pickle
 from typing import Any, Sequence
 
-from converters.shardset.manifest import Manifest, ShardInfo
+from converters.shardset.manifest import Manifest, ShardInfo, manifest_bytes
 from converters.storage import open_storage
 from converters.util.errors import TfpipeError
 
 from .job import ConvertJob
-from .finalize import check_output, commit, publish
+from .finalize import check_output, commit
 from .hosts import Place, split_contiguous
 from .config import ProcessingConfig
 from .workarea import WorkArea
@@ -214,15 +214,15 @@ def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
     names = job.options.output.names
     finals = [names.format(i, n) for i in range(n)]
     storage = open_storage(job.out)
-    check_output(storage, overwrite=job.overwrite, planned=finals)
-    publish(storage, [(got[i].tmp_name, finals[i], got[i].bytes) for i in range(n)])
+    obsolete = check_output(storage, overwrite=job.overwrite, planned=finals)
     manifest = Manifest(records=outcome.records,
                         shards=tuple(ShardInfo(finals[i], got[i].records, got[i].bytes, got[i].sha256)
                                      for i in range(n)),
                         schema=cj.schema, inputs=outcome.inputs, options=dict(outcome.options),
                         compression=job.options.output.compression, kind=cj.kind, extra=dict(outcome.extra),
                         location=job.out)
-    commit(storage, area, manifest)
+    commit(storage, area, [(got[i].tmp_name, finals[i], got[i].bytes) for i in range(n)], manifest_bytes(manifest),
+           obsolete=obsolete)
     log.info("finalized %d record(s) in %d shard(s) -> %s", manifest.records, n, job.out)
     return manifest
 
@@ -230,8 +230,7 @@ def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
 
 def _finalize_group(job: ConvertJob, cj, area: WorkArea, outcome, got: dict) -> Manifest:
     """``--split-by-label``: per part (label order) its shards under ``label=<v>/`` and its manifest, then the
-    group manifest last — the local converter's bytes, and as idempotent as a plain set's finalize (a part
-    manifest this run already wrote is recognised by its bytes)."""
+    group manifest last — the local converter's bytes, and as idempotent as a plain set's finalize."""
     from ..group import part_manifest
     from converters.shardset.group import (
         GroupManifest,
@@ -245,32 +244,21 @@ def _finalize_group(job: ConvertJob, cj, area: WorkArea, outcome, got: dict) -> 
     names, output = job.options.output.names, job.options.output
     storage = open_storage(job.out)
     paths = [part_path(label) for label, _ in outcome.parts]
-    check_output(storage, overwrite=job.overwrite, planned=[], parts=paths)
-    at, infos, parts = 0, [], []
+    obsolete = check_output(storage, overwrite=job.overwrite, planned=[], parts=paths)
+    at, infos, parts, moves, written = 0, [], [], [], []
     for (label, n), part in zip(outcome.parts, paths):
         finals = [names.format(i, n) for i in range(n)]
+        inner = open_storage(f"{job.out.rstrip('/')}/{part}")
+        obsolete += [f"{part}/{x}" for x in check_output(inner, overwrite=True, planned=finals)]
         shards = [ShardInfo(finals[i], got[at + i].records, got[at + i].bytes, got[at + i].sha256) for i in range(n)]
         m = part_manifest(job.out, label, shards, cj.schema, output, cj.kind, outcome.options)
         data = manifest_bytes(m)
-        inner = open_storage(f"{job.out.rstrip('/')}/{part}")
-        if not _holds(inner, MANIFEST_NAME, data):
-            check_output(inner, overwrite=job.overwrite, planned=finals)
-            local = storage.local_path(part)
-            if local is not None:
-                os.makedirs(local, exist_ok=True)
-            publish(storage, [(got[at + i].tmp_name, f"{part}/{finals[i]}", got[at + i].bytes) for i in range(n)])
-            inner.write_bytes_atomic(MANIFEST_NAME, data)
+        moves += [(got[at + i].tmp_name, f"{part}/{finals[i]}", got[at + i].bytes) for i in range(n)]
+        written.append((f"{part}/{MANIFEST_NAME}", data))
         infos.append(PartInfo(label, part, m.records, m.total_bytes, n, hashlib.sha256(data).hexdigest()))
         parts.append(m)
         at += n
     group = GroupManifest(tuple(infos), outcome.records, outcome.inputs, dict(outcome.options), dict(outcome.extra))
-    commit(storage, area, None, group_bytes(group))
+    commit(storage, area, moves, group_bytes(group), parts=written, obsolete=obsolete)
     log.info("finalized %d record(s) in %d per-label shard set(s) -> %s", outcome.records, len(parts), job.out)
     return union(group, parts, job.out)
-
-
-def _holds(storage, name: str, data: bytes) -> bool:
-    try:
-        return storage.read_bytes(name) == data
-    except FileNotFoundError:
-        return False

@@ -25,7 +25,7 @@ from converters.util.errors import TfpipeError
 from .job import ConvertJob
 from .hosts import FULLY_REPLICATED, SHARDED, channel_of, distribution_of
 
-__all__ = ["InputSpec", "LaunchSpec", "build_request", "check_command", "validate_request", "request_shape",
+__all__ = ["InputSpec", "LaunchSpec", "build_request", "check_command", "check_locations", "validate_request", "request_shape",
            "check_request", "PROCESSING_ROOT", "INPUT_ROOT", "CODE_INPUT", "CODE_DIR", "BOOTSTRAP_NAME"]
 
 PROCESSING_ROOT = "/opt/ml/processing/"
@@ -135,6 +135,28 @@ def check_command(inputs: Sequence[InputSpec], job: ConvertJob) -> ConvertJob:
             raise ValueError(f"{flag} {path} must be under a FullyReplicated --input (every instance needs "
                              "the same file)")
     return job
+
+
+def check_locations(spec: LaunchSpec, out: str) -> None:
+    """Refuse (``OverlapError``, pure) S3 prefixes that overlap: ``--out`` inside an ``--input`` or an input
+    inside ``--out``, the code prefix inside an input or the output (or either inside it). Prefixes compare
+    by path components (``s3://b/in`` holds ``s3://b/in/x``, not ``s3://b/in2``)."""
+    from converters.shardset.overlap import resolve, within
+    from converters.util.errors import OverlapError
+
+    code = resolve(spec.code_prefix)
+    target = resolve(out)
+    for i in spec.inputs:
+        src = resolve(i.s3_uri)
+        if within(target, src) or within(src, target):
+            raise OverlapError(f"--out {out} and --input {i.name}={i.s3_uri} overlap (one is inside the other): "
+                               "the job would overwrite what it reads; choose separate prefixes")
+        if within(code, src) or within(src, code):
+            raise OverlapError(f"the code prefix {spec.code_prefix} and --input {i.name}={i.s3_uri} overlap: the "
+                               "code would be read as input; choose another --code-bucket")
+    if within(code, target) or within(target, code):
+        raise OverlapError(f"the code prefix {spec.code_prefix} and --out {out} overlap: choose another "
+                           "--code-bucket or --out")
 
 
 def build_request(spec: LaunchSpec, fmt: str) -> dict[str, Any]:

@@ -24,13 +24,13 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from converters import registry
-from converters.shardset.manifest import InputStats, Manifest, ShardInfo
+from converters.shardset.manifest import InputStats, Manifest, ShardInfo, manifest_bytes
 from converters.storage import open_storage
 from converters.tfrecord.schema import Schema
 from converters.util.errors import TfpipeError
 
 from .job import ConvertJob, convert_part
-from .finalize import check_output, commit, publish
+from .finalize import check_output, commit
 from .hosts import sharded_layout
 from .config import ProcessingConfig
 from .workarea import WorkArea
@@ -135,9 +135,8 @@ def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: l
                         inputs=tuple(inputs), options=options, compression=job.options.output.compression,
                         kind=job.format, extra=extra, location=job.out)
     storage = open_storage(job.out)
-    check_output(storage, overwrite=job.overwrite, planned=finals)
-    publish(storage, moves)
-    commit(storage, area, manifest)
+    obsolete = check_output(storage, overwrite=job.overwrite, planned=finals)
+    commit(storage, area, moves, manifest_bytes(manifest), obsolete=obsolete)
     log.info("finalized %d record(s) in %d shard(s) from %d host(s) -> %s", records, n, len(parts), job.out)
     return manifest
 

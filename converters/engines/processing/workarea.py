@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
 from typing import Any, Callable, Sequence
 
-from converters.storage import TMP_PREFIX, Storage, open_storage
+from converters.storage import Storage, open_storage
 from converters.util.errors import OutputInUseError, TfpipeError
 
+from ..area import RunArea
 from .config import json_object
 
 __all__ = ["WorkArea", "WaitError", "HostClaim", "FAILED"]
@@ -39,15 +39,16 @@ class WaitError(TfpipeError):
 
 
 class WorkArea:
-    """``OUT/.tfpipe-tmp-<run>/`` with one folder per phase; ``job`` stamps every marker written here."""
+    """``OUT/.tfpipe-tmp-<run>/`` with one folder per phase; ``job`` stamps every marker written here. The
+    area's place and its removal are the engines' temporary area's (``engines.area.RunArea``); this adds the
+    markers and the waiting Processing's instances need."""
 
     def __init__(self, out: str, run: str, job: str = "", **storage_options):
-        if not run or "/" in run:
-            raise ValueError(f"run must be a non-empty name without '/', got {run!r}")
         self.out = str(out).rstrip("/")
+        self.area = RunArea(self.out, run, tuple(storage_options.items()))  # checks the run id: nothing created
         self.run = run
-        self.name = f"{TMP_PREFIX}{run}"
-        self.url = f"{self.out}/{self.name}"
+        self.url = self.area.temp_url
+        self.name = self.url.rsplit("/", 1)[-1]
         self.job = job
         self._options = storage_options
         self._storages: dict[str, Storage] = {}
@@ -145,19 +146,7 @@ class WorkArea:
 
     def remove(self) -> None:
         """Delete the whole area (every phase, every part)."""
-        st = self.storage()
-        local = st.local_path("")
-        if local is not None:
-            shutil.rmtree(local, ignore_errors=True)
-            return
-        client, bucket, prefix = st.client, st.bucket, st.prefix
-        try:
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-                keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-                for i in range(0, len(keys), 1000):  # at most 1000 keys per DeleteObjects
-                    client.delete_objects(Bucket=bucket, Delete={"Objects": keys[i:i + 1000], "Quiet": True})
-        except Exception as exc:  # noqa: BLE001 - botocore errors, after its retries
-            raise TfpipeError(f"cannot remove the work area {self.url}: {exc}") from exc
+        self.area.remove_temp(strict=True)
 
 
 class HostClaim:
