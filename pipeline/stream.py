@@ -142,6 +142,7 @@ class ShardStream:
         self.policy = policy or RetryPolicy()
         self.wait_timeout = wait_timeout
         self._storage = storage
+        self._storage_lock = threading.Lock()
         self._epochs = itertools.count()
         self._tickets: dict[int, tuple[object, str]] = {}   # ticket -> (session, key)
         self._next_ticket = itertools.count(1)
@@ -151,12 +152,16 @@ class ShardStream:
 
     @property
     def storage(self):
-        if self._storage is None:
-            from converters.storage import is_s3, open_storage
+        """The set's storage, opened once (an S3 client is thread-safe and slow to create)."""
+        with self._storage_lock:
+            if self._storage is None:
+                from converters.storage import is_s3, open_storage
 
-            opts = {"max_attempts": 1} if is_s3(self.opts.url) else {}  # retries are ours (fetch.RetryPolicy)
-            self._storage = open_storage(self.opts.url, **opts)
-        return self._storage
+                opts = {"max_attempts": 1} if is_s3(self.opts.url) else {}  # retries are ours (RetryPolicy)
+                storage = open_storage(self.opts.url, **opts)
+                getattr(storage, "client", None)  # created here, not by every fetch thread at once
+                self._storage = storage
+            return self._storage
 
     def paths(self) -> list[str]:
         return [self.cache.data_path(s.key) for s in self.opts.shards]
@@ -183,12 +188,14 @@ class ShardStream:
                     return got.path
                 continue
             if got.state == "download":
+                log.debug("fetching %s", where)
                 try:
                     fetch_verified(self.storage, ref.name, got.path, ref.bytes, ref.sha256, policy=self.policy,
                                    abort=abort, where=where)
                 except BaseException:
                     self.cache.abandon(got.path)
                     raise
+                log.debug("fetched %s", where)
                 self.stats["fetched"] += 1
                 self.stats["bytes_fetched"] += ref.bytes
                 return self.cache.commit(got.path, ref.key, ref.sha256)
@@ -224,7 +231,8 @@ class ShardStream:
         order = epoch_order(len(self.opts.shards), self.seed, epoch, self.shuffle)
         session = object()
         abort = threading.Event()
-        pool = cf.ThreadPoolExecutor(max_workers=max(1, self.opts.read_ahead), thread_name_prefix="tfpipe-stream")
+        # one download at a time, in read order: the shard needed next never shares the link with later ones
+        pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfpipe-stream")
         futures: dict[int, cf.Future] = {}
         handed = 0
         finished = False
@@ -265,6 +273,7 @@ def stream_source(spec, config, shuffle_files: bool):
     width = open_width(config.read, config.parallelism)
     check_cache_limit(opts, [s.bytes for s in opts.shards], width)
     stream = ShardStream(opts, width=width, seed=spec.seed, shuffle=shuffle_files)
+    stream.storage  # noqa: B018 - opened now (credentials, client) rather than on the first shard's clock
     ctype = "GZIP" if spec.compression == "gzip" else ""
     batched = config.read == "interleave"
     chunk = config.chunk_records or spec.batch_size

@@ -23,6 +23,7 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ __all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", 
 
 log = logging.getLogger(__name__)
 
+_KEY = re.compile(r"^[0-9a-f]{32}-[^/]+$")      # ShardRef.key: <sha256[:32]>-<name>
+_OWNER = re.compile(r"^[0-9]+-[0-9]+$")         # owner_id(): <pid>-<start time>
 _STAMP_BASE = 1_000_000_000  # 2001-09-09: stamps are seconds after it, taken from the sha256
 
 
@@ -134,6 +137,8 @@ class ShardCache:
         """(data sizes by key, live parts by key -> (owner, path), leased keys); stale parts and leases removed."""
         data = {}
         for e in os.scandir(os.path.join(self.root, "data")):
+            if not _KEY.match(e.name):
+                continue  # not one of ours: never counted, never touched
             with contextlib.suppress(OSError):
                 if e.is_file(follow_symlinks=False):
                     data[e.name] = e.stat(follow_symlinks=False).st_size
@@ -141,7 +146,7 @@ class ShardCache:
         for e in os.scandir(os.path.join(self.root, "part")):
             owner, _, rest = e.name.partition(".")
             size_s, _, key = rest.partition(".")
-            if not key or not size_s.isdigit():
+            if not _KEY.match(key) or not size_s.isdigit() or not _OWNER.match(owner):
                 continue  # not one of ours: never touched
             if not _alive(owner):
                 log.info("removing a partial download left by a dead reader: %s", e.path)
@@ -153,7 +158,7 @@ class ShardCache:
         leased = set()
         for e in os.scandir(os.path.join(self.root, "lease")):
             owner, _, key = e.name.partition(".")
-            if not key:
+            if not _KEY.match(key) or not _OWNER.match(owner):
                 continue
             if owner != self.owner and not _alive(owner):
                 with contextlib.suppress(FileNotFoundError):
