@@ -162,3 +162,32 @@ def _close(sock: socket.socket) -> None:
         sock.close()
     except OSError:
         pass
+
+
+def serve(rates: list[float]) -> None:
+    """Run a moto S3 server and one Link per rate (bytes/s, 0 = unlimited) in this process; print
+    ``{"moto": port, "links": [port, ...]}`` on one line, then serve until stdin closes."""
+    import json
+    import logging
+    import sys
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    port = server.get_host_and_port()[1]
+    links = [Link(port, r or None) for r in rates]
+    print(json.dumps({"moto": port, "links": [ln.port for ln in links]}), flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        for ln in links:
+            ln.close()
+        server.stop()
+
+
+if __name__ == "__main__":  # python -m bench.netlink RATE [RATE ...]: S3 and its links in a process of their own
+    import sys as _sys
+
+    serve([float(a) for a in _sys.argv[1:]])
