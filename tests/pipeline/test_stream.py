@@ -222,3 +222,21 @@ def test_a_reader_killed_mid_stream_leaves_nothing_that_breaks_a_rerun(remote, l
     lease = os.listdir(os.path.join(cache, "tfpipe-stream", "lease"))
     assert not [x for x in lease if x.startswith(f"{proc.pid}-")]
     assert any(s.stats["fetched"] for s in STREAMS)
+
+
+def test_explain_shows_the_stream_stage_and_refuses_a_small_cache(remote, tmp_path):
+    from hostile import check_one_line_error, run_cli
+
+    m, url, _ = remote
+    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c"),
+                 "--cache-limit", "10MiB", "--read-ahead", "1"])
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    stream = next(i for i, ln in enumerate(lines) if ln.startswith("1. stream   on"))
+    assert f"from={url}" in lines[stream] and "cache_limit=10.0 MiB read_ahead=1" in lines[stream]
+    assert f"cache_dir={tmp_path / 'c'}" in lines[stream] and "min_cache=" in lines[stream]
+    assert lines[stream + 1].startswith("   why: TensorFlow cannot read s3:// itself")
+    assert lines[stream + 2].startswith("2. source")
+    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c"),
+                 "--cache-limit", "1KiB"])
+    check_one_line_error(r, r"cache_limit 1\.0 KiB .*stream cache.*need at least")
