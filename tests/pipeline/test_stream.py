@@ -63,11 +63,11 @@ def _files_under(d) -> list[str]:
 
 
 def test_twelve_shards_first_batch_is_a_fraction_of_a_full_copy(s3, link, tmp_path):
-    m, url, local = _upload(s3, tmp_path, 12 * 24_000, 2 << 20)  # 12 shards of 2 MiB: a 1 s copy at 24 MiB/s
+    m, url, local = _upload(s3, tmp_path, 12 * 48_000, 4 << 20)  # 12 shards of 4 MiB: a 2 s copy at 24 MiB/s
     assert len(m.shards) == 12
-    labels_of(build_dataset(PipelineSpec.from_manifest(local, 100)))  # TensorFlow warmed up
+    labels_of(build_dataset(PipelineSpec.from_manifest(local, 1000)))  # TensorFlow warmed up
     link(24 << 20)
-    spec = PipelineSpec.from_manifest(url, 100, cache_dir=str(tmp_path / "cache"))
+    spec = PipelineSpec.from_manifest(url, 1000, cache_dir=str(tmp_path / "cache"))
     storage = S3Storage(url)
     storage.client  # noqa: B018 - both clocks start with an S3 client ready
     t = time.perf_counter()
