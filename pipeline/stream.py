@@ -114,19 +114,23 @@ def stream_stage(spec, config, shuffle_files: bool):
 # -- I/O ---------------------------------------------------------------------------------------------------
 
 STREAMS: "weakref.WeakSet[ShardStream]" = weakref.WeakSet()  # live streams of this process (stats, tests)
-_CACHES: dict[tuple[str, int | None], ShardCache] = {}
+_CACHES: dict[str, ShardCache] = {}
 _CACHES_LOCK = threading.Lock()
 
 
 def _cache_for(opts: StreamOptions) -> ShardCache:
-    """One handle per process per (cache_dir, limit): leases are counted per process."""
+    """One handle per process per cache directory (leases are counted per process); when specs in one process
+    give it different limits, the smallest holds."""
     import os
 
-    key = (os.path.abspath(opts.cache_dir), opts.cache_limit)
+    key = os.path.abspath(opts.cache_dir)
     with _CACHES_LOCK:
-        if key not in _CACHES:
-            _CACHES[key] = ShardCache(opts.cache_dir, opts.cache_limit)
-        return _CACHES[key]
+        cache = _CACHES.get(key)
+        if cache is None:
+            cache = _CACHES[key] = ShardCache(opts.cache_dir, opts.cache_limit)
+        elif opts.cache_limit is not None and (cache.limit is None or opts.cache_limit < cache.limit):
+            cache.limit = opts.cache_limit
+        return cache
 
 
 class ShardStream:
@@ -188,14 +192,12 @@ class ShardStream:
                     return got.path
                 continue
             if got.state == "download":
-                log.debug("fetching %s", where)
                 try:
                     fetch_verified(self.storage, ref.name, got.path, ref.bytes, ref.sha256, policy=self.policy,
                                    abort=abort, where=where)
                 except BaseException:
                     self.cache.abandon(got.path)
                     raise
-                log.debug("fetched %s", where)
                 self.stats["fetched"] += 1
                 self.stats["bytes_fetched"] += ref.bytes
                 return self.cache.commit(got.path, ref.key, ref.sha256)
