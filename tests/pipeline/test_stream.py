@@ -240,3 +240,16 @@ def test_explain_shows_the_stream_stage_and_refuses_a_small_cache(remote, tmp_pa
     r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c"),
                  "--cache-limit", "1KiB"])
     check_one_line_error(r, r"cache_limit 1\.0 KiB .*stream cache.*need at least")
+
+
+def test_two_local_ranks_download_a_shard_they_both_need_once(remote, link, tmp_path):
+    m, url, _ = remote
+    ln = link(48 << 20)
+    cache = str(tmp_path / "shared")
+    procs = [_reader(tmp_path, f"r{i}", url=url, cache_dir=cache, limit=None, read_ahead=2, readers=2,
+                     kw={"num_shards": 2, "shard_index": i, "equal_steps": False}) for i in range(2)]
+    for proc, _ in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+    got = [json.load(open(out)) for _, out in procs]
+    assert sorted(got[0] + got[1]) == list(range(36_000))
+    assert m.total_bytes <= ln.bytes_down < 1.2 * m.total_bytes  # every shard crossed the link once
