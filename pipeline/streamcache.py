@@ -6,9 +6,10 @@ Everything the cache creates lives under ``<cache_dir>/tfpipe-stream/`` and it d
 * ``data/<key>`` — verified shards (``key`` = ``<sha256[:32]>-<name>``), what TensorFlow opens; the file's
   mtime is a stamp derived from its sha256, so a file changed behind the cache's back is hashed again; its
   atime is the last use (eviction order);
-* ``part/<owner>.<bytes>.<key>`` — a download in progress; its name holds the bytes it reserved and its owner
-  (``<pid>-<process start time>``), so the space is counted before the bytes arrive and a part whose owner died
-  is removed by the next reader;
+* ``data/.part.<owner>.<bytes>.<key>`` — a download in progress; its name holds the bytes it reserved and its
+  owner (``<pid>-<process start time>``), so the space is counted before the bytes arrive and a part whose owner
+  died is removed by the next reader. It sits beside the finished shards, so one directory listing sees a
+  download and its result never both (whoever samples the bytes under ``cache_dir`` sees at most the limit);
 * ``lease/<owner>.<key>`` — an empty file while a reader process uses (or is about to use) the shard: a leased
   shard is never evicted; leases of dead owners are removed.
 
@@ -34,10 +35,12 @@ from converters.util.units import format_size
 
 from .streamopts import CACHE_SUBDIR
 
-__all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", "stamp_of"]
+__all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", "stamp_of", "PART_PREFIX",
+           "partial_files"]
 
 log = logging.getLogger(__name__)
 
+PART_PREFIX = ".part."                            # downloads in progress, beside the finished shards
 _KEY = re.compile(r"^[0-9a-f]{32}-[^/]+$")      # ShardRef.key: <sha256[:32]>-<name>
 _OWNER = re.compile(r"^[0-9]+-[0-9]+$")         # owner_id(): <pid>-<start time>
 _STAMP_BASE = 1_000_000_000  # 2001-09-09: stamps are seconds after it, taken from the sha256
@@ -86,6 +89,14 @@ def cache_bytes(cache_dir: str) -> int:
     return total
 
 
+def partial_files(cache_dir: str) -> list[str]:
+    """Names of the downloads in progress (or left by dead readers) in a cache directory."""
+    try:
+        return sorted(n for n in os.listdir(os.path.join(cache_dir, CACHE_SUBDIR, "data")) if n.startswith(PART_PREFIX))
+    except FileNotFoundError:
+        return []
+
+
 @dataclass
 class Acquired:
     """What ``try_acquire`` decided: ``ready`` (the verified file), ``download`` (a reserved part to fill), or
@@ -104,7 +115,7 @@ class ShardCache:
         check_writable(self.cache_dir)
         self.root = os.path.join(self.cache_dir, CACHE_SUBDIR)
         self.limit = limit
-        for sub in ("data", "part", "lease"):
+        for sub in ("data", "lease"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self._lock_path = os.path.join(self.root, "lock")
         self._tlock = threading.RLock()
@@ -135,26 +146,26 @@ class ShardCache:
     # -- state on disk (call with the lock held) -----------------------------------------------------
     def _scan(self) -> tuple[dict[str, int], dict[str, tuple[str, str]], set[str]]:
         """(data sizes by key, live parts by key -> (owner, path), leased keys); stale parts and leases removed."""
-        data = {}
+        data, parts, reserved = {}, {}, 0
         for e in os.scandir(os.path.join(self.root, "data")):
+            if e.name.startswith(PART_PREFIX):
+                owner, _, rest = e.name[len(PART_PREFIX):].partition(".")
+                size_s, _, key = rest.partition(".")
+                if not _KEY.match(key) or not size_s.isdigit() or not _OWNER.match(owner):
+                    continue  # not one of ours: never touched
+                if not _alive(owner):
+                    log.info("removing a partial download left by a dead reader: %s", e.path)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(e.path)
+                    continue
+                parts[key] = (owner, e.path)
+                reserved += int(size_s)
+                continue
             if not _KEY.match(e.name):
                 continue  # not one of ours: never counted, never touched
             with contextlib.suppress(OSError):
                 if e.is_file(follow_symlinks=False):
                     data[e.name] = e.stat(follow_symlinks=False).st_size
-        parts, reserved = {}, 0
-        for e in os.scandir(os.path.join(self.root, "part")):
-            owner, _, rest = e.name.partition(".")
-            size_s, _, key = rest.partition(".")
-            if not _KEY.match(key) or not size_s.isdigit() or not _OWNER.match(owner):
-                continue  # not one of ours: never touched
-            if not _alive(owner):
-                log.info("removing a partial download left by a dead reader: %s", e.path)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(e.path)
-                continue
-            parts[key] = (owner, e.path)
-            reserved += int(size_s)
         leased = set()
         for e in os.scandir(os.path.join(self.root, "lease")):
             owner, _, key = e.name.partition(".")
@@ -220,7 +231,7 @@ class ShardCache:
                 if used + size > self.limit:
                     return Acquired("wait", why=f"{format_size(used)} of {format_size(self.limit)} in use by "
                                                f"shards other readers hold")
-            part = os.path.join(self.root, "part", f"{self.owner}.{size}.{key}")
+            part = os.path.join(self.root, "data", f"{PART_PREFIX}{self.owner}.{size}.{key}")
             fd = os.open(part, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             os.close(fd)
             return Acquired("download", part)

@@ -19,7 +19,7 @@ from converters.util.errors import TfpipeError
 from pipeline.fetch import fetch_verified
 from pipeline import PipelineSpec, build_dataset
 from pipeline.stream import STREAMS
-from pipeline.streamcache import cache_bytes
+from pipeline.streamcache import cache_bytes, partial_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARD = 256 << 10
@@ -103,7 +103,7 @@ def test_transient_faults_are_retried(remote, link, tmp_path):
     ln.arm(slowdown=3, resets=3)
     assert sorted(labels_of(build_dataset(spec))) == list(range(36_000))
     assert ln.injected == {"slowdown": 3, "reset": 3}
-    assert not os.listdir(tmp_path / "c" / "tfpipe-stream" / "part")
+    assert not partial_files(str(tmp_path / "c"))
 
 
 def test_a_cache_below_one_shard_is_refused_before_any_download(remote, link, tmp_path):
@@ -132,7 +132,7 @@ def test_the_cache_never_deletes_what_it_did_not_create(remote, link, tmp_path):
     m, url, _ = remote
     link()
     cache = tmp_path / "c"
-    foreign = [cache / m.shards[0].name, cache / "tfpipe-stream" / "part" / "notes.txt",
+    foreign = [cache / m.shards[0].name, cache / "tfpipe-stream" / "data" / ".part.notes.txt",
                cache / "tfpipe-stream" / "data" / "mine.txt"]
     for f in foreign:
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -205,20 +205,19 @@ def test_a_reader_killed_mid_stream_leaves_nothing_that_breaks_a_rerun(remote, l
     cache = str(tmp_path / "c")
     proc, out = _reader(tmp_path, "killed", url=url, cache_dir=cache, limit=4 * SHARD, read_ahead=2, readers=1,
                         kw={})
-    part = os.path.join(cache, "tfpipe-stream", "part")
     deadline = time.monotonic() + 120
-    while not (os.path.isdir(part) and os.listdir(part) and os.path.exists(out + ".started")):
+    while not (partial_files(cache) and os.path.exists(out + ".started")):
         assert proc.poll() is None and time.monotonic() < deadline, "the reader never started a download"
         time.sleep(0.01)
     time.sleep(0.3)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert os.listdir(part)  # it died holding a partial download (and leases)
+    assert partial_files(cache)  # it died holding a partial download (and leases)
     link()
     spec = PipelineSpec.from_manifest(url, 200, cache_dir=cache, cache_limit=4 * SHARD, read_ahead=2)
     expected = labels_of(build_dataset(PipelineSpec.from_manifest(local, 200)))
     assert labels_of(build_dataset(spec)) == expected
-    assert not os.listdir(part)
+    assert not partial_files(cache)
     lease = os.listdir(os.path.join(cache, "tfpipe-stream", "lease"))
     assert not [x for x in lease if x.startswith(f"{proc.pid}-")]
     assert any(s.stats["fetched"] for s in STREAMS)

@@ -88,7 +88,7 @@ def test_a_dead_readers_part_and_lease_are_removed(tmp_path):
     p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = f"{p.stdout.strip()}-1"
     key = "0" * 32 + "-s"
-    part = tmp_path / "tfpipe-stream" / "part" / f"{dead}.100.{key}"
+    part = tmp_path / "tfpipe-stream" / "data" / f".part.{dead}.100.{key}"
     lease = tmp_path / "tfpipe-stream" / "lease" / f"{dead}.{key}"
     part.write_bytes(b"half")
     lease.write_bytes(b"")
