@@ -167,9 +167,6 @@ class ShardStream:
                 self._storage = storage
             return self._storage
 
-    def paths(self) -> list[str]:
-        return [self.cache.data_path(s.key) for s in self.opts.shards]
-
     # -- one shard: lease, then ready / wait / download ------------------------------------------------
     def acquire(self, i: int, abort: threading.Event) -> str:
         ref = self.opts.shards[i]
