@@ -17,6 +17,7 @@ BENCHMARKS = (
     "bench.threads_cmd",
     "bench.overhead_cmd",
     "bench.small_files",
+    "bench.stream_cmd",
 )
 
 

@@ -58,6 +58,10 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
         cfg = plan.config
         strategy = cfg.read
         file_shuffle = _file_shuffle(spec)
+        if spec.stream is not None:
+            from .stream import stream_stage
+
+            stages.append(stream_stage(spec, cfg, file_shuffle))
         stages.append(Stage("source", True, {"mode": "file", "files": len(spec.files), "read": strategy,
                                              "parallelism": cfg.parallelism, "buffer": format_size(cfg.buffer_size),
                                              "compression": spec.compression, "chosen_by": plan.source,
@@ -145,6 +149,10 @@ def _file_source(spec: PipelineSpec, plan: ReadPlan):
 
     cfg = plan.config
     absorb_buffer_notice(cfg.buffer_size)
+    if spec.stream is not None:  # a remote set: local paths handed out as shards arrive in the cache
+        from .stream import stream_source
+
+        return stream_source(spec, cfg, _file_shuffle(spec))
     files = list(spec.files)
     ctype = "GZIP" if spec.compression == "gzip" else ""
     names = tf.data.Dataset.from_tensor_slices(files)

@@ -60,6 +60,11 @@ def register(sub) -> None:
                         "(default sparse)")
     e.add_argument("--tune", choices=("stored", "on-first-use", "off"), default="stored",
                    help="use a stored 'tfpipe pipeline tune' result (default), tune on first build, or never")
+    e.add_argument("--cache-dir", help="remote sets (s3://, ...): the host's stream cache directory "
+                                       "(default $TFPIPE_CACHE/<hash of the URL>)")
+    e.add_argument("--cache-limit", help="remote sets: most bytes the stream cache keeps, e.g. 200GiB (default: none)")
+    e.add_argument("--read-ahead", type=nonneg_int, help="remote sets: shards fetched ahead of the ones being read "
+                                                       "(default 2)")
     e.set_defaults(func=_explain)
 
     t = psub.add_parser("tune", help="time the output-equivalent read strategies on this machine and store the "
@@ -103,7 +108,8 @@ def _explain(args: argparse.Namespace) -> int:
         args.manifest, args.batch_size, mode=args.mode, channel=args.channel, pipe_dir=args.pipe_dir,
         shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs, cache=args.cache,
         drop_remainder=args.drop_remainder, num_shards=args.num_shards, shard_index=args.shard_index,
-        read=args.read, sparse_as=args.sparse_as, tune=args.tune, **extra)
+        read=args.read, sparse_as=args.sparse_as, tune=args.tune, cache_dir=args.cache_dir,
+        cache_limit=args.cache_limit, read_ahead=args.read_ahead, **extra)
     print(describe(spec))
     return 0
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from converters.shardset.options import normalize_compression
 from converters.util.system import cpu_count
+from .streamopts import StreamOptions
 
 __all__ = ["SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
            "ParsingOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES", "CACHE_POLICIES",
@@ -68,6 +69,7 @@ class SourceOptions:
     total_bytes: int | None = None         # bytes on disk of `files`, when known
     manifest_sha256: str | None = None     # sha256 of index.json (set by from_manifest): the data fingerprint
     part_weights: tuple[tuple[int, float], ...] = ()
+    stream: StreamOptions | None = None    # a remote set streamed through the host's cache (pipeline.stream)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -89,6 +91,10 @@ class SourceOptions:
         if self.records is not None and self.records < 0:
             raise ValueError(f"records must be >= 0, got {self.records!r}")
         self._check_parts()
+        if self.stream is not None and (not isinstance(self.stream, StreamOptions) or self.mode != "file"
+                                        or len(self.stream.shards) != len(self.files) or self.part_weights):
+            raise ValueError(f"stream must be StreamOptions with one shard per file, in file mode without "
+                             f"part_weights, got {self.stream!r}")
 
     def _check_parts(self) -> None:
         if not self.part_weights:

@@ -45,6 +45,7 @@ from .options import (
 
 # DEFAULT_BUFFER_BYTES (re-exported): the 8 MiB read buffer used when buffer_size is None
 from .read import DEFAULT_BUFFER_BYTES
+from .streamopts import ShardRef, is_remote, stream_options
 
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
     from converters.tfrecord.schema import Schema
@@ -189,6 +190,7 @@ class PipelineSpec:
                       seed: int | None = None, epochs: int | None = 1, cache: str = "auto",
                       drop_remainder: bool = False, num_shards: int = 1, shard_index: int = 0,
                       plan: Any = None, rank: int | None = None, cache_dir: str | None = None,
+                      cache_limit: int | str | None = None, read_ahead: int | None = None,
                       label_weights: dict | None = None, **overrides: Any) -> "PipelineSpec":
         """A spec reading the shard set at ``path_or_dir`` (a directory or its ``index.json``; local or s3://).
 
@@ -199,6 +201,11 @@ class PipelineSpec:
         read the parts balanced at read time (``pipeline.weighted``). Remaining keyword arguments are the
         options of :class:`PipelineSpec` by their flat names (``read=``, ``prefetch=``, ...); a misspelled one
         is a TypeError naming the closest valid name.
+
+        A remote set (``s3://``, ``gs://``, ...) is streamed (``pipeline.stream``): nothing is fetched here;
+        ``build_dataset`` fetches each shard, checked, into ``cache_dir`` (shared by the host's ranks) at most
+        ``read_ahead`` shards ahead of the ones being read, keeping at most ``cache_limit`` bytes there (a size
+        such as ``"200GiB"``, or bytes; None: no limit). ``stream=StreamOptions(...)`` sets them all at once.
         """
         from converters.shardset.reader import read_manifest_raw
         from converters.storage import is_s3
@@ -235,8 +242,11 @@ class PipelineSpec:
             files: list[str] = []
             if plan is None or getattr(_rank_entry(plan, rank), "files", None) is None:
                 records, total = manifest.records, manifest.total_bytes
-        elif is_s3(base):
-            files = _fetch_all(base, names, by_name, cache_dir or default_cache_dir(base))
+        elif is_remote(base) and label_weights is None:
+            stream = stream_options(overrides.pop("stream", None), cache_dir or default_cache_dir(base),
+                                    cache_limit, read_ahead)
+            overrides["stream"] = stream.bind(base, [ShardRef(n, by_name[n].bytes, by_name[n].sha256) for n in names])
+            files = overrides["stream"].local_paths()
         else:
             files = [os.path.join(base, n) for n in names]
         if mode == "file" and not files:
@@ -263,6 +273,12 @@ class PipelineSpec:
             from .tunestore import lookup
 
             spec = spec.with_(tuning=lookup(spec))  # read="auto": a stored `tfpipe pipeline tune` result
+        if spec.stream is not None:  # a cache too small for the readers is refused before any download
+            from .read import read_plan
+            from .stream import check_cache_limit, open_width
+
+            cfg = read_plan(spec).config
+            check_cache_limit(spec.stream, [s.bytes for s in spec.stream.shards], open_width(cfg.read, cfg.parallelism))
         return spec
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import socket
 import threading
 
@@ -19,6 +20,7 @@ from converters.shardset.writer import ShardSetWriter
 from converters.storage import CLAIM_NAME
 from converters.storage.claim import Holder
 from converters.util.errors import IntegrityError, OutputInUseError
+from pipeline.build import build_dataset
 from pipeline.spec import PipelineSpec
 from sharding.transfer import download
 
@@ -65,10 +67,11 @@ def test_s3_cache_rechecks_a_reused_file(s3, tmp_path):
     for n in os.listdir(src):
         s3.client.upload_file(str(src / n), s3.bucket, f"set/{n}")
     cache = tmp_path / "cache"
-    PipelineSpec.from_manifest(f"{s3.url}/set", 8, cache_dir=str(cache))
-    first = cache / m.shards[0].name
+    spec = PipelineSpec.from_manifest(f"{s3.url}/set", 8, cache_dir=str(cache))  # streamed when read
+    assert sum(len(b[1]) for b in build_dataset(spec)) == 100
+    first = pathlib.Path(spec.files[0])
     first.write_bytes(b"\0" * first.stat().st_size)  # same size, other bytes
-    PipelineSpec.from_manifest(f"{s3.url}/set", 8, cache_dir=str(cache))
+    assert sum(len(b[1]) for b in build_dataset(spec)) == 100
     assert first.read_bytes() == (src / m.shards[0].name).read_bytes()  # fetched again, not reused by size
 
 

@@ -1,0 +1,302 @@
+"""Streaming a remote shard set: shards fetched in the order this rank reads them, a few ahead, through the
+host's bounded cache (``streamcache``), handed to a native tf.data graph as local paths.
+
+Planning is pure (``epoch_order``, ``open_width``, ``min_cache_bytes``, ``check_cache_limit``); ``ShardStream``
+does the I/O. The graph: ``from_generator`` yields ``(path, ticket)`` — one Python call per shard — then
+``flat_map`` (one file at a time) or a sequential ``interleave`` of ``TFRecordDataset`` (each file with its own
+prefetch, so they are read side by side); after a file's last record a
+one-element tail calls ``release(ticket)`` (again once per shard), so a shard stays leased exactly while
+TensorFlow may read it. Nothing runs in Python per record.
+
+A reader pins at most ``width + read_ahead`` shards (``width``: files TensorFlow reads at once), so a limit of
+``local_readers`` × the bytes of that many of the largest shards can never deadlock; a smaller one is refused
+before any download.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import itertools
+import logging
+import random
+import threading
+import time
+import weakref
+
+from converters.util.errors import TfpipeError
+from converters.util.units import format_size
+
+from .fetch import Aborted, RetryPolicy, fetch_verified
+from .streamcache import ShardCache
+from .streamopts import StreamOptions
+
+__all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", "local_readers", "ShardStream",
+           "stream_source", "WAIT_TIMEOUT"]
+
+log = logging.getLogger(__name__)
+
+WAIT_TIMEOUT = 600.0     # seconds a reader waits for room in the cache or for another reader's download
+_POLL = 0.02
+
+
+# -- pure planning ---------------------------------------------------------------------------------------
+
+def epoch_order(n: int, seed: int | None, epoch: int, shuffle: bool) -> list[int]:
+    """The order files are read in ``epoch``: as listed, or a permutation that is a pure function of
+    (seed, epoch) — a rerun reads the same shards in the same order."""
+    order = list(range(n))
+    if shuffle:
+        random.Random(f"tfpipe-stream:{seed}:{epoch}").shuffle(order)
+    return order
+
+
+def open_width(read: str, parallelism: int) -> int:
+    """Files TensorFlow reads at once for a read strategy: 1 sequential, else the interleave's cycle length."""
+    return 1 if read == "sequential" else max(1, int(parallelism))
+
+
+def min_cache_bytes(sizes, width: int, read_ahead: int, readers: int) -> int:
+    """The smallest cache that serves ``readers`` readers each pinning ``width + read_ahead`` shards (the
+    largest of ``sizes``, to hold whatever order they come in)."""
+    biggest = sorted(sizes, reverse=True)[:width + read_ahead]
+    return readers * sum(biggest)
+
+
+def local_readers(opts: StreamOptions) -> int:
+    """Readers sharing the cache on this host: as given, else this host's workers from the topology."""
+    if opts.local_readers is not None:
+        return opts.local_readers
+    from sharding.topology import Topology
+
+    try:
+        return Topology.from_env().workers_per_host
+    except (TfpipeError, ValueError) as exc:
+        log.warning("local readers unknown (%s): assuming 1", exc)
+        return 1
+
+
+def check_cache_limit(opts: StreamOptions, sizes, width: int) -> int | None:
+    """Refuse, in one line naming the minimum, a ``cache_limit`` too small for every local reader's window;
+    the minimum (None without a limit)."""
+    if opts.cache_limit is None:
+        return None
+    readers = local_readers(opts)
+    need = min_cache_bytes(sizes, width, opts.read_ahead, readers)
+    if opts.cache_limit < need:
+        largest = max(sizes) if sizes else 0
+        raise TfpipeError(
+            f"cache_limit {format_size(opts.cache_limit)} ({opts.cache_limit} bytes) for the stream cache in "
+            f"{opts.cache_dir} is too small: {readers} local reader(s) x ({width} open + {opts.read_ahead} read "
+            f"ahead) shard(s) need at least {format_size(need)} (cache_limit={need}; the largest shard is "
+            f"{format_size(largest)}); raise cache_limit or lower read_ahead")
+    return need
+
+
+def stream_stage(spec, config, shuffle_files: bool):
+    """The ``stream`` stage ``describe`` shows before the source: where, how much, how far ahead, and why."""
+    from .stage import Stage
+
+    opts = spec.stream
+    width = open_width(config.read, config.parallelism)
+    sizes = [s.bytes for s in opts.shards]
+    readers = local_readers(opts)
+    need = min_cache_bytes(sizes, width, opts.read_ahead, readers)
+    limit = format_size(opts.cache_limit) if opts.cache_limit is not None else "none (the whole set may stay)"
+    settings = {"from": opts.url, "cache_dir": opts.cache_dir, "cache_limit": limit, "read_ahead": opts.read_ahead,
+                "open_files": width, "local_readers": readers, "min_cache": format_size(need),
+                "order": f"shuffled per epoch (seed={spec.seed})" if shuffle_files else "as listed"}
+    why = (f"TensorFlow cannot read {opts.url.split(':', 1)[0]}:// itself and {format_size(sum(sizes))} need not "
+           f"fit on this host: each shard is fetched in read order, at most {opts.read_ahead} ahead of the "
+           f"{width} being read, checked (size, sha256) before TensorFlow opens it, shared by the host's readers "
+           f"and evicted least recently used once none of them reads it; the first batch comes after one shard")
+    return Stage("stream", True, settings, why)
+
+
+# -- I/O ---------------------------------------------------------------------------------------------------
+
+STREAMS: "weakref.WeakSet[ShardStream]" = weakref.WeakSet()  # live streams of this process (stats, tests)
+_CACHES: dict[str, ShardCache] = {}
+_CACHES_LOCK = threading.Lock()
+
+
+def _cache_for(opts: StreamOptions) -> ShardCache:
+    """One handle per process per cache directory (leases are counted per process); when specs in one process
+    give it different limits, the smallest holds."""
+    import os
+
+    key = os.path.abspath(opts.cache_dir)
+    with _CACHES_LOCK:
+        cache = _CACHES.get(key)
+        if cache is None:
+            cache = _CACHES[key] = ShardCache(opts.cache_dir, opts.cache_limit)
+        elif opts.cache_limit is not None and (cache.limit is None or opts.cache_limit < cache.limit):
+            cache.limit = opts.cache_limit
+        return cache
+
+
+class ShardStream:
+    """The shards of one rank, streamed epoch after epoch: ``session()`` is one epoch's generator of
+    ``(local path, ticket)``; ``release(ticket)`` is called by the graph when a file has been read."""
+
+    def __init__(self, opts: StreamOptions, *, width: int, seed: int | None, shuffle: bool,
+                 storage=None, policy: RetryPolicy | None = None, wait_timeout: float = WAIT_TIMEOUT):
+        if not opts.shards or not opts.url:
+            raise ValueError("StreamOptions has no shards to stream (use PipelineSpec.from_manifest)")
+        self.opts, self.width, self.seed, self.shuffle = opts, width, seed, shuffle
+        self.cache = _cache_for(opts)
+        self.policy = policy or RetryPolicy()
+        self.wait_timeout = wait_timeout
+        self._storage = storage
+        self._storage_lock = threading.Lock()
+        self._epochs = itertools.count()
+        self._tickets: dict[int, tuple[object, str]] = {}   # ticket -> (session, key)
+        self._next_ticket = itertools.count(1)
+        self._lock = threading.Condition()
+        self.stats = {"fetched": 0, "reused": 0, "bytes_fetched": 0}
+        weakref.finalize(self, _release_all, self.cache, self._tickets)
+
+    @property
+    def storage(self):
+        """The set's storage, opened once (an S3 client is thread-safe and slow to create)."""
+        with self._storage_lock:
+            if self._storage is None:
+                from converters.storage import is_s3, open_storage
+
+                opts = {"max_attempts": 1} if is_s3(self.opts.url) else {}  # retries are ours (RetryPolicy)
+                storage = open_storage(self.opts.url, **opts)
+                getattr(storage, "client", None)  # created here, not by every fetch thread at once
+                self._storage = storage
+            return self._storage
+
+    # -- one shard: lease, then ready / wait / download ------------------------------------------------
+    def acquire(self, i: int, abort: threading.Event) -> str:
+        ref = self.opts.shards[i]
+        where = f"{self.opts.url}/{ref.name}"
+        deadline = time.monotonic() + self.wait_timeout
+        try:
+            return self._acquire(ref, where, deadline, abort)
+        except BaseException:
+            self.cache.release(ref.key)  # the lease taken by the first try_acquire
+            raise
+
+    def _acquire(self, ref, where: str, deadline: float, abort: threading.Event) -> str:
+        leased = False
+        while True:
+            got = self.cache.try_acquire(ref.key, ref.bytes, leased=leased)
+            leased = True
+            if got.state == "ready":
+                if self.cache.check_ready(ref.key, ref.bytes, ref.sha256):
+                    self.stats["reused"] += 1
+                    return got.path
+                continue
+            if got.state == "download":
+                try:
+                    fetch_verified(self.storage, ref.name, got.path, ref.bytes, ref.sha256, policy=self.policy,
+                                   abort=abort, where=where)
+                except BaseException:
+                    self.cache.abandon(got.path)
+                    raise
+                self.stats["fetched"] += 1
+                self.stats["bytes_fetched"] += ref.bytes
+                return self.cache.commit(got.path, ref.key, ref.sha256)
+            if time.monotonic() > deadline:
+                raise TfpipeError(f"{where}: waited {self.wait_timeout:.0f} s for the stream cache in "
+                                  f"{self.opts.cache_dir} ({got.why}); is cache_limit too small for the readers "
+                                  f"sharing it?")
+            if abort.wait(_POLL):
+                raise Aborted(where)
+
+    # -- tickets: shards handed to TensorFlow ---------------------------------------------------------
+    def release(self, ticket: int) -> None:
+        with self._lock:
+            entry = self._tickets.pop(int(ticket), None)
+            self._lock.notify_all()
+        if entry is not None:
+            self.cache.release(entry[1])
+
+    def _release_session(self, session) -> None:
+        with self._lock:
+            mine = [t for t, (s, _) in self._tickets.items() if s is session]
+        for t in mine:
+            self.release(t)
+
+    # -- one epoch -----------------------------------------------------------------------------------
+    def session(self):
+        """Generator of ``(path, ticket)`` for the next epoch, fetching ``read_ahead`` shards ahead."""
+        epoch = next(self._epochs)
+        with self._lock:  # a new epoch: whatever an earlier one left leased is no longer read
+            stale = {s for s, _ in self._tickets.values()}
+        for s in stale:
+            self._release_session(s)
+        order = epoch_order(len(self.opts.shards), self.seed, epoch, self.shuffle)
+        session = object()
+        abort = threading.Event()
+        # one download at a time, in read order: the shard needed next never shares the link with later ones
+        pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfpipe-stream")
+        futures: dict[int, cf.Future] = {}
+        handed = 0
+        finished = False
+        try:
+            for pos in range(len(order)):
+                for ahead in range(pos, min(len(order), pos + 1 + self.opts.read_ahead)):
+                    if ahead not in futures:
+                        futures[ahead] = pool.submit(self.acquire, order[ahead], abort)
+                path = futures[pos].result()
+                ticket = next(self._next_ticket)
+                with self._lock:
+                    self._tickets[ticket] = (session, self.opts.shards[order[pos]].key)
+                handed = pos + 1
+                yield path.encode(), ticket
+            finished = True
+        finally:
+            abort.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            for pos, fut in futures.items():  # fetched ahead but never handed: give the leases back
+                if pos >= handed and fut.done() and not fut.cancelled() and fut.exception() is None:
+                    self.cache.release(self.opts.shards[order[pos]].key)
+            if not finished:  # the reader went away: nothing it was handed is read any more
+                self._release_session(session)
+
+
+def _release_all(cache: ShardCache, tickets: dict) -> None:
+    for _, key in list(tickets.values()):
+        cache.release(key)
+    tickets.clear()
+
+
+def stream_source(spec, config, shuffle_files: bool):
+    """The File-mode source of a streamed spec: records (``batched`` False) or per-file chunks of records
+    (``batched`` True), like ``build._file_source``, over local paths handed out as shards become ready."""
+    import tensorflow as tf
+
+    opts = spec.stream
+    width = open_width(config.read, config.parallelism)
+    check_cache_limit(opts, [s.bytes for s in opts.shards], width)
+    stream = ShardStream(opts, width=width, seed=spec.seed, shuffle=shuffle_files)
+    stream.storage  # noqa: B018 - opened now (credentials, client) rather than on the first shard's clock
+    ctype = "GZIP" if spec.compression == "gzip" else ""
+    batched = config.read == "interleave"
+    chunk = config.chunk_records or spec.batch_size
+
+    def release(ticket):
+        stream.release(int(ticket.numpy()))
+        return ticket
+
+    empty = tf.zeros([0], tf.string) if batched else tf.constant("", tf.string)
+
+    def per_file(path, ticket):
+        recs = tf.data.TFRecordDataset(path, ctype, config.buffer_size)
+        if batched:  # a prefetch per file: the cycle's files are read side by side
+            recs = recs.batch(chunk).prefetch(1)
+        tail = tf.data.Dataset.from_tensors(ticket).map(lambda t: tf.py_function(release, [t], tf.int64))
+        return recs.concatenate(tail.filter(lambda t: False).map(lambda t: empty))
+
+    sig = (tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.int64))
+    paths = tf.data.Dataset.from_generator(stream.session, output_signature=sig)
+    if width == 1:
+        ds = paths.flat_map(per_file)
+    else:
+        # not a parallel interleave: that one pulls future paths while holding a lock the running files
+        # need, and it would hold more than `width` files; a slot takes its next path only after its file ended
+        ds = paths.interleave(per_file, cycle_length=width, block_length=1)
+    STREAMS.add(stream)
+    return ds, batched

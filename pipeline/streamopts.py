@@ -1,0 +1,112 @@
+"""``StreamOptions``: how a remote shard set (``s3://``, ``gs://``, ...) is streamed through a bounded per-host
+cache — one frozen option group embedded in :class:`~pipeline.spec.PipelineSpec` as ``stream``.
+
+``cache_dir``: the host-local directory shared by every rank of the host that reads the set (the cache keeps
+everything it creates under ``cache_dir/tfpipe-stream/``); ``cache_limit``: the most bytes the cache keeps
+there (``"200GiB"``, an int, or a string of digits; None: no limit, the whole set may stay); ``read_ahead``:
+shards fetched ahead of the ones being read; ``local_readers``: processes on this host sharing ``cache_dir``
+(None: this host's workers from the topology, 1 outside a cluster). ``url`` and ``shards`` — where the set
+lives and the manifest's ``(name, bytes, sha256)`` of every file this rank reads, in ``files`` order — are
+filled by ``PipelineSpec.from_manifest``. No I/O here.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, replace
+
+from converters.util.units import parse_size
+
+__all__ = ["StreamOptions", "ShardRef", "DEFAULT_READ_AHEAD", "CACHE_SUBDIR", "is_remote", "stream_options"]
+
+DEFAULT_READ_AHEAD = 2
+CACHE_SUBDIR = "tfpipe-stream"   # everything the cache creates lives under <cache_dir>/tfpipe-stream/
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """One shard to stream: its name in the set (``label=1/x.tfrecord`` in a group), bytes and sha256."""
+
+    name: str
+    bytes: int
+    sha256: str
+
+    def __post_init__(self):
+        if not self.name or self.name.startswith("/") or ".." in self.name.split("/"):
+            raise ValueError(f"shard name must be relative and stay inside the set, got {self.name!r}")
+        if isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0:
+            raise ValueError(f"shard {self.name}: bytes must be an integer >= 0, got {self.bytes!r}")
+        if not isinstance(self.sha256, str) or not _SHA256.match(self.sha256):
+            raise ValueError(f"shard {self.name}: sha256 must be 64 lowercase hex digits, got {self.sha256!r}")
+
+    @property
+    def key(self) -> str:
+        """The cache's file name for this shard: content first (``<sha256[:32]>-<basename>``), so two sets
+        holding the same bytes share one file and a changed shard never reuses a stale one."""
+        return f"{self.sha256[:32]}-{self.name.rsplit('/', 1)[-1]}"
+
+
+def _limit(value) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"cache_limit must be a size such as '200GiB', a byte count or None, got {value!r}")
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise ValueError(f"cache_limit: {exc}") from None
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """Streaming of a remote set through a bounded, host-shared cache (see the module docstring)."""
+
+    cache_dir: str
+    cache_limit: int | str | None = None
+    read_ahead: int = DEFAULT_READ_AHEAD
+    local_readers: int | None = None
+    url: str | None = None
+    shards: tuple[ShardRef, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.cache_dir, str) or not self.cache_dir:
+            raise ValueError(f"cache_dir must be a non-empty path, got {self.cache_dir!r}")
+        object.__setattr__(self, "cache_limit", _limit(self.cache_limit))
+        if isinstance(self.read_ahead, bool) or not isinstance(self.read_ahead, int) or self.read_ahead < 0:
+            raise ValueError(f"read_ahead must be an integer >= 0 (shards fetched ahead), got {self.read_ahead!r}")
+        lr = self.local_readers
+        if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int) or lr < 1):
+            raise ValueError(f"local_readers must be a positive integer or None (from the topology), got {lr!r}")
+        object.__setattr__(self, "shards", tuple(self.shards))
+        if any(not isinstance(s, ShardRef) for s in self.shards):
+            raise ValueError("shards must be ShardRef entries (filled by PipelineSpec.from_manifest)")
+        if self.shards and not self.url:
+            raise ValueError("shards to stream need the set's url")
+
+    def bind(self, url: str, shards) -> "StreamOptions":
+        """A copy that streams ``shards`` (ShardRef, in read order) from ``url``."""
+        return replace(self, url=str(url).rstrip("/"), shards=tuple(shards))
+
+    def local_paths(self) -> list[str]:
+        """Where each shard will be once fetched (what TensorFlow opens)."""
+        return [os.path.join(os.path.abspath(self.cache_dir), CACHE_SUBDIR, "data", s.key) for s in self.shards]
+
+
+def is_remote(url: str) -> bool:
+    """A location the converters read through ``converters.storage`` (``s3://``, ``gs://``, ...) that is not a
+    local path: streamed."""
+    from converters.storage import is_s3
+    from converters.storage.beamfs import has_scheme
+
+    return is_s3(url) or (has_scheme(url) and not str(url).startswith("file:"))
+
+
+def stream_options(given, cache_dir: str, cache_limit=None, read_ahead: int | None = None) -> StreamOptions:
+    """The options ``from_manifest`` streams with: ``given`` (a StreamOptions) or built from its keywords."""
+    if given is not None:
+        if not isinstance(given, StreamOptions):
+            raise ValueError(f"stream must be a StreamOptions, got {given!r}")
+        return given
+    extra = {} if read_ahead is None else {"read_ahead": read_ahead}
+    return StreamOptions(cache_dir=str(cache_dir), cache_limit=cache_limit, **extra)

@@ -1,0 +1,254 @@
+"""Streaming an s3:// shard set through the bounded per-host cache, against moto's server (fixtures ``s3``,
+``moto_endpoint``) behind ``bench.netlink.Link`` (a bandwidth limit and injected 503 SlowDown / resets)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from pipeline_data import labels_of, write_indexed_set
+
+from bench.netlink import Link
+from converters.storage.s3 import S3Storage
+from converters.util.errors import TfpipeError
+from pipeline.fetch import fetch_verified
+from pipeline import PipelineSpec, build_dataset
+from pipeline.stream import STREAMS
+from pipeline.streamcache import cache_bytes, partial_files
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARD = 256 << 10
+
+
+def _port(endpoint: str) -> int:
+    return int(endpoint.rsplit(":", 1)[1])
+
+
+def _upload(s3, tmp_path, records, shard_bytes):
+    local = tmp_path / "local"
+    m = write_indexed_set(local, records, shard_bytes=shard_bytes)
+    for name in sorted(os.listdir(local)):
+        s3.client.upload_file(str(local / name), s3.bucket, f"set/{name}")
+    return m, f"{s3.url}/set", str(local)
+
+
+@pytest.fixture
+def remote(s3, tmp_path):
+    """A 12-shard indexed set (label = record index) of 256 KiB shards in S3, and the same set on local disk."""
+    return _upload(s3, tmp_path, 36_000, SHARD)
+
+
+@pytest.fixture
+def link(s3, monkeypatch):
+    """``link(rate)``: every S3 request from now on goes through a Link to moto (rate bytes/s, None: no limit)."""
+    made = []
+
+    def make(rate=None):
+        ln = Link(_port(s3.endpoint), rate)
+        made.append(ln)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", ln.endpoint)
+        return ln
+    yield make
+    for ln in made:
+        ln.close()
+
+
+def _files_under(d) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs)
+
+
+def test_twelve_shards_first_batch_is_a_fraction_of_a_full_copy(s3, link, tmp_path):
+    m, url, local = _upload(s3, tmp_path, 12 * 48_000, 4 << 20)  # 12 shards of 4 MiB: a 2 s copy at 24 MiB/s
+    assert len(m.shards) == 12
+    labels_of(build_dataset(PipelineSpec.from_manifest(local, 1000)))  # TensorFlow warmed up
+    link(24 << 20)
+    spec = PipelineSpec.from_manifest(url, 1000, cache_dir=str(tmp_path / "cache"))
+    storage = S3Storage(url)
+    storage.client  # noqa: B018 - both clocks start with an S3 client ready
+    t = time.perf_counter()
+    for i, s in enumerate(m.shards):  # the full copy, through the same link and checks
+        fetch_verified(storage, s.name, str(tmp_path / f"copy{i}"), s.bytes, s.sha256)
+    full_copy = time.perf_counter() - t
+    ds = build_dataset(spec)
+    t = time.perf_counter()
+    it = iter(ds)
+    first = next(it)
+    first_batch = time.perf_counter() - t
+    rest = labels_of(it)
+    assert sorted([int(v) for v in first[1].numpy()] + rest) == list(range(m.records))
+    print(f"first batch {first_batch:.3f} s, full copy {full_copy:.3f} s")
+    assert first_batch < full_copy / 3, (first_batch, full_copy)
+
+
+def test_order_is_seeded_per_epoch_and_a_rerun_repeats_it(remote, link, tmp_path):
+    m, url, _ = remote
+    link()
+    kw = dict(cache_dir=str(tmp_path / "c"), cache_limit=6 * SHARD, read_ahead=1, shuffle_buffer=500, seed=7,
+              epochs=2, cache="none")
+    runs = [labels_of(build_dataset(PipelineSpec.from_manifest(url, 250, **kw))) for _ in range(2)]
+    assert runs[0] == runs[1]
+    first, second = runs[0][:36_000], runs[0][36_000:]
+    assert sorted(first) == sorted(second) == list(range(36_000)) and first != second
+
+
+def test_transient_faults_are_retried(remote, link, tmp_path):
+    m, url, _ = remote
+    ln = link(64 << 20)
+    spec = PipelineSpec.from_manifest(url, 500, cache_dir=str(tmp_path / "c"), cache_limit=4 * SHARD, read_ahead=1)
+    ln.arm(slowdown=3, resets=3)
+    assert sorted(labels_of(build_dataset(spec))) == list(range(36_000))
+    assert ln.injected == {"slowdown": 3, "reset": 3}
+    assert not partial_files(str(tmp_path / "c"))
+
+
+def test_a_cache_below_one_shard_is_refused_before_any_download(remote, link, tmp_path):
+    m, url, _ = remote
+    ln = link()
+    with pytest.raises(TfpipeError, match=r"cache_limit 100\.0 KiB .*stream cache .* need at least .*cache_limit="):
+        PipelineSpec.from_manifest(url, 100, cache_dir=str(tmp_path / "c"), cache_limit=str(100 << 10))
+    assert ln.bytes_down < 64 << 10  # the manifest only
+    assert not os.path.exists(tmp_path / "c" / "tfpipe-stream" / "data") or not _files_under(tmp_path / "c")
+
+
+def test_a_shard_changed_in_s3_is_refused_by_name(remote, link, s3, tmp_path):
+    m, url, local = remote
+    link()
+    spec = PipelineSpec.from_manifest(url, 100, cache_dir=str(tmp_path / "c"))
+    bad = m.shards[3].name
+    data = bytearray(open(os.path.join(local, bad), "rb").read())
+    data[100] ^= 0xFF
+    s3.client.put_object(Bucket=s3.bucket, Key=f"set/{bad}", Body=bytes(data))
+    with pytest.raises(Exception, match=rf"{bad}: sha256 .* \(fetched twice\)"):
+        labels_of(build_dataset(spec))
+    assert not any(bad in f for f in _files_under(tmp_path / "c"))
+
+
+def test_the_cache_never_deletes_what_it_did_not_create(remote, link, tmp_path):
+    m, url, _ = remote
+    link()
+    cache = tmp_path / "c"
+    foreign = [cache / m.shards[0].name, cache / "tfpipe-stream" / "data" / ".part.notes.txt",
+               cache / "tfpipe-stream" / "data" / "mine.txt"]
+    for f in foreign:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(b"x" * 10)
+    spec = PipelineSpec.from_manifest(url, 500, cache_dir=str(cache), cache_limit=4 * SHARD, read_ahead=1,
+                                      epochs=2, cache="none")
+    assert sorted(labels_of(build_dataset(spec))) == sorted(list(range(36_000)) * 2)
+    assert all(f.read_bytes() == b"x" * 10 for f in foreign)
+
+
+READER = r"""
+import json, os, sys, time
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from pipeline import PipelineSpec, build_dataset
+from pipeline.streamopts import StreamOptions
+a = json.loads(sys.argv[1])
+stream = StreamOptions(a["cache_dir"], a["limit"], a["read_ahead"], a["readers"])
+spec = PipelineSpec.from_manifest(a["url"], 200, stream=stream, cache="none", **a["kw"])
+out = []
+open(a["out"] + ".started", "w").close()
+for f, y in build_dataset(spec):
+    out.extend(int(v) for v in y.numpy())
+    time.sleep(a.get("pause", 0))
+json.dump(out, open(a["out"], "w"))
+"""
+
+
+def _reader(tmp_path, name, **args):
+    script = tmp_path / "reader.py"
+    script.write_text(READER)
+    out = str(tmp_path / f"{name}.json")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps({**args, "out": out})], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    return proc, out
+
+
+def test_two_ranks_share_one_bounded_cache_over_two_epochs(remote, link, tmp_path):
+    m, url, _ = remote
+    link(48 << 20)
+    cache = str(tmp_path / "shared")
+    limit = 5 * max(s.bytes for s in m.shards)
+    peak, stop = [0], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], cache_bytes(cache))
+            time.sleep(0.005)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    procs = [_reader(tmp_path, f"rank{i}", url=url, cache_dir=cache, limit=limit, read_ahead=1, readers=2,
+                     kw={"num_shards": 2, "shard_index": i, "equal_steps": False, "epochs": 2}) for i in range(2)]
+    try:
+        for proc, _ in procs:
+            assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+    finally:
+        stop.set()
+        sampler.join()
+    got = [json.load(open(out)) for _, out in procs]
+    for e in range(2):
+        epoch = [r for labels in got for r in labels[e * len(labels) // 2:(e + 1) * len(labels) // 2]]
+        assert sorted(epoch) == list(range(36_000))
+    assert 0 < peak[0] <= limit
+    assert not os.listdir(os.path.join(cache, "tfpipe-stream", "lease"))
+
+
+def test_a_reader_killed_mid_stream_leaves_nothing_that_breaks_a_rerun(remote, link, tmp_path):
+    m, url, local = remote
+    link(2 << 20)  # slow enough to kill it while a shard is on its way
+    cache = str(tmp_path / "c")
+    proc, out = _reader(tmp_path, "killed", url=url, cache_dir=cache, limit=4 * SHARD, read_ahead=2, readers=1,
+                        kw={})
+    deadline = time.monotonic() + 120
+    while not (partial_files(cache) and os.path.exists(out + ".started")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the reader never started a download"
+        time.sleep(0.01)
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert partial_files(cache)  # it died holding a partial download (and leases)
+    link()
+    spec = PipelineSpec.from_manifest(url, 200, cache_dir=cache, cache_limit=4 * SHARD, read_ahead=2)
+    expected = labels_of(build_dataset(PipelineSpec.from_manifest(local, 200)))
+    assert labels_of(build_dataset(spec)) == expected
+    assert not partial_files(cache)
+    lease = os.listdir(os.path.join(cache, "tfpipe-stream", "lease"))
+    assert not [x for x in lease if x.startswith(f"{proc.pid}-")]
+    assert any(s.stats["fetched"] for s in STREAMS)
+
+
+def test_explain_shows_the_stream_stage_and_refuses_a_small_cache(remote, tmp_path):
+    from hostile import check_one_line_error, run_cli
+
+    m, url, _ = remote
+    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c"),
+                 "--cache-limit", "10MiB", "--read-ahead", "1"])
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    stream = next(i for i, ln in enumerate(lines) if ln.startswith("1. stream   on"))
+    assert f"from={url}" in lines[stream] and "cache_limit=10.0 MiB read_ahead=1" in lines[stream]
+    assert f"cache_dir={tmp_path / 'c'}" in lines[stream] and "min_cache=" in lines[stream]
+    assert lines[stream + 1].startswith("   why: TensorFlow cannot read s3:// itself")
+    assert lines[stream + 2].startswith("2. source")
+    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c"),
+                 "--cache-limit", "1KiB"])
+    check_one_line_error(r, r"cache_limit 1\.0 KiB .*stream cache.*need at least")
+
+
+def test_two_local_ranks_download_a_shard_they_both_need_once(remote, link, tmp_path):
+    m, url, _ = remote
+    ln = link(48 << 20)
+    cache = str(tmp_path / "shared")
+    procs = [_reader(tmp_path, f"r{i}", url=url, cache_dir=cache, limit=None, read_ahead=2, readers=2,
+                     kw={"num_shards": 2, "shard_index": i, "equal_steps": False}) for i in range(2)]
+    for proc, _ in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+    got = [json.load(open(out)) for _, out in procs]
+    assert sorted(got[0] + got[1]) == list(range(36_000))
+    assert m.total_bytes <= ln.bytes_down < 1.2 * m.total_bytes  # every shard crossed the link once
