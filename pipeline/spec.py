@@ -36,6 +36,7 @@ from .options import (
     CacheOptions,
     ParsingOptions,
     ReadOptions,
+    ResumeOptions,
     ShardingOptions,
     ShuffleOptions,
     SourceOptions,
@@ -52,14 +53,15 @@ if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so 
 __all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES",
            "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cache_root",
            "cpu_count", "equal_steps", "SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
-           "CacheOptions", "BatchOptions", "ParsingOptions"]
+           "CacheOptions", "BatchOptions", "ParsingOptions", "ResumeOptions"]
 
 log = logging.getLogger(__name__)
 
 # from_manifest's own keywords (besides the flat options), and the options it fills from the manifest itself
 _FROM_MANIFEST_ARGS = ("mode", "channel", "pipe_dir", "pipe_timeout", "shuffle_buffer", "seed", "epochs", "cache",
                        "drop_remainder", "num_shards", "shard_index", "plan", "rank", "cache_dir", "label_weights")
-_FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manifest_sha256", "batch_size")
+_FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manifest_sha256", "batch_size",
+                        "file_records")
 
 
 def default_cache_dir(url: str) -> str:
@@ -101,6 +103,7 @@ class PipelineSpec:
     caching: CacheOptions
     batching: BatchOptions
     parsing: ParsingOptions
+    resuming: ResumeOptions
     # a new group: a class in pipeline.options, an entry in options.GROUPS and a field here
 
     def __init__(self, schema: "Schema", batch_size: int | BatchOptions | None = None, **options: Any):
@@ -248,6 +251,8 @@ class PipelineSpec:
             files = ([os.path.join(base, n) for n in names] if not is_s3(base) else
                      _fetch_all(base, names, by_name, cache_dir or default_cache_dir(base)))
             overrides["part_weights"] = weights
+        if mode == "file" and label_weights is None:   # per-file counts: a resumable order seeks by them
+            overrides["file_records"] = tuple(by_name[n].records for n in names)
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
             overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
             overrides.setdefault("num_features", int(manifest.extra["num_features"]))
