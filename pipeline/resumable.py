@@ -25,10 +25,13 @@ FILE_KEY = (1 << 32) - 1     # the window number whose seed orders the files (wi
 
 
 def _seed(seed, epoch, window):
-    """A stateless [2] seed from (seed, epoch, window)."""
+    """A stateless [2] seed derived from (seed, epoch, window) by ``stateless_fold_in`` (the shuffle ops keep
+    32 bits of each seed word, so the three are folded in, never packed into one word)."""
     import tensorflow as tf
 
-    return tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64) * (1 << 32) + window])
+    fold = tf.random.experimental.stateless_fold_in
+    base = tf.constant([seed & 0xFFFFFFFF, seed >> 32], tf.int64)
+    return fold(fold(base, tf.cast(epoch, tf.int64)), tf.cast(window, tf.int64))
 
 
 def _epoch(spec, e, start, out_skip, steps):
