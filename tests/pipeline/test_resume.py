@@ -217,7 +217,7 @@ def test_shuffle_quality_as_documented(data, tmp_path):
     cached = _order_metrics(PipelineSpec.from_manifest(data, BATCH, cache="memory", **base))
     resumable = _order_metrics(PipelineSpec.from_manifest(data, BATCH, resumable=True, **base))
     assert cached[0] > 0.9 and abs(resumable[0]) < 0.5
-    assert resumable[1] > 5 * cached[1]
+    assert resumable[1] > 3 * cached[1]        # (a uniform permutation of 1,000: ~333)
     write_indexed_set(tmp_path, N, shard_bytes=1 << 20)
     one = _order_metrics(PipelineSpec.from_manifest(str(tmp_path), BATCH, resumable=True, **base))
     assert 0.25 * 100 < one[1] < 0.42 * 100
