@@ -221,3 +221,12 @@ def test_shuffle_quality_as_documented(data, tmp_path):
     write_indexed_set(tmp_path, N, shard_bytes=1 << 20)
     one = _order_metrics(PipelineSpec.from_manifest(str(tmp_path), BATCH, resumable=True, **base))
     assert 0.25 * 100 < one[1] < 0.42 * 100
+
+
+def test_gzip_set_resumes_exactly(tmp_path):
+    write_indexed_set(tmp_path, 600, shard_bytes=2 << 10, compression="gzip")
+    spec = PipelineSpec.from_manifest(str(tmp_path), 25, shuffle_buffer=64, seed=2, epochs=2, resumable=True)
+    assert spec.compression == "gzip" and len(spec.files) > 2
+    full = batches_of(build_dataset(spec))
+    for steps in (7, 24, 30):
+        assert batches_of(build_dataset(spec, resume=input_state(spec, steps))) == full[steps:]
