@@ -61,18 +61,26 @@ def _callback_class() -> type:
                                          or save_freq < 1):
                 raise ValueError(f"save_freq must be 'epoch' or a positive number of batches, got {save_freq!r}")
             self.spec, self.directory, self.start, self.save_freq = spec, directory, start, save_freq
-            self.steps = 0
+            self.base, self.in_epoch, self.saved = 0, 0, 0
             input_state(spec, 0, start=start)   # refuses a spec or a start state that cannot resume, now
+
+        @property
+        def steps(self) -> int:
+            """Steps trained in this run: whole epochs plus the current one's batches (Keras numbers a
+            batch from 0 in each epoch, and with ``steps_per_execution`` reports only every k-th)."""
+            return self.base + self.in_epoch
 
         def state(self) -> dict[str, Any]:
             return input_state(self.spec, self.steps, start=self.start)
 
         def on_train_batch_end(self, batch, logs=None):
-            self.steps += 1
-            if self.save_freq != "epoch" and self.steps % self.save_freq == 0:
+            self.in_epoch = batch + 1
+            if self.save_freq != "epoch" and self.steps // self.save_freq > self.saved // self.save_freq:
+                self.saved = self.steps
                 save_input_state(self.directory, self.state())
 
         def on_epoch_end(self, epoch, logs=None):
+            self.base, self.in_epoch = self.base + self.in_epoch, 0
             if self.save_freq == "epoch":
                 save_input_state(self.directory, self.state())
 

@@ -91,3 +91,12 @@ def test_callback_refuses_an_unresumable_spec(here):
 
     with pytest.raises(ResumeError, match="resumable=True"):
         InputStateCallback(_spec().with_(resumable=False), "cb/")
+
+
+def test_callback_counts_steps_with_steps_per_execution(here):
+    spec = _spec(epochs=None)
+    model = _model()
+    model.compile(optimizer="sgd", loss="mse", steps_per_execution=3)
+    model.fit(build_dataset(spec), epochs=2, steps_per_epoch=6, verbose=0,
+              callbacks=[InputStateCallback(spec, "spe/")])
+    assert restore_input_state("spe/") == input_state(spec, 12)
