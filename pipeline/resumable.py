@@ -99,7 +99,8 @@ def build_resumable(spec, resume: dict | None = None):
     ds = epochs.flat_map(lambda e, s, o, n: _epoch(spec, e, s, o, n))
     if spec.parse:
         calls = AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
-        ds = ds.map(spec_parse_fn(spec), num_parallel_calls=calls, deterministic=spec.deterministic)
+        # always in order: deterministic=False could swap batches, and a resume must find them where they were
+        ds = ds.map(spec_parse_fn(spec), num_parallel_calls=calls, deterministic=True)
     if spec.prefetch != 0:
         ds = ds.prefetch(AUTOTUNE if spec.prefetch is None else spec.prefetch)
     return ds

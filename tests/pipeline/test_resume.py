@@ -230,3 +230,8 @@ def test_gzip_set_resumes_exactly(tmp_path):
     full = batches_of(build_dataset(spec))
     for steps in (7, 24, 30):
         assert batches_of(build_dataset(spec, resume=input_state(spec, steps))) == full[steps:]
+
+
+def test_resumable_parse_keeps_order_even_when_not_deterministic(spec, full):
+    loose = spec.with_(deterministic=False, parse_parallelism=4)
+    assert batches_of(build_dataset(loose, resume=input_state(loose, 10))) == full[10:]
