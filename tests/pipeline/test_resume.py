@@ -233,5 +233,13 @@ def test_gzip_set_resumes_exactly(tmp_path):
 
 
 def test_resumable_parse_keeps_order_even_when_not_deterministic(spec, full):
+    import tensorflow as tf
+
+    def parse_maps(s):
+        graph = tf.compat.v1.GraphDef.FromString(build_dataset(s)._as_serialized_graph().numpy())
+        return [n.attr["deterministic"].s for n in graph.node if n.op.startswith("ParallelMap")]
+
     loose = spec.with_(deterministic=False, parse_parallelism=4)
+    assert parse_maps(loose.with_(resumable=False)) == [b"false"]     # the check can see the setting
+    assert parse_maps(loose) == [b"true"]
     assert batches_of(build_dataset(loose, resume=input_state(loose, 10))) == full[10:]
