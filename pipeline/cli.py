@@ -60,6 +60,8 @@ def register(sub) -> None:
                         "(default sparse)")
     e.add_argument("--tune", choices=("stored", "on-first-use", "off"), default="stored",
                    help="use a stored 'tfpipe pipeline tune' result (default), tune on first build, or never")
+    e.add_argument("--resumable", action="store_true",
+                   help="the resumable File-mode order (a pure function of seed, epoch, position; default: off)")
     e.set_defaults(func=_explain)
 
     t = psub.add_parser("tune", help="time the output-equivalent read strategies on this machine and store the "
@@ -99,6 +101,8 @@ def _explain(args: argparse.Namespace) -> int:
     from .spec import PipelineSpec
 
     extra = {"cores": args.cores} if args.cores else {}
+    if args.resumable:
+        extra["resumable"] = True
     spec = PipelineSpec.from_manifest(
         args.manifest, args.batch_size, mode=args.mode, channel=args.channel, pipe_dir=args.pipe_dir,
         shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs, cache=args.cache,

@@ -243,3 +243,20 @@ def test_resumable_parse_keeps_order_even_when_not_deterministic(spec, full):
     assert parse_maps(loose.with_(resumable=False)) == [b"false"]     # the check can see the setting
     assert parse_maps(loose) == [b"true"]
     assert batches_of(build_dataset(loose, resume=input_state(loose, 10))) == full[10:]
+
+
+def test_state_is_the_same_on_every_rank(spec):
+    states = [input_state(spec.with_(num_shards=4, shard_index=i), 5) for i in range(4)]
+    assert all(s == states[0] for s in states) and states[0]["world_size"] == 4
+
+
+@pytest.mark.parametrize("argv, code, where, needle", [
+    (["--shuffle-buffer", "100", "--seed", "3"], 0, "out", "resumable=True file_order=permuted per epoch (seed=3)"),
+    (["--shuffle-buffer", "100"], 1, "err", "needs a seed"),
+    (["--mode", "pipe", "--channel", "train"], 1, "err", "Pipe mode cannot resume mid-epoch"),
+])
+def test_explain_resumable(data, capsys, argv, code, where, needle):
+    from converters.cli import main
+
+    assert main(["pipeline", "explain", data, "--batch-size", "8", "--resumable", *argv]) == code
+    assert needle in getattr(capsys.readouterr(), where)
