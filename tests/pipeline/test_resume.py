@@ -58,7 +58,7 @@ def test_resume_of_a_resumed_run_counts_from_its_start(spec, full):
 
 
 @pytest.mark.parametrize("kw", [dict(shuffle_buffer=0, seed=None), dict(drop_remainder=True),
-                                dict(shuffle_buffer=1000), dict(shuffle_buffer=7, epochs=3)])
+                                dict(shuffle_buffer=1000), dict(shuffle_buffer=7, epochs=3), dict(steps=10)])
 def test_resume_other_shapes(data, kw):
     s = PipelineSpec.from_manifest(data, BATCH, **{"shuffle_buffer": 100, "seed": 3, "epochs": 2, **kw},
                                    resumable=True)
