@@ -38,6 +38,10 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
     """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
     if spec.part_weights:
         return weighted_stages(spec)
+    if spec.resumable:
+        from .resumable import resumable_stages
+
+        return resumable_stages(spec)
     stages: list[Stage] = []
     sharded = spec.num_shards > 1
     plan = None
@@ -217,8 +221,13 @@ def _pipe_epochs(spec: PipelineSpec):
     return tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch), False, parse_chunks
 
 
-def build_dataset(spec: PipelineSpec):
-    """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records)."""
+def build_dataset(spec: PipelineSpec, resume: dict | None = None):
+    """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records).
+    ``resume``: an input state (``pipeline.input_state``) of a ``resumable=True`` spec to continue from."""
+    if spec.resumable or resume is not None:  # the resumable order (pipeline.resumable) checks the spec
+        from .resumable import build_resumable
+
+        return build_resumable(spec, resume)
     if spec.part_weights:  # a group of per-label sets, balanced at read time
         return build_weighted(spec)
     repeat_left, parsed, plan = True, False, None

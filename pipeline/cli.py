@@ -65,6 +65,8 @@ def register(sub) -> None:
     e.add_argument("--cache-limit", help="remote sets: most bytes the stream cache keeps, e.g. 200GiB (default: none)")
     e.add_argument("--read-ahead", type=nonneg_int, help="remote sets: shards fetched ahead of the ones being read "
                                                        "(default 2)")
+    e.add_argument("--resumable", action="store_true",
+                   help="the resumable File-mode order (a pure function of seed, epoch, position; default: off)")
     e.set_defaults(func=_explain)
 
     t = psub.add_parser("tune", help="time the output-equivalent read strategies on this machine and store the "
@@ -104,6 +106,8 @@ def _explain(args: argparse.Namespace) -> int:
     from .spec import PipelineSpec
 
     extra = {"cores": args.cores} if args.cores else {}
+    if args.resumable:
+        extra["resumable"] = True
     spec = PipelineSpec.from_manifest(
         args.manifest, args.batch_size, mode=args.mode, channel=args.channel, pipe_dir=args.pipe_dir,
         shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs, cache=args.cache,

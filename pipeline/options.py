@@ -11,6 +11,7 @@ group (``spec.<name>``)   class           options
 ``caching``               CacheOptions    cache policy and the RAM it plans with
 ``batching``              BatchOptions    batch size, remainder, epochs, prefetch, determinism
 ``parsing``               ParsingOptions  parse or not, output structure, sparse features
+``resuming``              ResumeOptions   a resumable File-mode order (a pure function of seed, epoch, position)
 ========================  ==============  ==================================================================
 
 Every option keeps one flat name (``spec.shuffle_buffer``, ``from_manifest(..., shuffle_buffer=...)``), the
@@ -32,7 +33,7 @@ from converters.util.system import cpu_count
 from .streamopts import StreamOptions
 
 __all__ = ["SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
-           "ParsingOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES", "CACHE_POLICIES",
+           "ParsingOptions", "ResumeOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES", "CACHE_POLICIES",
            "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT",
            "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
 
@@ -234,10 +235,29 @@ class ParsingOptions:
             object.__setattr__(self, "sparse_features", tuple(self.sparse_features))
 
 
+@dataclass(frozen=True)
+class ResumeOptions:
+    """``resumable=True``: File mode reads one global, seeded record order that is a pure function of (manifest,
+    seed, epoch, position), so ``pipeline.input_state`` can save a position and ``build_dataset(spec,
+    resume=state)`` continue from it (``pipeline.resumable``). ``file_records``: records per file, in
+    ``files`` order (``from_manifest`` fills it from the manifest)."""
+
+    resumable: bool = False
+    file_records: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.resumable, bool):
+            raise ValueError(f"resumable must be True or False, got {self.resumable!r}")
+        counts = tuple(self.file_records)
+        if any(not _is_int(n) or n < 0 for n in counts):
+            raise ValueError(f"file_records must be record counts (integers >= 0), got {self.file_records!r}")
+        object.__setattr__(self, "file_records", counts)
+
+
 # attribute of PipelineSpec -> its class, in the spec's field order. Add a new group here (and as a field).
 GROUPS: dict[str, type] = {
     "source": SourceOptions, "reading": ReadOptions, "shuffling": ShuffleOptions, "sharding": ShardingOptions,
-    "caching": CacheOptions, "batching": BatchOptions, "parsing": ParsingOptions,
+    "caching": CacheOptions, "batching": BatchOptions, "parsing": ParsingOptions, "resuming": ResumeOptions,
 }
 # flat option name -> the group that holds it
 FLAT: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in fields(cls)}

@@ -36,6 +36,7 @@ from .options import (
     CacheOptions,
     ParsingOptions,
     ReadOptions,
+    ResumeOptions,
     ShardingOptions,
     ShuffleOptions,
     SourceOptions,
@@ -53,14 +54,15 @@ if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so 
 __all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES",
            "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cache_root",
            "cpu_count", "equal_steps", "SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
-           "CacheOptions", "BatchOptions", "ParsingOptions"]
+           "CacheOptions", "BatchOptions", "ParsingOptions", "ResumeOptions"]
 
 log = logging.getLogger(__name__)
 
 # from_manifest's own keywords (besides the flat options), and the options it fills from the manifest itself
 _FROM_MANIFEST_ARGS = ("mode", "channel", "pipe_dir", "pipe_timeout", "shuffle_buffer", "seed", "epochs", "cache",
                        "drop_remainder", "num_shards", "shard_index", "plan", "rank", "cache_dir", "label_weights")
-_FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manifest_sha256", "batch_size")
+_FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manifest_sha256", "batch_size",
+                        "file_records")
 
 
 def default_cache_dir(url: str) -> str:
@@ -102,6 +104,7 @@ class PipelineSpec:
     caching: CacheOptions
     batching: BatchOptions
     parsing: ParsingOptions
+    resuming: ResumeOptions
     # a new group: a class in pipeline.options, an entry in options.GROUPS and a field here
 
     def __init__(self, schema: "Schema", batch_size: int | BatchOptions | None = None, **options: Any):
@@ -134,6 +137,9 @@ class PipelineSpec:
         if self.source.mode == "pipe" and self.caching.cache not in ("auto", "none"):
             raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
                              f"got {self.caching.cache!r}")
+        if self.resuming.resumable and self.source.stream is not None:
+            raise ValueError("resumable=True reads local shard files and a streamed remote set is fetched as it is "
+                             "read: download the set first (tfpipe download) to resume mid-epoch")
         self._check_sparse()
 
     def _check_sparse(self) -> None:
@@ -227,6 +233,9 @@ class PipelineSpec:
             entry = _rank_entry(plan, rank)
             if getattr(entry, "files", None) is not None:
                 names = [_shard_name(f, by_name) for f in entry.files]
+                if overrides.get("resumable"):
+                    raise ValueError("resumable=True reads one global order of the whole set and gives each rank "
+                                     "its batches: use num_shards/shard_index, not a plan's per-rank file lists")
             shard = getattr(entry, "shard", None)
             if shard is not None:
                 num_shards, shard_index = int(shard[0]), int(shard[1])
@@ -260,6 +269,8 @@ class PipelineSpec:
             overrides["part_weights"] = weights
         if manifest.schema.raw:  # an adopted set of records that are not tf.train.Example: their bytes
             overrides.setdefault("parse", False)
+        if mode == "file" and label_weights is None:   # per-file counts: a resumable order seeks by them
+            overrides["file_records"] = tuple(by_name[n].records for n in names)
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
             overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
             overrides.setdefault("num_features", int(manifest.extra["num_features"]))
