@@ -250,9 +250,18 @@ def test_pipe_mode_and_tune_on_an_adopted_set(data, sample, tmp_path, capsys):
     writer.join(10)
     assert writer.error is None
     assert_same({k: np.concatenate(v) for k, v in got.items()}, sample[1])
-    code, out, err = cli(capsys, "pipeline", "tune", data, "--batch-size", "1000", "--seconds", "3", "--rounds", "1",
+    code, out, err = cli(capsys, "pipeline", "tune", data, "--batch-size", "1000", "--seconds", "3", "--repeats", "1",
                          "--no-store")
     assert code == 0 and "winner" in out, err
+
+
+def test_bench_pipeline_measures_an_adopted_set(data, capsys):
+    """``bench pipeline DIR`` runs its variants on an adopted set as on a converted one."""
+    assert cli(capsys, "index", data, "--no-progress")[0] == 0
+    code, out, err = cli(capsys, "bench", "pipeline", data, "--batch-size", "500", "--step-ms", "1", "--steps", "3",
+                         "--warmup", "1", "--variants", "vectorized", "--no-throughput")
+    assert code == 0, err
+    assert "vectorized" in out
 
 
 @pytest.mark.parametrize("name", ["../secret.tfrecords", "/etc/passwd", ".tfpipe-tmp-x", "index.json", "a\x07b"])
