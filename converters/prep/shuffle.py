@@ -33,6 +33,7 @@ from typing import Iterator
 import numpy as np
 
 from ..util.errors import OutputError
+from ..util.fs import make_dirs
 from ..util.units import format_size
 from .keys import record_keys
 from .labels import label_bits
@@ -90,13 +91,7 @@ class ShuffleSink:
         self._made: list[str] = []  # directories made for ``base``: removed again on close (nothing left behind)
         self.dir = os.path.join(base, f"{_TMP_PREFIX}{uuid.uuid4().hex[:12]}")
         with _named(base):
-            missing, d = [], os.path.abspath(base)
-            while not os.path.isdir(d) and d != os.path.dirname(d):
-                missing.append(d)
-                d = os.path.dirname(d)
-            for d in reversed(missing):
-                os.mkdir(d)
-                self._made.append(d)
+            make_dirs(base, self._made)
             os.mkdir(self.dir)
         self.bits = _bits_for(expected_bytes, options.memory)
         self._buckets: dict[int, _Bucket] = {}

@@ -20,6 +20,7 @@ from ..shardset.options import ShardOutputOptions
 from ..shardset.writer import ShardSetWriter
 from ..storage import is_s3
 from ..tfrecord.schema import Schema
+from ..util.fs import make_dirs
 from .balance import LabelCounts, Thresholds
 from .options import PrepOptions
 from .records import take_records
@@ -65,7 +66,7 @@ class PrepWriter:
         self._tmp_root = self._temp_root()
         try:
             if self.prep.balance is not None:
-                self._made = _make_dirs(self._tmp_root)  # removed again when the run ends (--tmp-dir in --out)
+                self._made = make_dirs(self._tmp_root)  # removed again when the run ends (--tmp-dir in --out)
                 self._counts = LabelCounts(self.prep.balance,
                                            os.path.join(self._tmp_root, f".tfpipe-tmp-labels-{uuid.uuid4().hex[:12]}"))
             if self.prep.shuffle is not None:
@@ -164,14 +165,3 @@ class PrepWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.abort()
-
-
-def _make_dirs(path: str) -> list[str]:
-    """Create ``path`` and its missing parents; the directories made, outermost first."""
-    missing, d = [], os.path.abspath(path)
-    while not os.path.isdir(d) and d != os.path.dirname(d):
-        missing.append(d)
-        d = os.path.dirname(d)
-    for d in reversed(missing):
-        os.mkdir(d)
-    return list(reversed(missing))

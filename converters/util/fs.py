@@ -11,7 +11,7 @@ import secrets
 import stat
 from typing import BinaryIO
 
-__all__ = ["fsync_dir", "write_atomic", "create_new", "open_regular", "read_regular", "file_kind", "NotRegularFileError",
+__all__ = ["make_dirs", "fsync_dir", "write_atomic", "create_new", "open_regular", "read_regular", "file_kind", "NotRegularFileError",
            "HashingWriter", "HashingReader"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -143,3 +143,17 @@ class HashingReader(io.RawIOBase):
             self.sha.update(memoryview(b)[:n])
             self.nbytes += n
         return n or 0
+
+
+def make_dirs(path: str, made: list[str] | None = None) -> list[str]:
+    """Create ``path`` and its missing parents, appending each directory to ``made`` (outermost first) as soon
+    as it exists, so a failure part-way still tells the caller what to remove; returns ``made``."""
+    made = [] if made is None else made
+    missing, d = [], os.path.abspath(path)
+    while not os.path.isdir(d) and d != os.path.dirname(d):
+        missing.append(d)
+        d = os.path.dirname(d)
+    for d in reversed(missing):
+        os.mkdir(d)
+        made.append(d)
+    return made
