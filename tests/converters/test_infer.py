@@ -32,7 +32,8 @@ def example(**feats) -> bytes:
     # hand-built: Int64List unpacked (field 1, wire type 0) and FloatList unpacked (wire type 5)
     (b"\x0a\x0f\x0a\x0d\x0a\x01x\x12\x08\x1a\x06\x08\x05\x08\x06\x08\x07", {"x": ("int64", 3)}),
     (b"\x0a\x0e\x0a\x0c\x0a\x01y\x12\x07\x12\x05\x0d\x00\x00\x80\x3f", {"y": ("float32", 1)}),
-])
+], ids=["label-and-ids", "varints", "empty-list", "bytes", "floats", "empty-example", "int64-unpacked",
+        "float-unpacked"])  # named: a serialized Example's map order differs between processes (xdist collects twice)
 def test_decode_example_counts_every_feature(record, want):
     assert decode_example(record) == want
 
