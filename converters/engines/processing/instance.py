@@ -95,6 +95,8 @@ def run_instance(job: ConvertJob, *, config_dir: str = PROCESSING_CONFIG_DIR,
     result = InstanceResult(host, cfg.place.is_finalizer, distribution, run)
     claim = None
     try:
+        if area.exists():  # first, before any slower step: the others must not read an earlier attempt's failure
+            area.unmark(FAILED, host)
         storage = open_storage(job.out)
         if finished(storage, area):  # an earlier attempt wrote the manifest; only the clean-up was left
             if cfg.place.is_finalizer:
@@ -102,7 +104,6 @@ def run_instance(job: ConvertJob, *, config_dir: str = PROCESSING_CONFIG_DIR,
             return replace(result, manifest=read_manifest(job.out) if cfg.place.is_finalizer else None)
         check_output(storage, overwrite=job.overwrite)
         claim = HostClaim(area, host, cfg.job)  # a second start of this host stops here, having written nothing
-        area.unmark(FAILED, host)  # a failure of an earlier attempt no longer holds
         manifest, reused, work = _convert(job, cfg, area, distribution, timeout=timeout, poll=poll,
                                           unit_size=unit_size)
     except BaseException as exc:
