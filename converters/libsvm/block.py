@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..shardset.manifest import MAX_EXAMPLES
-from ..tfrecord.examples import serialize_batch
+from .emit import serialize_fixed
 from .index_scan import has_zero_index_kernel, min_index_kernel
 from .kernel import DONE, POW10, ROWS_FULL, parse_kernel
-from .options import ParseOptions, libsvm_schema
+from .options import ParseOptions
 from .reasons import REASONS, BadLine, pair_count_token
 from .reference import hand_over, parse_line
 from .sparse import SparseBlock, concat_sparse, parse_sparse, serialize_sparse
@@ -127,9 +127,7 @@ def serialize_parsed(parsed: ParsedBlock | SparseBlock, keys: tuple[str, ...] = 
         return serialize_sparse(parsed, keys)
     if parsed.n == 0:
         return np.zeros(0, np.uint8), np.zeros(0, np.int64)
-    lk, ik, vk = keys[:3]
-    schema = libsvm_schema(parsed.ids.shape[1], lk, ik, vk)
-    return serialize_batch(schema, {lk: parsed.label, ik: parsed.ids, vk: parsed.values})
+    return serialize_fixed(parsed.label, parsed.ids, parsed.values, tuple(keys[:3]))
 
 
 def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: int = MAX_EXAMPLES

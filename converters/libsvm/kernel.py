@@ -370,13 +370,46 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
                 b1 = _token_end(buf, q, n)
                 break
             prev = idx
-            st, v, q = _scan_float(buf, q, n, pow10)
-            bad, v32 = _value_outcome(st, v, allow_nonfinite)
-            if bad >= 0 or bad == _UNDECIDED_VALUE:
-                fallback = bad == _UNDECIDED_VALUE
-                b0 = t0
-                b1 = q
-                break
+            # the value's common shape '[+-]digits[.digits]' then a delimiter, written out here (as in
+            # sparse_kernel: as an inlined helper it measured half as fast); anything else: the general scanner
+            v0 = q
+            neg = False
+            if q < n and (buf[q] == 45 or buf[q] == 43):
+                neg = buf[q] == 45
+                q += 1
+            mant = np.int64(0)
+            d0 = q
+            while q < n:
+                c = buf[q]
+                if c < 48 or c > 57:
+                    break
+                mant = mant * 10 + (c - 48)
+                q += 1
+            nd = q - d0
+            e = 0
+            if q < n and buf[q] == 46:
+                q += 1
+                f0 = q
+                while q < n:
+                    c = buf[q]
+                    if c < 48 or c > 57:
+                        break
+                    mant = mant * 10 + (c - 48)
+                    q += 1
+                e = q - f0
+                nd += e
+            if 0 < nd <= 18 and mant < _MANT_LIMIT and e <= 22 and (q >= n or _is_delim(buf[q])):
+                v32 = np.float32(float(mant) / pow10[e])  # below 2**53: always finite
+                if neg:
+                    v32 = -v32
+            else:
+                st, v, q = _scan_float(buf, v0, n, pow10)
+                bad, v32 = _value_outcome(st, v, allow_nonfinite)
+                if bad >= 0 or bad == _UNDECIDED_VALUE:
+                    fallback = bad == _UNDECIDED_VALUE
+                    b0 = t0
+                    b1 = q
+                    break
             if k < field_size:
                 ids[row, k] = idx - base
                 values[row, k] = v32

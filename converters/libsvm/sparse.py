@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..shardset.manifest import MAX_EXAMPLES
-from ..tfrecord.examples import serialize_batch
+from .emit_sparse import serialize_csr
 from .kernel import POW10
-from .options import ParseOptions, libsvm_schema
+from .options import ParseOptions
 from .reasons import REASONS, BadLine
 from .reference import hand_over, parse_sparse_line
 from .sparse_kernel import (
@@ -184,12 +184,6 @@ def serialize_sparse(parsed: SparseBlock, keys: tuple[str, ...] = ("label", "ids
     with multilabel) and ``qid`` (named ``keys[3]``, default ``"qid"``) when the block has one."""
     if parsed.n == 0:
         return np.zeros(0, np.uint8), np.zeros(0, np.int64)
-    lk, ik, vk = keys[:3]
-    qk = (keys[3] if len(keys) > 3 else "qid") if parsed.qid is not None else None
-    multilabel = parsed.label_splits is not None
-    schema = libsvm_schema(None, lk, ik, vk, multilabel=multilabel, qid=qk)
-    cols = {lk: (parsed.label, parsed.label_splits) if multilabel else parsed.label,
-            ik: (parsed.ids, parsed.row_splits), vk: (parsed.values, parsed.row_splits)}
-    if qk is not None:
-        cols[qk] = parsed.qid
-    return serialize_batch(schema, cols)
+    qk = (keys[3] if len(keys) > 3 else "qid") if parsed.qid is not None else ""
+    return serialize_csr(parsed.label, parsed.label_splits, parsed.ids, parsed.values, parsed.row_splits,
+                         parsed.qid, (*keys[:3], qk))

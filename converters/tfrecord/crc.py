@@ -1,14 +1,21 @@
 """CRC32C (Castagnoli) and TFRecord framing as numba-compiled kernels.
 
 TFRecord frame: uint64 length (LE) | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data).
+
+On x86-64 with SSE4.2 (``HARDWARE_CRC``) the CRC uses the processor's ``crc32`` instruction, 8 bytes a step
+(about 5x faster than the tables); elsewhere, or when numba is told to compile for another CPU
+(``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` without ``+sse4.2``), slicing-by-8 tables. Both give the same
+values (tests compare them).
 """
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 
-from ..util.jit import njit
+from ..util.jit import intrinsic, njit
 
-__all__ = ["CRC_TABLE", "crc32c", "masked_crc32c", "frame_into", "frame_size", "FRAME_OVERHEAD"]
+__all__ = ["CRC_TABLE", "crc32c", "masked_crc32c", "frame_into", "frame_size", "FRAME_OVERHEAD", "HARDWARE_CRC"]
 
 FRAME_OVERHEAD = 16  # bytes of framing per TFRecord record
 _POLY = 0x82F63B78
@@ -33,7 +40,7 @@ CRC_TABLE = _make_tables()
 
 
 @njit(cache=True, nogil=True)
-def _crc_update(table, buf, start, end, crc):
+def _crc_table_update(table, buf, start, end, crc):
     c = np.uint32(crc) ^ np.uint32(0xFFFFFFFF)
     i = start
     while i + 8 <= end:
@@ -47,6 +54,96 @@ def _crc_update(table, buf, start, end, crc):
         c = table[0, (c ^ np.uint32(buf[i])) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
         i += 1
     return c ^ np.uint32(0xFFFFFFFF)
+
+
+def _hardware_crc() -> bool:
+    """Whether kernels compiled here may use SSE4.2's ``crc32`` (x86-64, and numba compiling for this CPU or
+    for features that include it)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        from numba import config
+
+        if config.CPU_FEATURES:
+            return "+sse4.2" in config.CPU_FEATURES.split(",")
+        if config.CPU_NAME and config.CPU_NAME != "host":
+            return False
+        import llvmlite.binding as llb
+
+        return bool(llb.get_host_cpu_features().get("sse4.2"))
+    except Exception:  # pragma: no cover - an llvmlite without the query: stay portable
+        return False
+
+
+HARDWARE_CRC = _hardware_crc()
+
+
+@intrinsic
+def _crc32_u64(typingctx, crc, word):
+    """SSE4.2 ``crc32q``: the CRC32C state ``crc`` advanced by the 8 bytes of ``word`` (little-endian)."""
+    from numba import types
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+        from numba.core import cgutils
+
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, i64]),
+                                            "llvm.x86.sse42.crc32.64.64")
+        return builder.call(fn, args)
+
+    return types.uint64(types.uint64, types.uint64), codegen
+
+
+@intrinsic
+def _crc32_u8(typingctx, crc, byte):
+    """SSE4.2 ``crc32b``: the CRC32C state ``crc`` advanced by one byte."""
+    from numba import types
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+        from numba.core import cgutils
+
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32, ir.IntType(8)]),
+                                            "llvm.x86.sse42.crc32.32.8")
+        return builder.call(fn, args)
+
+    return types.uint32(types.uint32, types.uint8), codegen
+
+
+@intrinsic
+def load_u64(typingctx, arr, i):
+    """The 8 bytes of the uint8 array ``arr`` at ``i`` as one little-endian uint64 (an unaligned load; the
+    caller keeps ``i + 8 <= len(arr)``)."""
+    from numba import types
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+
+    return types.uint64(arr, types.intp), codegen
+
+
+@njit(cache=True, nogil=True)
+def _crc_hw_update(table, buf, start, end, crc):
+    """``_crc_table_update`` with the processor's instruction (``table`` unused: same signature)."""
+    c = np.uint64(np.uint32(crc) ^ np.uint32(0xFFFFFFFF))
+    i = start
+    while i + 8 <= end:
+        c = _crc32_u64(c, load_u64(buf, i))
+        i += 8
+    c32 = np.uint32(c)
+    while i < end:
+        c32 = _crc32_u8(c32, buf[i])
+        i += 1
+    return c32 ^ np.uint32(0xFFFFFFFF)
+
+
+_crc_update = _crc_hw_update if HARDWARE_CRC else _crc_table_update
 
 
 @njit(cache=True, nogil=True)

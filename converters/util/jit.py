@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable
 
-__all__ = ["njit", "compile_seconds", "compiles", "on_next_compile"]
+__all__ = ["njit", "intrinsic", "compile_seconds", "compiles", "on_next_compile"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,14 @@ def njit(*args, **kwargs):
 
     _install()
     return numba.njit(*args, **kwargs)
+
+
+def intrinsic(*args, **kwargs):
+    """numba's ``extending.intrinsic`` (a function whose LLVM code the caller writes), imported lazily."""
+    from numba.core.extending import intrinsic as _intrinsic
+
+    _install()
+    return _intrinsic(*args, **kwargs)
 
 
 def compile_seconds() -> float:
