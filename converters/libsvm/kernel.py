@@ -334,15 +334,13 @@ def parse_kernel(buf, state, field_size, base, pad, truncate, allow_nonfinite, m
                 break
             t0 = q
             idx = np.int64(0)
-            nd = 0
             while q < n:
                 c = buf[q]
                 if c < 48 or c > 57:
                     break
-                if nd < 18:
-                    idx = idx * 10 + (c - 48)
-                nd += 1
+                idx = idx * 10 + (c - 48)  # wraps past 18 digits: such a token is irregular anyway
                 q += 1
+            nd = q - t0
             if nd == 0 or nd > 18 or q >= n or buf[q] != 58:
                 # irregular token: qid, no colon, no index, or something Python must judge
                 t1, colon = _scan_token(buf, t0, n)

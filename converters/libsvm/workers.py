@@ -281,8 +281,11 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad, s
             if kind == "pack":
                 yield from unpack(item, work_pack(item, popts, keys, stop_on_bad), split_packs)
                 continue
-            for block, first_line, _ in iter_blocks(item, block_size):
-                yield item, first_line, work_block(block, first_line, popts, keys, stop_on_bad)
+            first_line = 1  # counted by the parser (res.lines), not by a separate scan of each block
+            for block, _, _ in iter_blocks(item, block_size, count_lines=False):
+                res = work_block(block, first_line, popts, keys, stop_on_bad)
+                yield item, first_line, res
+                first_line += res.lines
         return
     next_line = {p: 1 for p in paths}
 

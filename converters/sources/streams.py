@@ -170,16 +170,17 @@ class _DecodedReader(io.RawIOBase):
         super().close()
 
 
-def iter_blocks(path: str, block_size: int = _BLOCK, max_line: int = MAX_LINE_BYTES
+def iter_blocks(path: str, block_size: int = _BLOCK, max_line: int = MAX_LINE_BYTES, *, count_lines: bool = True
                 ) -> Iterator[tuple[bytes, int, int]]:
     """Yield ``(block, first_line_number, byte_offset)`` with each block ending at a newline (the last one
     may lack it). Memory stays at about one block (or the longest line; a line over ``max_line`` bytes is an
     error). Decompression errors become InputError naming the file and the uncompressed byte offset where
     decoding failed, after every complete line before it was yielded. A stream that ends in the middle of
-    compressed data (truncated file) is an error, not a silent short read."""
-    line = 1
+    compressed data (truncated file) is an error, not a silent short read. ``count_lines=False``: the line
+    numbers are not counted (each is 0; a caller that parses the blocks counts them itself, for free)."""
+    line = 1 if count_lines else 0
     offset = 0
-    carry: list[bytes] = []  # pieces of an unfinished line (joined once, never re-copied per read)
+    carry: list = []  # pieces of an unfinished line (joined once, never re-copied per read)
     carried = 0
     with open_input(path) as f:
         while True:
@@ -197,14 +198,16 @@ def iter_blocks(path: str, block_size: int = _BLOCK, max_line: int = MAX_LINE_BY
                 carry.append(chunk)
                 carried += len(chunk)
                 if carried > max_line:
-                    raise InputError(f"line {line} is longer than {max_line} bytes without a newline: not "
+                    where = f"line {line}" if count_lines else "a line"
+                    raise InputError(f"{where} is longer than {max_line} bytes without a newline: not "
                                      "line-oriented text", path=path, offset=offset)
                 continue
-            block = b"".join(carry) + chunk[:cut] if carry else chunk[:cut]
-            rest = chunk[cut:]
-            carry, carried = ([rest], len(rest)) if rest else ([], 0)
+            with memoryview(chunk) as mv:  # the block is copied once (joined with the carried line's start)
+                block = b"".join([*carry, mv[:cut]]) if carry else chunk if cut == len(chunk) else chunk[:cut]
+                carry, carried = ([mv[cut:].tobytes()], len(chunk) - cut) if cut < len(chunk) else ([], 0)
             yield block, line, offset
-            line += block.count(b"\n")
+            if count_lines:
+                line += block.count(b"\n")
             offset += len(block)
 
 
