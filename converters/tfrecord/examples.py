@@ -2,7 +2,10 @@
 
 One compiled pass per batch writes the protobuf wire format of every Example (features in sorted key
 order, so the bytes are deterministic and equal protobuf's own deterministic serialization) together with
-the TFRecord framing and both CRC32Cs. No protobuf objects are built: this is the converters' hot path.
+the TFRecord framing and both CRC32Cs (``crc``: the processor's CRC32C instruction where there is one). No
+protobuf objects are built. This is the general serializer (any schema; the text converter's); the LibSVM
+layouts have one-pass serializers of their own (``libsvm.emit``, ``libsvm.emit_sparse``) that write the same
+bytes.
 
 Fixed-length features come as one array per feature (n rows); variable-length ones as CSR
 ``(values, row_splits)``: all rows' values end to end and ``n + 1`` offsets (row ``r`` is
