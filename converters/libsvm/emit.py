@@ -64,8 +64,8 @@ def max_record_bytes(keys: tuple[str, str, str], field_size: int) -> int:
 
 @njit(cache=True, nogil=True, inline="always")
 def _vlen(v):
-    if 0 <= v < 16384:
-        return 1 if v < 128 else 2
+    if 0 <= v < 2097152:
+        return 1 if v < 128 else 2 if v < 16384 else 3
     if v < 0:
         return 10
     n = 1
@@ -77,13 +77,17 @@ def _vlen(v):
 
 @njit(cache=True, nogil=True, inline="always")
 def _put(out, q, v):
-    if 0 <= v < 16384:  # the common ids: one or two bytes, no loop
+    if 0 <= v < 2097152:  # the common ids: one to three bytes, no loop
         if v < 128:
             out[q] = np.uint8(v)
             return q + 1
         out[q] = np.uint8((v & 0x7F) | 0x80)
-        out[q + 1] = np.uint8(v >> 7)
-        return q + 2
+        if v < 16384:
+            out[q + 1] = np.uint8(v >> 7)
+            return q + 2
+        out[q + 1] = np.uint8(((v >> 7) & 0x7F) | 0x80)
+        out[q + 2] = np.uint8(v >> 14)
+        return q + 3
     u = np.uint64(v)
     while u >= np.uint64(128):
         out[q] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))

@@ -9,7 +9,8 @@ from converters.libsvm.emit_sparse import serialize_csr
 from converters.libsvm.options import libsvm_schema
 from converters.tfrecord.examples import serialize_batch
 
-_IDS = st.one_of(st.integers(0, 127), st.integers(128, 16383), st.integers(16384, 2**63 - 1),
+_IDS = st.one_of(st.integers(0, 127), st.integers(128, 16383), st.integers(16384, 2**21 - 1),
+                 st.integers(2**21 - 2, 2**21 + 2), st.integers(2**21, 2**63 - 1),
                  st.integers(-(2**63), -1))
 _F32 = st.floats(width=32, allow_nan=True, allow_infinity=True)
 
