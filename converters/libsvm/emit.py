@@ -113,7 +113,7 @@ def _copy(out, q, src, a, n):
 
 
 @njit(cache=True, nogil=True)
-def emit_row(table, out, pos, label_bytes, ids, vbytes, row, order, heads, hoff, idkey, fixed):
+def _emit_row(table, out, pos, label_bytes, ids, vbytes, row, order, heads, hoff, idkey, fixed):
     """Write row ``row`` as one framed record at ``out[pos:]``; returns the position after it.
     ``label_bytes``: the labels' float32 bytes (4 a row); ``vbytes``: the values' bytes (4 * field_size a row)."""
     f = ids.shape[1]
@@ -158,7 +158,7 @@ def emit_row(table, out, pos, label_bytes, ids, vbytes, row, order, heads, hoff,
 def _emit_rows(table, out, label_bytes, ids, vbytes, order, heads, hoff, idkey, fixed, lengths):
     pos = 0
     for r in range(ids.shape[0]):
-        end = emit_row(table, out, pos, label_bytes, ids, vbytes, r, order, heads, hoff, idkey, fixed)
+        end = _emit_row(table, out, pos, label_bytes, ids, vbytes, r, order, heads, hoff, idkey, fixed)
         lengths[r] = end - pos
         pos = end
     return pos
