@@ -120,9 +120,12 @@ def compute_offsets(path: str) -> np.ndarray:
                 parts.append(out[:n])
                 if status:
                     break
-            del buf, out
+            del buf
         finally:
-            mm.close()
+            try:
+                mm.close()
+            except BufferError:   # an exception's traceback still holds the array: the mapping goes with it
+                pass
     if status == WALK_BAD_HEADER:
         raise _damage(path, "corrupt record header (length CRC mismatch: damaged, or not an uncompressed "
                             "TFRecord file)", pos)
@@ -227,7 +230,12 @@ def offset_of(path: str, k: int, *, records: int | None = None, sha256: str | No
     if not isinstance(k, int) or k < 0:
         raise ValueError(f"k must be a record number >= 0, got {k!r}")
     path = os.fspath(path)
-    res = ensure_index(path, records=records, sha256=sha256, directory=directory)
+    try:
+        res = ensure_index(path, records=records, sha256=sha256, directory=directory)
+    except OSError as exc:     # (a damaged file is an IntegrityError, raised)
+        log.warning("cannot index the record offsets of %s (%s): reading through its first %d records", path,
+                    exc.strerror or exc, k)
+        return None
     fd = None if res.offsets is not None else _open_cached(res.cache_path, records)
     if res.offsets is None and fd is None:
         log.warning("the record-offset index %s vanished while in use: reading %s through its first %d records",

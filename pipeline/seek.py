@@ -8,8 +8,9 @@ the file's record-offset index (``pipeline.offsets``: computed once, cached, che
 use) and opens the file there with TensorFlow's ``TFRecordDatasetV2`` op, whose ``byte_offsets`` input seeks.
 
 It reads through (``.skip(k)``) when the op is missing from this TensorFlow (found by looking for it, not by
-version), for GZIP/ZLIB files (an offset into compressed data means nothing) and when the index does not match
-the file (one warning). Either way the records are byte for byte those of ``TFRecordDataset(path).skip(k)``.
+version), for GZIP/ZLIB files (an offset into compressed data means nothing), for remote files (``s3://``:
+not indexed) and when the index cannot be made or does not match the file (one warning). Either way the
+records are byte for byte those of ``TFRecordDataset(path).skip(k)``.
 
 The op is wrapped in a one-element ``flat_map``: TensorFlow serializes a dataset made at the top level when it
 builds an iterator, and ``TFRecordDatasetV2``'s serialization leaves out the ``byte_offsets`` input (the
@@ -115,6 +116,9 @@ def records_from(path: str, k: int, *, compression_type: str = "", buffer_size: 
         return plain().take(0)
     if ctype:
         log.debug("%s: %s records cannot be entered by byte offset: skipping %d records", path, ctype, k)
+        return plain().skip(k)
+    if "://" in path:
+        log.debug("%s: a remote file is not indexed: skipping %d records", path, k)
         return plain().skip(k)
     if not has_seek_op():
         log.debug("this TensorFlow has no TFRecordDatasetV2 op: skipping %d records of %s", k, path)
