@@ -73,6 +73,7 @@ def test_records_of_zero_bytes_and_bigger_than_the_read_buffer(tmp_path):
         for buf in (None, 1 << 16):
             got = listed(records_from(str(path), k, buffer_size=buf, cache_dir=str(tmp_path / "c")))
             assert got == payloads[k:]
+        assert got == skipped(path, k)
 
 
 def test_a_second_file_through_a_pipeline_graph(mixed, tmp_path):
@@ -119,15 +120,19 @@ def test_a_cache_dir_that_cannot_be_written_works_and_warns_once(mixed, tmp_path
     assert len(warned) == 1 and "cannot cache record-offset indexes" in warned[0].getMessage()
 
 
-def test_a_read_only_cache_dir(mixed, tmp_path, mounted):
+def test_a_read_only_cache_dir(mixed, tmp_path, mounted, caplog):
     cache = tmp_path / "ro"
     cache.mkdir()
     if os.geteuid() == 0:
         mounted(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"], cache)    # (root writes through a chmod)
     else:
         cache.chmod(0o555)
-    assert listed(records_from(mixed, 100, records=400, cache_dir=str(cache))) == skipped(mixed, 100)
+    with caplog.at_level(logging.WARNING):
+        for k in (100, 399):
+            assert listed(records_from(mixed, k, records=400, cache_dir=str(cache))) == skipped(mixed, k)
     assert list(cache.iterdir()) == []
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and warned[0].startswith(f"cannot cache record-offset indexes in {cache}")
 
 
 @pytest.mark.parametrize("ctype", ["GZIP", "ZLIB"])
