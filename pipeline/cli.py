@@ -93,7 +93,7 @@ def register(sub) -> None:
 
     o = psub.add_parser("offsets", help="compute and cache the record-offset index of every shard, so that a "
                                         "resume enters a shard mid-file by a seek")
-    add_set_argument(o, "manifest")
+    add_set_argument(o, "manifest", help="shard set: a local directory (or its index.json)")
     o.add_argument("--workers", type=positive_int, default=1, metavar="N", help="shards indexed at once (default 1)")
     add_json_option(o, "the report")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")

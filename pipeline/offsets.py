@@ -5,7 +5,8 @@ before it (``pipeline.seek.records_from``).
 ``compute_offsets(path)`` walks the 12-byte record headers (length, masked CRC32C of the length; the CRC is
 checked, a bad header is an ``IntegrityError`` naming the file and the byte offset) in a numba kernel over the
 file mapped in memory: it touches only the headers, so a file of big records costs a page or two per record,
-and no Python runs per record.
+and no Python runs per record. (Shards are never rewritten in place: like any memory map, one truncated by
+another process during its walk would fault this one.)
 
 ``ensure_index`` computes an index once and caches it under ``cache_dir()`` (``$TFPIPE_CACHE/offsets``, else
 ``~/.cache/tfpipe/offsets``), keyed by the shard's sha256 from the manifest when known (the same bytes have the

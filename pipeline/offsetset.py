@@ -53,8 +53,8 @@ def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive number, got {workers!r}")
     if is_s3(str(set_path)) or "://" in str(set_path):
-        raise TfpipeError(f"{set_path}: record offsets are indexed for local sets (a remote set's shards are read "
-                          "from the stream cache, entered from their start)")
+        raise TfpipeError(f"{set_path}: record offsets are indexed for the files of a local set: give the set's "
+                          "local directory")
     directory = directory if directory is not None else cache_dir()
     start = time.perf_counter()
     manifest = read_manifest(set_path)

@@ -233,3 +233,8 @@ def test_cli_offsets_of_a_damaged_set(tmp_path, capsys, monkeypatch):
     assert main(["pipeline", "offsets", str(tmp_path / "set"), "--no-progress"]) == 4
     err = capsys.readouterr().err
     assert f"{shard}: corrupt record header (length CRC mismatch" in err and "at byte 0" in err
+
+
+def test_cli_offsets_of_a_remote_set_is_refused(capsys):
+    assert main(["pipeline", "offsets", "s3://bucket/set", "--no-progress"]) == 1
+    assert "record offsets are indexed for the files of a local set" in capsys.readouterr().err
