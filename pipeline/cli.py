@@ -1,5 +1,6 @@
 """``tfpipe pipeline explain DIR`` (stages, settings and why), ``tfpipe pipeline tune DIR`` (the read strategy
-measured on this machine, stored for ``read="auto"``) and ``tfpipe pipeline lint script.py:function``."""
+measured on this machine, stored for ``read="auto"``), ``tfpipe pipeline lint script.py:function`` and
+``tfpipe pipeline offsets DIR`` (the record-offset indexes a resume seeks with, computed ahead)."""
 from __future__ import annotations
 
 import argparse
@@ -90,6 +91,14 @@ def register(sub) -> None:
                     help="path/to/script.py:function (called without arguments, returns a Dataset)")
     lt.set_defaults(func=_lint)
 
+    o = psub.add_parser("offsets", help="compute and cache the record-offset index of every shard, so that a "
+                                        "resume enters a shard mid-file by a seek")
+    add_set_argument(o, "manifest", help="shard set: a local directory (or its index.json)")
+    o.add_argument("--workers", type=positive_int, default=1, metavar="N", help="shards indexed at once (default 1)")
+    add_json_option(o, "the report")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.set_defaults(func=_offsets)
+
 
 def _positive_seconds(text: str) -> float:
     try:
@@ -154,3 +163,18 @@ def _lint(args: argparse.Namespace) -> int:
     if not findings:
         print("no findings")
     return 1 if findings else 0
+
+
+def _offsets(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from .offsetset import format_offsets_report, index_offsets
+
+    report = index_offsets(args.manifest, workers=args.workers,
+                           progress=not args.no_progress and sys.stderr.isatty())
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, sort_keys=True))
+    else:
+        print(format_offsets_report(report))
+    return 1 if report.uncached else 0

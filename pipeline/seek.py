@@ -1,0 +1,129 @@
+"""``records_from(path, k)``: the records of one TFRecord file from record ``k``, without reading the ``k``
+records before it where that is possible.
+
+``tf.data.TFRecordDataset(path).skip(k)`` reads every byte before record ``k`` whenever the records are
+smaller than its read buffer (8 MiB): a 1 GiB shard entered near its end costs seconds from the page cache and
+far more from disk. For an uncompressed file, ``records_from`` instead looks up record ``k``'s byte offset in
+the file's record-offset index (``pipeline.offsets``: computed once, cached, checked against the file before
+use) and opens the file there with TensorFlow's ``TFRecordDatasetV2`` op, whose ``byte_offsets`` input seeks.
+
+It reads through (``.skip(k)``) when the op is missing from this TensorFlow (found by looking for it, not by
+version), for GZIP/ZLIB files (an offset into compressed data means nothing), for remote files (``s3://``:
+not indexed) and when the index cannot be made or does not match the file (one warning). Either way the
+records are byte for byte those of ``TFRecordDataset(path).skip(k)``.
+
+The op is wrapped in a one-element ``flat_map``: TensorFlow serializes a dataset made at the top level when it
+builds an iterator, and ``TFRecordDatasetV2``'s serialization leaves out the ``byte_offsets`` input (the
+iterator then fails to build); built inside a function, the op's node keeps its four inputs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from .offsets import offset_of
+from .read import DEFAULT_BUFFER_BYTES
+
+__all__ = ["records_from", "has_seek_op"]
+
+log = logging.getLogger(__name__)
+
+_COMPRESSION = {"": "", "NONE": "", "GZIP": "GZIP", "ZLIB": "ZLIB"}
+_classes: dict[str, type] = {}
+
+
+def has_seek_op() -> bool:
+    """Whether this TensorFlow has the ``TFRecordDatasetV2`` op (a ``byte_offsets`` input per file)."""
+    from tensorflow.python.ops import gen_dataset_ops
+
+    return hasattr(gen_dataset_ops, "tf_record_dataset_v2")
+
+
+def _source_class() -> type:
+    """A ``DatasetSource`` over ``TFRecordDatasetV2`` (defined on first use: TensorFlow is imported lazily)."""
+    if "source" not in _classes:
+        import tensorflow as tf
+        from tensorflow.python.data.ops import dataset_ops
+        from tensorflow.python.ops import gen_dataset_ops
+
+        class _SeekingTFRecordDataset(dataset_ops.DatasetSource):
+            """The records of one uncompressed TFRecord file from byte ``offset`` (a record's start)."""
+
+            def __init__(self, filename, offset, buffer_size):
+                self._name = None
+                variant = gen_dataset_ops.tf_record_dataset_v2(
+                    tf.reshape(tf.convert_to_tensor(filename, tf.string), [1]), tf.constant("", tf.string),
+                    tf.convert_to_tensor(buffer_size, tf.int64),
+                    tf.reshape(tf.convert_to_tensor(offset, tf.int64), [1]),
+                    metadata=self._metadata.SerializeToString())
+                super().__init__(variant)
+
+            @property
+            def element_spec(self):
+                return tf.TensorSpec([], tf.string)
+
+        _classes["source"] = _SeekingTFRecordDataset
+    return _classes["source"]
+
+
+def _seek(path: str, offset: int, buffer_size: int):
+    import tensorflow as tf
+
+    source = _source_class()
+    start = tf.data.Dataset.from_tensors((tf.constant(path, tf.string), tf.constant(offset, tf.int64)))
+    # (no autograph: converting this one-line function would cost more than the rest of the first element)
+    return start.flat_map(tf.autograph.experimental.do_not_convert(lambda name, at: source(name, at, buffer_size)))
+
+
+def _check_args(path, k, compression_type, buffer_size, records) -> tuple[str, str, int]:
+    path = os.fspath(path)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a record number >= 0, got {k!r}")
+    if records is not None and (isinstance(records, bool) or not isinstance(records, int) or records < 0):
+        raise ValueError(f"records must be the file's record count (>= 0) or None, got {records!r}")
+    if records is not None and k > records:
+        raise ValueError(f"k={k} is past the end of {path}, which has {records} records")
+    ctype = _COMPRESSION.get(str(compression_type or "").upper())
+    if ctype is None:
+        raise ValueError(f"compression_type must be '', 'GZIP' or 'ZLIB', got {compression_type!r}")
+    buf = DEFAULT_BUFFER_BYTES if buffer_size is None else buffer_size
+    if isinstance(buf, bool) or not isinstance(buf, int) or buf < 0:
+        raise ValueError(f"buffer_size must be bytes >= 0 (0: no buffering) or None, got {buffer_size!r}")
+    return path, ctype, buf
+
+
+def records_from(path: str, k: int, *, compression_type: str = "", buffer_size: int | None = None,
+                 records: int | None = None, sha256: str | None = None, cache_dir: str | None = None):
+    """A ``tf.data.Dataset`` of the records of the TFRecord file ``path`` from record ``k`` (0-based): the
+    elements of ``TFRecordDataset(path, compression_type, buffer_size).skip(k)``, reached by a seek.
+
+    ``records`` (the file's record count, from the manifest) and ``sha256`` (its digest, from the manifest)
+    are optional: with them the index is cached under the shard's digest and a cache file of the wrong size
+    is never read; ``k == records`` gives an empty dataset without touching the file, ``k > records`` is a
+    ``ValueError``. ``cache_dir``: where indexes are cached (default ``pipeline.offsets.cache_dir()``). The
+    first call for a file computes its index (a walk over its record headers); later calls, in this process
+    or another, read two or three of its entries.
+    """
+    path, ctype, buf = _check_args(path, k, compression_type, buffer_size, records)
+    import tensorflow as tf
+
+    def plain():
+        return tf.data.TFRecordDataset(path, ctype, buf)
+
+    if k == 0:
+        return plain()
+    if records is not None and k == records:
+        return plain().take(0)
+    if ctype:
+        log.debug("%s: %s records cannot be entered by byte offset: skipping %d records", path, ctype, k)
+        return plain().skip(k)
+    if "://" in path:
+        log.debug("%s: a remote file is not indexed: skipping %d records", path, k)
+        return plain().skip(k)
+    if not has_seek_op():
+        log.debug("this TensorFlow has no TFRecordDatasetV2 op: skipping %d records of %s", k, path)
+        return plain().skip(k)
+    offset = offset_of(path, k, records=records, sha256=sha256, directory=cache_dir)
+    if offset is None:
+        return plain().skip(k)
+    return _seek(path, offset, buf)
