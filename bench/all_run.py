@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,17 +42,33 @@ def cpu_counts() -> dict:
     return {"cpu_count": os.cpu_count(), "cores_allowed": allowed}
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
 def _one_run(name: str, smoke: bool, timeout: float | None) -> dict:
     """One run of benchmark ``name`` in a child process: its metrics, or an ``error`` line."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     cmd = [sys.executable, "-m", "bench.all_run", name] + (["--smoke"] if smoke else [])
     before, t = load_avg(), time.perf_counter()
+    # a session of its own: a timeout stops the run's own children too (worker processes, the scaling run)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-        out, err, rc = r.stdout, r.stderr, r.returncode
+        out, err = proc.communicate(timeout=timeout)
+        rc = proc.returncode
     except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
         out, err, rc = "", f"timed out after {timeout:g} s", None
+    except BaseException:  # Ctrl-C, SIGTERM: take the run down with us
+        _kill_group(proc)
+        raise
     run = {"seconds": round(time.perf_counter() - t, 2), "load_before": before, "load_after": load_avg(),
            **cpu_counts()}
     lines = out.strip().splitlines()
@@ -62,7 +79,7 @@ def _one_run(name: str, smoke: bool, timeout: float | None) -> dict:
         except json.JSONDecodeError:
             pass
     tail = [ln for ln in err.strip().splitlines() if ln.strip()][-1:] or ["no output"]
-    run["error"] = f"exit {rc}: {tail[0][:300]}"
+    run["error"] = tail[0] if rc is None else f"exit {rc}: {tail[0][:300]}"
     return run
 
 

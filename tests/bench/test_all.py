@@ -108,3 +108,15 @@ def test_usage_errors_exit_64_with_one_error_line(argv, expected, capsys):
     err = capsys.readouterr().err
     errors = [ln for ln in err.splitlines() if ": error: " in ln]
     assert len(errors) == 1 and expected in errors[0], err
+
+
+def test_a_run_past_timeout_is_recorded_as_failed_and_the_command_exits_1(tmp_path, capsys):
+    out = tmp_path / "all.json"
+    rc = main(["bench", "all", "--smoke", "--repeats", "1", "--only", "overhead", "--timeout", "0.2",
+               "--json-out", str(out), "--no-progress"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    b = json.loads(out.read_text())["benchmarks"][0]
+    assert b["runs_ok"] == 0 and b["errors"] == ["timed out after 0.2 s"]
+    assert b["runs"][0]["load_before"] is not None and "metrics" not in b["runs"][0]
+    assert "NO RUNS" in captured.out and "runs failed in overhead" in captured.err
