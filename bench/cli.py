@@ -18,6 +18,7 @@ BENCHMARKS = (
     "bench.overhead_cmd",
     "bench.small_files",
     "bench.stream_cmd",
+    "bench.all_cmd",
 )
 
 

@@ -1,0 +1,302 @@
+"""The benchmarks ``tfpipe bench all`` runs: one ``Benchmark`` per README "Measured speed" row (or two rows
+from one run), each with its sizes (``full``; ``smoke`` only shrinks them, for testing the harness), the
+metrics it reports with their targets, and ``measure(smoke) -> {metric: value}``, one run in this process.
+
+Each ``measure`` calls the benchmark's own library function (``bench.convert_libsvm.run_benchmark``,
+``bench.variants.run_speed_suite``, ...) and picks numbers from the dict it returns; ``bench.all_run`` calls it
+in a fresh process per run. Heavy imports stay inside the functions.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable
+
+__all__ = ["Metric", "Row", "Benchmark", "BENCHMARKS", "DEFAULT", "OPTIONAL", "meets", "show", "show_range"]
+
+_OPS = (">=", "<=", "<", ">")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One reported figure: ``key`` in the run's result, how to show it (``unit``: x, %, rec/s, s, ratio) and
+    its target (``op`` and ``target``; ``None``: informational). Units: x (a ratio shown 8.31×), %, rec/s,
+    s, ms, n (a count), ratio (shown 0.996)."""
+
+    key: str
+    label: str
+    unit: str = "x"
+    op: str | None = None
+    target: float | None = None
+
+    def __post_init__(self):
+        if self.unit not in _SUFFIX:
+            raise ValueError(f"metric {self.key}: unknown unit {self.unit!r}")
+        if (self.op is None) != (self.target is None) or (self.op is not None and self.op not in _OPS):
+            raise ValueError(f"metric {self.key}: op {self.op!r} and target {self.target!r} must be given together, "
+                             f"op one of {_OPS}")
+
+    def target_text(self) -> str:
+        if self.op is None:
+            return "—"
+        sym = {">=": "≥", "<=": "≤"}.get(self.op, self.op)
+        return f"{sym} {self.target:g}{_SUFFIX[self.unit]}"
+
+
+def meets(metric: Metric, value: float) -> bool | None:
+    """Whether ``value`` meets ``metric``'s target (None: the metric has no target)."""
+    if metric.op is None:
+        return None
+    return {">=": value >= metric.target, "<=": value <= metric.target,
+            "<": value < metric.target, ">": value > metric.target}[metric.op]
+
+
+def number(value: float, unit: str) -> str:
+    """A figure's number without its unit: 8.31, 1.7, 290,027, 1.22, 0.996."""
+    if unit == "rec/s":
+        return f"{value:,.0f}"
+    if unit in ("%", "ms"):
+        return f"{value:.1f}"
+    if unit == "n":
+        return f"{value:,.0f}"
+    return f"{value:.3f}" if unit == "ratio" else f"{value:.2f}"
+
+
+_SUFFIX = {"x": "×", "%": " %", "rec/s": " rec/s", "s": " s", "ms": " ms", "n": "", "ratio": ""}
+
+
+def show(value: float, unit: str) -> str:
+    """A figure as the README writes it: 8.31×, 1.7 %, 290,027 rec/s, 1.22 s, 0.996."""
+    return number(value, unit) + _SUFFIX[unit]
+
+
+def show_range(lo: float, hi: float, unit: str) -> str:
+    """``lo``–``hi`` with the unit once: 7.90–8.52×, 152,000–165,000 rec/s (one figure when they are equal)."""
+    a, b = number(lo, unit), number(hi, unit)
+    return (a if a == b else f"{a}–{b}") + _SUFFIX[unit]
+
+
+@dataclass(frozen=True)
+class Row:
+    """A README table row made from one benchmark's run: its first-column title, the metrics it shows and, where
+    it differs from the benchmark's, what the row measures (``size(smoke)``)."""
+
+    title: str
+    keys: tuple[str, ...]
+    size: Callable[[bool], str] | None = None
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    command: str                    # the single command a user would run for the same figure
+    size: Callable[[bool], str]     # smoke -> what this run measures, for the row title
+    measure: Callable[[bool], dict]
+    metrics: tuple[Metric, ...]
+    rows: tuple[Row, ...] = field(default=())
+    optional: bool = False          # slow: run only when asked for (--with / --only)
+
+    def metric(self, key: str) -> Metric:
+        for m in self.metrics:
+            if m.key == key:
+                return m
+        raise KeyError(f"benchmark {self.name} has no metric {key!r}")
+
+
+# -- one run of each ---------------------------------------------------------------------------------------
+
+def _libsvm_lines(smoke: bool) -> int:
+    return 2_000 if smoke else 100_000
+
+
+def _convert_libsvm(smoke: bool) -> dict:
+    from .convert_libsvm import run_benchmark
+
+    r = run_benchmark(lines=_libsvm_lines(smoke), workers_list=(1, 2))
+    w = {s["workers"]: s for s in r["scaling"]}
+    return {"ratio": r["ratio"], "ratio_cpu": r["ratio_cpu"],
+            "tfpipe_rec_s": r["tfpipe_workers_1"]["records_per_s"], "naive_rec_s": r["naive"]["records_per_s"],
+            "workers2_vs_1": w[2]["speedup_vs_1"], "input_mb": round(r["input_bytes"] / 1e6, 1)}
+
+
+def _convert_libsvm_sparse(smoke: bool) -> dict:
+    from .convert_libsvm import run_benchmark
+
+    r = run_benchmark(lines=_libsvm_lines(smoke), workers_list=(), sparse=True)
+    return {"ratio": r["ratio"], "ratio_cpu": r["ratio_cpu"],
+            "tfpipe_rec_s": r["tfpipe_workers_1"]["records_per_s"], "naive_rec_s": r["naive"]["records_per_s"],
+            "input_mb": round(r["input_bytes"] / 1e6, 1)}
+
+
+def _text_sizes(smoke: bool) -> dict:
+    return (dict(docs=40, vocab_size=400, seq_len=128, repeats=1, mean_words=60) if smoke else
+            dict(docs=3000, vocab_size=16384, seq_len=2048, repeats=2))
+
+
+def _convert_text(smoke: bool) -> dict:
+    from .convert_text import run_benchmark
+
+    r = run_benchmark(**_text_sizes(smoke))
+    return {"ratio": r["ratio"], "cpu_ratio": r["cpu_ratio"], "threads": r["threads"],
+            "text_mb": round(r["text_bytes"] / 1e6, 1)}
+
+
+def _records(smoke: bool) -> int:
+    return 6_000 if smoke else 200_000
+
+
+def _shards(tmp: str, smoke: bool) -> str:
+    from converters.libsvm.synthetic import write_criteo_shards
+
+    data = os.path.join(tmp, "criteo")
+    write_criteo_shards(data, _records(smoke), shard_bytes=(1 << 20) if smoke else 16 << 20)
+    return data
+
+
+def _pipeline(smoke: bool) -> dict:
+    """The no-step suite (naive, default, hand-tuned, Pipe mode), then naive and default against a simulated step
+    chosen from the naive and default throughputs just measured (as ``tfpipe bench pipeline`` with no arguments)."""
+    from .compare import compare
+    from .pipeline_cmd import choose_scenario
+    from .steps import simulated_step
+    from .variants import HAND_TUNED, VARIANTS, run_speed_suite
+
+    batch = 128 if smoke else 512
+    tmp = tempfile.mkdtemp(prefix="tfpipe-bench-all-")
+    try:
+        data = _shards(tmp, smoke)
+        names = ["naive", "vectorized", *HAND_TUNED, "pipe"]
+        rows = {r["variant"]: r for r in run_speed_suite(
+            data, batch, names, max_batches=min(_records(smoke) // batch, 400),
+            options={"pipe": {"pipe_dir": os.path.join(tmp, "pipe")}})}
+        d = rows["vectorized"]
+        step_batch, step_ms, _ = choose_scenario(rows["naive"]["records_per_s"], d["records_per_s"], batch)
+        reports = compare({n: (lambda n=n: VARIANTS[n](data, step_batch).repeat()) for n in ("naive", "vectorized")},
+                          simulated_step(step_ms, device="auto"), steps=6 if smoke else _STEPS,
+                          warmup=2 if smoke else 5, gpu_sampler=None)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    best = max((rows[n] for n in HAND_TUNED), key=lambda r: r["records_per_s"])
+    wait = {r.name: r.input_wait_pct for r in reports}
+    return {"default_vs_naive": d["vs_naive"], "default_vs_best": d["vs_best_hand_tuned"],
+            "default_rec_s": d["records_per_s"], "naive_rec_s": rows["naive"]["records_per_s"],
+            "best_rec_s": best["records_per_s"], "best_variant": best["variant"],
+            "pipe_vs_file": rows["pipe"]["records_per_s"] / d["records_per_s"],
+            "pipe_rec_s": rows["pipe"]["records_per_s"], "step_batch": step_batch, "step_ms": step_ms,
+            "naive_wait_pct": wait["naive"], "default_wait_pct": wait["vectorized"]}
+
+
+_STEPS = 40  # measured steps per graph against the simulated step
+
+
+def _small_files(smoke: bool) -> dict:
+    from .small_files import run_benchmark
+
+    r = run_benchmark(files=60 if smoke else 20_000, rounds=2)
+    return {"ratio": r["ratio"], "many_s": r["many_seconds"], "one_s": r["one_seconds"],
+            "mb": round(r["bytes"] / 1e6, 1)}
+
+
+def _overhead(smoke: bool) -> dict:
+    from .overhead_cmd import overhead
+
+    r = overhead(step_ms=2.0, steps=10, rounds=1) if smoke else overhead(step_ms=10.0, steps=200, rounds=5)
+    return {"ratio": r["ratio"]}
+
+
+def _tune(smoke: bool) -> dict:
+    from .tune_cmd import run_benchmark
+
+    tmp = tempfile.mkdtemp(prefix="tfpipe-bench-all-")
+    try:
+        data = _shards(tmp, smoke)
+        r = run_benchmark(data, rounds=1 if smoke else 5, tune_seconds=2.0 if smoke else 20.0,
+                          batch_size=128 if smoke else 512, max_seconds=1.0 if smoke else 3.0)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dict(r["figures"])
+
+
+def _beam_lines(smoke: bool) -> int:
+    return 2_000 if smoke else 1_000_000  # Beam's fixed start-up cost: at 200,000 lines the ratio is 0.21, not 0.5
+
+
+def _beam(smoke: bool) -> dict:
+    from .convert_beam import run_beam_benchmark
+
+    r = run_beam_benchmark(lines=_beam_lines(smoke), repeat=1)
+    return {"ratio": r["ratio"], "ratio_cpu": r["ratio_cpu"], "identical": float(bool(r["identical"]))}
+
+
+# -- the list ------------------------------------------------------------------------------------------------
+
+def _lines_size(what: str) -> Callable[[bool], str]:
+    return lambda smoke: f"{_libsvm_lines(smoke):,} {what}, both pinned to one core"
+
+
+_RATIO8 = dict(op=">=", target=8.0)
+
+BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
+    Benchmark("convert-libsvm", "tfpipe bench convert-libsvm", _lines_size("Criteo-like lines"), _convert_libsvm,
+              (Metric("ratio", "vs naive, wall", **_RATIO8), Metric("ratio_cpu", "vs naive, CPU", **_RATIO8),
+               Metric("tfpipe_rec_s", "tfpipe", "rec/s"), Metric("naive_rec_s", "naive", "rec/s"),
+               Metric("workers2_vs_1", "--workers 2 vs --workers 1")),
+              (Row("`tfpipe bench convert-libsvm`", ("ratio", "ratio_cpu", "tfpipe_rec_s", "naive_rec_s",
+                                                      "workers2_vs_1")),)),
+    Benchmark("convert-libsvm-sparse", "tfpipe bench convert-libsvm --sparse",
+              _lines_size("sparse lines (0-150 pairs, qid:)"), _convert_libsvm_sparse,
+              (Metric("ratio", "vs naive, wall", **_RATIO8), Metric("ratio_cpu", "vs naive, CPU", **_RATIO8),
+               Metric("tfpipe_rec_s", "tfpipe --sparse --keep-qid", "rec/s"), Metric("naive_rec_s", "naive", "rec/s")),
+              (Row("`tfpipe bench convert-libsvm --sparse`", ("ratio", "ratio_cpu", "tfpipe_rec_s", "naive_rec_s")),)),
+    Benchmark("convert-text", "tfpipe bench convert-text",
+              lambda s: (f"{_text_sizes(s)['docs']:,} Pile-like docs, BPE vocab {_text_sizes(s)['vocab_size']:,}, "
+                         f"all cores, best of {_text_sizes(s)['repeats']} inside a run"), _convert_text,
+              (Metric("ratio", "convert_text vs encode_batch alone, wall", op="<=", target=1.5),
+               Metric("cpu_ratio", "same, CPU")),
+              (Row("`tfpipe bench convert-text`", ("ratio", "cpu_ratio")),)),
+    Benchmark("pipeline", "tfpipe bench pipeline",
+              lambda s: f"{_records(s):,} records, batch {128 if s else 512}, no step", _pipeline,
+              (Metric("default_vs_naive", "default vs naive", op=">=", target=12.0),
+               Metric("default_vs_best", "default vs best hand-tuned", op=">=", target=0.95),
+               Metric("default_rec_s", "default", "rec/s"), Metric("naive_rec_s", "naive", "rec/s"),
+               Metric("best_rec_s", "best hand-tuned", "rec/s"),
+               Metric("pipe_vs_file", "Pipe mode vs File mode", op=">=", target=0.8),
+               Metric("pipe_rec_s", "Pipe mode", "rec/s"),
+               Metric("naive_wait_pct", "naive input wait", "%", op=">", target=20.0),
+               Metric("default_wait_pct", "default input wait", "%", op="<", target=5.0),
+               Metric("step_batch", "step batch", "n"), Metric("step_ms", "step", "ms")),
+              (Row("`tfpipe bench pipeline`", ("default_vs_naive", "default_vs_best", "default_rec_s", "naive_rec_s",
+                                                "best_rec_s")),
+               Row("Pipe mode vs File mode, `tfpipe bench pipeline`, local FIFOs", ("pipe_vs_file", "pipe_rec_s")),
+               Row("`tfpipe bench pipeline`, naive and default against the step chosen from their throughputs",
+                   ("naive_wait_pct", "default_wait_pct", "step_batch", "step_ms"),
+                   lambda s: f"{_records(s):,} records, {6 if s else _STEPS} steps after {2 if s else 5} warmup"))),
+    Benchmark("small-files", "tfpipe bench small-files",
+              lambda s: f"{60 if s else 20_000:,} LibSVM files of ~2 KB vs one file of the same lines, best of 2",
+              _small_files,
+              (Metric("ratio", "many files vs one file", op="<=", target=3.0),
+               Metric("many_s", "many files", "s"), Metric("one_s", "one file", "s")),
+              (Row("`tfpipe bench small-files`", ("ratio", "many_s", "one_s")),)),
+    Benchmark("overhead", "tfpipe bench overhead",
+              lambda s: "10 × 2 ms steps, 1 round" if s else "200 × 10 ms steps, 5 rounds", _overhead,
+              (Metric("ratio", "measured / bare wall time", "ratio", op="<", target=1.02),),
+              (Row("`tfpipe bench overhead`", ("ratio",)),)),
+    Benchmark("tune", "tfpipe bench tune --repeats 5 --tune-seconds 20 --generate 200000",
+              lambda s: f"{_records(s):,} records, {1 if s else 5} paired rounds after a {2 if s else 20} s tune",
+              _tune,
+              (Metric("tuned_vs_best_hand_tuned", "tuned default vs best hand-tuned", op=">=", target=0.97),
+               Metric("tuned_vs_naive", "tuned default vs naive", op=">=", target=12.0),
+               Metric("untuned_vs_best_hand_tuned", "untuned default vs best hand-tuned", op=">=", target=0.9)),
+              (Row("`tfpipe bench tune`", ("tuned_vs_best_hand_tuned", "tuned_vs_naive",
+                                           "untuned_vs_best_hand_tuned")),), optional=True),
+    Benchmark("beam", "tfpipe bench convert-libsvm --engine beam --repeats 1",
+              lambda s: f"{_beam_lines(s):,} Criteo-like lines, both pinned to one core", _beam,
+              (Metric("ratio", "Beam vs local, wall", op=">=", target=0.4), Metric("ratio_cpu", "Beam vs local, CPU"),
+               Metric("identical", "byte-identical output (1 = yes)", "ratio", op=">=", target=1.0)),
+              (Row("`tfpipe bench convert-libsvm --engine beam`", ("ratio", "ratio_cpu", "identical")),), optional=True),
+)}
+
+DEFAULT = tuple(n for n, b in BENCHMARKS.items() if not b.optional)
+OPTIONAL = tuple(n for n, b in BENCHMARKS.items() if b.optional)
