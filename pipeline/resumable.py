@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from .parse import spec_parse_fn
 from .read import AUTOTUNE, DEFAULT_BUFFER_BYTES
+from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point
 from .resume import check_resumable, epoch_records, epoch_steps, resume_position, steps_for
 from .stage import Stage
 
-__all__ = ["build_resumable", "resumable_stages", "FILE_KEY"]
+__all__ = ["build_resumable", "resumable_stages", "enter", "FILE_KEY", "CHUNK_KEY"]
 
-FILE_KEY = (1 << 32) - 1     # the window number whose seed orders the files (windows are numbered from 0)
+FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
+CHUNK_KEY = (1 << 32) - 2    # folded into (seed, epoch) for the base seed of the delays (chunks fold in their number)
 
 
 def _seed(seed, epoch, window):
@@ -34,39 +36,31 @@ def _seed(seed, epoch, window):
     return fold(fold(base, tf.cast(epoch, tf.int64)), tf.cast(window, tf.int64))
 
 
-def _epoch(spec, e, start, out_skip, steps):
-    """Epoch ``e``'s batches for this rank from window-aligned record ``start`` of its order, dropping the
-    first ``out_skip`` records of the order from there, ``steps`` batches."""
+def enter(path: str, k: int, compression_type, buffer_size):
+    """The records of ``path`` from its record ``k`` (the one place a file is entered in the middle)."""
     import tensorflow as tf
 
-    files = tf.constant(list(spec.files))
-    counts = tf.constant(list(spec.file_records), tf.int64)
+    return tf.data.TFRecordDataset(path, compression_type, buffer_size).skip(k)
+
+
+def _file_order(spec, e):
+    """Epoch ``e``'s file permutation (int64 tensor of file numbers)."""
+    import tensorflow as tf
+
     nf = len(spec.files)
-    shuffle = spec.shuffle_buffer > 0
-    seed = spec.seed or 0
-    ctype = "GZIP" if spec.compression == "gzip" else ""
-    buf = spec.buffer_size or DEFAULT_BUFFER_BYTES
     order = tf.range(nf, dtype=tf.int64)
-    if shuffle and nf > 1:
-        order = tf.random.experimental.index_shuffle(order, _seed(seed, e, FILE_KEY), tf.constant(nf - 1, tf.int64))
-    c = tf.gather(counts, order)
-    ends = tf.cumsum(c)
-    j = tf.minimum(tf.reduce_sum(tf.cast(ends <= start, tf.int64)), nf - 1)
-    k = start - (ends[j] - c[j])
-    names = tf.gather(files, order)
-    recs = tf.data.TFRecordDataset(names[j], ctype, buf).skip(k).concatenate(
-        tf.data.TFRecordDataset(names[j + 1:], ctype, buf))
-    if shuffle:
-        w = spec.shuffle_buffer
-        first_window = start // w
+    if spec.shuffle_buffer > 0 and nf > 1:
+        order = tf.random.experimental.index_shuffle(order, _seed(spec.seed or 0, e, FILE_KEY),
+                                                     tf.constant(nf - 1, tf.int64))
+    return order
 
-        def permute(i, window):
-            n = tf.cast(tf.shape(window)[0], tf.int64)
-            idx = tf.random.experimental.index_shuffle(tf.range(n), _seed(seed, e, first_window + i), n - 1)
-            return tf.gather(window, idx)
 
-        recs = recs.batch(w).enumerate().map(permute).unbatch()
-    recs = recs.skip(out_skip)
+def _io(spec):
+    return ("GZIP" if spec.compression == "gzip" else ""), (spec.buffer_size or DEFAULT_BUFFER_BYTES)
+
+
+def _batches(spec, recs, steps):
+    """The rank's ``steps`` batches of an epoch's order."""
     sharded = spec.num_shards > 1
     ds = recs.batch(spec.batch_size, drop_remainder=spec.drop_remainder or sharded)
     if sharded:
@@ -74,12 +68,43 @@ def _epoch(spec, e, start, out_skip, steps):
     return ds.take(steps)
 
 
-def _plan(spec, resume) -> list[tuple[int, int, int, int]]:
-    """(epoch, window-aligned start, records to drop, steps) of the first epoch read; later epochs start at 0."""
-    e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
-    w = spec.shuffle_buffer or 1
-    aligned = pos - pos % w if spec.shuffle_buffer else pos
-    return [(e0, aligned, pos - aligned, steps_for(spec, epoch_records(spec) - pos))]
+def _first_epoch(spec, e, pos, steps):
+    """Epoch ``e`` from output position ``pos``, planned eagerly: the file ``j`` and record ``k`` where reading
+    starts are Python ints, and that file is entered with :func:`enter`."""
+    ctype, buf = _io(spec)
+    total = sum(spec.file_records)
+    shuffle = spec.shuffle_buffer > 0
+    if shuffle:
+        q0, m, drop = resume_point(delay_key(_seed(spec.seed, e, CHUNK_KEY)), spec.shuffle_buffer, total, pos)
+        start = q0 * chunk_size(spec.shuffle_buffer)
+    else:
+        start, drop = min(pos, total), 0
+    order = [int(x) for x in _file_order(spec, e).numpy()]
+    names = [spec.files[f] for f in order]
+    j, k = 0, start
+    while j < len(order) - 1 and k >= spec.file_records[order[j]]:
+        k -= spec.file_records[order[j]]
+        j += 1
+    recs = enter(names[j], k, ctype, buf)
+    if j + 1 < len(names):
+        import tensorflow as tf
+
+        recs = recs.concatenate(tf.data.TFRecordDataset(names[j + 1:], ctype, buf))
+    if shuffle:
+        recs = delay_order(recs, delay_key(_seed(spec.seed, e, CHUNK_KEY)), spec.shuffle_buffer, total, q0, m)
+    return _batches(spec, recs.skip(drop), steps)
+
+
+def _epoch(spec, e, steps):
+    """Epoch ``e`` (a tensor) from its start: a generic graph for the epochs after the first."""
+    import tensorflow as tf
+
+    ctype, buf = _io(spec)
+    names = tf.gather(tf.constant(list(spec.files)), _file_order(spec, e))
+    recs = tf.data.TFRecordDataset(names, ctype, buf)
+    if spec.shuffle_buffer > 0:
+        recs = delay_order(recs, delay_key(_seed(spec.seed, e, CHUNK_KEY)), spec.shuffle_buffer, sum(spec.file_records))
+    return _batches(spec, recs, steps)
 
 
 def build_resumable(spec, resume: dict | None = None):
@@ -87,16 +112,14 @@ def build_resumable(spec, resume: dict | None = None):
     import tensorflow as tf
 
     check_resumable(spec)
-    (e0, start, out_skip, steps0), = _plan(spec, resume)
+    e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
     last = spec.epochs if spec.epochs is not None else 1 << 62
     per_epoch = epoch_steps(spec)
-    i64 = tf.int64
-    first = tf.data.Dataset.from_tensors((tf.constant(e0, i64), tf.constant(start, i64), tf.constant(out_skip, i64),
-                                          tf.constant(steps0, i64)))
-    rest = tf.data.Dataset.range(e0 + 1, max(e0 + 1, last)).map(
-        lambda e: (e, tf.constant(0, i64), tf.constant(0, i64), tf.constant(per_epoch, i64)))
-    epochs = (first if e0 < last else first.take(0)).concatenate(rest)
-    ds = epochs.flat_map(lambda e, s, o, n: _epoch(spec, e, s, o, n))
+    first = _first_epoch(spec, e0, pos, steps_for(spec, epoch_records(spec) - pos))
+    ds = first if e0 < last else first.take(0)
+    if e0 + 1 < last:               # later epochs: one generic graph over the epoch number
+        later = tf.autograph.experimental.do_not_convert(lambda e: _epoch(spec, e, per_epoch))
+        ds = ds.concatenate(tf.data.Dataset.range(e0 + 1, last).flat_map(later))
     if spec.parse:
         calls = AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
         # always in order: deterministic=False could swap batches, and a resume must find them where they were

@@ -1,0 +1,121 @@
+"""The resumable shuffle: a stateless "random delay" order that mixes like ``shuffle(B)`` with the same memory.
+
+Number an epoch's records ``i = 0 .. N-1`` in their read order (the epoch's permuted files, concatenated).
+Record ``i`` gets a delay ``r_i = floor(B · z_i²)`` with ``z_i`` a standard normal drawn by
+``stateless_random_normal`` from a seed folded from (seed, epoch, chunk ``i // c``) — a pure function, so any
+record's delay can be computed again anywhere — capped at ``D - 1``. Its key is ``min(i + r_i, N - 1)`` and the
+epoch's order is the records sorted by key (stable: ties by ``i``). ``B·z²`` is a Gamma(½) delay of mean ``B``:
+a ``shuffle(B)`` buffer holds a record for a geometric time of mean ``B`` (an exponential, Gamma(1)); the
+Gamma(½) delay has the same mean, so the same number of records waits at any time (the memory), but a wider
+spread, so records move further (measured in docs/pipeline.md).
+
+Streaming it (:func:`delay_order`): the records are cut into chunks of ``c = ceil(B / 4)``; a
+``tf.data.Dataset.scan`` keeps the *pending* records (read, key not yet reached) in index order. For chunk
+``q`` (records up to ``T = (q + 1)·c``) it emits, sorted by key, the pending and new records whose key is below
+``T`` and keeps the rest. Keys are ``≥ i``, so all is emitted by the last chunk; about ``B`` records pend
+(plus one chunk while it is processed).
+
+Resuming at output position ``P`` (:func:`resume_point`, eager): ``count(m)``, the records emitted before
+chunk ``m``, is ``m·c - D`` plus those of the ``D`` records before ``m·c`` whose key is below ``m·c`` (every
+earlier record's key is). The chunk ``m`` whose emission holds ``P`` is found from the delays of at most
+``2D/c + 1`` chunks; reading restarts at record ``m·c - D`` with nothing pending (which rebuilds chunk ``m``'s
+pending records exactly), chunks before ``m`` emit nothing, and ``P - count(m)`` records are dropped.
+"""
+from __future__ import annotations
+
+__all__ = ["chunk_size", "max_delay", "delay_key", "chunk_keys", "delay_order", "resume_point"]
+
+CHUNKS_PER_BUFFER = 4      # c = B / 4: each record is copied about B / c + 1 = 5 times through the pending set
+DELAY_BUFFERS = 8          # D = 8 B: a Gamma(½) delay of mean B exceeds it with probability 0.5 %
+
+
+def chunk_size(buffer: int) -> int:
+    """Records per scan step ``c`` for a shuffle buffer of ``buffer`` records."""
+    return max(1, -(-buffer // CHUNKS_PER_BUFFER))
+
+
+def max_delay(buffer: int) -> int:
+    """``D``: delays are capped at ``D - 1``; a multiple of the chunk size."""
+    c = chunk_size(buffer)
+    return c * max(1, -(-DELAY_BUFFERS * buffer // c))
+
+
+def delay_key(seed_pair):
+    """The Philox key (uint64 ``[1]``) of an epoch's delays, from its stateless ``[2]`` seed; chunk ``q`` draws
+    with counter ``(0, q)``: its own stream (the low counter word counts draws within the chunk)."""
+    import tensorflow as tf
+
+    return tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed_pair)[0]
+
+
+def chunk_keys(key, chunk, n, buffer: int, total):
+    """Keys of the ``n`` records of chunk ``chunk`` (int64 ``[n]``): ``min(i + r_i, total - 1)``. The draw always
+    has the full chunk's shape, so a short last chunk gets the prefix of the same numbers (graph or eager)."""
+    import tensorflow as tf
+
+    c = chunk_size(buffer)
+    q = tf.cast(chunk, tf.int64)
+    counter = tf.cast(tf.stack([tf.zeros_like(q), q]), tf.uint64)
+    z = tf.raw_ops.StatelessRandomNormalV2(shape=[c], key=key, counter=counter, alg=1, dtype=tf.float64)  # Philox
+    r = tf.minimum(tf.cast(float(buffer) * z * z, tf.int64), max_delay(buffer) - 1)     # >= 0: cast = floor
+    i = q * c + tf.range(c, dtype=tf.int64)
+    return tf.minimum(i + r, tf.cast(total, tf.int64) - 1)[:n]
+
+
+def delay_order(records, key, buffer: int, total, first_chunk=0, first_emit=0):
+    """``records`` (a dataset of scalar strings, record ``first_chunk · c`` of the epoch first) in the delay
+    order; chunks before ``first_emit`` are processed but emit nothing (a resume rebuilding its pending set)."""
+    import tensorflow as tf
+
+    c = chunk_size(buffer)
+    i64 = tf.int64
+    big = tf.constant(1 << 62, i64)
+    first_emit = tf.cast(first_emit, i64)
+
+    @tf.autograph.experimental.do_not_convert       # no Python control flow here: spare the conversion
+    def keyed(q, chunk):
+        return chunk, chunk_keys(key, q, tf.shape(chunk, out_type=i64)[0], buffer, total), q
+
+    @tf.autograph.experimental.do_not_convert
+    def step(state, element):
+        held, held_keys = state
+        chunk, chunk_key, q = element
+        recs = tf.concat([held, chunk], 0)
+        keys = tf.concat([held_keys, chunk_key], 0)
+        due = keys < (q + 1) * c
+        # one stable sort: the due records by key first, then the others in index (= arrival) order
+        rank = tf.where(due, keys, big + tf.range(tf.shape(keys, out_type=i64)[0]))
+        perm = tf.argsort(rank, stable=True)
+        n = tf.reduce_sum(tf.cast(due, i64))
+        recs, keys = tf.gather(recs, perm), tf.gather(keys, perm)
+        out = recs[:tf.where(q >= first_emit, n, 0)]
+        return (recs[n:], keys[n:]), out
+
+    init = (tf.zeros([0], tf.string), tf.zeros([0], i64))
+    return records.batch(c).enumerate(first_chunk).map(keyed).scan(init, step).unbatch()
+
+
+def resume_point(key, buffer: int, total: int, position: int) -> tuple[int, int, int]:
+    """(first chunk to read, first chunk that emits, records to drop from its emission) to resume the delay
+    order of ``total`` records at output ``position`` (eager; Python ints)."""
+    import numpy as np
+
+    c, d = chunk_size(buffer), max_delay(buffer)
+    last = max(0, -(-total // c) - 1)                   # the last chunk's number
+    lo_m, hi_m = min(position // c, last), min((position + d) // c, last)
+    lo = max(0, lo_m * c - d)
+    hi = min(total, (hi_m + 1) * c)
+    keys = np.concatenate([chunk_keys(key, q, min(c, total - q * c), buffer, total).numpy()
+                           for q in range(lo // c, -(-hi // c))] or [np.zeros(0, np.int64)])
+    idx = np.arange(lo, lo + len(keys))
+
+    def count(m: int) -> int:               # records emitted before chunk m
+        if m > last:
+            return total
+        return lo + int(np.count_nonzero(keys[idx < m * c] < m * c))
+
+    m = lo_m
+    while m < hi_m and count(m + 1) <= position:
+        m += 1
+    start = max(0, m * c - d)
+    return start // c, m, position - count(m)
