@@ -1,19 +1,20 @@
 """The resumable shuffle: a stateless "random delay" order that mixes like ``shuffle(B)`` with the same memory.
 
 Number an epoch's records ``i = 0 .. N-1`` in their read order (the epoch's permuted files, concatenated).
-Record ``i`` gets a delay ``r_i = floor(B · z_i²)`` with ``z_i`` a standard normal drawn by
-``stateless_random_normal`` from a seed folded from (seed, epoch, chunk ``i // c``) — a pure function, so any
-record's delay can be computed again anywhere — capped at ``D - 1``. Its key is ``min(i + r_i, N - 1)`` and the
+Record ``i`` gets a delay ``r_i = floor(B · z_i²)`` with ``z_i`` a standard normal drawn statelessly (Philox,
+key from (seed, epoch), counter from the chunk ``i // c``, then the offset in the chunk) — a pure function, so
+any record's delay can be computed again anywhere — capped at ``D - 1``. Its key is ``min(i + r_i, N - 1)`` and the
 epoch's order is the records sorted by key (stable: ties by ``i``). ``B·z²`` is a Gamma(½) delay of mean ``B``:
 a ``shuffle(B)`` buffer holds a record for a geometric time of mean ``B`` (an exponential, Gamma(1)); the
 Gamma(½) delay has the same mean, so the same number of records waits at any time (the memory), but a wider
 spread, so records move further (measured in docs/pipeline.md).
 
-Streaming it (:func:`delay_order`): the records are cut into chunks of ``c = ceil(B / 4)``; a
+Streaming it (:func:`delay_order`): the records are cut into chunks of ``c = ceil(B / 2)``; a
 ``tf.data.Dataset.scan`` keeps the *pending* records (read, key not yet reached) in index order. For chunk
 ``q`` (records up to ``T = (q + 1)·c``) it emits, sorted by key, the pending and new records whose key is below
-``T`` and keeps the rest. Keys are ``≥ i``, so all is emitted by the last chunk; about ``B`` records pend
-(plus one chunk while it is processed).
+``T`` and keeps the rest. Keys are ``≥ i``, so all is emitted by the last chunk, and each epoch starts with
+nothing pending. About ``B`` records pend between chunks (the mean delay), ``B + c`` while a chunk is
+processed; each record is copied about ``2B/c + 3`` times (a smaller ``c`` holds less and copies more).
 
 Resuming at output position ``P`` (:func:`resume_point`, eager): ``count(m)``, the records emitted before
 chunk ``m``, is ``m·c - D`` plus those of the ``D`` records before ``m·c`` whose key is below ``m·c`` (every
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 __all__ = ["chunk_size", "max_delay", "delay_key", "chunk_keys", "delay_order", "resume_point"]
 
-CHUNKS_PER_BUFFER = 4      # c = B / 4: each record is copied about B / c + 1 = 5 times through the pending set
+CHUNKS_PER_BUFFER = 2      # c = B / 2: a record is copied about 2B / c + 3 = 7 times (measured: B / 4 is slower)
 DELAY_BUFFERS = 8          # D = 8 B: a Gamma(½) delay of mean B exceeds it with probability 0.5 %
 
 
@@ -69,7 +70,6 @@ def delay_order(records, key, buffer: int, total, first_chunk=0, first_emit=0):
 
     c = chunk_size(buffer)
     i64 = tf.int64
-    big = tf.constant(1 << 62, i64)
     first_emit = tf.cast(first_emit, i64)
 
     @tf.autograph.experimental.do_not_convert       # no Python control flow here: spare the conversion
@@ -80,16 +80,13 @@ def delay_order(records, key, buffer: int, total, first_chunk=0, first_emit=0):
     def step(state, element):
         held, held_keys = state
         chunk, chunk_key, q = element
-        recs = tf.concat([held, chunk], 0)
-        keys = tf.concat([held_keys, chunk_key], 0)
-        due = keys < (q + 1) * c
-        # one stable sort: the due records by key first, then the others in index (= arrival) order
-        rank = tf.where(due, keys, big + tf.range(tf.shape(keys, out_type=i64)[0]))
-        perm = tf.argsort(rank, stable=True)
-        n = tf.reduce_sum(tf.cast(due, i64))
-        recs, keys = tf.gather(recs, perm), tf.gather(keys, perm)
-        out = recs[:tf.where(q >= first_emit, n, 0)]
-        return (recs[n:], keys[n:]), out
+        due = tf.cast(tf.concat([held_keys, chunk_key], 0) < (q + 1) * c, tf.int32)
+        # one copy each: the pending records stay in index order, the due ones are sorted by key (stable)
+        held, out = tf.dynamic_partition(tf.concat([held, chunk], 0), due, 2)
+        held_keys, out_keys = tf.dynamic_partition(tf.concat([held_keys, chunk_key], 0), due, 2)
+        perm = tf.argsort(out_keys, stable=True)
+        perm = perm[:tf.where(q >= first_emit, tf.shape(perm)[0], 0)]
+        return (held, held_keys), tf.gather(out, perm)
 
     init = (tf.zeros([0], tf.string), tf.zeros([0], i64))
     return records.batch(c).enumerate(first_chunk).map(keyed).scan(init, step).unbatch()
@@ -100,6 +97,8 @@ def resume_point(key, buffer: int, total: int, position: int) -> tuple[int, int,
     order of ``total`` records at output ``position`` (eager; Python ints)."""
     import numpy as np
 
+    if position <= 0:
+        return 0, 0, 0
     c, d = chunk_size(buffer), max_delay(buffer)
     last = max(0, -(-total // c) - 1)                   # the last chunk's number
     lo_m, hi_m = min(position // c, last), min((position + d) // c, last)

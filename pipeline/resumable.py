@@ -2,15 +2,19 @@
 (manifest, seed, epoch), read from any position without reading through the records before it.
 
 Epoch ``e``'s order: the files in a seeded permutation (``index_shuffle`` with seed (seed, e)), their
-records concatenated, cut into windows of ``shuffle_buffer`` records, each window permuted with a seed
-derived from (seed, e, window). Then batches of ``batch_size`` and ``shard(num_shards, shard_index)`` of the
-batches: rank ``i`` takes batches ``i, i + n, ...`` (the ``i``-th slice of every global batch), and every
-rank runs ``floor(records / (batch_size × n))`` steps (one rank: ``ceil`` unless ``drop_remainder``).
+records concatenated, then shuffled by ``pipeline.delayorder``: each record waits a random delay (a pure
+function of (seed, e, its position), mean ``shuffle_buffer``) and records leave in the order of position +
+delay, which moves records as far as ``shuffle(shuffle_buffer)`` or further with about as many records held.
+Then batches of ``batch_size`` and ``shard(num_shards, shard_index)`` of the batches: rank ``i`` takes
+batches ``i, i + n, ...`` (the ``i``-th slice of every global batch), and every rank runs
+``floor(records / (batch_size × n))`` steps (one rank: ``ceil`` unless ``drop_remainder``).
 
-Resuming at (epoch, position): whole files before the position are skipped by the manifest's record counts
-(never opened), the file holding the window that contains the position is entered with
-``TFRecordDataset.skip`` (reads that file's record headers only), and at most one window is permuted and
-dropped up to the position. Everything runs in tf.data ops: nothing in Python per record.
+Resuming at (epoch, position) is planned eagerly at build time (Python ints): ``delayorder.resume_point``
+gives the record where reading restarts (at most ``8 × shuffle_buffer`` records before the position's chunk),
+whole files before it are skipped by the manifest's record counts (never opened), the file holding it is
+entered through :func:`enter`, and the delay order is rebuilt from there, emitting from the position's chunk
+on. Later epochs are one generic graph over the epoch number. Everything runs in tf.data ops: nothing in
+Python per record.
 """
 from __future__ import annotations
 
@@ -138,10 +142,12 @@ def resumable_stages(spec) -> list[Stage]:
         Stage("source", True, {"mode": "file", "files": len(spec.files), "read": "sequential", "resumable": True,
                                "file_order": f"permuted per epoch (seed={spec.seed})" if shuffle else "manifest order"},
               "resumable: one global order, a pure function of (manifest, seed, epoch); a resume skips whole "
-              "files by their record counts"),
-        Stage("shuffle", shuffle, {"window": spec.shuffle_buffer, "seed": spec.seed},
-              "each window of shuffle_buffer records permuted with a seed from (seed, epoch, window)" if shuffle
-              else "off (shuffle_buffer=0)"),
+              "files by their record counts and enters one mid-file"),
+        Stage("shuffle", shuffle, {"buffer": spec.shuffle_buffer, "seed": spec.seed, "order": "random delay",
+                                   "chunk": chunk_size(spec.shuffle_buffer) if shuffle else 0,
+                                   "max_delay": max_delay(spec.shuffle_buffer) if shuffle else 0},
+              "each record leaves after a random delay (mean shuffle_buffer, a pure function of (seed, epoch, "
+              "position)): mixes like shuffle(B), ~B records held" if shuffle else "off (shuffle_buffer=0)"),
         Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder or n > 1},
               "batch before parse: one vectorized parse call per batch"),
         Stage("shard", n > 1, {"num_shards": n, "index": spec.shard_index},

@@ -212,15 +212,18 @@ def _order_metrics(spec) -> tuple[float, float]:
 
 def test_shuffle_quality_as_documented(data, tmp_path):
     """docs/pipeline.md's table: with several files the resumable order mixes far better than shuffle(B) in
-    manifest file order (cached / several ranks); within one file a window moves a record by ~B/3."""
+    manifest file order (cached / several ranks); within one file it moves records at least as far as
+    shuffle(B) and leaves a lower rank correlation (both measured here)."""
     base = dict(shuffle_buffer=100, seed=5, epochs=1)
     cached = _order_metrics(PipelineSpec.from_manifest(data, BATCH, cache="memory", **base))
     resumable = _order_metrics(PipelineSpec.from_manifest(data, BATCH, resumable=True, **base))
     assert cached[0] > 0.9 and abs(resumable[0]) < 0.5
     assert resumable[1] > 3 * cached[1]        # (a uniform permutation of 1,000: ~333)
     write_indexed_set(tmp_path, N, shard_bytes=1 << 20)
-    one = _order_metrics(PipelineSpec.from_manifest(str(tmp_path), BATCH, resumable=True, **base))
-    assert 0.25 * 100 < one[1] < 0.42 * 100
+    one_file = PipelineSpec.from_manifest(str(tmp_path), BATCH, **base)
+    assert len(one_file.files) == 1
+    today, one = _order_metrics(one_file), _order_metrics(one_file.with_(resumable=True))
+    assert one[1] >= today[1] and one[0] <= today[0], (one, today)
 
 
 def test_gzip_set_resumes_exactly(tmp_path):
