@@ -2,8 +2,8 @@
 
 Number an epoch's records ``i = 0 .. N-1`` in their read order (the epoch's permuted files, concatenated).
 Record ``i`` gets a delay ``r_i = floor(B · z_i²)`` with ``z_i`` a standard normal drawn statelessly (Philox,
-key from (seed, epoch), counter from the chunk ``i // c``, then the offset in the chunk) — a pure function, so
-any record's delay can be computed again anywhere — capped at ``D - 1``. Its key is ``min(i + r_i, N - 1)`` and the
+key from (seed, epoch), counter from ``i``; :func:`range_keys`) — a pure function, so any record's delay can
+be computed again anywhere — capped at ``D - 1``. Its key is ``min(i + r_i, N - 1)`` and the
 epoch's order is the records sorted by key (stable: ties by ``i``). ``B·z²`` is a Gamma(½) delay of mean ``B``:
 a ``shuffle(B)`` buffer holds a record for a geometric time of mean ``B`` (an exponential, Gamma(1)); the
 Gamma(½) delay has the same mean, so the same number of records waits at any time (the memory), but a wider
@@ -24,7 +24,7 @@ pending records exactly), chunks before ``m`` emit nothing, and ``P - count(m)``
 """
 from __future__ import annotations
 
-__all__ = ["chunk_size", "max_delay", "delay_key", "chunk_keys", "delay_order", "resume_point"]
+__all__ = ["chunk_size", "max_delay", "delay_key", "range_keys", "chunk_keys", "delay_order", "resume_point"]
 
 CHUNKS_PER_BUFFER = 2      # c = B / 2: a record is copied about 2B / c + 3 = 7 times (measured: B / 4 is slower)
 DELAY_BUFFERS = 8          # D = 8 B: a Gamma(½) delay of mean B exceeds it with probability 0.5 %
@@ -42,25 +42,34 @@ def max_delay(buffer: int) -> int:
 
 
 def delay_key(seed_pair):
-    """The Philox key (uint64 ``[1]``) of an epoch's delays, from its stateless ``[2]`` seed; chunk ``q`` draws
-    with counter ``(0, q)``: its own stream (the low counter word counts draws within the chunk)."""
+    """The Philox key (uint64 ``[1]``) of an epoch's delays, from its stateless ``[2]`` seed."""
     import tensorflow as tf
 
     return tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed_pair)[0]
 
 
-def chunk_keys(key, chunk, n, buffer: int, total):
-    """Keys of the ``n`` records of chunk ``chunk`` (int64 ``[n]``): ``min(i + r_i, total - 1)``. The draw always
-    has the full chunk's shape, so a short last chunk gets the prefix of the same numbers (graph or eager)."""
+def range_keys(key, first_chunk, chunks, buffer: int, total):
+    """Keys (int64 ``[chunks, c]``) of the records of chunks ``first_chunk ..``: ``min(i + r_i, total - 1)``.
+    The normals are one Philox stream per epoch (one counter step gives two float64 normals), chunk ``q``
+    taking ``2·ceil(c/2)`` of them from counter ``q·ceil(c/2)``: one draw for many chunks gives the same
+    numbers as one draw per chunk, so the eager resume arithmetic and the graph agree bit for bit."""
     import tensorflow as tf
 
     c = chunk_size(buffer)
-    q = tf.cast(chunk, tf.int64)
-    counter = tf.cast(tf.stack([tf.zeros_like(q), q]), tf.uint64)
-    z = tf.raw_ops.StatelessRandomNormalV2(shape=[c], key=key, counter=counter, alg=1, dtype=tf.float64)  # Philox
+    half = -(-c // 2)
+    q = tf.cast(first_chunk, tf.int64)
+    counter = tf.cast(tf.stack([q * half, tf.zeros_like(q)]), tf.uint64)
+    z = tf.raw_ops.StatelessRandomNormalV2(shape=tf.reshape(tf.cast(chunks, tf.int64) * 2 * half, [1]), key=key,
+                                           counter=counter, alg=1, dtype=tf.float64)          # alg 1: Philox
+    z = tf.reshape(z, [-1, 2 * half])[:, :c]
     r = tf.minimum(tf.cast(float(buffer) * z * z, tf.int64), max_delay(buffer) - 1)     # >= 0: cast = floor
-    i = q * c + tf.range(c, dtype=tf.int64)
-    return tf.minimum(i + r, tf.cast(total, tf.int64) - 1)[:n]
+    i = tf.reshape(q * c + tf.range(tf.shape(z, out_type=tf.int64)[0] * c, dtype=tf.int64), [-1, c])
+    return tf.minimum(i + r, tf.cast(total, tf.int64) - 1)
+
+
+def chunk_keys(key, chunk, n, buffer: int, total):
+    """Keys of the first ``n`` records of chunk ``chunk`` (int64 ``[n]``; a short last chunk takes a prefix)."""
+    return range_keys(key, chunk, 1, buffer, total)[0, :n]
 
 
 def delay_order(records, key, buffer: int, total, first_chunk=0, first_emit=0):
@@ -104,8 +113,8 @@ def resume_point(key, buffer: int, total: int, position: int) -> tuple[int, int,
     lo_m, hi_m = min(position // c, last), min((position + d) // c, last)
     lo = max(0, lo_m * c - d)
     hi = min(total, (hi_m + 1) * c)
-    keys = np.concatenate([chunk_keys(key, q, min(c, total - q * c), buffer, total).numpy()
-                           for q in range(lo // c, -(-hi // c))] or [np.zeros(0, np.int64)])
+    first, last_read = lo // c, -(-hi // c)
+    keys = range_keys(key, first, last_read - first, buffer, total).numpy().reshape(-1)[:hi - lo]
     idx = np.arange(lo, lo + len(keys))
 
     def count(m: int) -> int:               # records emitted before chunk m

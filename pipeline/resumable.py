@@ -27,17 +27,17 @@ from .stage import Stage
 __all__ = ["build_resumable", "resumable_stages", "enter", "FILE_KEY", "CHUNK_KEY"]
 
 FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
-CHUNK_KEY = (1 << 32) - 2    # folded into (seed, epoch) for the base seed of the delays (chunks fold in their number)
+CHUNK_KEY = (1 << 32) - 2    # folded into (seed, epoch) for the key of the delays (delayorder.delay_key)
 
 
-def _seed(seed, epoch, window):
-    """A stateless [2] seed derived from (seed, epoch, window) by ``stateless_fold_in`` (the shuffle ops keep
+def _seed(seed, epoch, what):
+    """A stateless [2] seed derived from (seed, epoch, what) by ``stateless_fold_in`` (the random ops keep
     32 bits of each seed word, so the three are folded in, never packed into one word)."""
     import tensorflow as tf
 
     fold = tf.random.experimental.stateless_fold_in
     base = tf.constant([seed & 0xFFFFFFFF, seed >> 32], tf.int64)
-    return fold(fold(base, tf.cast(epoch, tf.int64)), tf.cast(window, tf.int64))
+    return fold(fold(base, tf.cast(epoch, tf.int64)), tf.cast(what, tf.int64))
 
 
 def enter(path: str, k: int, compression_type, buffer_size):
@@ -75,11 +75,14 @@ def _batches(spec, recs, steps):
 def _first_epoch(spec, e, pos, steps):
     """Epoch ``e`` from output position ``pos``, planned eagerly: the file ``j`` and record ``k`` where reading
     starts are Python ints, and that file is entered with :func:`enter`."""
+    import tensorflow as tf
+
     ctype, buf = _io(spec)
     total = sum(spec.file_records)
     shuffle = spec.shuffle_buffer > 0
     if shuffle:
-        q0, m, drop = resume_point(delay_key(_seed(spec.seed, e, CHUNK_KEY)), spec.shuffle_buffer, total, pos)
+        key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
+        q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
         start = q0 * chunk_size(spec.shuffle_buffer)
     else:
         start, drop = min(pos, total), 0
@@ -91,11 +94,9 @@ def _first_epoch(spec, e, pos, steps):
         j += 1
     recs = enter(names[j], k, ctype, buf)
     if j + 1 < len(names):
-        import tensorflow as tf
-
         recs = recs.concatenate(tf.data.TFRecordDataset(names[j + 1:], ctype, buf))
     if shuffle:
-        recs = delay_order(recs, delay_key(_seed(spec.seed, e, CHUNK_KEY)), spec.shuffle_buffer, total, q0, m)
+        recs = delay_order(recs, key, spec.shuffle_buffer, total, q0, m)
     return _batches(spec, recs.skip(drop), steps)
 
 
@@ -107,7 +108,8 @@ def _epoch(spec, e, steps):
     names = tf.gather(tf.constant(list(spec.files)), _file_order(spec, e))
     recs = tf.data.TFRecordDataset(names, ctype, buf)
     if spec.shuffle_buffer > 0:
-        recs = delay_order(recs, delay_key(_seed(spec.seed, e, CHUNK_KEY)), spec.shuffle_buffer, sum(spec.file_records))
+        key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
+        recs = delay_order(recs, key, spec.shuffle_buffer, sum(spec.file_records))
     return _batches(spec, recs, steps)
 
 
@@ -143,11 +145,12 @@ def resumable_stages(spec) -> list[Stage]:
                                "file_order": f"permuted per epoch (seed={spec.seed})" if shuffle else "manifest order"},
               "resumable: one global order, a pure function of (manifest, seed, epoch); a resume skips whole "
               "files by their record counts and enters one mid-file"),
-        Stage("shuffle", shuffle, {"buffer": spec.shuffle_buffer, "seed": spec.seed, "order": "random delay",
+        Stage("shuffle", shuffle, {"buffer": spec.shuffle_buffer, "seed": spec.seed, "order": "random-delay",
                                    "chunk": chunk_size(spec.shuffle_buffer) if shuffle else 0,
                                    "max_delay": max_delay(spec.shuffle_buffer) if shuffle else 0},
               "each record leaves after a random delay (mean shuffle_buffer, a pure function of (seed, epoch, "
-              "position)): mixes like shuffle(B), ~B records held" if shuffle else "off (shuffle_buffer=0)"),
+              "position)): moves records as far as shuffle(B) or further, ~B records held" if shuffle
+              else "off (shuffle_buffer=0)"),
         Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder or n > 1},
               "batch before parse: one vectorized parse call per batch"),
         Stage("shard", n > 1, {"num_shards": n, "index": spec.shard_index},

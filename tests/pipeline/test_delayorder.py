@@ -8,7 +8,7 @@ import pytest
 from pipeline_data import batches_of, write_indexed_set
 
 from pipeline import PipelineSpec, build_dataset
-from pipeline.delayorder import chunk_keys, chunk_size, delay_key, delay_order, max_delay, resume_point
+from pipeline.delayorder import chunk_keys, chunk_size, delay_key, delay_order, max_delay, range_keys, resume_point
 
 
 def _key():
@@ -29,6 +29,14 @@ def _stream(key, buffer, total, start_chunk=0, first_emit=0, drop=0):
     recs = tf.data.Dataset.range(start_chunk * chunk_size(buffer), total).map(tf.strings.as_string)
     out = delay_order(recs, key, buffer, total, start_chunk, first_emit).skip(drop)
     return [int(x) for x in out.as_numpy_iterator()]
+
+
+@pytest.mark.parametrize("buffer", [1, 7, 13, 40])
+def test_one_draw_for_many_chunks_equals_one_draw_per_chunk(buffer):
+    """The eager resume arithmetic draws many chunks at once; the graph draws one chunk per step."""
+    key = _key()
+    many = range_keys(key, 5, 9, buffer, 10 ** 9).numpy().reshape(-1)
+    assert list(many) == [k for q in range(5, 14) for k in chunk_keys(key, q, 10 ** 6, buffer, 10 ** 9).numpy()]
 
 
 @pytest.mark.parametrize("buffer, total", [(40, 1000), (7, 300), (1, 50), (64, 30)])
