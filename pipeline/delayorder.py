@@ -19,8 +19,9 @@ processed; each record is copied about ``2B/c + 3`` times (a smaller ``c`` holds
 Resuming at output position ``P`` (:func:`resume_point`, eager): ``count(m)``, the records emitted before
 chunk ``m``, is ``m·c - D`` plus those of the ``D`` records before ``m·c`` whose key is below ``m·c`` (every
 earlier record's key is). The chunk ``m`` whose emission holds ``P`` is found from the delays of at most
-``2D/c + 1`` chunks; reading restarts at record ``m·c - D`` with nothing pending (which rebuilds chunk ``m``'s
-pending records exactly), chunks before ``m`` emit nothing, and ``P - count(m)`` records are dropped.
+``2D/c + 1`` chunks (one eager draw); reading restarts at record ``m·c - D``: those ``D`` records, read as one
+element, refill the waiting records exactly (the ones whose key is not below ``m·c``) and emit nothing; the
+scan goes on from chunk ``m`` and ``P - count(m)`` records of its output are dropped.
 """
 from __future__ import annotations
 
@@ -72,33 +73,42 @@ def chunk_keys(key, chunk, n, buffer: int, total):
     return range_keys(key, chunk, 1, buffer, total)[0, :n]
 
 
-def delay_order(records, key, buffer: int, total, first_chunk=0, first_emit=0):
+def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, rebuild_chunk=0):
     """``records`` (a dataset of scalar strings, record ``first_chunk · c`` of the epoch first) in the delay
-    order; chunks before ``first_emit`` are processed but emit nothing (a resume rebuilding its pending set)."""
+    order. A resume also gives ``rebuild``: the records of chunks ``rebuild_chunk .. first_chunk - 1`` (those
+    that may still wait at ``first_chunk``), read as one element that refills the waiting records and emits
+    nothing."""
     import tensorflow as tf
 
     c = chunk_size(buffer)
     i64 = tf.int64
-    first_emit = tf.cast(first_emit, i64)
 
     @tf.autograph.experimental.do_not_convert       # no Python control flow here: spare the conversion
     def keyed(q, chunk):
-        return chunk, chunk_keys(key, q, tf.shape(chunk, out_type=i64)[0], buffer, total), q
+        return chunk, chunk_keys(key, q, tf.shape(chunk, out_type=i64)[0], buffer, total), q, tf.constant(True)
 
     @tf.autograph.experimental.do_not_convert
     def step(state, element):
         held, held_keys = state
-        chunk, chunk_key, q = element
+        chunk, chunk_key, q, emit = element
         due = tf.cast(tf.concat([held_keys, chunk_key], 0) < (q + 1) * c, tf.int32)
         # one copy each: the pending records stay in index order, the due ones are sorted by key (stable)
         held, out = tf.dynamic_partition(tf.concat([held, chunk], 0), due, 2)
         held_keys, out_keys = tf.dynamic_partition(tf.concat([held_keys, chunk_key], 0), due, 2)
         perm = tf.argsort(out_keys, stable=True)
-        perm = perm[:tf.where(q >= first_emit, tf.shape(perm)[0], 0)]
+        perm = perm[:tf.where(emit, tf.shape(perm)[0], 0)]
         return (held, held_keys), tf.gather(out, perm)
 
+    chunks = records.batch(c).enumerate(first_chunk).map(keyed)
+    if rebuild is not None and rebuild_chunk < first_chunk:
+        @tf.autograph.experimental.do_not_convert
+        def refill(recs):
+            keys = range_keys(key, rebuild_chunk, first_chunk - rebuild_chunk, buffer, total)
+            return recs, tf.reshape(keys, [-1]), tf.constant(first_chunk - 1, i64), tf.constant(False)
+
+        chunks = rebuild.batch((first_chunk - rebuild_chunk) * c).map(refill).concatenate(chunks)
     init = (tf.zeros([0], tf.string), tf.zeros([0], i64))
-    return records.batch(c).enumerate(first_chunk).map(keyed).scan(init, step).unbatch()
+    return chunks.scan(init, step).unbatch()
 
 
 def resume_point(key, buffer: int, total: int, position: int) -> tuple[int, int, int]:

@@ -10,11 +10,11 @@ batches ``i, i + n, ...`` (the ``i``-th slice of every global batch), and every 
 ``floor(records / (batch_size × n))`` steps (one rank: ``ceil`` unless ``drop_remainder``).
 
 Resuming at (epoch, position) is planned eagerly at build time (Python ints): ``delayorder.resume_point``
-gives the record where reading restarts (at most ``8 × shuffle_buffer`` records before the position's chunk),
-whole files before it are skipped by the manifest's record counts (never opened), the file holding it is
-entered through :func:`enter`, and the delay order is rebuilt from there, emitting from the position's chunk
-on. Later epochs are one generic graph over the epoch number. Everything runs in tf.data ops: nothing in
-Python per record.
+gives the record where reading restarts (at most ``8 × shuffle_buffer`` records before the position's chunk);
+whole files before it are skipped by the manifest's record counts (never opened) and a file is entered in the
+middle only through :func:`enter`. Those records refill the delay order's waiting records in one step, and it
+emits from the position's chunk on. Later epochs are one generic graph over the epoch number. Everything runs
+in tf.data ops: nothing in Python per record.
 """
 from __future__ import annotations
 
@@ -72,31 +72,38 @@ def _batches(spec, recs, steps):
     return ds.take(steps)
 
 
-def _first_epoch(spec, e, pos, steps):
-    """Epoch ``e`` from output position ``pos``, planned eagerly: the file ``j`` and record ``k`` where reading
-    starts are Python ints, and that file is entered with :func:`enter`."""
+def _read_from(spec, names: list[str], counts: list[int], start: int):
+    """The records of the concatenation of ``names`` (``counts`` records each) from its record ``start``:
+    whole files before it are skipped by their counts, the file holding it is entered with :func:`enter`."""
     import tensorflow as tf
 
     ctype, buf = _io(spec)
-    total = sum(spec.file_records)
-    shuffle = spec.shuffle_buffer > 0
-    if shuffle:
-        key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
-        q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
-        start = q0 * chunk_size(spec.shuffle_buffer)
-    else:
-        start, drop = min(pos, total), 0
-    order = [int(x) for x in _file_order(spec, e).numpy()]
-    names = [spec.files[f] for f in order]
     j, k = 0, start
-    while j < len(order) - 1 and k >= spec.file_records[order[j]]:
-        k -= spec.file_records[order[j]]
+    while j < len(names) - 1 and k >= counts[j]:
+        k -= counts[j]
         j += 1
     recs = enter(names[j], k, ctype, buf)
     if j + 1 < len(names):
         recs = recs.concatenate(tf.data.TFRecordDataset(names[j + 1:], ctype, buf))
-    if shuffle:
-        recs = delay_order(recs, key, spec.shuffle_buffer, total, q0, m)
+    return recs
+
+
+def _first_epoch(spec, e, pos, steps):
+    """Epoch ``e`` from output position ``pos``, planned eagerly: where reading starts (file, record) is Python
+    ints, and a file is entered in the middle only through :func:`enter`."""
+    total = sum(spec.file_records)
+    order = [int(x) for x in _file_order(spec, e).numpy()]
+    names = [spec.files[f] for f in order]
+    counts = [spec.file_records[f] for f in order]
+    if spec.shuffle_buffer <= 0:
+        return _batches(spec, _read_from(spec, names, counts, min(pos, total)), steps)
+    key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
+    q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
+    c = chunk_size(spec.shuffle_buffer)
+    rebuild = None
+    if q0 < m:      # the records that may still wait at chunk m: one read, one refill, no output
+        rebuild = _read_from(spec, names, counts, q0 * c).take((m - q0) * c)
+    recs = delay_order(_read_from(spec, names, counts, m * c), key, spec.shuffle_buffer, total, m, rebuild, q0)
     return _batches(spec, recs.skip(drop), steps)
 
 

@@ -23,12 +23,17 @@ def _all_keys(key, buffer, total):
                            for q in range(-(-total // c))])
 
 
-def _stream(key, buffer, total, start_chunk=0, first_emit=0, drop=0):
+def _stream(key, buffer, total, rebuild_chunk=0, first_chunk=0, drop=0):
+    """The streamed order from chunk ``first_chunk``, the waiting records refilled from chunk ``rebuild_chunk``."""
     import tensorflow as tf
 
-    recs = tf.data.Dataset.range(start_chunk * chunk_size(buffer), total).map(tf.strings.as_string)
-    out = delay_order(recs, key, buffer, total, start_chunk, first_emit).skip(drop)
-    return [int(x) for x in out.as_numpy_iterator()]
+    def recs(a, b):
+        return tf.data.Dataset.range(a, b).map(tf.strings.as_string)
+
+    c = chunk_size(buffer)
+    rebuild = recs(rebuild_chunk * c, first_chunk * c)
+    out = delay_order(recs(first_chunk * c, total), key, buffer, total, first_chunk, rebuild, rebuild_chunk)
+    return [int(x) for x in out.skip(drop).as_numpy_iterator()]
 
 
 @pytest.mark.parametrize("buffer", [1, 7, 13, 40])

@@ -168,15 +168,15 @@ def _first_batch_seconds(spec, resume=None) -> float:
 def test_resume_near_the_end_is_about_as_fast_as_a_fresh_start(tmp_path):
     """The clock to compare with: reading through the epoch up to the same position (what a resume that
     skips record by record would cost) must be slow enough that the check can fail."""
-    write_indexed_set(tmp_path, 200_000, shard_bytes=256 << 10)
+    write_indexed_set(tmp_path, 400_000, shard_bytes=256 << 10)     # (the delay order reads 200,000 too fast)
     spec = PipelineSpec.from_manifest(str(tmp_path), 256, shuffle_buffer=1000, seed=1, resumable=True, parse=False,
                                       prefetch=0)
-    deep = input_state(spec, 770)                       # 781 steps per epoch
-    assert deep["position"] > 0.98 * 200_000
+    deep = input_state(spec, 1540)                      # 1,563 steps per epoch
+    assert deep["position"] > 0.98 * 400_000
     fresh = sorted(_first_batch_seconds(spec) for _ in range(3))[1]
     resumed = sorted(_first_batch_seconds(spec, deep) for _ in range(3))[1]
     t = time.perf_counter()
-    for _ in build_dataset(spec).take(770):
+    for _ in build_dataset(spec).take(1540):
         pass
     through = time.perf_counter() - t
     assert through > 3 * fresh, (through, fresh)        # the set is big enough for the check to mean something
