@@ -2,71 +2,91 @@
 (manifest, seed, epoch), read from any position without reading through the records before it.
 
 Epoch ``e``'s order: the files in a seeded permutation (``index_shuffle`` with seed (seed, e)), their
-records concatenated, cut into windows of ``shuffle_buffer`` records, each window permuted with a seed
-derived from (seed, e, window). Then batches of ``batch_size`` and ``shard(num_shards, shard_index)`` of the
-batches: rank ``i`` takes batches ``i, i + n, ...`` (the ``i``-th slice of every global batch), and every
-rank runs ``floor(records / (batch_size × n))`` steps (one rank: ``ceil`` unless ``drop_remainder``).
+records concatenated, then shuffled by ``pipeline.delayorder``: each record waits a random delay (a pure
+function of (seed, e, its position), mean ``shuffle_buffer``) and records leave in the order of position +
+delay, which moves records as far as ``shuffle(shuffle_buffer)`` or further with about as many records held.
+Then batches of ``batch_size`` and ``shard(num_shards, shard_index)`` of the batches: rank ``i`` takes
+batches ``i, i + n, ...`` (the ``i``-th slice of every global batch), and every rank runs
+``floor(records / (batch_size × n))`` steps (one rank: ``ceil`` unless ``drop_remainder``).
 
-Resuming at (epoch, position): whole files before the position are skipped by the manifest's record counts
-(never opened), the file holding the window that contains the position is entered with
-``TFRecordDataset.skip`` (reads that file's record headers only), and at most one window is permuted and
-dropped up to the position. Everything runs in tf.data ops: nothing in Python per record.
+Resuming at (epoch, position) is planned eagerly at build time (Python ints): ``delayorder.resume_point``
+gives the record where reading restarts (at most ``8 × shuffle_buffer`` records before the position's chunk);
+whole files before it are skipped by the manifest's record counts (never opened) and a file is entered in the
+middle only through :func:`enter`. Those records refill the delay order's waiting records in one step, and it
+emits from the position's chunk on. Later epochs are one generic graph over the epoch number. Everything runs
+in tf.data ops: nothing in Python per record.
 """
 from __future__ import annotations
 
 from .parse import spec_parse_fn
 from .read import AUTOTUNE, DEFAULT_BUFFER_BYTES
+from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point
 from .resume import check_resumable, epoch_records, epoch_steps, resume_position, steps_for
 from .stage import Stage
 
-__all__ = ["build_resumable", "resumable_stages", "FILE_KEY"]
+__all__ = ["build_resumable", "resumable_stages", "enter", "FILE_KEY", "CHUNK_KEY"]
 
-FILE_KEY = (1 << 32) - 1     # the window number whose seed orders the files (windows are numbered from 0)
+FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
+CHUNK_KEY = (1 << 32) - 2    # folded into (seed, epoch) for the key of the delays (delayorder.delay_key)
 
 
-def _seed(seed, epoch, window):
-    """A stateless [2] seed derived from (seed, epoch, window) by ``stateless_fold_in`` (the shuffle ops keep
+def _seed(seed, epoch, what):
+    """A stateless [2] seed derived from (seed, epoch, what) by ``stateless_fold_in`` (the random ops keep
     32 bits of each seed word, so the three are folded in, never packed into one word)."""
     import tensorflow as tf
 
     fold = tf.random.experimental.stateless_fold_in
     base = tf.constant([seed & 0xFFFFFFFF, seed >> 32], tf.int64)
-    return fold(fold(base, tf.cast(epoch, tf.int64)), tf.cast(window, tf.int64))
+    return fold(fold(base, tf.cast(epoch, tf.int64)), tf.cast(what, tf.int64))
 
 
-def _epoch(spec, e, start, out_skip, steps):
-    """Epoch ``e``'s batches for this rank from window-aligned record ``start`` of its order, dropping the
-    first ``out_skip`` records of the order from there, ``steps`` batches."""
+# Below this many bytes before the entry point, reading through them (TensorFlow's ``skip``, ~0.7 GB/s from the
+# page cache) costs less than a first index walk (loading numba and its kernel: ~1 s once per process), so an
+# index is built only for deeper entries or used when already cached (``tfpipe pipeline offsets SET``).
+SKIP_BELOW_BYTES = 256 << 20
+
+
+def enter(path: str, k: int, compression_type, buffer_size, records: int | None = None):
+    """The records of ``path`` from its record ``k`` (the one place a file is entered in the middle): a seek
+    by the file's record-offset index (``pipeline.seek.records_from``) when it is cached or the bytes before
+    ``k`` are many, else ``skip`` (GZIP files and a TensorFlow without the seek op always read through).
+    ``records``: the file's record count from the manifest."""
+    import os
+
+    from .offsets import index_path
+    from .seek import records_from
+
+    if k > 0 and "://" not in path and not compression_type:
+        try:
+            cached = os.path.isfile(index_path(path))
+            before = os.path.getsize(path) * k // records if records else os.path.getsize(path)
+        except (OSError, ValueError):
+            cached, before = True, 0             # let records_from report or fall back
+        if not cached and before < SKIP_BELOW_BYTES:
+            import tensorflow as tf
+
+            return tf.data.TFRecordDataset(path, compression_type, buffer_size).skip(k)
+    return records_from(path, k, compression_type=compression_type, buffer_size=buffer_size, records=records)
+
+
+def _file_order(spec, e):
+    """Epoch ``e``'s file permutation (int64 tensor of file numbers)."""
     import tensorflow as tf
 
-    files = tf.constant(list(spec.files))
-    counts = tf.constant(list(spec.file_records), tf.int64)
     nf = len(spec.files)
-    shuffle = spec.shuffle_buffer > 0
-    seed = spec.seed or 0
-    ctype = "GZIP" if spec.compression == "gzip" else ""
-    buf = spec.buffer_size or DEFAULT_BUFFER_BYTES
     order = tf.range(nf, dtype=tf.int64)
-    if shuffle and nf > 1:
-        order = tf.random.experimental.index_shuffle(order, _seed(seed, e, FILE_KEY), tf.constant(nf - 1, tf.int64))
-    c = tf.gather(counts, order)
-    ends = tf.cumsum(c)
-    j = tf.minimum(tf.reduce_sum(tf.cast(ends <= start, tf.int64)), nf - 1)
-    k = start - (ends[j] - c[j])
-    names = tf.gather(files, order)
-    recs = tf.data.TFRecordDataset(names[j], ctype, buf).skip(k).concatenate(
-        tf.data.TFRecordDataset(names[j + 1:], ctype, buf))
-    if shuffle:
-        w = spec.shuffle_buffer
-        first_window = start // w
+    if spec.shuffle_buffer > 0 and nf > 1:
+        order = tf.random.experimental.index_shuffle(order, _seed(spec.seed or 0, e, FILE_KEY),
+                                                     tf.constant(nf - 1, tf.int64))
+    return order
 
-        def permute(i, window):
-            n = tf.cast(tf.shape(window)[0], tf.int64)
-            idx = tf.random.experimental.index_shuffle(tf.range(n), _seed(seed, e, first_window + i), n - 1)
-            return tf.gather(window, idx)
 
-        recs = recs.batch(w).enumerate().map(permute).unbatch()
-    recs = recs.skip(out_skip)
+def _io(spec):
+    return ("GZIP" if spec.compression == "gzip" else ""), (spec.buffer_size or DEFAULT_BUFFER_BYTES)
+
+
+def _batches(spec, recs, steps):
+    """The rank's ``steps`` batches of an epoch's order."""
     sharded = spec.num_shards > 1
     ds = recs.batch(spec.batch_size, drop_remainder=spec.drop_remainder or sharded)
     if sharded:
@@ -74,12 +94,52 @@ def _epoch(spec, e, start, out_skip, steps):
     return ds.take(steps)
 
 
-def _plan(spec, resume) -> list[tuple[int, int, int, int]]:
-    """(epoch, window-aligned start, records to drop, steps) of the first epoch read; later epochs start at 0."""
-    e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
-    w = spec.shuffle_buffer or 1
-    aligned = pos - pos % w if spec.shuffle_buffer else pos
-    return [(e0, aligned, pos - aligned, steps_for(spec, epoch_records(spec) - pos))]
+def _read_from(spec, names: list[str], counts: list[int], start: int):
+    """The records of the concatenation of ``names`` (``counts`` records each) from its record ``start``:
+    whole files before it are skipped by their counts, the file holding it is entered with :func:`enter`."""
+    import tensorflow as tf
+
+    ctype, buf = _io(spec)
+    j, k = 0, start
+    while j < len(names) - 1 and k >= counts[j]:
+        k -= counts[j]
+        j += 1
+    recs = enter(names[j], k, ctype, buf, counts[j])
+    if j + 1 < len(names):
+        recs = recs.concatenate(tf.data.TFRecordDataset(names[j + 1:], ctype, buf))
+    return recs
+
+
+def _first_epoch(spec, e, pos, steps):
+    """Epoch ``e`` from output position ``pos``, planned eagerly: where reading starts (file, record) is Python
+    ints, and a file is entered in the middle only through :func:`enter`."""
+    total = sum(spec.file_records)
+    order = [int(x) for x in _file_order(spec, e).numpy()]
+    names = [spec.files[f] for f in order]
+    counts = [spec.file_records[f] for f in order]
+    if spec.shuffle_buffer <= 0:
+        return _batches(spec, _read_from(spec, names, counts, min(pos, total)), steps)
+    key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
+    q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
+    c = chunk_size(spec.shuffle_buffer)
+    rebuild = None
+    if q0 < m:      # the records that may still wait at chunk m: one read, one refill, no output
+        rebuild = _read_from(spec, names, counts, q0 * c).take((m - q0) * c)
+    recs = delay_order(_read_from(spec, names, counts, m * c), key, spec.shuffle_buffer, total, m, rebuild, q0)
+    return _batches(spec, recs.skip(drop), steps)
+
+
+def _epoch(spec, e, steps):
+    """Epoch ``e`` (a tensor) from its start: a generic graph for the epochs after the first."""
+    import tensorflow as tf
+
+    ctype, buf = _io(spec)
+    names = tf.gather(tf.constant(list(spec.files)), _file_order(spec, e))
+    recs = tf.data.TFRecordDataset(names, ctype, buf)
+    if spec.shuffle_buffer > 0:
+        key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
+        recs = delay_order(recs, key, spec.shuffle_buffer, sum(spec.file_records))
+    return _batches(spec, recs, steps)
 
 
 def build_resumable(spec, resume: dict | None = None):
@@ -87,16 +147,14 @@ def build_resumable(spec, resume: dict | None = None):
     import tensorflow as tf
 
     check_resumable(spec)
-    (e0, start, out_skip, steps0), = _plan(spec, resume)
+    e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
     last = spec.epochs if spec.epochs is not None else 1 << 62
     per_epoch = epoch_steps(spec)
-    i64 = tf.int64
-    first = tf.data.Dataset.from_tensors((tf.constant(e0, i64), tf.constant(start, i64), tf.constant(out_skip, i64),
-                                          tf.constant(steps0, i64)))
-    rest = tf.data.Dataset.range(e0 + 1, max(e0 + 1, last)).map(
-        lambda e: (e, tf.constant(0, i64), tf.constant(0, i64), tf.constant(per_epoch, i64)))
-    epochs = (first if e0 < last else first.take(0)).concatenate(rest)
-    ds = epochs.flat_map(lambda e, s, o, n: _epoch(spec, e, s, o, n))
+    first = _first_epoch(spec, e0, pos, steps_for(spec, epoch_records(spec) - pos))
+    ds = first if e0 < last else first.take(0)
+    if e0 + 1 < last:               # later epochs: one generic graph over the epoch number
+        later = tf.autograph.experimental.do_not_convert(lambda e: _epoch(spec, e, per_epoch))
+        ds = ds.concatenate(tf.data.Dataset.range(e0 + 1, last).flat_map(later))
     if spec.parse:
         calls = AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
         # always in order: deterministic=False could swap batches, and a resume must find them where they were
@@ -115,9 +173,12 @@ def resumable_stages(spec) -> list[Stage]:
         Stage("source", True, {"mode": "file", "files": len(spec.files), "read": "sequential", "resumable": True,
                                "file_order": f"permuted per epoch (seed={spec.seed})" if shuffle else "manifest order"},
               "resumable: one global order, a pure function of (manifest, seed, epoch); a resume skips whole "
-              "files by their record counts"),
-        Stage("shuffle", shuffle, {"window": spec.shuffle_buffer, "seed": spec.seed},
-              "each window of shuffle_buffer records permuted with a seed from (seed, epoch, window)" if shuffle
+              "files by their record counts and enters one mid-file"),
+        Stage("shuffle", shuffle, {"buffer": spec.shuffle_buffer, "seed": spec.seed, "order": "random-delay",
+                                   "chunk": chunk_size(spec.shuffle_buffer) if shuffle else 0,
+                                   "max_delay": max_delay(spec.shuffle_buffer) if shuffle else 0},
+              "each record leaves after a random delay (mean shuffle_buffer, a pure function of (seed, epoch, "
+              "position)): moves records as far as shuffle(B) or further, ~B records held" if shuffle
               else "off (shuffle_buffer=0)"),
         Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder or n > 1},
               "batch before parse: one vectorized parse call per batch"),

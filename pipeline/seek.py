@@ -126,4 +126,5 @@ def records_from(path: str, k: int, *, compression_type: str = "", buffer_size: 
     offset = offset_of(path, k, records=records, sha256=sha256, directory=cache_dir)
     if offset is None:
         return plain().skip(k)
+    log.debug("%s: entering record %d at byte %d", path, k, offset)
     return _seek(path, offset, buf)

@@ -168,19 +168,54 @@ def _first_batch_seconds(spec, resume=None) -> float:
 def test_resume_near_the_end_is_about_as_fast_as_a_fresh_start(tmp_path):
     """The clock to compare with: reading through the epoch up to the same position (what a resume that
     skips record by record would cost) must be slow enough that the check can fail."""
-    write_indexed_set(tmp_path, 200_000, shard_bytes=256 << 10)
+    write_indexed_set(tmp_path, 400_000, shard_bytes=256 << 10)     # (the delay order reads 200,000 too fast)
     spec = PipelineSpec.from_manifest(str(tmp_path), 256, shuffle_buffer=1000, seed=1, resumable=True, parse=False,
                                       prefetch=0)
-    deep = input_state(spec, 770)                       # 781 steps per epoch
-    assert deep["position"] > 0.98 * 200_000
-    fresh = sorted(_first_batch_seconds(spec) for _ in range(3))[1]
-    resumed = sorted(_first_batch_seconds(spec, deep) for _ in range(3))[1]
+    deep = input_state(spec, 1540)                      # 1,563 steps per epoch
+    assert deep["position"] > 0.98 * 400_000
+    # the best of 5 each, alternating: a load spike on a shared machine hits one sample, not the figure
+    fresh, resumed = float("inf"), float("inf")
+    for _ in range(5):
+        fresh = min(fresh, _first_batch_seconds(spec))
+        resumed = min(resumed, _first_batch_seconds(spec, deep))
     t = time.perf_counter()
-    for _ in build_dataset(spec).take(770):
+    for _ in build_dataset(spec).take(1540):
         pass
     through = time.perf_counter() - t
     assert through > 3 * fresh, (through, fresh)        # the set is big enough for the check to mean something
     assert resumed < 2 * fresh + 0.05, (resumed, fresh, through)
+
+
+@pytest.mark.parametrize("steps", [5, 33, 50])
+def test_resume_seeks_by_a_cached_offset_index_and_stays_exact(spec, full, steps, caplog):
+    """With the set's record-offset indexes cached (what ``tfpipe pipeline offsets SET`` does), the file a
+    resume enters in the middle is opened at the record's byte offset, and the batches are unchanged."""
+    import logging
+
+    from pipeline.offsets import ensure_index
+
+    for path, n in zip(spec.files, spec.file_records):
+        ensure_index(path, records=n)
+    with caplog.at_level(logging.DEBUG, logger="pipeline.seek"):
+        got = batches_of(build_dataset(spec, resume=input_state(spec, steps)))
+    assert got == full[steps:]
+    assert "entering record" in caplog.text
+
+
+def test_a_shallow_resume_without_a_cached_index_reads_through(tmp_path, caplog):
+    """No index is built for an entry with few bytes before it: ``skip`` costs less than the first walk."""
+    import logging
+    import os
+
+    from pipeline.offsets import index_path
+
+    write_indexed_set(tmp_path, 600, shard_bytes=16 << 10)
+    spec = PipelineSpec.from_manifest(str(tmp_path), 16, shuffle_buffer=20, seed=3, epochs=1, resumable=True)
+    whole = batches_of(build_dataset(spec))
+    with caplog.at_level(logging.DEBUG, logger="pipeline.seek"):
+        assert batches_of(build_dataset(spec, resume=input_state(spec, 20))) == whole[20:]
+    assert "entering record" not in caplog.text
+    assert not any(os.path.exists(index_path(f)) for f in spec.files)
 
 
 def test_resumable_graphs_lint_clean_and_describe_themselves(spec):
@@ -212,15 +247,18 @@ def _order_metrics(spec) -> tuple[float, float]:
 
 def test_shuffle_quality_as_documented(data, tmp_path):
     """docs/pipeline.md's table: with several files the resumable order mixes far better than shuffle(B) in
-    manifest file order (cached / several ranks); within one file a window moves a record by ~B/3."""
+    manifest file order (cached / several ranks); within one file it moves records at least as far as
+    shuffle(B) and leaves a lower rank correlation (both measured here)."""
     base = dict(shuffle_buffer=100, seed=5, epochs=1)
     cached = _order_metrics(PipelineSpec.from_manifest(data, BATCH, cache="memory", **base))
     resumable = _order_metrics(PipelineSpec.from_manifest(data, BATCH, resumable=True, **base))
     assert cached[0] > 0.9 and abs(resumable[0]) < 0.5
     assert resumable[1] > 3 * cached[1]        # (a uniform permutation of 1,000: ~333)
     write_indexed_set(tmp_path, N, shard_bytes=1 << 20)
-    one = _order_metrics(PipelineSpec.from_manifest(str(tmp_path), BATCH, resumable=True, **base))
-    assert 0.25 * 100 < one[1] < 0.42 * 100
+    one_file = PipelineSpec.from_manifest(str(tmp_path), BATCH, **base)
+    assert len(one_file.files) == 1
+    today, one = _order_metrics(one_file), _order_metrics(one_file.with_(resumable=True))
+    assert one[1] >= today[1] and one[0] <= today[0], (one, today)
 
 
 def test_gzip_set_resumes_exactly(tmp_path):
