@@ -1,0 +1,473 @@
+"""Every shell code block of README.md and docs/*.md runs as written (issue 24 point 8).
+
+A page's blocks run in order, with ``bash -e``, in one fresh directory per page (the README's tour as a newcomer
+copies it: one directory, top to bottom), with ``tfpipe`` from THIS tree on the PATH, small generated inputs under
+the names the page uses, and ``s3://`` buckets on a local moto server (``AWS_ENDPOINT_URL_S3``). What the test
+changes in a block before it runs is listed in ``SUBSTITUTIONS`` (each with its reason, each checked to still
+match the docs); ``pip install`` commands are not run, their extras are checked against setup.cfg instead.
+``console`` blocks run their ``$ `` lines; a command whose documented output is ``tfpipe: error: ...`` (or whose
+comment says ``refused: "..."``) must fail with that message. A block the test cannot run is skipped only with
+``<!-- doc-test: skip (reason) -->`` on the line before it (``test_exemptions_stay_few`` lists them); an
+untagged block that holds commands fails the test, so nothing escapes by leaving out the language tag.
+Usage synopses (an untagged block opening with ``tfpipe CMD ... [--opt ...]``) are checked against ``--help``.
+"""
+from __future__ import annotations
+
+import configparser
+import gzip
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+SHELL_TAGS = {"bash", "sh", "shell", "console", "zsh"}
+BUCKETS = ("bucket", "my-bucket", "demo")      # the bucket names the docs write to (s3://b/ is only in a --dry-run)
+PAGE_TIMEOUT = 240
+SETS_ITS_OWN_ENDPOINT = {"docs/shardsets.md"}   # "Try the S3 features locally" exports its endpoint and keys
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)")
+_NOTE = re.compile(r"^<!--\s*doc-test:\s*(\w+)\s*(?:\((.*)\))?\s*-->\s*$")
+_PIP = re.compile(r"^(?:python3? -m )?pip3? install\b")
+_SYNOPSIS = re.compile(r"^tfpipe [a-z].*\[")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str          # path relative to the repository
+    line: int          # line of the opening fence (1-based)
+    tag: str           # the fence's language tag ('' if none)
+    text: str
+    note: tuple[str, str] | None   # ('skip', reason) from <!-- doc-test: skip (reason) -->
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def blocks(path: Path) -> list[Block]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, j = m.group(1), i + 1
+        while j < len(lines) and not re.match(rf"^ {{0,3}}{fence[0]}{{{len(fence)},}}\s*$", lines[j]):
+            j += 1
+        prev = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+        note = _NOTE.match(prev)
+        out.append(Block(path.relative_to(ROOT).as_posix(), i + 1, m.group(2).lower(), "\n".join(lines[i + 1:j]),
+                         (note.group(1), (note.group(2) or "").strip()) if note else None))
+        i = j + 1
+    return out
+
+
+ALL = [b for p in PAGES for b in blocks(p)]
+SHELL = [b for b in ALL if b.tag in SHELL_TAGS]
+
+
+def _looks_like_commands(b: Block) -> bool:
+    lines = [ln for ln in b.text.splitlines() if ln.strip()]
+    return bool(lines) and (any(ln.startswith("$ ") for ln in lines)
+                            or (re.match(r"^tfpipe [a-z]", lines[0]) is not None and not _SYNOPSIS.match(lines[0])))
+
+
+# -- what the test changes before a block runs: (page, text in the docs, what runs instead, why) ----------------
+
+SUBSTITUTIONS = [
+    ("README.md", "python3 -m pytest -n 2 -q",
+     '(cd "$TFPIPE_REPO" && python3 -m pytest -q tests/test_layers.py)',
+     "the whole suite (10 min) is what .ci/run runs (test_docs checks the command equals it); one quick module "
+     "stands in, from the repository root as a developer runs it"),
+    ("README.md", "python3 -m pytest tests/sharding/test_plan.py",
+     '(cd "$TFPIPE_REPO" && python3 -m pytest -q tests/sharding/test_plan.py)',
+     "tests run from the repository root"),
+    ("README.md", "tfpipe quickstart ", "tfpipe quickstart --lines 2000 ",
+     "smoke size: 2,000 sample lines instead of 20,000"),
+    ("README.md", "--input train=s3://b/raw/,sharded --wait", "--input train=s3://b/raw/,sharded --dry-run",
+     "a real job needs an AWS account, an IAM role and an image: --dry-run builds and checks the same request "
+     "and sends nothing"),
+    ("README.md", "tfpipe pipeline tune shards/ --batch-size 512",
+     "tfpipe pipeline tune shards/ --batch-size 512 --seconds 2 --repeats 1", "smoke size: a 2 s budget"),
+    ("README.md", "tfpipe bench pipeline --png where.png",
+     "tfpipe bench pipeline --generate 3000 --steps 3 --warmup 1 --throughput-batches 4 "
+     "--variants naive,vectorized --png where.png", "smoke size: 3,000 records, 3 steps, two variants"),
+    ("docs/pipeline.md", "tfpipe pipeline tune shards/ --batch-size 512",
+     "tfpipe pipeline tune shards/ --batch-size 512 --seconds 2 --repeats 1", "smoke size: a 2 s budget"),
+    ("docs/bench.md", "tfpipe bench tune shards/",
+     "tfpipe bench tune shards/ --repeats 1 --tune-seconds 2 --window-batches 3 --max-seconds 0.5",
+     "smoke size: one round, a 2 s tuning budget"),
+    ("docs/text.md", "--vocab-size 50257", "--vocab-size 2000",
+     "the test's small corpus cannot fill a GPT-2 sized vocabulary"),
+    ("docs/text.md", "--workers 16", "--workers 2", "the test machine has 2 cores"),
+    ("docs/shardsets.md", "moto_server -p 5000", "true",
+     "the test's own moto server (started for the test) stands in for the one the docs start in another terminal"),
+    ("docs/shardsets.md", "tfpipe quickstart --out qs/", "tfpipe quickstart --out qs/ --lines 2000",
+     "smoke size: 2,000 sample lines instead of 20,000"),
+    ("docs/shardsets.md", "http://127.0.0.1:5000", "$TFPIPE_MOTO", "the test's moto server's address"),
+    ("docs/sharding.md", "/opt/ml/data/criteo8", "opt/ml/data/criteo8",
+     "the test writes only inside its own directory"),
+    ("docs/sharding.md", "AWS_ENDPOINT_URL=http://minio:9000", "AWS_ENDPOINT_URL=$TFPIPE_MOTO",
+     "the test's moto server stands in for MinIO"),
+]
+
+
+def substituted(b: Block) -> str:
+    text = b.text
+    for page, old, new, _ in SUBSTITUTIONS:
+        if page == b.page:
+            text = text.replace(old, new)
+    return text
+
+
+# -- the inputs each page names, generated small ------------------------------------------------------------
+
+def _criteo(path: Path, n: int, seed: int = 0) -> None:
+    from converters.libsvm.synthetic import criteo_lines
+
+    data = criteo_lines(n, seed=seed)
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    elif path.suffix == ".zst":
+        import zstandard
+
+        data = zstandard.ZstdCompressor().compress(data)
+    path.write_bytes(data)
+
+
+def _pile(path: Path, n: int, seed: int = 0) -> None:
+    from converters.text.synthetic import write_pile_jsonl
+
+    write_pile_jsonl(path, n, seed=seed, mean_words=60)
+
+
+def _set(path: Path, n: int, shards: int = 1, seed: int = 0) -> None:
+    from converters.libsvm.synthetic import write_criteo_shards
+
+    per_record = 330  # bytes of a framed Criteo-like record, about
+    write_criteo_shards(str(path), n, seed=seed, shard_bytes=max(1 << 10, n * per_record // shards))
+
+
+def _foreign(path: Path, n: int, seed: int = 0) -> None:
+    """A TFRecord file written by someone else's tool (no index.json): Criteo-like tf.train.Examples."""
+    from converters.libsvm.options import libsvm_schema
+    from converters.libsvm.synthetic import criteo_arrays
+    from converters.tfrecord.examples import serialize_batch
+
+    framed, _ = serialize_batch(libsvm_schema(39), criteo_arrays(n, seed=seed))
+    path.write_bytes(framed.tobytes())
+
+
+def _sparse(path: Path, n: int, qid: bool = False) -> None:
+    from converters.libsvm.synthetic import write_sparse_libsvm
+
+    write_sparse_libsvm(path, n, max_nonzeros=20, max_index=5000, qid=qid)
+
+
+def _text(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def _multilabel(path: Path, n: int) -> None:
+    rng = np.random.default_rng(3)
+    lines = []
+    for _ in range(n):
+        labels = ",".join(map(str, sorted(rng.choice(10, rng.integers(1, 4), replace=False))))
+        ids = np.unique(rng.integers(1, 3000, 8))
+        lines.append(labels + " " + " ".join(f"{i}:{rng.random():.4g}" for i in ids))
+    path.write_text("\n".join(lines) + "\n")
+
+
+BAD_LINES = "1 1:1 2:2\n0 1:0.5 2:1\n1 2:1 1:1\nabc 1:1 2:1\n0 1:1 2:3\n"   # lines 3 and 4 as docs/libsvm.md shows
+
+# page -> [(path, maker, args)]: what a reader of that page is assumed to have before its first block
+INPUTS = {
+    "README.md": [
+        ("data/day_0.libsvm.gz", _criteo, (2000, 1)), ("data/day_1/part-0.libsvm", _criteo, (1500, 2)),
+        ("more/part-0.libsvm.zst", _criteo, (1000, 3)), ("data/pile/00.jsonl.zst", _pile, (40, 1)),
+        ("data/pile/01.jsonl.zst", _pile, (40, 2)), ("day/00.libsvm", _criteo, (1500, 4)),
+        ("day/01.libsvm", _criteo, (1500, 5)), ("data/criteo", _set, (20_000, 7)),
+    ],
+    "docs/libsvm.md": [
+        ("data/day_0.libsvm.gz", _criteo, (1000, 1)), ("data/day_1/part-0.libsvm", _criteo, (800, 2)),
+        ("more/part-0.libsvm.zst", _criteo, (600, 3)), ("rcv1_train.binary", _sparse, (300,)),
+        ("mslr/Fold1/train.txt", _sparse, (300, True)), ("rcv1_topics.svm", _multilabel, (300,)),
+        ("bad.txt", _text, (BAD_LINES,)), ("s3://bucket/criteo/day-0/part-0.libsvm", _criteo, (500, 7)),
+    ],
+    "docs/text.md": [("data/pile/00.jsonl.zst", _pile, (60, 1)), ("data/pile/01.jsonl.zst", _pile, (60, 2))],
+    "docs/prep.md": [("day/00.libsvm", _criteo, (1500, 4)), ("day/01.libsvm", _criteo, (1500, 5)),
+                     ("pile/00.jsonl.zst", _pile, (40, 1))],
+    "docs/shardsets.md": [("out", _set, (2000, 2)), ("data/train.tfrecords", _foreign, (1500, 1)),
+                          ("data/val.tfrecords", _foreign, (500, 2))],
+    "docs/sharding.md": [("data/criteo", _set, (20_000, 7)), ("data/other", _set, (500, 1)),
+                         ("day0.txt", _criteo, (500, 6))],
+    "docs/processing.md": [("data/criteo/day-0.libsvm", _criteo, (1500, 1)),
+                           ("data/criteo/day-1.libsvm", _criteo, (1500, 2))],
+    "docs/pipeline.md": [("shards", _set, (20_000, 8))],
+    "docs/bench.md": [("shards", _set, (6000, 4))],
+}
+
+
+def make_inputs(page: str, where: Path, endpoint: str) -> None:
+    """The page's inputs, generated under ``where`` (an ``s3://`` one is generated aside, then uploaded)."""
+    import boto3
+
+    for rel, maker, args in INPUTS.get(page, []):
+        path = where / (".s3-staging" if rel.startswith("s3://") else "") / rel.removeprefix("s3://")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        maker(path, *args)
+        if rel.startswith("s3://"):
+            bucket, _, key = rel.removeprefix("s3://").partition("/")
+            boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                         aws_secret_access_key="testing").upload_file(str(path), bucket, key)
+
+
+# -- turning a block into a bash script ---------------------------------------------------------------------
+
+def setup_extras() -> set[str]:
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(ROOT / "setup.cfg")
+    return set(cfg["options.extras_require"])
+
+
+def pip_extras(command: str) -> list[str]:
+    """The extras a ``pip install`` command names: ``'.[dev]'`` -> ['dev'], ``'tfpipe[beam,s3]'`` -> [...]."""
+    out = []
+    for arg in shlex.split(command, comments=True):
+        m = re.fullmatch(r"(?:\.|tfpipe|moto)\[([\w,-]+)\]", arg)
+        if m and not arg.startswith("moto"):
+            out += m.group(1).split(",")
+    return out
+
+
+def strip_pip(script: str) -> tuple[str, list[str]]:
+    """``pip install X && rest`` -> ``rest``; a line that only installs goes. Returns (script, extras named)."""
+    kept, extras = [], []
+    for line in script.splitlines():
+        parts = [p.strip() for p in line.split("&&")]
+        installs = [p for p in parts if _PIP.match(p)]
+        for p in installs:
+            extras += pip_extras(p)
+        rest = [p for p in parts if not _PIP.match(p)]
+        if installs and not rest:
+            continue
+        kept.append(" && ".join(rest) if installs else line)
+    return "\n".join(kept), extras
+
+
+@dataclass(frozen=True)
+class Command:
+    text: str
+    error: str | None   # the message a documented failure must print (None: must succeed)
+
+
+def console_commands(text: str) -> list[Command]:
+    """The ``$ `` commands of a console transcript (with continuation lines) and whether each must fail."""
+    lines = text.splitlines()
+    cmds: list[list[str]] = []
+    outputs: list[list[str]] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("$ "):
+            cmd = [line[2:]]
+            while cmd[-1].rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                cmd.append(lines[i])
+            cmds.append(cmd)
+            outputs.append([])
+        elif outputs:
+            outputs[-1].append(line)
+        i += 1
+    out = []
+    for cmd, output in zip(cmds, outputs):
+        text = "\n".join(cmd)
+        error = None
+        m = re.search(r"#\s*refused:\s*\"(.*?)(?:\.\.\.)?\s*\"", text)
+        if m:
+            error = m.group(1).strip()
+        elif output and output[0].startswith("tfpipe: error:"):
+            error = output[0].split("...")[0].strip()
+        out.append(Command(text, error))
+    return out
+
+
+def script_for(b: Block) -> str:
+    text, _ = strip_pip(substituted(b))
+    if b.tag != "console":
+        return text + "\n"
+    parts = []
+    for c in console_commands(text):
+        if c.error is None:
+            parts.append(c.text)
+        else:
+            parts.append(f"if {c.text.split('#')[0].strip()} 2> .doc-test-err; then\n"
+                         f"  echo {shlex.quote(f'doc-test: expected to fail: {c.text}')} >&2; exit 1\n"
+                         f"fi\ncat .doc-test-err >&2\n"
+                         f"grep -qF -- {shlex.quote(c.error)} .doc-test-err || "
+                         f"{{ echo {shlex.quote(f'doc-test: the message differs from the docs: {c.error}')} >&2; "
+                         f"exit 1; }}")
+    return "\n".join(parts) + "\n"
+
+
+# -- the tests ----------------------------------------------------------------------------------------------
+
+def test_blocks_are_found():
+    assert len(SHELL) >= 25, [b.id for b in SHELL]
+    assert {b.page for b in SHELL} >= {"README.md", "docs/libsvm.md", "docs/sharding.md", "docs/processing.md"}
+
+
+@pytest.mark.parametrize("b", [b for b in ALL if b.tag not in SHELL_TAGS | {"python"}], ids=lambda b: b.id)
+def test_no_untagged_commands(b):
+    """A block holding commands carries a shell tag (so it runs); output and synopses may stay untagged."""
+    assert not _looks_like_commands(b), (f"{b.id}: this block holds shell commands: tag it ```console (with "
+                                         "'$ ' prompts) or ```bash so that tests/test_docs_shell.py runs it")
+
+
+EXEMPT = [   # (page, the reason's first words): every exemption, so that they stay few and deliberate
+    ("docs/processing.md", "launches a real SageMaker Processing job"),
+]
+
+
+def test_exemptions_stay_few():
+    skipped = [(b.page, b.note[1]) for b in SHELL if b.note and b.note[0] == "skip"]
+    assert all(reason for _, reason in skipped), f"an exemption without its reason: {skipped}"
+    assert len(skipped) == len(EXEMPT) and all(page == p and reason.startswith(r) for (page, reason), (p, r)
+                                               in zip(skipped, EXEMPT)), f"exemptions in the docs: {skipped}"
+    assert len(EXEMPT) <= 3
+    bad = [b.id for b in ALL if b.note and b.note[0] != "skip"]
+    assert not bad, f"unknown doc-test notes (only 'skip (reason)' exists): {bad}"
+
+
+@pytest.mark.parametrize("sub", SUBSTITUTIONS, ids=lambda s: f"{s[0]}:{s[1][:30]}")
+def test_substitution_still_matches_the_docs(sub):
+    page, old, new, reason = sub
+    assert reason and old != new
+    assert any(old in b.text for b in SHELL if b.page == page), f"{page} has no shell block with {old!r}: drop it"
+
+
+@pytest.mark.parametrize("b", [b for b in SHELL if any(_PIP.match(p.strip()) for ln in b.text.splitlines()
+                                                         for p in ln.split("&&"))], ids=lambda b: b.id)
+def test_pip_install_names_real_extras(b):
+    _, extras = strip_pip(b.text)
+    assert extras, f"{b.id}: a pip install without an extra"
+    unknown = sorted(set(extras) - setup_extras())
+    assert not unknown, f"{b.id}: extras {unknown} are not in setup.cfg's [options.extras_require]"
+
+
+def test_console_parsing():
+    cmds = console_commands('$ tfpipe a \\\n  --b\nout\n$ tfpipe c   # refused: "no ..."\n'
+                            "$ tfpipe d\ntfpipe: error: bad thing (1) ... more\n")
+    assert [c.text for c in cmds] == ["tfpipe a \\\n  --b", 'tfpipe c   # refused: "no ..."', "tfpipe d"]
+    assert [c.error for c in cmds] == [None, "no", "tfpipe: error: bad thing (1)"]
+    assert strip_pip("pip install -e '.[dev]' && tfpipe quickstart  # x\npip install 'tfpipe[beam]'\nls") == \
+        ("tfpipe quickstart  # x\nls", ["dev", "beam"])
+
+
+@pytest.fixture(scope="module")
+def moto(moto_endpoint):
+    """The local S3 with the docs' buckets; the test's stand-in for AWS."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    for name in BUCKETS:
+        client.create_bucket(Bucket=name)
+    client.close()
+    return moto_endpoint
+
+
+def _empty_buckets(endpoint: str) -> None:
+    """Each page starts with the docs' buckets empty (two pages upload to the same s3://bucket/criteo8)."""
+    import boto3
+
+    s3 = boto3.resource("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+    for name in BUCKETS:
+        s3.Bucket(name).objects.all().delete()
+
+
+def _env(tmp: Path, moto: str, page: str) -> dict:
+    """``tfpipe`` of this tree first on the PATH; AWS is the local moto server (a page that sets its own endpoint
+    and credentials gets none: only what its blocks set makes them work); private caches and home."""
+    from moto_s3 import FAKE_AWS
+
+    bin_dir = tmp / ".bin"
+    bin_dir.mkdir()
+    tfpipe = bin_dir / "tfpipe"
+    tfpipe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m converters.cli "$@"\n')
+    tfpipe.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    if page not in SETS_ITS_OWN_ENDPOINT:
+        env.update(FAKE_AWS, AWS_ENDPOINT_URL=moto)
+    env.update(AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+               AWS_EC2_METADATA_DISABLED="true", TFPIPE_MOTO=moto,
+               PATH=f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+               PYTHONPATH=str(ROOT), TFPIPE_REPO=str(ROOT), TFPIPE_CACHE=str(tmp / ".cache"),
+               HOME=str(tmp / ".home"), PYTEST_ADDOPTS="-p no:cacheprovider", TF_CPP_MIN_LOG_LEVEL="2",
+               TF_ENABLE_ONEDNN_OPTS="0")
+    return env
+
+
+RUN_PAGES = sorted({b.page for b in SHELL}, key=[p.relative_to(ROOT).as_posix() for p in PAGES].index)
+
+
+@pytest.mark.parametrize("page", RUN_PAGES)
+def test_page_shell_blocks_run(page, tmp_path, moto):
+    """Every shell block of the page, in order, in one directory: each must succeed (its documented failures
+    must fail with their message)."""
+    _empty_buckets(moto)
+    make_inputs(page, tmp_path, moto)
+    env = _env(tmp_path, moto, page)
+    failures, took = [], []
+    for b in (b for b in SHELL if b.page == page):
+        if b.note and b.note[0] == "skip":
+            continue
+        script = tmp_path / f".doc-test-{b.line}.sh"
+        script.write_text(script_for(b))
+        started = time.monotonic()
+        try:
+            r = subprocess.run(["bash", "-e", "-o", "pipefail", str(script)], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=PAGE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            failures.append(f"{b.id}: still running after {PAGE_TIMEOUT} s")
+            continue
+        took.append(f"{b.id} {time.monotonic() - started:.1f} s")
+        if r.returncode != 0:
+            failures.append(f"{b.id} exited {r.returncode}:\n--- ran\n{script_for(b)}--- stdout (end)\n"
+                            f"{r.stdout[-2000:]}\n--- stderr (end)\n{r.stderr[-3000:]}")
+    print("\n".join(took))
+    assert not failures, "\n\n".join(failures)
+
+
+SYNOPSES = [b for b in ALL if b.tag in ("", "text") and b.text.strip() and _SYNOPSIS.match(b.text.lstrip())]
+
+
+def test_synopses_are_found():
+    assert len(SYNOPSES) >= 4, [b.id for b in SYNOPSES]
+
+
+@pytest.mark.parametrize("b", SYNOPSES, ids=lambda b: b.id)
+def test_synopsis_options_exist(b):
+    """A usage synopsis (``tfpipe bench tune [DIR] [--repeats 7] ...``) names only options its command has."""
+    words = []
+    for tok in b.text.split()[1:]:
+        if not re.fullmatch(r"[a-z][a-z-]*", tok):
+            break
+        words.append(tok)
+    r = subprocess.run([sys.executable, "-m", "converters.cli", *words, "--help"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert r.returncode == 0, f"{b.id}: tfpipe {' '.join(words)} --help failed: {r.stderr[-500:]}"
+    documented = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", b.text))
+    unknown = sorted(f for f in documented if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", r.stdout))
+    assert not unknown, f"{b.id}: tfpipe {' '.join(words)} has no {unknown}"
