@@ -13,74 +13,43 @@ Usage synopses (an untagged block opening with ``tfpipe CMD ... [--opt ...]``) a
 """
 from __future__ import annotations
 
-import configparser
-import gzip
 import os
 import re
 import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
+from doc_shell import (
+    PIP,
+    SHELL_TAGS,
+    SYNOPSIS,
+    Block,
+    blocks,
+    console_commands,
+    criteo,
+    foreign_tfrecords,
+    looks_like_commands,
+    make_inputs,
+    multilabel,
+    pile,
+    script,
+    setup_extras,
+    shard_set,
+    sparse,
+    strip_pip,
+    text_file,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
-SHELL_TAGS = {"bash", "sh", "shell", "console", "zsh"}
+ALL = [b for p in PAGES for b in blocks(p, ROOT)]
+SHELL = [b for b in ALL if b.tag in SHELL_TAGS]
 BUCKETS = ("bucket", "my-bucket", "demo")      # the bucket names the docs write to (s3://b/ is only in a --dry-run)
 PAGE_TIMEOUT = 240
 SETS_ITS_OWN_ENDPOINT = {"docs/shardsets.md"}   # "Try the S3 features locally" exports its endpoint and keys
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)")
-_NOTE = re.compile(r"^<!--\s*doc-test:\s*(\w+)\s*(?:\((.*)\))?\s*-->\s*$")
-_PIP = re.compile(r"^(?:python3? -m )?pip3? install\b")
-_SYNOPSIS = re.compile(r"^tfpipe [a-z].*\[")
-
-
-@dataclass(frozen=True)
-class Block:
-    page: str          # path relative to the repository
-    line: int          # line of the opening fence (1-based)
-    tag: str           # the fence's language tag ('' if none)
-    text: str
-    note: tuple[str, str] | None   # ('skip', reason) from <!-- doc-test: skip (reason) -->
-
-    @property
-    def id(self) -> str:
-        return f"{self.page}:{self.line}"
-
-
-def blocks(path: Path) -> list[Block]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    out, i = [], 0
-    while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        fence, j = m.group(1), i + 1
-        while j < len(lines) and not re.match(rf"^ {{0,3}}{fence[0]}{{{len(fence)},}}\s*$", lines[j]):
-            j += 1
-        prev = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
-        note = _NOTE.match(prev)
-        out.append(Block(path.relative_to(ROOT).as_posix(), i + 1, m.group(2).lower(), "\n".join(lines[i + 1:j]),
-                         (note.group(1), (note.group(2) or "").strip()) if note else None))
-        i = j + 1
-    return out
-
-
-ALL = [b for p in PAGES for b in blocks(p)]
-SHELL = [b for b in ALL if b.tag in SHELL_TAGS]
-
-
-def _looks_like_commands(b: Block) -> bool:
-    lines = [ln for ln in b.text.splitlines() if ln.strip()]
-    return bool(lines) and (any(ln.startswith("$ ") for ln in lines)
-                            or (re.match(r"^tfpipe [a-z]", lines[0]) is not None and not _SYNOPSIS.match(lines[0])))
-
 
 # -- what the test changes before a block runs: (page, text in the docs, what runs instead, why) ----------------
 
@@ -132,192 +101,46 @@ def substituted(b: Block) -> str:
 
 # -- the inputs each page names, generated small ------------------------------------------------------------
 
-def _criteo(path: Path, n: int, seed: int = 0) -> None:
-    from converters.libsvm.synthetic import criteo_lines
-
-    data = criteo_lines(n, seed=seed)
-    if path.suffix == ".gz":
-        data = gzip.compress(data, mtime=0)
-    elif path.suffix == ".zst":
-        import zstandard
-
-        data = zstandard.ZstdCompressor().compress(data)
-    path.write_bytes(data)
-
-
-def _pile(path: Path, n: int, seed: int = 0) -> None:
-    from converters.text.synthetic import write_pile_jsonl
-
-    write_pile_jsonl(path, n, seed=seed, mean_words=60)
-
-
-def _set(path: Path, n: int, shards: int = 1, seed: int = 0) -> None:
-    from converters.libsvm.synthetic import write_criteo_shards
-
-    per_record = 330  # bytes of a framed Criteo-like record, about
-    write_criteo_shards(str(path), n, seed=seed, shard_bytes=max(1 << 10, n * per_record // shards))
-
-
-def _foreign(path: Path, n: int, seed: int = 0) -> None:
-    """A TFRecord file written by someone else's tool (no index.json): Criteo-like tf.train.Examples."""
-    from converters.libsvm.options import libsvm_schema
-    from converters.libsvm.synthetic import criteo_arrays
-    from converters.tfrecord.examples import serialize_batch
-
-    framed, _ = serialize_batch(libsvm_schema(39), criteo_arrays(n, seed=seed))
-    path.write_bytes(framed.tobytes())
-
-
-def _sparse(path: Path, n: int, qid: bool = False) -> None:
-    from converters.libsvm.synthetic import write_sparse_libsvm
-
-    write_sparse_libsvm(path, n, max_nonzeros=20, max_index=5000, qid=qid)
-
-
-def _text(path: Path, text: str) -> None:
-    path.write_text(text)
-
-
-def _multilabel(path: Path, n: int) -> None:
-    rng = np.random.default_rng(3)
-    lines = []
-    for _ in range(n):
-        labels = ",".join(map(str, sorted(rng.choice(10, rng.integers(1, 4), replace=False))))
-        ids = np.unique(rng.integers(1, 3000, 8))
-        lines.append(labels + " " + " ".join(f"{i}:{rng.random():.4g}" for i in ids))
-    path.write_text("\n".join(lines) + "\n")
-
-
 BAD_LINES = "1 1:1 2:2\n0 1:0.5 2:1\n1 2:1 1:1\nabc 1:1 2:1\n0 1:1 2:3\n"   # lines 3 and 4 as docs/libsvm.md shows
 
 # page -> [(path, maker, args)]: what a reader of that page is assumed to have before its first block
 INPUTS = {
     "README.md": [
-        ("data/day_0.libsvm.gz", _criteo, (2000, 1)), ("data/day_1/part-0.libsvm", _criteo, (1500, 2)),
-        ("more/part-0.libsvm.zst", _criteo, (1000, 3)), ("data/pile/00.jsonl.zst", _pile, (40, 1)),
-        ("data/pile/01.jsonl.zst", _pile, (40, 2)), ("day/00.libsvm", _criteo, (1500, 4)),
-        ("day/01.libsvm", _criteo, (1500, 5)), ("data/criteo", _set, (20_000, 7)),
+        ("data/day_0.libsvm.gz", criteo, (2000, 1)), ("data/day_1/part-0.libsvm", criteo, (1500, 2)),
+        ("more/part-0.libsvm.zst", criteo, (1000, 3)), ("data/pile/00.jsonl.zst", pile, (40, 1)),
+        ("data/pile/01.jsonl.zst", pile, (40, 2)), ("day/00.libsvm", criteo, (1500, 4)),
+        ("day/01.libsvm", criteo, (1500, 5)), ("data/criteo", shard_set, (20_000, 7)),
     ],
     "docs/libsvm.md": [
-        ("data/day_0.libsvm.gz", _criteo, (1000, 1)), ("data/day_1/part-0.libsvm", _criteo, (800, 2)),
-        ("more/part-0.libsvm.zst", _criteo, (600, 3)), ("rcv1_train.binary", _sparse, (300,)),
-        ("mslr/Fold1/train.txt", _sparse, (300, True)), ("rcv1_topics.svm", _multilabel, (300,)),
-        ("bad.txt", _text, (BAD_LINES,)), ("s3://bucket/criteo/day-0/part-0.libsvm", _criteo, (500, 7)),
+        ("data/day_0.libsvm.gz", criteo, (1000, 1)), ("data/day_1/part-0.libsvm", criteo, (800, 2)),
+        ("more/part-0.libsvm.zst", criteo, (600, 3)), ("rcv1_train.binary", sparse, (300,)),
+        ("mslr/Fold1/train.txt", sparse, (300, True)), ("rcv1_topics.svm", multilabel, (300,)),
+        ("bad.txt", text_file, (BAD_LINES,)), ("s3://bucket/criteo/day-0/part-0.libsvm", criteo, (500, 7)),
     ],
-    "docs/text.md": [("data/pile/00.jsonl.zst", _pile, (60, 1)), ("data/pile/01.jsonl.zst", _pile, (60, 2))],
-    "docs/prep.md": [("day/00.libsvm", _criteo, (1500, 4)), ("day/01.libsvm", _criteo, (1500, 5)),
-                     ("pile/00.jsonl.zst", _pile, (40, 1))],
-    "docs/shardsets.md": [("out", _set, (2000, 2)), ("data/train.tfrecords", _foreign, (1500, 1)),
-                          ("data/val.tfrecords", _foreign, (500, 2))],
-    "docs/sharding.md": [("data/criteo", _set, (20_000, 7)), ("data/other", _set, (500, 1)),
-                         ("day0.txt", _criteo, (500, 6))],
-    "docs/processing.md": [("data/criteo/day-0.libsvm", _criteo, (1500, 1)),
-                           ("data/criteo/day-1.libsvm", _criteo, (1500, 2))],
-    "docs/pipeline.md": [("shards", _set, (20_000, 8))],
-    "docs/bench.md": [("shards", _set, (6000, 4))],
+    "docs/text.md": [("data/pile/00.jsonl.zst", pile, (60, 1)), ("data/pile/01.jsonl.zst", pile, (60, 2))],
+    "docs/prep.md": [("day/00.libsvm", criteo, (1500, 4)), ("day/01.libsvm", criteo, (1500, 5)),
+                     ("pile/00.jsonl.zst", pile, (40, 1))],
+    "docs/shardsets.md": [("out", shard_set, (2000, 2)), ("data/train.tfrecords", foreign_tfrecords, (1500, 1)),
+                          ("data/val.tfrecords", foreign_tfrecords, (500, 2))],
+    "docs/sharding.md": [("data/criteo", shard_set, (20_000, 7)), ("data/other", shard_set, (500, 1)),
+                         ("day0.txt", criteo, (500, 6))],
+    "docs/processing.md": [("data/criteo/day-0.libsvm", criteo, (1500, 1)),
+                           ("data/criteo/day-1.libsvm", criteo, (1500, 2))],
+    "docs/pipeline.md": [("shards", shard_set, (20_000, 8))],
+    "docs/bench.md": [("shards", shard_set, (6000, 4))],
 }
 
 
-def make_inputs(page: str, where: Path, endpoint: str) -> None:
-    """The page's inputs, generated under ``where`` (an ``s3://`` one is generated aside, then uploaded)."""
-    import boto3
-
-    for rel, maker, args in INPUTS.get(page, []):
-        path = where / (".s3-staging" if rel.startswith("s3://") else "") / rel.removeprefix("s3://")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        maker(path, *args)
-        if rel.startswith("s3://"):
-            bucket, _, key = rel.removeprefix("s3://").partition("/")
-            boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                         aws_secret_access_key="testing").upload_file(str(path), bucket, key)
-
-
-# -- turning a block into a bash script ---------------------------------------------------------------------
-
-def setup_extras() -> set[str]:
-    cfg = configparser.ConfigParser(interpolation=None)
-    cfg.read(ROOT / "setup.cfg")
-    return set(cfg["options.extras_require"])
-
-
-def pip_extras(command: str) -> list[str]:
-    """The extras a ``pip install`` command names: ``'.[dev]'`` -> ['dev'], ``'tfpipe[beam,s3]'`` -> [...]."""
-    out = []
-    for arg in shlex.split(command, comments=True):
-        m = re.fullmatch(r"(?:\.|tfpipe|moto)\[([\w,-]+)\]", arg)
-        if m and not arg.startswith("moto"):
-            out += m.group(1).split(",")
-    return out
-
-
-def strip_pip(script: str) -> tuple[str, list[str]]:
-    """``pip install X && rest`` -> ``rest``; a line that only installs goes. Returns (script, extras named)."""
-    kept, extras = [], []
-    for line in script.splitlines():
-        parts = [p.strip() for p in line.split("&&")]
-        installs = [p for p in parts if _PIP.match(p)]
-        for p in installs:
-            extras += pip_extras(p)
-        rest = [p for p in parts if not _PIP.match(p)]
-        if installs and not rest:
-            continue
-        kept.append(" && ".join(rest) if installs else line)
-    return "\n".join(kept), extras
-
-
-@dataclass(frozen=True)
-class Command:
-    text: str
-    error: str | None   # the message a documented failure must print (None: must succeed)
-
-
-def console_commands(text: str) -> list[Command]:
-    """The ``$ `` commands of a console transcript (with continuation lines) and whether each must fail."""
-    lines = text.splitlines()
-    cmds: list[list[str]] = []
-    outputs: list[list[str]] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("$ "):
-            cmd = [line[2:]]
-            while cmd[-1].rstrip().endswith("\\") and i + 1 < len(lines):
-                i += 1
-                cmd.append(lines[i])
-            cmds.append(cmd)
-            outputs.append([])
-        elif outputs:
-            outputs[-1].append(line)
-        i += 1
-    out = []
-    for cmd, output in zip(cmds, outputs):
-        text = "\n".join(cmd)
-        error = None
-        m = re.search(r"#\s*refused:\s*\"(.*?)(?:\.\.\.)?\s*\"", text)
-        if m:
-            error = m.group(1).strip()
-        elif output and output[0].startswith("tfpipe: error:"):
-            error = output[0].split("...")[0].strip()
-        out.append(Command(text, error))
-    return out
+# console blocks whose documented output must appear as shown (the test's inputs are made to match them): every
+# output line without an ellipsis, whitespace runs compared as one space
+OUTPUT_CHECKED = {("docs/libsvm.md", "tfpipe convert libsvm bad.txt"), ("docs/sharding.md", "tfpipe shard plan")}
 
 
 def script_for(b: Block) -> str:
-    text, _ = strip_pip(substituted(b))
-    if b.tag != "console":
-        return text + "\n"
-    parts = []
-    for c in console_commands(text):
-        if c.error is None:
-            parts.append(c.text)
-        else:
-            parts.append(f"if {c.text.split('#')[0].strip()} 2> .doc-test-err; then\n"
-                         f"  echo {shlex.quote(f'doc-test: expected to fail: {c.text}')} >&2; exit 1\n"
-                         f"fi\ncat .doc-test-err >&2\n"
-                         f"grep -qF -- {shlex.quote(c.error)} .doc-test-err || "
-                         f"{{ echo {shlex.quote(f'doc-test: the message differs from the docs: {c.error}')} >&2; "
-                         f"exit 1; }}")
-    return "\n".join(parts) + "\n"
+    text = substituted(b)
+    cmds = console_commands(text) if b.tag == "console" else []
+    checked = bool(cmds) and any(b.page == page and cmds[0].text.startswith(first) for page, first in OUTPUT_CHECKED)
+    return script(b.tag, text, check_output=checked)
 
 
 # -- the tests ----------------------------------------------------------------------------------------------
@@ -330,7 +153,7 @@ def test_blocks_are_found():
 @pytest.mark.parametrize("b", [b for b in ALL if b.tag not in SHELL_TAGS | {"python"}], ids=lambda b: b.id)
 def test_no_untagged_commands(b):
     """A block holding commands carries a shell tag (so it runs); output and synopses may stay untagged."""
-    assert not _looks_like_commands(b), (f"{b.id}: this block holds shell commands: tag it ```console (with "
+    assert not looks_like_commands(b), (f"{b.id}: this block holds shell commands: tag it ```console (with "
                                          "'$ ' prompts) or ```bash so that tests/test_docs_shell.py runs it")
 
 
@@ -356,12 +179,12 @@ def test_substitution_still_matches_the_docs(sub):
     assert any(old in b.text for b in SHELL if b.page == page), f"{page} has no shell block with {old!r}: drop it"
 
 
-@pytest.mark.parametrize("b", [b for b in SHELL if any(_PIP.match(p.strip()) for ln in b.text.splitlines()
+@pytest.mark.parametrize("b", [b for b in SHELL if any(PIP.match(p.strip()) for ln in b.text.splitlines()
                                                          for p in ln.split("&&"))], ids=lambda b: b.id)
 def test_pip_install_names_real_extras(b):
     _, extras = strip_pip(b.text)
     assert extras, f"{b.id}: a pip install without an extra"
-    unknown = sorted(set(extras) - setup_extras())
+    unknown = sorted(set(extras) - setup_extras(ROOT / "setup.cfg"))
     assert not unknown, f"{b.id}: extras {unknown} are not in setup.cfg's [options.extras_require]"
 
 
@@ -419,6 +242,28 @@ def _env(tmp: Path, moto: str, page: str) -> dict:
     return env
 
 
+def run_block(b: Block, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    script = cwd / f".doc-test-{b.line}.sh"
+    script.write_text(script_for(b))
+    return subprocess.run(["bash", "-e", "-o", "pipefail", str(script)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=PAGE_TIMEOUT)
+
+
+@pytest.mark.parametrize("tag, text, ok", [
+    ("bash", "tfpipe inspect --no-such-flag x/", False),
+    ("bash", "tfpipe --version\nfalse\ntfpipe --version", False),                      # bash -e: any line counts
+    ("console", "$ tfpipe inspect nowhere/\ntfpipe: error: no manifest at nowhere/index.json: not ...", True),
+    ("console", "$ tfpipe inspect nowhere/\ntfpipe: error: no such set ...", False),     # another message
+    ("console", "$ tfpipe --version\ntfpipe: error: fails ...", False),                  # a failure that succeeds
+    ("console", "$ tfpipe --help\nusage: tfpipe [-h] [--version] [-v] COMMAND ...", True),
+    ("console", "$ tfpipe shard plan --help\na line it does not print", False),          # output checked there
+])
+def test_the_runner_can_fail(tag, text, ok, tmp_path, moto):
+    b = Block("docs/sharding.md", 1, tag, text, None)
+    r = run_block(b, tmp_path, _env(tmp_path, moto, b.page))
+    assert (r.returncode == 0) == ok, r.stderr
+
+
 RUN_PAGES = sorted({b.page for b in SHELL}, key=[p.relative_to(ROOT).as_posix() for p in PAGES].index)
 
 
@@ -427,18 +272,15 @@ def test_page_shell_blocks_run(page, tmp_path, moto):
     """Every shell block of the page, in order, in one directory: each must succeed (its documented failures
     must fail with their message)."""
     _empty_buckets(moto)
-    make_inputs(page, tmp_path, moto)
+    make_inputs(INPUTS.get(page, []), tmp_path, moto)
     env = _env(tmp_path, moto, page)
     failures, took = [], []
     for b in (b for b in SHELL if b.page == page):
         if b.note and b.note[0] == "skip":
             continue
-        script = tmp_path / f".doc-test-{b.line}.sh"
-        script.write_text(script_for(b))
         started = time.monotonic()
         try:
-            r = subprocess.run(["bash", "-e", "-o", "pipefail", str(script)], cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=PAGE_TIMEOUT)
+            r = run_block(b, tmp_path, env)
         except subprocess.TimeoutExpired:
             failures.append(f"{b.id}: still running after {PAGE_TIMEOUT} s")
             continue
@@ -450,7 +292,7 @@ def test_page_shell_blocks_run(page, tmp_path, moto):
     assert not failures, "\n\n".join(failures)
 
 
-SYNOPSES = [b for b in ALL if b.tag in ("", "text") and b.text.strip() and _SYNOPSIS.match(b.text.lstrip())]
+SYNOPSES = [b for b in ALL if b.tag in ("", "text") and b.text.strip() and SYNOPSIS.match(b.text.lstrip())]
 
 
 def test_synopses_are_found():
@@ -471,3 +313,12 @@ def test_synopsis_options_exist(b):
     documented = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", b.text))
     unknown = sorted(f for f in documented if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", r.stdout))
     assert not unknown, f"{b.id}: tfpipe {' '.join(words)} has no {unknown}"
+
+
+def test_readme_lists_every_extra():
+    """The README's "Extras:" sentence (what a newcomer reads before ``pip install``) names every extra."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    para = text[text.index("Extras:"):].split("\n\n")[0]
+    listed = set(re.findall(r"`([\w-]+)`", para))
+    missing = sorted(setup_extras(ROOT / "setup.cfg") - listed)
+    assert not missing, f"README.md's Extras sentence lacks {missing}"
