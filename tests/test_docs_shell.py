@@ -1,15 +1,17 @@
 """Every shell code block of README.md and docs/*.md runs as written (issue 24 point 8).
 
 A page's blocks run in order, with ``bash -e``, in one fresh directory per page (the README's tour as a newcomer
-copies it: one directory, top to bottom), with ``tfpipe`` from THIS tree on the PATH, small generated inputs under
-the names the page uses, and ``s3://`` buckets on a local moto server (``AWS_ENDPOINT_URL_S3``). What the test
-changes in a block before it runs is listed in ``SUBSTITUTIONS`` (each with its reason, each checked to still
-match the docs); ``pip install`` commands are not run, their extras are checked against setup.cfg instead.
-``console`` blocks run their ``$ `` lines; a command whose documented output is ``tfpipe: error: ...`` (or whose
-comment says ``refused: "..."``) must fail with that message. A block the test cannot run is skipped only with
-``<!-- doc-test: skip (reason) -->`` on the line before it (``test_exemptions_stay_few`` lists them); an
-untagged block that holds commands fails the test, so nothing escapes by leaving out the language tag.
-Usage synopses (an untagged block opening with ``tfpipe CMD ... [--opt ...]``) are checked against ``--help``.
+copies it: one directory, top to bottom), with ``tfpipe`` from THIS tree first on the PATH (PYTHONPATH set),
+small generated inputs under the names the page uses (``INPUTS``), and a local moto server standing in for AWS
+(``AWS_ENDPOINT_URL``; the docs' buckets created, emptied before each page). What the test changes in a block
+before it runs is listed in ``SUBSTITUTIONS`` (each with its reason, each checked to still match the docs);
+``pip install`` commands are not run, their extras are checked against setup.cfg instead. ``console`` blocks run
+their ``$ `` lines; a command whose documented output is ``tfpipe: error: ...`` (or whose comment says
+``refused: "..."``) must fail with that message, and in ``OUTPUT_CHECKED`` transcripts the documented output must
+be printed. A block the test cannot run is skipped only with ``<!-- doc-test: skip (reason) -->`` on the line
+before it (``EXEMPT`` lists them); an untagged block that holds commands fails the test, so nothing escapes by
+leaving out the language tag. Usage synopses (an untagged block opening with ``tfpipe CMD ... [--opt ...]``) are
+checked against ``--help``. The mechanics are in ``doc_shell.py``.
 """
 from __future__ import annotations
 
@@ -148,6 +150,8 @@ def script_for(b: Block) -> str:
 def test_blocks_are_found():
     assert len(SHELL) >= 25, [b.id for b in SHELL]
     assert {b.page for b in SHELL} >= {"README.md", "docs/libsvm.md", "docs/sharding.md", "docs/processing.md"}
+    assert set(INPUTS) <= set(RUN_PAGES), f"inputs for pages without shell blocks: {set(INPUTS) - set(RUN_PAGES)}"
+    assert all(any(b.page == page and first in b.text for b in SHELL) for page, first in OUTPUT_CHECKED)
 
 
 @pytest.mark.parametrize("b", [b for b in ALL if b.tag not in SHELL_TAGS | {"python"}], ids=lambda b: b.id)
@@ -243,9 +247,9 @@ def _env(tmp: Path, moto: str, page: str) -> dict:
 
 
 def run_block(b: Block, cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    script = cwd / f".doc-test-{b.line}.sh"
-    script.write_text(script_for(b))
-    return subprocess.run(["bash", "-e", "-o", "pipefail", str(script)], cwd=cwd, env=env, capture_output=True,
+    path = cwd / f".doc-test-{b.line}.sh"
+    path.write_text(script_for(b))
+    return subprocess.run(["bash", "-e", "-o", "pipefail", str(path)], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=PAGE_TIMEOUT)
 
 
