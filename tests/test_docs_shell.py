@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -50,7 +51,7 @@ PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 ALL = [b for p in PAGES for b in blocks(p, ROOT)]
 SHELL = [b for b in ALL if b.tag in SHELL_TAGS]
 BUCKETS = ("bucket", "my-bucket", "demo")      # the bucket names the docs write to (s3://b/ is only in a --dry-run)
-PAGE_TIMEOUT = 240
+BLOCK_TIMEOUT = 150   # seconds; the slowest block takes ~25 s on a loaded 2-core machine
 SETS_ITS_OWN_ENDPOINT = {"docs/shardsets.md"}   # "Try the S3 features locally" exports its endpoint and keys
 
 # -- what the test changes before a block runs: (page, text in the docs, what runs instead, why) ----------------
@@ -247,10 +248,20 @@ def _env(tmp: Path, moto: str, page: str) -> dict:
 
 
 def run_block(b: Block, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """The block's script under ``bash -e`` (stdin empty); past BLOCK_TIMEOUT its whole process group is killed
+    (no command of it is left running) and TimeoutExpired raised."""
     path = cwd / f".doc-test-{b.line}.sh"
     path.write_text(script_for(b))
-    return subprocess.run(["bash", "-e", "-o", "pipefail", str(path)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=PAGE_TIMEOUT)
+    argv = ["bash", "-e", "-o", "pipefail", str(path)]
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=BLOCK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 @pytest.mark.parametrize("tag, text, ok", [
@@ -266,6 +277,24 @@ def test_the_runner_can_fail(tag, text, ok, tmp_path, moto):
     b = Block("docs/sharding.md", 1, tag, text, None)
     r = run_block(b, tmp_path, _env(tmp_path, moto, b.page))
     assert (r.returncode == 0) == ok, r.stderr
+
+
+def test_a_block_past_its_time_is_killed_whole(tmp_path, moto, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "BLOCK_TIMEOUT", 1)
+    b = Block("docs/sharding.md", 1, "bash", "sleep 60 &\necho $! > sleeper.pid\nwait", None)
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_block(b, tmp_path, _env(tmp_path, moto, b.page))
+    pid = int((tmp_path / "sleeper.pid").read_text())
+    def alive() -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(), f"the block's background command {pid} still runs"
 
 
 RUN_PAGES = sorted({b.page for b in SHELL}, key=[p.relative_to(ROOT).as_posix() for p in PAGES].index)
@@ -286,7 +315,7 @@ def test_page_shell_blocks_run(page, tmp_path, moto):
         try:
             r = run_block(b, tmp_path, env)
         except subprocess.TimeoutExpired:
-            failures.append(f"{b.id}: still running after {PAGE_TIMEOUT} s")
+            failures.append(f"{b.id}: still running after {BLOCK_TIMEOUT} s (killed)")
             continue
         took.append(f"{b.id} {time.monotonic() - started:.1f} s")
         if r.returncode != 0:
