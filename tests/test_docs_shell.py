@@ -79,9 +79,6 @@ SUBSTITUTIONS = [
     ("docs/bench.md", "tfpipe bench tune shards/",
      "tfpipe bench tune shards/ --repeats 1 --tune-seconds 2 --window-batches 3 --max-seconds 0.5",
      "smoke size: one round, a 2 s tuning budget"),
-    ("docs/libsvm.md", "direct_running_mode=multi_processing", "direct_running_mode=multi_threading",
-     "KNOWN BUG, drop this line once fixed: under load a multi_processing run hangs now and then (~1 in 8; a "
-     "worker's fork never reaches exec while the driver waits in Popen); the same options, threads for processes"),
     ("docs/text.md", "--vocab-size 50257", "--vocab-size 2000",
      "the test's small corpus cannot fill a GPT-2 sized vocabulary"),
     ("docs/text.md", "--workers 16", "--workers 2", "the test machine has 2 cores"),

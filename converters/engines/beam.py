@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import re
+import sys
 from typing import Mapping, Sequence
 
 from .. import registry
@@ -309,24 +310,24 @@ def _rebuilt(name: str, text: str) -> TfpipeError | None:
 @contextlib.contextmanager
 def _quiet_workers(interrupts):
     """Worker processes of ``direct_running_mode=multi_processing`` ignore SIGINT and SIGTERM (a Ctrl-C or a
-    ``kill`` of the process group reaches them too: the driver alone stops the run, and ends them — or, when
-    it dies, they end as their connection to it closes) and write nothing to the terminal (their errors come
-    back through the runner; when the driver dies they would print one traceback each). On a signal the driver
-    kills them first (Beam's clean-up waits for them). Scoped to Beam's module that starts them."""
+    ``kill`` of the process group reaches them too: the driver alone stops the run, and ends them), die with
+    the driver on Linux (``PR_SET_PDEATHSIG``: a driver killed with SIGKILL takes its workers along, silently)
+    — both set by a small exec wrapper — and write nothing to the terminal (their errors come back through
+    the runner). On a signal the driver kills them first (Beam's clean-up waits for them). No Python
+    runs in the forked child (no ``preexec_fn``): after a fork from the threaded driver, importing or running
+    at-fork hooks there could wait forever on a lock another thread held (seen: a run hanging at start, its
+    second worker never exec'd). Scoped to Beam's module that starts them."""
     import subprocess
     import types
 
     from apache_beam.runners.portability import local_job_service
 
     started = []
-    preexec = _stop_signals_preexec()
 
     def popen(args, *rest, **kwargs):
-        kwargs.setdefault("preexec_fn", preexec)
         if not log.isEnabledFor(logging.DEBUG):
             kwargs.setdefault("stderr", subprocess.DEVNULL)
-        if kwargs.get("shell") and isinstance(args, str):
-            args = f"exec {args}"  # the worker itself, not a shell around it, is the process to stop
+        args, kwargs["shell"] = _worker_argv(args, bool(kwargs.get("shell"))), False
         proc = subprocess.Popen(args, *rest, **kwargs)
         started.append(proc)
         if interrupts:  # started as (or after) the signal came: stopped as the others
@@ -350,31 +351,35 @@ def _quiet_workers(interrupts):
         local_job_service.subprocess = real
 
 
-def _stop_signals_preexec():
-    """The ``preexec_fn`` of a worker: before exec, ignore SIGINT/SIGTERM (the driver stops the run) and, on Linux,
-    die with the driver (``PR_SET_PDEATHSIG``: a driver killed with SIGKILL takes its workers along, silently;
-    Beam's thread that started the worker waits on it, so the thread outlives the worker). Everything is looked
-    up here, in the driver: the forked child only makes two signal calls and one prctl call. Importing or
-    ``dlopen`` in the child could wait forever on a lock that another of the driver's threads held when it
-    forked (seen: a multi_processing run hanging at start, its second worker never exec'd)."""
-    import signal
+# Run as ``python -S -c _WORKER_WRAPPER DRIVER_PID ARGV...``: ignore SIGINT/SIGTERM and ask the kernel for
+# SIGKILL when the parent dies (Linux), both kept across exec; give up if the driver is already gone; then
+# become the worker.
+_WORKER_WRAPPER = (
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "try:\n"
+    "    import ctypes\n"
+    "    ctypes.CDLL(None).prctl(1, 9)\n"
+    "except (ImportError, OSError, AttributeError):\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(137)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n")
 
-    try:
-        import ctypes
 
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux: the workers end as their connection to the driver closes
-        prctl = None
-    set_handler, ignore, kill = signal.signal, signal.SIG_IGN, int(signal.SIGKILL)
-    stops = (signal.SIGINT, signal.SIGTERM)
-
-    def preexec() -> None:
-        for sig in stops:
-            set_handler(sig, ignore)  # inherited across exec: Python then keeps ignoring it
-        if prctl is not None:
-            prctl(1, kill)  # 1 = PR_SET_PDEATHSIG
-
-    return preexec
+def _worker_argv(args, shell: bool) -> list[str]:
+    """The argv that starts Beam's worker command ``args`` under the signal and exit-with-the-driver wrapper (a shell
+    command line runs as ``/bin/sh -c "exec ..."``: the worker itself, not a shell around it, is the process
+    to stop)."""
+    if shell or isinstance(args, (str, bytes, os.PathLike)):
+        cmd = os.fsdecode(args)
+        argv = ["/bin/sh", "-c", f"exec {cmd}"] if shell else [cmd]
+    else:
+        argv = [os.fsdecode(a) for a in args]
+    if os.name != "posix":
+        return argv
+    return [sys.executable, "-S", "-c", _WORKER_WRAPPER, str(os.getpid()), *argv]
 
 
 def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:

@@ -275,3 +275,46 @@ def test_text_job_ships_the_tokenizer_to_pass_1_only(data, tmp_path):
     os.unlink(tok)  # workers elsewhere do not have the file: pass 1 loads the shipped bytes
     m = beam.run_beam(job)
     assert m.extra["tokenizer"]["sha256"] == job.tokenizer_info.sha256 and m.records > 0
+
+
+@pytest.mark.parametrize("args, shell", [("sleep 30", True), (["sleep", "30"], False)])
+def test_worker_wrapper_ignores_stop_signals_and_runs_no_python_in_the_fork(args, shell):
+    """Beam's multi_processing workers start through an exec wrapper (no ``preexec_fn``: Python code in a child
+    forked from the threaded driver could wait forever on a lock): the worker ignores SIGINT/SIGTERM and is
+    the process itself (no shell around it), and it dies with its parent (``PR_SET_PDEATHSIG``)."""
+    import signal
+    import subprocess
+    import time
+
+    from converters.engines.beam import _worker_argv
+
+    argv = _worker_argv(args, shell)
+    assert argv[:3] == [sys.executable, "-S", "-c"]
+    proc = subprocess.Popen(argv)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:    # exec'd: the process is the worker, not python or a shell
+            with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[0] == b"sleep":
+                    break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the wrapper never became the worker")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            proc.send_signal(sig)
+        time.sleep(0.3)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_worker_wrapper_exits_when_its_driver_is_gone():
+    import subprocess
+
+    from converters.engines.beam import _worker_argv
+
+    argv = _worker_argv(["sleep", "30"], False)
+    argv[4] = "1"        # a driver pid that is not its parent: it has gone before the worker started
+    r = subprocess.run(argv, timeout=60)
+    assert r.returncode == 137
