@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from converters.tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, _crc_update, _mask
+from converters.tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, read_header
 from converters.util.jit import njit
 
 __all__ = ["walk_chunk", "WALK_OK", "WALK_BAD_HEADER", "WALK_TRUNCATED"]
@@ -26,13 +26,8 @@ def _walk(table, buf, pos, size, out, overhead):
     while n < cap and pos < size:
         if size - pos < 12:
             return n, pos, 2
-        length = np.uint64(0)
-        for k in range(8):
-            length |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
-        stored = np.uint32(0)
-        for k in range(4):
-            stored |= np.uint32(buf[pos + 8 + k]) << np.uint32(8 * k)
-        if _mask(_crc_update(table, buf, pos, pos + 8, 0)) != stored:
+        length, ok = read_header(table, buf, pos)
+        if not ok:
             return n, pos, 1
         if size - pos < overhead or length > np.uint64(size - pos - overhead):
             return n, pos, 2

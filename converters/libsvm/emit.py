@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, frame_into, load_u64
+from ..tfrecord.examples import _put_varint
 from ..util.jit import njit
 
 __all__ = ["serialize_fixed", "max_record_bytes"]
@@ -88,13 +89,7 @@ def _put(out, q, v):
         out[q + 1] = np.uint8(((v >> 7) & 0x7F) | 0x80)
         out[q + 2] = np.uint8(v >> 14)
         return q + 3
-    u = np.uint64(v)
-    while u >= np.uint64(128):
-        out[q] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
-        u >>= np.uint64(7)
-        q += 1
-    out[q] = np.uint8(u)
-    return q + 1
+    return _put_varint(out, q, v)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..util.jit import intrinsic, njit
 
-__all__ = ["CRC_TABLE", "crc32c", "masked_crc32c", "frame_into", "frame_size", "FRAME_OVERHEAD", "HARDWARE_CRC"]
+__all__ = ["CRC_TABLE", "crc32c", "masked_crc32c", "frame_into", "frame_size", "FRAME_OVERHEAD", "HARDWARE_CRC",
+           "read_header"]
 
 FRAME_OVERHEAD = 16  # bytes of framing per TFRecord record
 _POLY = 0x82F63B78
@@ -205,3 +206,16 @@ def frame_payloads(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
     _frame_many(CRC_TABLE, np.ascontiguousarray(data, dtype=np.uint8), offsets, out)
     return out, lengths
+
+
+@njit(cache=True, nogil=True, inline="always")
+def read_header(table, buf, pos):
+    """The record header at ``buf[pos:pos + 12]`` (the caller checks the 12 bytes are there): (the data
+    length, whether its masked CRC32C matches)."""
+    length = np.uint64(0)
+    for k in range(8):
+        length |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
+    stored = np.uint32(0)
+    for k in range(4):
+        stored |= np.uint32(buf[pos + 8 + k]) << np.uint32(8 * k)
+    return length, _mask(_crc_update(table, buf, pos, pos + 8, 0)) == stored

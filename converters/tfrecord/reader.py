@@ -17,7 +17,7 @@ import numpy as np
 from ..util.errors import IntegrityError
 from ..util.fs import HashingReader
 from ..util.jit import njit
-from .crc import CRC_TABLE, FRAME_OVERHEAD, _crc_update, _mask
+from .crc import CRC_TABLE, FRAME_OVERHEAD, _crc_update, _mask, read_header
 
 __all__ = ["ScanResult", "RecordChunk", "iter_record_chunks", "scan_file", "iter_framed", "read_records",
            "open_shard_reader", "is_gzip", "FRAME_OVERHEAD"]
@@ -42,13 +42,8 @@ def _scan(table, buf, n_valid, starts, max_records):
     while count < max_records:
         if pos + 12 > n_valid:
             return count, pos, 0, pos
-        length = np.uint64(0)
-        for k in range(8):
-            length |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
-        stored = np.uint32(0)
-        for k in range(4):
-            stored |= np.uint32(buf[pos + 8 + k]) << np.uint32(8 * k)
-        if _mask(_crc_update(table, buf, pos, pos + 8, 0)) != stored:
+        length, ok = read_header(table, buf, pos)
+        if not ok:
             return count, pos, 1, pos
         ln = np.int64(length)
         if pos + 16 + ln > n_valid:
