@@ -319,9 +319,10 @@ def _quiet_workers(interrupts):
     from apache_beam.runners.portability import local_job_service
 
     started = []
+    preexec = _stop_signals_preexec()
 
     def popen(args, *rest, **kwargs):
-        kwargs.setdefault("preexec_fn", _ignore_stop_signals)
+        kwargs.setdefault("preexec_fn", preexec)
         if not log.isEnabledFor(logging.DEBUG):
             kwargs.setdefault("stderr", subprocess.DEVNULL)
         if kwargs.get("shell") and isinstance(args, str):
@@ -349,20 +350,31 @@ def _quiet_workers(interrupts):
         local_job_service.subprocess = real
 
 
-def _ignore_stop_signals() -> None:
-    """In a worker, before exec: ignore SIGINT/SIGTERM (the driver stops the run) and, on Linux, die with the
-    driver (``PR_SET_PDEATHSIG``: a driver killed with SIGKILL takes its workers along, silently; Beam's thread
-    that started the worker waits on it, so the thread outlives the worker)."""
+def _stop_signals_preexec():
+    """The ``preexec_fn`` of a worker: before exec, ignore SIGINT/SIGTERM (the driver stops the run) and, on Linux,
+    die with the driver (``PR_SET_PDEATHSIG``: a driver killed with SIGKILL takes its workers along, silently;
+    Beam's thread that started the worker waits on it, so the thread outlives the worker). Everything is looked
+    up here, in the driver: the forked child only makes two signal calls and one prctl call. Importing or
+    ``dlopen`` in the child could wait forever on a lock that another of the driver's threads held when it
+    forked (seen: a multi_processing run hanging at start, its second worker never exec'd)."""
     import signal
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)  # inherited across exec: Python then keeps ignoring it
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux: the workers end as their connection to the driver closes
-        pass
+        prctl = None
+    set_handler, ignore, kill = signal.signal, signal.SIG_IGN, int(signal.SIGKILL)
+    stops = (signal.SIGINT, signal.SIGTERM)
+
+    def preexec() -> None:
+        for sig in stops:
+            set_handler(sig, ignore)  # inherited across exec: Python then keeps ignoring it
+        if prctl is not None:
+            prctl(1, kill)  # 1 = PR_SET_PDEATHSIG
+
+    return preexec
 
 
 def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
