@@ -211,7 +211,7 @@ def run_page(page: str, cwd: Path, env: dict, timeout: float = PAGE_TIMEOUT) -> 
 
 def test_blocks_are_found():
     assert len(PYTHON) >= 25, [b.id for b in PYTHON]
-    assert set(INPUTS) | set(SETUP) <= set(RUN_PAGES), set(INPUTS) | set(SETUP) - set(RUN_PAGES)
+    assert set(INPUTS) | set(SETUP) <= set(RUN_PAGES), (set(INPUTS) | set(SETUP)) - set(RUN_PAGES)
     assert all(b.text.strip() for b in PYTHON)
 
 
