@@ -120,3 +120,24 @@ def test_a_run_past_timeout_is_recorded_as_failed_and_the_command_exits_1(tmp_pa
     assert b["runs_ok"] == 0 and b["errors"] == ["timed out after 0.2 s"]
     assert b["runs"][0]["load_before"] is not None and "metrics" not in b["runs"][0]
     assert "NO RUNS" in captured.out and "runs failed in overhead" in captured.err
+
+
+def test_readme_speed_table_is_a_bench_all_run():
+    """The README's "Measured speed" rows are pasted from one ``tfpipe bench all --markdown`` run: its header
+    comment is there, and every row ``bench all`` makes (default and optional benchmarks) is in the table with
+    a median, a range and the load it ran under."""
+    import re
+    from pathlib import Path
+
+    from bench.all_specs import BENCHMARKS
+
+    text = Path(__file__).resolve().parents[2].joinpath("README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Measured speed"):text.index("## Documentation")]
+    assert re.search(r"<!-- tfpipe bench all --repeats \d+, \d{4}-\d\d-\d\dT", section)
+    lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    for bench in BENCHMARKS.values():
+        for row in bench.rows:
+            found = [ln for ln in lines if ln.startswith(f"| {row.title} (")]
+            assert found, f"README has no row for {row.title!r} ({bench.name})"
+            assert re.search(r"median \[min–max\] of \d+ runs, load [\d.]+–[\d.]+\)", found[0]), found[0]
+            assert re.search(r"\*\*[^*]+\*\* \[[^\]]+\]", found[0]), found[0]
