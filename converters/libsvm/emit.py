@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, frame_into, load_u64
-from ..tfrecord.examples import _put_varint
+from ..tfrecord.examples import _put_varint, _varint_len
 from ..util.jit import njit
 
 __all__ = ["serialize_fixed", "max_record_bytes"]
@@ -65,15 +65,9 @@ def max_record_bytes(keys: tuple[str, str, str], field_size: int) -> int:
 
 @njit(cache=True, nogil=True, inline="always")
 def _vlen(v):
-    if 0 <= v < 2097152:
+    if 0 <= v < 2097152:  # the common ids: no loop
         return 1 if v < 128 else 2 if v < 16384 else 3
-    if v < 0:
-        return 10
-    n = 1
-    while v >= 128:
-        v >>= 7
-        n += 1
-    return n
+    return _varint_len(v)
 
 
 @njit(cache=True, nogil=True, inline="always")
