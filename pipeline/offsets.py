@@ -23,14 +23,13 @@ import hashlib
 import logging
 import mmap
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from converters.util.errors import IntegrityError
-from converters.util.fs import write_atomic
+from converters.util.fs import is_sha256, write_atomic
 from converters.util.system import cache_root
 
 __all__ = ["OFFSET_BYTES", "IndexResult", "cache_dir", "index_path", "compute_offsets", "ensure_index", "offset_of",
@@ -43,7 +42,6 @@ _HEADER = 12                        # uint64 length + uint32 masked CRC32C of th
 _FRAME = 16                         # header + uint32 masked CRC32C of the data
 _CHUNK_RECORDS = 1 << 20            # offsets found per kernel call (8 MiB)
 _POLY = 0x82F63B78
-_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 _DTYPE = np.dtype("<u8")
 _unwritable: set[str] = set()       # cache directories already warned about (one warning each)
 
@@ -72,7 +70,7 @@ def index_path(path: str, *, sha256: str | None = None, directory: str | None = 
     else by a hash of the absolute path, size and mtime (a rewritten file gets a new name)."""
     directory = directory if directory is not None else cache_dir()
     if sha256 is not None:
-        if not isinstance(sha256, str) or not _SHA256.match(sha256):
+        if not is_sha256(sha256):
             raise ValueError(f"sha256 must be 64 lowercase hex digits (the manifest's), got {sha256!r}")
         return os.path.join(directory, f"{sha256}.offsets")
     st = st if st is not None else os.stat(path)

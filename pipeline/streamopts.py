@@ -12,16 +12,15 @@ filled by ``PipelineSpec.from_manifest``. No I/O here.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, replace
 
+from converters.util.fs import is_sha256
 from converters.util.units import parse_size
 
 __all__ = ["StreamOptions", "ShardRef", "DEFAULT_READ_AHEAD", "CACHE_SUBDIR", "is_remote", "stream_options"]
 
 DEFAULT_READ_AHEAD = 2
 CACHE_SUBDIR = "tfpipe-stream"   # everything the cache creates lives under <cache_dir>/tfpipe-stream/
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class ShardRef:
             raise ValueError(f"shard name must be relative and stay inside the set, got {self.name!r}")
         if isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0:
             raise ValueError(f"shard {self.name}: bytes must be an integer >= 0, got {self.bytes!r}")
-        if not isinstance(self.sha256, str) or not _SHA256.match(self.sha256):
+        if not is_sha256(self.sha256):
             raise ValueError(f"shard {self.name}: sha256 must be 64 lowercase hex digits, got {self.sha256!r}")
 
     @property

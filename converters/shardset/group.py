@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..util.errors import IntegrityError, TfpipeError
+from ..util.fs import is_sha256
 from ..util.version import __version__
 from .manifest import FORMAT_VERSION, InputStats, Manifest, ShardInfo
 
@@ -52,7 +53,7 @@ class PartInfo:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"part {self.path}: {name} must be a non-negative integer, got {v!r}")
-        if not (isinstance(self.manifest_sha256, str) and re.fullmatch(r"[0-9a-f]{64}", self.manifest_sha256)):
+        if not is_sha256(self.manifest_sha256):
             raise ValueError(f"part {self.path}: manifest_sha256 must be 64 hex digits, got {self.manifest_sha256!r}")
 
     def to_json(self) -> dict:

@@ -7,12 +7,12 @@ per-input-file accounting (records read / written / skipped by reason); options 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..tfrecord.schema import Schema
 from ..util.errors import IntegrityError, TfpipeError
+from ..util.fs import is_sha256
 from ..util.version import __version__
 from .naming import check_adopted_name, check_plain_name, check_shard_name
 from .options import normalize_compression
@@ -24,7 +24,6 @@ MANIFEST_NAME = "index.json"
 FORMAT_VERSION = 1
 MAX_EXAMPLES = 20  # skipped-line examples kept per input file
 ADOPTED_KIND = "adopted"  # the kind of a set tfpipe indexed (``tfpipe index``): its files keep their own names
-_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)
@@ -204,7 +203,7 @@ def check_entries(data: dict, where: str = "") -> None:
                 raise IntegrityError(f"invalid manifest{where}: shards[{i}] ({name}) {key} must be an integer "
                                      f">= 0, got {v!r}")
         sha = entry.get("sha256")
-        if not isinstance(sha, str) or not _SHA256.match(sha):
+        if not is_sha256(sha):
             raise IntegrityError(f"invalid manifest{where}: shards[{i}] ({name}) sha256 must be 64 hex digits, "
                                  f"got {sha!r}")
     options, extra = data.get("options"), data.get("extra")

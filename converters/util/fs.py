@@ -7,11 +7,12 @@ import errno
 import hashlib
 import io
 import os
+import re
 import secrets
 import stat
 from typing import BinaryIO
 
-__all__ = ["make_dirs", "fsync_dir", "write_atomic", "create_new", "open_regular", "read_regular", "file_kind", "NotRegularFileError",
+__all__ = ["is_sha256", "make_dirs", "fsync_dir", "write_atomic", "create_new", "open_regular", "read_regular", "file_kind", "NotRegularFileError",
            "HashingWriter", "HashingReader"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -21,6 +22,15 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
 
 class NotRegularFileError(OSError):
     """A path that must be a regular file is something else (its ``strerror`` says what)."""
+
+
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
+
+
+def is_sha256(value) -> bool:
+    """Whether ``value`` is a sha256 digest as manifests write it: 64 lowercase hex digits, nothing else."""
+    return isinstance(value, str) and _SHA256_HEX.match(value) is not None
 
 
 def file_kind(mode: int) -> str:
