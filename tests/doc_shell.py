@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import configparser
 import gzip
+import os
 import re
 import shlex
+import signal
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,3 +242,17 @@ def script(tag: str, text: str, check_output: bool = False) -> str:
                          f"exit 1; }}")
     return "\n".join(parts) + "\n"
 
+
+def run_in_session(argv: list[str], *, cwd, env, timeout: float, merge_stderr: bool = False):
+    """Run ``argv`` in a session of its own with stdin empty; past ``timeout`` its whole process group is
+    killed (no command of it is left running) and ``TimeoutExpired`` is raised."""
+    err = subprocess.STDOUT if merge_stderr else subprocess.PIPE
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                            text=True, start_new_session=True)
+    try:
+        out, errs = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, "" if merge_stderr else errs)

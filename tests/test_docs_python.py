@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import test_docs_shell as shell_docs   # the module, not its names: pytest must not collect its tests twice
-from doc_shell import blocks, criteo, foreign_tfrecords, make_inputs, pile, shard_set, text_file
+from doc_shell import blocks, criteo, run_in_session, make_inputs, pile, shard_set, text_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
@@ -196,15 +195,7 @@ def run_page(page: str, cwd: Path, env: dict, timeout: float = PAGE_TIMEOUT) -> 
     (cwd / ".doc-test-blocks.json").write_text(json.dumps(plan_page(page)))
     (cwd / ".doc-test-run.py").write_text(RUNNER)
     argv = [sys.executable, ".doc-test-run.py", ".doc-test-blocks.json"]
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+    return run_in_session(argv, cwd=cwd, env=env, timeout=timeout, merge_stderr=True)
 
 
 # -- the tests ----------------------------------------------------------------------------------------------

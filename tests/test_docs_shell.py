@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from doc_shell import (
     make_inputs,
     multilabel,
     pile,
+    run_in_session,
     script,
     setup_extras,
     shard_set,
@@ -253,15 +253,7 @@ def run_block(b: Block, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     path = cwd / f".doc-test-{b.line}.sh"
     path.write_text(script_for(b))
     argv = ["bash", "-e", "-o", "pipefail", str(path)]
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=BLOCK_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    return run_in_session(argv, cwd=cwd, env=env, timeout=BLOCK_TIMEOUT)
 
 
 @pytest.mark.parametrize("tag, text, ok", [
