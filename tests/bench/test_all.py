@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from bench.all_cmd import format_markdown, format_table
-from bench.all_run import summarize
-from bench.all_specs import BENCHMARKS, DEFAULT, OPTIONAL
+from bench.suite.command import format_markdown, format_table
+from bench.suite.runner import summarize
+from bench.suite.specs import BENCHMARKS, DEFAULT, OPTIONAL
 from converters.cli import main
 from converters.util.errors import USAGE_EXIT
 
@@ -129,7 +129,7 @@ def test_readme_speed_table_is_a_bench_all_run():
     import re
     from pathlib import Path
 
-    from bench.all_specs import BENCHMARKS
+    from bench.suite.specs import BENCHMARKS
 
     text = Path(__file__).resolve().parents[2].joinpath("README.md").read_text(encoding="utf-8")
     section = text[text.index("## Measured speed"):text.index("## Documentation")]

@@ -7,7 +7,7 @@ pytest.importorskip("moto.server")
 
 
 def test_bench_stream_smoke(tmp_path):
-    from bench.stream_cmd import format_report, run_benchmark
+    from bench.commands.stream import format_report, run_benchmark
 
     r = run_benchmark(shards=3, shard_bytes=64 << 10, rates_mib=(50, 0), runs=1, batch_size=64,
                       workdir=str(tmp_path))

@@ -1,11 +1,11 @@
-"""bench.threads: planning (pure) and a smoke run of two tiny combinations in fresh processes."""
+"""bench.core.threads: planning (pure) and a smoke run of two tiny combinations in fresh processes."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from bench.threads import ThreadCombo, best, candidate_combos, parse_combos, run_combo
+from bench.core.threads import ThreadCombo, best, candidate_combos, parse_combos, run_combo
 from converters.cli import main
 
 
@@ -73,6 +73,6 @@ def test_failed_child_is_reported_not_raised():
     (ThreadCombo(0, 2, 1), "export OMP_NUM_THREADS=1; tf.config.threading.set_inter_op_parallelism_threads(2)"),
 ])
 def test_apply_hint(combo, want):
-    from bench.threads_cmd import apply_hint
+    from bench.commands.threads import apply_hint
 
     assert apply_hint(combo) == want

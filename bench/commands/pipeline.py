@@ -1,6 +1,6 @@
 """``tfpipe bench pipeline [DIR]``: every pipeline variant, in one run, with no step and against a step.
 
-For each variant of ``bench.variants.VARIANTS`` (naive per-record parse, the vectorized ``build_dataset``
+For each variant of ``bench.core.variants.VARIANTS`` (naive per-record parse, the vectorized ``build_dataset``
 defaults, hand-tuned candidates, no prefetch, cache placement, Pipe mode, shuffle):
 
 1. pure pipeline throughput (records/s with no training step), with its ratio to the naive graph and to
@@ -17,7 +17,6 @@ Without DIR (or with ``--generate N``) a Criteo-like shard set is generated in a
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import shutil
@@ -67,21 +66,21 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--price-per-hour", type=positive_float, default=None, metavar="USD",
                    help="accelerator instance price; adds idle GPU-hours and dollars per epoch")
     p.add_argument("--no-throughput", action="store_true", help="skip the no-step throughput pass")
-    p.set_defaults(func=run)
     return p
 
 
 # -- variants ------------------------------------------------------------------------------------------
 
 def load_variants():
-    """The pipeline engineer's registry module ``bench.variants`` (``VARIANTS``, ``HAND_TUNED``,
+    """The pipeline engineer's registry module ``bench.core.variants`` (``VARIANTS``, ``HAND_TUNED``,
     ``run_speed_suite``)."""
     from converters.util.errors import TfpipeError
 
-    V = importlib.import_module(f"{__package__}.variants")
+    from ..core import variants as V
+
     missing = [n for n in ("VARIANTS", "HAND_TUNED", "run_speed_suite") if not hasattr(V, n)]
     if missing:
-        raise TfpipeError(f"bench.variants lacks {', '.join(missing)}")
+        raise TfpipeError(f"bench.core.variants lacks {', '.join(missing)}")
     return V
 
 
@@ -118,7 +117,7 @@ def choose_scenario(naive_rate: float, default_rate: float, batch_size: int, *,
     step = max(1.0, 5.0 * round(step / 5.0)) if step >= 5 else round(step, 1) or 0.1
     naive_idle = 100 * max(0.0, t_naive - step) / max(t_naive, step)
     default_idle = 100 * (FETCH_FLOOR_MS + max(0.0, t_default - step)) / (step + FETCH_FLOOR_MS)
-    from .measure import verdict_for
+    from ..core.measure import verdict_for
 
     why = (f"the naive graph needs {t_naive:.1f} ms per batch of {batch}, so with {step:g} ms steps it idles "
            f"~{naive_idle:.0f}% ({verdict_for(naive_idle)}); the default needs {t_default:.1f} ms, hidden behind the "
@@ -163,8 +162,9 @@ def _run(args, data_dir: str, scratch: str) -> int:
     from converters.shardset.reader import read_manifest
     from converters.util.errors import TfpipeError
 
-    from .compare import compare, format_table, reports_to_json
-    from .steps import simulated_step
+    from ..core.compare import compare
+    from ..report.tables import format_table, reports_to_json
+    from ..core.steps import simulated_step
 
     manifest = read_manifest(data_dir)
     V = load_variants()
@@ -233,7 +233,7 @@ def _run(args, data_dir: str, scratch: str) -> int:
         _write_atomic(args.json_out, reports_to_json(reports, meta=meta))
         print(f"wrote {args.json_out}", file=sys.stderr)
     if args.png_out:
-        from .plot import plot_pipeline
+        from ..report.plot import plot_pipeline
 
         chosen = ", chosen from the throughputs" if args.step_ms is None else ""
         plot_pipeline(reports, {n: t["records_per_s"] for n, t in tput.items()}, args.png_out,

@@ -45,14 +45,13 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="seconds per combination (default 300)")
     add_json_out_option(p, "the results")
     old_spelling(p, "--json", "--json-out")
-    p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
     from converters.util.errors import TfpipeError
 
-    from .threads import best, candidate_combos, parse_combos, tune
+    from ..core.threads import best, candidate_combos, parse_combos, tune
 
     cpus = args.cores or os.cpu_count() or 1
     combos = parse_combos(args.combos) if args.combos else candidate_combos(cpus)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
-from .measure import Report
+from ..core.measure import Report
 
 __all__ = ["plot_reports", "plot_pipeline", "takeaway", "COLORS", "VARIANT_NOTES", "DEFAULT_VARIANT",
            "OTHER_MODES"]
@@ -203,7 +203,7 @@ def plot_pipeline(reports: Sequence[Report], throughput: Mapping[str, float], pa
                   step_title: str | None = None, hand_tuned: Sequence[str] | None = None) -> str:
     """Two panels in one PNG: ``throughput`` ({variant: records/s with no step}) on the left, the per-step
     split of ``reports`` on the right (either may be empty, not both); the takeaway under the title compares
-    the default with the best of ``hand_tuned`` (``bench.variants.HAND_TUNED``). Returns the path."""
+    the default with the best of ``hand_tuned`` (``bench.core.variants.HAND_TUNED``). Returns the path."""
     return _save(_pipeline_figure(reports, throughput, title, throughput_title, step_title, hand_tuned), path)
 
 

@@ -1,8 +1,8 @@
 """``tfpipe bench stream``: training input straight from S3 — streaming through the bounded cache vs copying the
 whole set first vs reading it from local disk.
 
-S3 is served locally by moto (``ThreadedMotoServer`` on 127.0.0.1) behind ``bench.netlink.Link``, a proxy that
-limits the download bandwidth (``--rates``, MiB/s; 0 = no limit). For each link and each of ``--runs`` runs:
+S3 is served locally by moto (``ThreadedMotoServer`` on 127.0.0.1) behind ``bench.infra.netlink.Link``, a
+proxy that limits the download bandwidth (``--rates``, MiB/s; 0 = no limit). For each link and each of ``--runs`` runs:
 
 * **stream** — ``PipelineSpec.from_manifest("s3://...", cache_dir=<fresh>, cache_limit=...)``: time to the first
   batch (from ``build_dataset``) and records/s over the whole epoch;
@@ -30,7 +30,7 @@ import time
 from converters.cli.parser import add_json_option
 from converters.cli.types import nonneg_int, positive_int, size
 
-__all__ = ["add_parser", "run_benchmark", "format_report"]
+__all__ = ["add_parser", "run", "run_benchmark", "format_report"]
 
 _FAKE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
              "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": "/nonexistent",
@@ -49,11 +49,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--read-ahead", type=nonneg_int, default=2, help="shards fetched ahead (default 2)")
     p.add_argument("--batch-size", type=positive_int, default=512, help="batch size (default 512)")
     add_json_option(p, "the report")
-    p.set_defaults(func=_cmd)
     return p
 
 
-def _cmd(args) -> int:
+def run(args) -> int:
     rates = [float(r) for r in str(args.rates).split(",") if r.strip()]
     if any(r < 0 for r in rates):
         raise ValueError(f"--rates are MiB/s >= 0 (0: no limit), got {args.rates!r}")
@@ -141,9 +140,9 @@ def run_benchmark(*, shards: int = 12, shard_bytes: int = 4 << 20, rates_mib=(25
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-stream-", dir=workdir)
     # S3 and the links run in a process of their own, so serving bytes does not compete with the reader for
     # this interpreter's lock
-    server = subprocess.Popen([sys.executable, "-m", "bench.netlink", *[str(r * (1 << 20)) for r in rates_mib]],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    server = subprocess.Popen([sys.executable, "-m", "bench.infra.netlink", *[str(r * (1 << 20)) for r in rates_mib]],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=repo)
     load_before = os.getloadavg()[0]
     try:
         ports = json.loads(server.stdout.readline() or "{}")

@@ -15,7 +15,7 @@ import sys
 from converters.cli.parser import add_json_option, add_json_out_option
 from converters.cli.types import positive_float, positive_int
 
-from .all_specs import BENCHMARKS, DEFAULT, OPTIONAL, show, show_range
+from .specs import BENCHMARKS, DEFAULT, OPTIONAL, show, show_range
 
 __all__ = ["add_parser", "run", "format_table", "format_markdown", "parse_names", "DEFAULT_REPEATS"]
 
@@ -53,7 +53,6 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes, to check that the harness works (the figures mean nothing)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
-    p.set_defaults(func=run)
     return p
 
 
@@ -61,7 +60,7 @@ def run(args) -> int:
     from converters.util.errors import TfpipeError
     from converters.util.fs import write_atomic
 
-    from .all_run import run_all
+    from .runner import run_all
 
     if args.only and args.extra:
         raise TfpipeError("give either --only or --with, not both")
