@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 
-from converters.cli.parser import add_json_out_option, add_set_argument, old_spelling
+from converters.cli.parser import add_json_out_option, add_output_file_option, add_set_argument, old_spelling
 from converters.cli.types import nonneg_float, nonneg_int, positive_float, positive_int
 
 __all__ = ["add_parser", "run", "load_variants", "choose_scenario", "DEFAULT_GENERATE", "DEFAULT_STEP_MS"]
@@ -62,7 +62,7 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="where the simulated step runs (default auto: GPU if TensorFlow sees one)")
     add_json_out_option(p, "the results")
     old_spelling(p, "--json", "--json-out")
-    p.add_argument("--png", dest="png_out", metavar="PATH", help="write the where-the-time-goes chart (PNG)")
+    add_output_file_option(p, "--png", "write the where-the-time-goes chart (PNG)")
     p.add_argument("--price-per-hour", type=positive_float, default=None, metavar="USD",
                    help="accelerator instance price; adds idle GPU-hours and dollars per epoch")
     p.add_argument("--no-throughput", action="store_true", help="skip the no-step throughput pass")
@@ -230,18 +230,20 @@ def _run(args, data_dir: str, scratch: str) -> int:
             "steps": args.steps, "warmup": args.warmup, "price_per_hour": args.price_per_hour,
             "hand_tuned": hand_tuned, "cpu_count": os.cpu_count(), "throughput": tput}
     if args.json_out:
-        _write_atomic(args.json_out, reports_to_json(reports, meta=meta))
+        from converters.util.outfile import write_output
+
+        write_output(args.json_out, (reports_to_json(reports, meta=meta) + "\n").encode(), what="--json-out")
         print(f"wrote {args.json_out}", file=sys.stderr)
-    if args.png_out:
+    if args.png:
         from ..report.plot import plot_pipeline
 
         chosen = ", chosen from the throughputs" if args.step_ms is None else ""
-        plot_pipeline(reports, {n: t["records_per_s"] for n, t in tput.items()}, args.png_out,
+        plot_pipeline(reports, {n: t["records_per_s"] for n, t in tput.items()}, args.png,
                       title=f"tfpipe bench pipeline: {manifest.records:,} records, {os.cpu_count()} vCPUs",
                       throughput_title=f"Throughput with no step (batch {batch_size})",
                       step_title=f"Time per step: batch {step_batch}, {step_ms:g} ms step{chosen} ({device})",
                       hand_tuned=hand_tuned or None)
-        print(f"wrote {args.png_out}", file=sys.stderr)
+        print(f"wrote {args.png}", file=sys.stderr)
     return 0
 
 
@@ -257,12 +259,3 @@ def _scenario(args, tput: dict, batch_size: int) -> tuple[int, float, str]:
         return batch, step, f"chosen from the measured throughputs: {why}"
     return batch_size, DEFAULT_STEP_MS, ("the default step: naive and vectorized throughputs were not both "
                                          "measured, so it could not be chosen from them")
-
-
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -168,9 +168,10 @@ def run(args) -> int:
                             log=lambda s: print(s, file=sys.stderr, flush=True))
         print(format_report(out))
         if args.json_out:
-            from converters.util.fs import write_atomic
+            from converters.util.outfile import write_output
 
-            write_atomic(args.json_out, (json.dumps(out, indent=2, sort_keys=True) + "\n").encode())
+            write_output(args.json_out, (json.dumps(out, indent=2, sort_keys=True) + "\n").encode(),
+                         what="--json-out")
             print(f"wrote {args.json_out}", file=sys.stderr)
         return 0
     finally:

@@ -12,6 +12,7 @@ with the non-interactive Agg backend; files are written to a temporary name, the
 """
 from __future__ import annotations
 
+import io
 import os
 from typing import Mapping, Sequence
 
@@ -52,14 +53,14 @@ def _figure(width: float, height: float, panels: int = 1):
 
 
 def _save(fig, path: str | os.PathLike) -> str:
+    """Render ``fig`` as PNG in memory, then write it with the one output writer (atomic for a file, through a
+    link, directly to a device or FIFO)."""
+    from converters.util.outfile import write_output
+
     path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}.png"
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    write_output(path, buf.getvalue())
     return path
 
 

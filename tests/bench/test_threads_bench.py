@@ -76,3 +76,20 @@ def test_apply_hint(combo, want):
     from bench.commands.threads import apply_hint
 
     assert apply_hint(combo) == want
+
+
+def test_json_out_to_a_full_device_is_one_line_naming_the_path(tmp_path, capsys):
+    import os
+    import stat
+
+    full = tmp_path / "full"
+    try:
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.stat("/dev/full").st_rdev)
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD")
+    rc = main(["bench", "threads", "--combos", "1,1,1", "--steps", "2", "--warmup", "1", "--batch-size", "8",
+               "--json-out", str(full)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.splitlines()[-1] == f"tfpipe: error: --json-out {full}: No space left on device", err
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
