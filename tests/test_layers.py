@@ -124,6 +124,7 @@ def test_the_import_graph_is_not_empty():
     assert "converters.util.errors" in GRAPH["sharding.plan"]
     assert "converters.shardset.writer" in GRAPH["converters.prep.writer"]
     assert "converters.libsvm.block" in GRAPH["converters.libsvm.workers"]  # relative, inside a function too
+    assert "bench.infra.nvml" in GRAPH["bench.core.measure"]  # bench: relative, two levels, inside a function
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -30,7 +30,7 @@ def test_bench_stream_is_registered():
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="cmd"))
     args = parser.parse_args(["bench", "stream", "--rates", "25,0", "--repeats", "1"])
-    assert args.rates == "25,0" and args.repeats == 1 and callable(args.func)
+    assert args.rates == [25.0, 0.0] and args.repeats == 1 and callable(args.func)
 
 
 @pytest.mark.parametrize("rates", ["inf", "nan", "abc", "25,inf", "-1", "", "25,,0"])
