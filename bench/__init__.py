@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from converters.util.lazy import lazy_exports
 
-# ``measure`` and ``compare`` are both submodules and functions: import the (light, TensorFlow-free)
-# submodules now and bind the functions over them, so ``bench.measure`` is always the function.
-from .compare import compare, format_table, idle_cost, reports_to_json
-from .measure import VERDICTS, Percentiles, Report, measure, verdict_for
+# the light, TensorFlow-free core now; the rest on first use
+from .core.compare import compare, idle_cost
+from .core.measure import VERDICTS, Percentiles, Report, measure, verdict_for
+from .report.tables import format_table, reports_to_json
 
 __all__ = [
     "measure",
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "simulated_step": ".steps", "plot_reports": ".plot",
-    "deepfm": ".models", "tiny_lm": ".models", "keras_step": ".models",
-    "GpuSampler": ".nvml", "nvml_status": ".nvml",
+    "simulated_step": ".core.steps", "plot_reports": ".report.plot",
+    "deepfm": ".core.models", "tiny_lm": ".core.models", "keras_step": ".core.models",
+    "GpuSampler": ".infra.nvml", "nvml_status": ".infra.nvml",
 }, globals())

@@ -1,4 +1,5 @@
-"""``tfpipe bench ...``: each benchmark lives in its own module with ``add_parser(bench_subparsers)``."""
+"""``tfpipe bench ...``: each benchmark is one module of ``bench/commands/`` (``bench all``: ``bench/suite/``) with
+``add_parser(bench_subparsers) -> parser`` and ``run(args) -> exit code``."""
 from __future__ import annotations
 
 import importlib
@@ -8,17 +9,17 @@ from converters.cli.parser import plain
 
 __all__ = ["register"]
 
-# benchmark modules, in help order; each defines add_parser(sub) and imports heavy things lazily
+# benchmark modules, in help order; each imports heavy things lazily
 BENCHMARKS = (
-    "bench.convert_libsvm",
-    "bench.convert_text",
-    "bench.pipeline_cmd",
-    "bench.tune_cmd",
-    "bench.threads_cmd",
-    "bench.overhead_cmd",
-    "bench.small_files",
-    "bench.stream_cmd",
-    "bench.all_cmd",
+    "bench.commands.convert_libsvm",
+    "bench.commands.convert_text",
+    "bench.commands.pipeline",
+    "bench.commands.tune",
+    "bench.commands.threads",
+    "bench.commands.overhead",
+    "bench.commands.small_files",
+    "bench.commands.stream",
+    "bench.suite.command",
 )
 
 
@@ -34,7 +35,7 @@ def register(sub) -> None:
                 raise
             logging.getLogger(__name__).debug("benchmark module %s not present", name)
             continue
-        mod.add_parser(bsub)
+        mod.add_parser(bsub).set_defaults(func=mod.run)
     for parser in bsub.choices.values():  # help pages read as text: no docstring markup or issue numbers
         if parser.description:
             parser.description = plain(parser.description)

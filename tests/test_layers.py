@@ -4,8 +4,11 @@ is parsed with ``ast`` and must go down the layers, never form a cycle, and no m
 Layers, lowest first: ``converters`` < ``sharding`` < ``pipeline`` < ``bench``. Inside ``converters``:
 ``util`` < ``tfrecord`` < ``storage`` < ``shardset`` < ``sources``, ``prep`` < ``registry`` < ``engines`` < formats
 (``libsvm``, ``text``: neither imports the other; each builds its two-pass job on ``engines``, which find a format
-by name through ``registry`` and never import one) < ``cli``. A package ``__init__`` may import its own submodules
-(re-exports).
+by name through ``registry`` and never import one) < ``cli``. Inside ``bench``: ``infra`` < ``core`` < ``report``
+< ``commands`` < ``suite`` < ``cli``. A package ``__init__`` may import its own submodules (re-exports).
+
+A package in ``ROOMED`` is kept in rooms: at most ``MAX_TOP_MODULES`` modules at its top, at least ``MIN_ROOMS``
+sub-packages, each with a docstring, and every module named in ``docs/architecture.md``'s trees.
 """
 from __future__ import annotations
 
@@ -16,8 +19,16 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("converters", "sharding", "pipeline", "bench")
-CONVERTERS_LAYERS = {"util": 0, "tfrecord": 1, "storage": 2, "shardset": 3, "sources": 4, "prep": 4, "registry": 5,
-                     "engines": 6, "libsvm": 7, "text": 7, "cli": 8}
+# package -> its sub-packages (and top modules) in layers, lowest first; one layer imports only from lower ones
+SUBPACKAGE_LAYERS = {
+    "converters": {"util": 0, "tfrecord": 1, "storage": 2, "shardset": 3, "sources": 4, "prep": 4, "registry": 5,
+                   "engines": 6, "libsvm": 7, "text": 7, "cli": 8},
+    "bench": {"infra": 0, "core": 1, "report": 2, "commands": 3, "suite": 4, "cli": 5},
+}
+CONVERTERS_LAYERS = SUBPACKAGE_LAYERS["converters"]
+ROOMED = ("bench",)
+MAX_TOP_MODULES = 8
+MIN_ROOMS = 3
 MAX_LINES = 450
 
 
@@ -81,10 +92,11 @@ GRAPH = {m: imports_of(m) for m in MODULES}
 
 
 def layer(module: str) -> tuple[int, str | None]:
-    """(package rank, converters subpackage or None)."""
+    """(package rank, its sub-package in ``SUBPACKAGE_LAYERS`` or None)."""
     parts = module.split(".")
     rank = PACKAGES.index(parts[0])
-    sub = parts[1] if parts[0] == "converters" and len(parts) > 1 and parts[1] in CONVERTERS_LAYERS else None
+    layers = SUBPACKAGE_LAYERS.get(parts[0], {})
+    sub = parts[1] if len(parts) > 1 and parts[1] in layers else None
     return rank, sub
 
 
@@ -92,13 +104,17 @@ def upward(src: str, dst: str) -> str | None:
     (rs, ss), (rd, sd) = layer(src), layer(dst)
     if rd > rs:
         return f"{src} imports {dst}: {PACKAGES[rd]} sits above {PACKAGES[rs]}"
-    if rs == rd == 0 and src != "converters" and dst != "converters":
+    pkg = PACKAGES[rs]
+    if rs != rd or pkg not in SUBPACKAGE_LAYERS:
+        return None
+    layers = SUBPACKAGE_LAYERS[pkg]
+    if src != pkg and dst != pkg:
         if ss is None or sd is None:
-            return f"{src} -> {dst}: every converters module belongs to a layer {sorted(CONVERTERS_LAYERS)}"
-        if ss != sd and CONVERTERS_LAYERS[sd] >= CONVERTERS_LAYERS[ss]:
-            return f"{src} imports {dst}: converters.{sd} is not below converters.{ss}"
-    if rs == rd == 0 and dst == "converters" and src != "converters":
-        return f"{src} imports the converters package __init__ (import the defining module instead)"
+            return f"{src} -> {dst}: every {pkg} module belongs to a layer {sorted(layers)}"
+        if ss != sd and layers[sd] >= layers[ss]:
+            return f"{src} imports {dst}: {pkg}.{sd} is not below {pkg}.{ss}"
+    if dst == pkg and src != pkg:
+        return f"{src} imports the {pkg} package __init__ (import the defining module instead)"
     return None
 
 
@@ -108,6 +124,7 @@ def test_the_import_graph_is_not_empty():
     assert "converters.util.errors" in GRAPH["sharding.plan"]
     assert "converters.shardset.writer" in GRAPH["converters.prep.writer"]
     assert "converters.libsvm.block" in GRAPH["converters.libsvm.workers"]  # relative, inside a function too
+    assert "bench.infra.nvml" in GRAPH["bench.core.measure"]  # bench: relative, two levels, inside a function
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -171,6 +188,13 @@ def test_cycle_finder_finds_a_cycle(monkeypatch):
     ("converters.engines.beam", "converters.registry", False),
     ("converters.engines.beam", "converters.libsvm.job", True),
     ("converters.registry", "converters.engines.core", True),
+    ("bench.core.measure", "bench.infra.nvml", False),
+    ("bench.infra.nvml", "bench.core.measure", True),
+    ("bench.core.compare", "bench.report.tables", True),
+    ("bench.commands.pipeline", "bench.report.plot", False),
+    ("bench.commands.pipeline", "bench.suite.specs", True),
+    ("bench.suite.specs", "bench.commands.tune", False),
+    ("bench.core.variants", "bench", True),
 ])
 def test_layer_rule_table(src, dst, bad):
     assert (upward(src, dst) is not None) == bad
@@ -180,3 +204,73 @@ def test_layer_rule_table(src, dst, bad):
 def test_module_size(module):
     lines = len(MODULES[module].read_text().splitlines())
     assert lines <= MAX_LINES, f"{MODULES[module].relative_to(ROOT)} has {lines} lines: split it along its seams"
+
+
+# -- rooms: few modules at a package's top, its sub-packages named and documented ------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def tree_paths(markdown: str) -> set[str]:
+    """Paths drawn in a page's code blocks as indented trees (``bench/``, then ``  core/``, then
+    ``    measure.py   what it holds``): each line's first word, joined to the folders above it by indentation."""
+    found: set[str] = set()
+    in_block = False
+    stack: list[tuple[int, str]] = []
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            in_block, stack = not in_block, []
+            continue
+        if not in_block or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        word = line.split()[0]
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = "".join(name for _, name in stack) + word
+        found.add(path)
+        if word.endswith("/"):
+            stack.append((indent, word))
+    return found
+
+
+def room_problems(pkg: str, modules: dict[str, pathlib.Path], documented: set[str]) -> list[str]:
+    """What keeps ``pkg`` from reading as a house: too many top modules, too few sub-packages, a sub-package
+    without a docstring or outside ``SUBPACKAGE_LAYERS``, a module no tree of the architecture page names."""
+    mods = {m: p for m, p in modules.items() if m == pkg or m.startswith(pkg + ".")}
+    top = sorted(m for m, p in mods.items() if m.count(".") <= 1 and p.name != "__init__.py" or m == pkg)
+    rooms = sorted(m for m, p in mods.items() if m.count(".") == 1 and p.name == "__init__.py")
+    problems = []
+    if len(top) > MAX_TOP_MODULES:
+        problems.append(f"{pkg}/ has {len(top)} modules at its top (at most {MAX_TOP_MODULES}): {top}")
+    if len(rooms) < MIN_ROOMS:
+        problems.append(f"{pkg}/ has {len(rooms)} sub-packages (at least {MIN_ROOMS})")
+    layers = SUBPACKAGE_LAYERS.get(pkg, {})
+    for room in rooms:
+        if room.split(".")[1] not in layers:
+            problems.append(f"{room} has no layer in SUBPACKAGE_LAYERS[{pkg!r}]")
+        if not ast.get_docstring(ast.parse(mods[room].read_text())):
+            problems.append(f"{room}/__init__.py has no docstring saying what lives there")
+    for m, p in sorted(mods.items()):
+        rel = p.relative_to(ROOT).as_posix()
+        if m in rooms:  # a sub-package is named by its folder
+            rel = rel.removesuffix("__init__.py")
+        if rel not in documented:
+            problems.append(f"{rel} is not named in docs/architecture.md")
+    return problems
+
+
+@pytest.mark.parametrize("pkg", ROOMED)
+def test_rooms(pkg):
+    problems = room_problems(pkg, MODULES, tree_paths(ARCHITECTURE.read_text()))
+    assert not problems, "\n".join(problems)
+
+
+def test_room_check_sees_problems(tmp_path):
+    doc = "```\nbench/\n  __init__.py   api\n  core/\n    measure.py   x\n```\n"
+    assert tree_paths(doc) == {"bench/", "bench/__init__.py", "bench/core/", "bench/core/measure.py"}
+    flat = {"bench": ROOT / "bench" / "__init__.py",
+            **{f"bench.m{i}": ROOT / "bench" / f"m{i}.py" for i in range(MAX_TOP_MODULES)}}
+    problems = room_problems("bench", flat, {"bench/__init__.py"})
+    assert any("at most" in p for p in problems) and any("sub-packages" in p for p in problems)
+    assert any("bench/m0.py is not named" in p for p in problems)

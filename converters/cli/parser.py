@@ -9,6 +9,8 @@
 * ``add_set_argument``, ``add_json_option``, ``add_json_out_option``, ``add_endpoint_option``: the positional
   shard set (``SET``), ``--json`` (JSON on stdout), ``--json-out PATH`` (a JSON file) and ``--endpoint-url``,
   spelled and explained the same way in every command.
+* ``add_output_file_option`` / ``output_file``: an option naming a file the command writes (``--json-out``,
+  ``--markdown``, ``--png``), checked before any work (``converters.util.outfile.check_output``).
 """
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ import difflib
 import re
 import sys
 
-from ..util.errors import USAGE_EXIT
+from ..util.errors import USAGE_EXIT, OutputError
+from ..util.outfile import check_output
 
 __all__ = ["TfpipeParser", "old_spelling", "add_set_argument", "add_json_option", "add_json_out_option",
+           "add_output_file_option", "output_file",
            "add_endpoint_option", "add_verbose", "closest_option", "plain", "USAGE_EXIT"]
 
 
@@ -118,9 +122,23 @@ def add_json_option(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout")
 
 
+def output_file(s: str) -> str:
+    """argparse ``type=`` of a file a command writes (``converters.util.outfile``): a path that cannot take a
+    file (missing or unwritable directory, a directory) is refused before any work starts."""
+    try:
+        return check_output(s)
+    except OutputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_output_file_option(p: argparse.ArgumentParser, flag: str, help: str, metavar: str = "PATH") -> None:
+    """An option naming a file the command writes (written with ``converters.util.outfile.write_output``)."""
+    p.add_argument(flag, default=None, metavar=metavar, type=output_file, help=help)
+
+
 def add_json_out_option(p: argparse.ArgumentParser, what: str) -> None:
     """``--json-out PATH``: also write ``what`` as JSON to a file."""
-    p.add_argument("--json-out", default=None, metavar="PATH", help=f"also write {what} as JSON to PATH")
+    add_output_file_option(p, "--json-out", f"also write {what} as JSON to PATH")
 
 
 def add_endpoint_option(p: argparse.ArgumentParser) -> None:

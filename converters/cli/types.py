@@ -10,7 +10,7 @@ from ..shardset.options import COMPRESSIONS, ON_ERROR, ShardOutputOptions
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 from .parser import add_endpoint_option
 
-__all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "size", "names",
+__all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "nonneg_floats", "size", "names",
            "add_shard_output_options", "shard_output_options", "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
            "print_prep", "convert_on_engine", "use_endpoint"]
 
@@ -53,6 +53,17 @@ def nonneg_float(s: str) -> float:
     if not 0 <= v < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a non-negative number, got {s!r}")
     return v
+
+
+def nonneg_floats(s: str) -> list[float]:
+    """A comma-separated list of finite numbers >= 0 (``25,100,0``); at least one."""
+    values = [v.strip() for v in s.split(",")]
+    if not s.strip() or any(not v for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated finite numbers >= 0, got {s!r}")
+    try:
+        return [nonneg_float(v) for v in values]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated finite numbers >= 0, got {s!r}") from None
 
 
 def size(s: str) -> int:

@@ -16,8 +16,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..util.digest import file_digest
-from ..util.errors import OutputExistsError, TfpipeError
-from ..util.fs import write_atomic
+from ..util.errors import OutputError, OutputExistsError, TfpipeError
+from ..util.fs import file_kind
+from ..util.outfile import check_output, write_output
 
 __all__ = ["TokenizerInfo", "ByteTokenizer", "HFTokenizer", "load_tokenizer", "train_bpe", "BUILTIN",
            "EOD_CANDIDATES", "DEFAULT_EOD_TOKEN"]
@@ -174,6 +175,9 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
     out = str(out)
     if os.path.exists(out) and not overwrite:
         raise OutputExistsError(f"{out} exists: pass --overwrite to replace it")
+    check_output(out)
+    if os.path.exists(out) and not os.path.isfile(out):  # read back after writing: a file, refused before training
+        raise OutputError(f"{out}: is {file_kind(os.stat(out).st_mode)}; the tokenizer is read back, give a file")
     files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)
     opts = ReadOptions(text_key=text_key, on_error=on_error, txt_mode=txt_mode)
     seen = {"chars": 0, "docs": 0}
@@ -218,7 +222,7 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
         log.warning("the corpus fills only %s of the %s tokens asked for (vocab_size): %s documents, %s characters "
                     "hold no more pairs seen at least %d times; train on more text or lower min_frequency",
                     f"{got:,}", f"{vocab_size:,}", f"{seen['docs']:,}", f"{seen['chars']:,}", min_frequency)
-    write_atomic(out, tok.to_str(pretty=True).encode("utf-8"))
+    write_output(out, tok.to_str(pretty=True).encode("utf-8"), streams=False)  # read back below
     log.info("trained BPE with %d tokens on %d documents (%d chars) -> %s", tok.get_vocab_size(), seen["docs"],
              seen["chars"], out)
     return HFTokenizer(out, eod_token=eod_token).info

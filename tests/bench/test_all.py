@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from bench.all_cmd import format_markdown, format_table
-from bench.all_run import summarize
-from bench.all_specs import BENCHMARKS, DEFAULT, OPTIONAL
+from bench.suite.command import format_markdown, format_table
+from bench.suite.runner import summarize
+from bench.suite.specs import BENCHMARKS, DEFAULT, OPTIONAL
 from converters.cli import main
 from converters.util.errors import USAGE_EXIT
 
@@ -129,7 +129,7 @@ def test_readme_speed_table_is_a_bench_all_run():
     import re
     from pathlib import Path
 
-    from bench.all_specs import BENCHMARKS
+    from bench.suite.specs import BENCHMARKS
 
     text = Path(__file__).resolve().parents[2].joinpath("README.md").read_text(encoding="utf-8")
     section = text[text.index("## Measured speed"):text.index("## Documentation")]
@@ -141,3 +141,31 @@ def test_readme_speed_table_is_a_bench_all_run():
             assert found, f"README has no row for {row.title!r} ({bench.name})"
             assert re.search(r"median \[min–max\] of \d+ runs, load [\d.]+–[\d.]+\)", found[0]), found[0]
             assert re.search(r"\*\*[^*]+\*\* \[[^\]]+\]", found[0]), found[0]
+
+
+@pytest.mark.parametrize("option", ["--json-out", "--markdown"])
+@pytest.mark.parametrize("where, reason", [("missing/x.json", "does not exist"), (".", "is a directory")])
+def test_an_output_path_that_cannot_take_a_file_is_refused_before_any_run(tmp_path, capsys, monkeypatch, option,
+                                                                         where, reason):
+    """Refused while parsing (exit 64): no benchmark ran, nothing was lost at the end of a long run."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "all", "--smoke", "--repeats", "1", "--only", "overhead", option, where])
+    assert exc.value.code == USAGE_EXIT
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ": error: " in ln]
+    assert len(errors) == 1 and f"argument {option}: {where}: " in errors[0] and reason in errors[0], err
+    assert "run 1 of 1" not in err  # the progress line of a first run
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_json_out_link_stays_a_link(tmp_path, capsys):
+    target = tmp_path / "kept" / "all.json"
+    target.parent.mkdir()
+    link = tmp_path / "all.json"
+    link.symlink_to(target)
+    rc = main(["bench", "all", "--smoke", "--repeats", "1", "--only", "overhead", "--timeout", "0.2",
+               "--json-out", str(link), "--no-progress"])
+    capsys.readouterr()
+    assert rc == 1  # the run timed out: recorded as failed, the JSON still written
+    assert link.is_symlink() and json.loads(target.read_text())["benchmarks"][0]["name"] == "overhead"

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bench.convert_libsvm import format_report, naive_convert, run_benchmark
+from bench.commands.convert_libsvm import format_report, naive_convert, run_benchmark
 from converters.cli import main
 from converters.libsvm.synthetic import criteo_arrays, write_criteo_libsvm
 
@@ -67,7 +67,7 @@ def test_sparse_smoke_run(tmp_path):
 
 def test_beam_engine_smoke(tmp_path, capsys):
     pytest.importorskip("apache_beam")
-    from bench.convert_beam import format_beam_report, run_beam_benchmark
+    from bench.core.convert_beam import format_beam_report, run_beam_benchmark
 
     r = run_beam_benchmark(lines=300, repeat=1, workdir=str(tmp_path))
     assert r["identical"] and r["beam"]["records_per_s"] > 0 and r["local"]["records_per_s"] > 0

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bench.convert_text import format_report, run_benchmark
+from bench.commands.convert_text import format_report, run_benchmark
 from converters.cli import main
 
 

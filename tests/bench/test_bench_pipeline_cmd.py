@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.pipeline_cmd import MIN_STEP_MS, _epochs_for, choose_scenario
+from bench.commands.pipeline import MIN_STEP_MS, _epochs_for, choose_scenario
 from converters.cli import main
 from converters.libsvm.synthetic import write_criteo_shards
 

@@ -1,7 +1,7 @@
 """Smoke run of ``tfpipe bench small-files`` (tiny: it runs, reports and cleans up; not the speed)."""
 import json
 
-from bench.small_files import format_report, run_benchmark
+from bench.commands.small_files import format_report, run_benchmark
 from converters.cli import main
 
 

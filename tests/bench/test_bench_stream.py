@@ -7,7 +7,7 @@ pytest.importorskip("moto.server")
 
 
 def test_bench_stream_smoke(tmp_path):
-    from bench.stream_cmd import format_report, run_benchmark
+    from bench.commands.stream import format_report, run_benchmark
 
     r = run_benchmark(shards=3, shard_bytes=64 << 10, rates_mib=(50, 0), runs=1, batch_size=64,
                       workdir=str(tmp_path))
@@ -30,4 +30,25 @@ def test_bench_stream_is_registered():
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="cmd"))
     args = parser.parse_args(["bench", "stream", "--rates", "25,0", "--repeats", "1"])
-    assert args.rates == "25,0" and args.repeats == 1 and callable(args.func)
+    assert args.rates == [25.0, 0.0] and args.repeats == 1 and callable(args.func)
+
+
+@pytest.mark.parametrize("rates", ["inf", "nan", "abc", "25,inf", "-1", "", "25,,0"])
+def test_bad_rates_are_refused_while_parsing_naming_the_option(rates, capsys):
+    from converters.cli import main
+    from converters.util.errors import USAGE_EXIT
+
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "stream", "--rates", rates])
+    assert exc.value.code == USAGE_EXIT
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]
+    assert len(errors) == 1 and f"argument --rates: expected comma-separated finite numbers >= 0, got {rates!r}" \
+        in errors[0], errors
+
+
+@pytest.mark.parametrize("rates", [(float("inf"),), (float("nan"),), (-1,), ()])
+def test_run_benchmark_refuses_bad_rates(rates):
+    from bench.commands.stream import run_benchmark
+
+    with pytest.raises(ValueError, match="rates_mib must be finite numbers >= 0"):
+        run_benchmark(rates_mib=rates)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bench.tune_cmd import TUNED, UNTUNED, format_report, summarize
+from bench.commands.tune import TUNED, UNTUNED, format_report, summarize
 from converters.cli import main
 
 HAND = ["h1", "h2"]

@@ -1,4 +1,4 @@
-"""bench.compare: variants against one step in one process, cost view, table and JSON."""
+"""bench.core.compare and bench.report.tables: variants against one step in one process, cost view, table and JSON."""
 from __future__ import annotations
 
 import json
@@ -6,9 +6,10 @@ import time
 
 import pytest
 
-from bench.compare import compare, format_table, idle_cost, reports_to_json
-from bench.measure import Percentiles, Report
-from bench.steps import simulated_step
+from bench.core.compare import compare, idle_cost
+from bench.core.measure import Percentiles, Report
+from bench.core.steps import simulated_step
+from bench.report.tables import format_table, reports_to_json
 
 
 def slow_source(d_ms, batch=8):

@@ -1,4 +1,4 @@
-"""bench.measure: accuracy against the test's own clock on pipelines whose idle fraction is known by
+"""bench.core.measure: accuracy against the test's own clock on pipelines whose idle fraction is known by
 construction, verdicts, percentiles, report validation and its JSON / metric-line formats."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bench
-from bench.measure import Percentiles, Report, batch_size_of, measure, verdict_for
-from bench.steps import simulated_step
+from bench.core.measure import Percentiles, Report, batch_size_of, measure, verdict_for
+from bench.core.steps import simulated_step
 from converters.util.errors import TfpipeError
 
 tf = pytest.importorskip("tensorflow")
@@ -439,6 +439,6 @@ def test_public_api_is_lazy_and_functions():
     import importlib
 
     assert callable(bench.measure) and callable(bench.compare) and callable(bench.simulated_step)
-    importlib.import_module("bench.compare")  # importing the submodules must not shadow the functions
-    importlib.import_module("bench.measure")
+    importlib.import_module("bench.core.compare")  # importing the submodules must not shadow the functions
+    importlib.import_module("bench.core.measure")
     assert bench.measure.__name__ == "measure" and bench.compare.__name__ == "compare"

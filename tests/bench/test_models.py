@@ -1,4 +1,4 @@
-"""bench.models: one real train step of each small model runs and returns a finite loss."""
+"""bench.core.models: one real train step of each small model runs and returns a finite loss."""
 from __future__ import annotations
 
 import math
@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from bench.measure import measure
-from bench.models import (
+from bench.core.measure import measure
+from bench.core.models import (
     deepfm,
     deepfm_batch,
     keras_step,

@@ -1,4 +1,4 @@
-"""bench.nvml: the unavailable path everywhere; real sampling only where an NVIDIA GPU and pynvml exist."""
+"""bench.infra.nvml: the unavailable path everywhere; real sampling only where an NVIDIA GPU and pynvml exist."""
 from __future__ import annotations
 
 import importlib.util
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from bench.measure import measure
-from bench.nvml import GpuSampler, nvml_status
+from bench.core.measure import measure
+from bench.infra.nvml import GpuSampler, nvml_status
 
 AVAILABLE, STATUS = nvml_status()
 

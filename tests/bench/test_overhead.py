@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from bench.overhead_cmd import overhead
+from bench.commands.overhead import overhead
 from converters.cli import main
 
 

@@ -1,12 +1,12 @@
-"""bench.plot: a valid PNG of where the time goes."""
+"""bench.report.plot: a valid PNG of where the time goes."""
 from __future__ import annotations
 
 import struct
 
 import pytest
 
-from bench.measure import Percentiles, Report
-from bench.plot import plot_reports
+from bench.core.measure import Percentiles, Report
+from bench.report.plot import plot_reports
 
 
 def _report(name, wait, compute):
@@ -50,7 +50,7 @@ def _overlaps(fig, ax):
 @pytest.mark.parametrize("n", [2, 5, 11])
 @pytest.mark.parametrize("shape", ["equal", "rising"])
 def test_legend_never_covers_bars_or_their_labels(n, shape):
-    from bench.plot import _pipeline_figure, _reports_figure
+    from bench.report.plot import _pipeline_figure, _reports_figure
 
     # "equal": every variant keeps up with the step, so every label sits just under the top of the axes
     reports = [_report(f"variant-{i}", (0.5 + 0.01 * i) if shape == "equal" else 1 + 3 * i, 20) for i in range(n)]
@@ -63,7 +63,7 @@ def test_legend_never_covers_bars_or_their_labels(n, shape):
 
 
 def test_two_panel_png(tmp_path):
-    from bench.plot import plot_pipeline
+    from bench.report.plot import plot_pipeline
 
     reports = [_report("naive", 30, 20), _report("vectorized", 0.5, 20)]
     out = plot_pipeline(reports, {"naive": 23_000.0, "vectorized": 450_000.0}, tmp_path / "two.png", title="t")
@@ -78,7 +78,7 @@ def test_two_panel_png(tmp_path):
 
 
 def test_throughput_panel_marks_naive_and_best():
-    from bench.plot import COLORS, _pipeline_figure
+    from bench.report.plot import COLORS, _pipeline_figure
 
     fig = _pipeline_figure([], {"naive": 20_000.0, "vectorized": 400_000.0, "other": 300_000.0})
     ax = fig.axes[0]
@@ -95,7 +95,7 @@ def _texts(fig):
 
 
 def test_default_is_marked_in_both_panels():
-    from bench.plot import _pipeline_figure
+    from bench.report.plot import _pipeline_figure
 
     reports = [_report("naive", 30, 20), _report("vectorized", 0.5, 20)]
     fig = _pipeline_figure(reports, {"naive": 20_000.0, "vectorized": 400_000.0})
@@ -109,7 +109,7 @@ def test_default_is_marked_in_both_panels():
 def test_pipe_mode_is_never_the_green_best():
     from matplotlib.colors import to_hex
 
-    from bench.plot import COLORS, _pipeline_figure
+    from bench.report.plot import COLORS, _pipeline_figure
 
     tput = {"naive": 20_000.0, "vectorized": 400_000.0, "parallel_reads_autotune": 420_000.0, "pipe": 900_000.0}
     fig = _pipeline_figure([], tput)
@@ -133,7 +133,7 @@ def test_pipe_mode_is_never_the_green_best():
      "the default you get is faster than every File-mode graph here, 25.0× naive: keep it"),
 ])
 def test_takeaway_line_says_what_to_do(tput, hand, want):
-    from bench.plot import _pipeline_figure, takeaway
+    from bench.report.plot import _pipeline_figure, takeaway
 
     line = takeaway(tput, [_report("vectorized", 0.5, 20)], hand)
     assert line.startswith("Takeaway: ") and want in line
@@ -143,8 +143,8 @@ def test_takeaway_line_says_what_to_do(tput, hand, want):
 
 
 def test_every_variant_is_explained_and_verdicts_are_whole():
-    from bench.plot import VARIANT_NOTES, _pipeline_figure
-    from bench.variants import VARIANTS
+    from bench.report.plot import VARIANT_NOTES, _pipeline_figure
+    from bench.core.variants import VARIANTS
 
     assert set(VARIANT_NOTES) == set(VARIANTS)
     reports = [_report(n, 1 + 3 * i, 20) for i, n in enumerate(VARIANTS)]

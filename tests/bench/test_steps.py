@@ -1,4 +1,4 @@
-"""bench.steps: the simulated step takes the time asked, leaves the GIL to other threads, and (on a GPU)
+"""bench.core.steps: the simulated step takes the time asked, leaves the GIL to other threads, and (on a GPU)
 keeps the device busy for that long."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench.steps import host_wait, simulated_step
+from bench.core.steps import host_wait, simulated_step
 
 
 def _gpu() -> bool:

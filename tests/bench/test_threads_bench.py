@@ -1,11 +1,11 @@
-"""bench.threads: planning (pure) and a smoke run of two tiny combinations in fresh processes."""
+"""bench.core.threads: planning (pure) and a smoke run of two tiny combinations in fresh processes."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from bench.threads import ThreadCombo, best, candidate_combos, parse_combos, run_combo
+from bench.core.threads import ThreadCombo, best, candidate_combos, parse_combos, run_combo
 from converters.cli import main
 
 
@@ -73,6 +73,23 @@ def test_failed_child_is_reported_not_raised():
     (ThreadCombo(0, 2, 1), "export OMP_NUM_THREADS=1; tf.config.threading.set_inter_op_parallelism_threads(2)"),
 ])
 def test_apply_hint(combo, want):
-    from bench.threads_cmd import apply_hint
+    from bench.commands.threads import apply_hint
 
     assert apply_hint(combo) == want
+
+
+def test_json_out_to_a_full_device_is_one_line_naming_the_path(tmp_path, capsys):
+    import os
+    import stat
+
+    full = tmp_path / "full"
+    try:
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.stat("/dev/full").st_rdev)
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD")
+    rc = main(["bench", "threads", "--combos", "1,1,1", "--steps", "2", "--warmup", "1", "--batch-size", "8",
+               "--json-out", str(full)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.splitlines()[-1] == f"tfpipe: error: --json-out {full}: No space left on device", err
+    assert stat.S_ISCHR(os.lstat(full).st_mode)

@@ -1,4 +1,4 @@
-"""bench.variants: every variant reads the whole set; the speed suite's rows and ratios (smoke run)."""
+"""bench.core.variants: every variant reads the whole set; the speed suite's rows and ratios (smoke run)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from pipeline_data import write_indexed_set
 
-from bench.variants import (
+from bench.core.variants import (
     HAND_TUNED,
     VARIANTS,
     format_table,
@@ -75,7 +75,7 @@ def test_speed_suite_errors(data, kw, msg):
 
 
 def test_module_entry_point(data):
-    r = subprocess.run([sys.executable, "-m", "bench.variants", data, "--batch-size", "32", "--variants",
+    r = subprocess.run([sys.executable, "-m", "bench.core.variants", data, "--batch-size", "32", "--variants",
                         "naive,vectorized", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=180,
                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert r.returncode == 0, r.stderr

@@ -119,6 +119,20 @@ def test_train_refuses_existing_and_small_vocab(bpe, tmp_path):
         train_bpe([src], 100, str(tmp_path / "t.json"))
 
 
+def test_train_refuses_a_fifo_out_before_training(tmp_path):
+    import os
+
+    from converters.util.errors import OutputError
+
+    src = write_pile_jsonl(tmp_path / "d.jsonl", 20, seed=1, mean_words=20)
+    fifo = tmp_path / "tok.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match="is a FIFO.*read back"):  # never opened: no reader, no hang
+        train_bpe([src], 400, str(fifo), overwrite=True)
+    with pytest.raises(OutputError, match="is a directory"):
+        train_bpe([src], 400, str(tmp_path), overwrite=True)
+
+
 def test_train_max_chars_and_empty_input(tmp_path):
     src = write_pile_jsonl(tmp_path / "d.jsonl", 50, seed=1, mean_words=20)
     info = train_bpe([src], 400, str(tmp_path / "t.json"), max_chars=2000)

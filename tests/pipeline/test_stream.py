@@ -1,5 +1,5 @@
 """Streaming an s3:// shard set through the bounded per-host cache, against moto's server (fixtures ``s3``,
-``moto_endpoint``) behind ``bench.netlink.Link`` (a bandwidth limit and injected 503 SlowDown / resets)."""
+``moto_endpoint``) behind ``bench.infra.netlink.Link`` (a bandwidth limit and injected 503 SlowDown / resets)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import time
 import pytest
 from pipeline_data import labels_of, write_indexed_set
 
-from bench.netlink import Link
+from bench.infra.netlink import Link
 from converters.storage.s3 import S3Storage
 from converters.util.errors import TfpipeError
 from pipeline.fetch import fetch_verified

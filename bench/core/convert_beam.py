@@ -14,8 +14,8 @@ import shutil
 import tempfile
 import time
 
-from .pinning import pinned
-from .pinning import rate as _rate
+from ..infra.pinning import pinned
+from ..infra.pinning import rate as _rate
 
 __all__ = ["run_beam_benchmark", "format_beam_report", "TARGET_BEAM_RATIO"]
 

@@ -45,14 +45,14 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="seconds per combination (default 300)")
     add_json_out_option(p, "the results")
     old_spelling(p, "--json", "--json-out")
-    p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
     from converters.util.errors import TfpipeError
+    from converters.util.outfile import write_output
 
-    from .threads import best, candidate_combos, parse_combos, tune
+    from ..core.threads import best, candidate_combos, parse_combos, tune
 
     cpus = args.cores or os.cpu_count() or 1
     combos = parse_combos(args.combos) if args.combos else candidate_combos(cpus)
@@ -82,8 +82,7 @@ def run(args) -> int:
     if args.json_out:
         doc = {"model": args.model, "batch_size": args.batch_size, "cpus": cpus,
                "results": [r.as_dict() for r in results], "best": top.as_dict() if top else None}
-        with open(args.json_out, "w") as f:
-            json.dump(doc, f, indent=2, sort_keys=True)
+        write_output(args.json_out, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode(), what="--json-out")
     if top is None:
         raise TfpipeError("every thread combination failed: " + "; ".join(r.error for r in results))
     c = top.combo

@@ -10,6 +10,7 @@ says what reading, packing and writing add to tokenization; the target is <= 1.5
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -20,12 +21,12 @@ import time
 from converters.cli.parser import add_json_option, old_spelling
 from converters.cli.types import positive_int
 
-__all__ = ["add_parser", "run_benchmark", "format_report", "TARGET_RATIO"]
+__all__ = ["add_parser", "run", "run_benchmark", "format_report", "TARGET_RATIO"]
 
 TARGET_RATIO = 1.5
 
 
-def add_parser(sub) -> None:
+def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("convert-text", help="text converter end to end vs tokenizers' encode_batch alone",
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("--docs", type=positive_int, default=3000, metavar="N",
@@ -39,10 +40,10 @@ def add_parser(sub) -> None:
     p.add_argument("--repeats", type=positive_int, default=3, metavar="N",
                    help="timed repetitions of each, best taken (default 3)")
     add_json_option(p, "the report")
-    p.set_defaults(func=_cmd)
+    return p
 
 
-def _cmd(args) -> int:
+def run(args) -> int:
     report = run_benchmark(docs=args.docs, vocab_size=args.vocab_size, threads=args.workers, seq_len=args.seq_len,
                            repeats=args.repeats,
                            log=None if args.json else (lambda s: print(s, file=sys.stderr, flush=True)))

@@ -5,6 +5,7 @@ many files take at most 3x the time of the one file (per-file overhead small: sm
 task, parsed one by one and serialized together)."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -15,12 +16,12 @@ import time
 from converters.cli.parser import add_json_option, old_spelling
 from converters.cli.types import positive_int
 
-__all__ = ["add_parser", "run_benchmark", "format_report", "TARGET_RATIO"]
+__all__ = ["add_parser", "run", "run_benchmark", "format_report", "TARGET_RATIO"]
 
 TARGET_RATIO = 3.0
 
 
-def add_parser(sub) -> None:
+def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("small-files", help="many ~2 KB LibSVM files vs one file of the same lines",
                        description=__doc__.split("\n\n", 1)[0])
     p.add_argument("--files", type=positive_int, default=20_000, metavar="N",
@@ -32,10 +33,10 @@ def add_parser(sub) -> None:
                    help="alternating rounds, best kept (default 2)")
     old_spelling(p, "--rounds", "--repeats")
     add_json_option(p, "the report")
-    p.set_defaults(func=_cmd)
+    return p
 
 
-def _cmd(args) -> int:
+def run(args) -> int:
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     report = run_benchmark(files=args.files, file_bytes=args.file_bytes, workers=args.workers,
                            rounds=args.repeats, log=say)

@@ -187,7 +187,7 @@ def serve(rates: list[float]) -> None:
         server.stop()
 
 
-if __name__ == "__main__":  # python -m bench.netlink RATE [RATE ...]: S3 and its links in a process of their own
+if __name__ == "__main__":  # python -m bench.infra.netlink RATE [RATE ...]: S3 and its links in a process of their own
     import sys as _sys
 
     serve([float(a) for a in _sys.argv[1:]])

@@ -1,5 +1,5 @@
 """``tfpipe bench overhead``: what measuring costs. The same loop (a prefetched tf.data source and a
-simulated step of ``--step-ms``) runs bare and under ``bench.measure``, alternating, several rounds; the
+simulated step of ``--step-ms``) runs bare and under ``bench.core.measure``, alternating, several rounds; the
 ratio of median wall times should stay below 1.02 (measuring adds < 2 %)."""
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def overhead(*, step_ms: float = 10.0, steps: int = 100, rounds: int = 5, batch_
         raise ValueError(f"steps and rounds must be >= 1, got {steps} and {rounds}")
     import tensorflow as tf
 
-    from .measure import measure
-    from .steps import simulated_step
+    from ..core.measure import measure
+    from ..core.steps import simulated_step
 
     step = simulated_step(step_ms, device=device)
 
@@ -63,7 +63,6 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N",
                    help="bare/measured pairs, alternating (default 5)")
     old_spelling(p, "--rounds", "--repeats")
-    p.set_defaults(func=run)
     return p
 
 

@@ -1,8 +1,8 @@
 """``tfpipe bench stream``: training input straight from S3 — streaming through the bounded cache vs copying the
 whole set first vs reading it from local disk.
 
-S3 is served locally by moto (``ThreadedMotoServer`` on 127.0.0.1) behind ``bench.netlink.Link``, a proxy that
-limits the download bandwidth (``--rates``, MiB/s; 0 = no limit). For each link and each of ``--runs`` runs:
+S3 is served locally by moto (``ThreadedMotoServer`` on 127.0.0.1) behind ``bench.infra.netlink.Link``, a
+proxy that limits the download bandwidth (``--rates``, MiB/s; 0 = no limit). For each link and each of ``--runs`` runs:
 
 * **stream** — ``PipelineSpec.from_manifest("s3://...", cache_dir=<fresh>, cache_limit=...)``: time to the first
   batch (from ``build_dataset``) and records/s over the whole epoch;
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import statistics
@@ -28,9 +29,9 @@ import tempfile
 import time
 
 from converters.cli.parser import add_json_option
-from converters.cli.types import nonneg_int, positive_int, size
+from converters.cli.types import nonneg_floats, nonneg_int, positive_int, size
 
-__all__ = ["add_parser", "run_benchmark", "format_report"]
+__all__ = ["add_parser", "run", "run_benchmark", "format_report"]
 
 _FAKE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
              "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": "/nonexistent",
@@ -44,21 +45,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shards", type=positive_int, default=12, help="shards in the set (default 12)")
     p.add_argument("--shard-size", type=size, default=4 << 20, help="bytes per shard, about (default 4MiB)")
-    p.add_argument("--rates", default="25,100,0", help="link rates in MiB/s, 0 = no limit (default 25,100,0)")
+    p.add_argument("--rates", type=nonneg_floats, default=[25.0, 100.0, 0.0], metavar="MIBS[,MIBS]",
+                   help="link rates in MiB/s, 0 = no limit (default 25,100,0)")
     p.add_argument("--repeats", type=positive_int, default=3, help="runs of each variant (default 3)")
     p.add_argument("--read-ahead", type=nonneg_int, default=2, help="shards fetched ahead (default 2)")
     p.add_argument("--batch-size", type=positive_int, default=512, help="batch size (default 512)")
     add_json_option(p, "the report")
-    p.set_defaults(func=_cmd)
     return p
 
 
-def _cmd(args) -> int:
-    rates = [float(r) for r in str(args.rates).split(",") if r.strip()]
-    if any(r < 0 for r in rates):
-        raise ValueError(f"--rates are MiB/s >= 0 (0: no limit), got {args.rates!r}")
+def run(args) -> int:
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
-    report = run_benchmark(shards=args.shards, shard_bytes=args.shard_size, rates_mib=rates,
+    report = run_benchmark(shards=args.shards, shard_bytes=args.shard_size, rates_mib=args.rates,
                            runs=args.repeats, read_ahead=args.read_ahead, batch_size=args.batch_size, log=say)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
@@ -133,17 +131,21 @@ def _one_link(url, local, m, rate, runs, read_ahead, batch_size, tmp, say) -> di
 
 def run_benchmark(*, shards: int = 12, shard_bytes: int = 4 << 20, rates_mib=(25, 100, 0), runs: int = 3,
                   read_ahead: int = 2, batch_size: int = 512, workdir: str | None = None, log=None) -> dict:
-    """Run every variant ``runs`` times for every link rate; a JSON-able report."""
+    """Run every variant ``runs`` times for every link rate (MiB/s, 0: no limit); a JSON-able report."""
     from converters.libsvm.synthetic import write_criteo_shards
     from pipeline.spec import PipelineSpec
+
+    rates_mib = list(rates_mib)
+    if not rates_mib or not all(isinstance(r, (int, float)) and 0 <= r < math.inf for r in rates_mib):
+        raise ValueError(f"rates_mib must be finite numbers >= 0 (MiB/s, 0: no limit), got {rates_mib!r}")
 
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-stream-", dir=workdir)
     # S3 and the links run in a process of their own, so serving bytes does not compete with the reader for
     # this interpreter's lock
-    server = subprocess.Popen([sys.executable, "-m", "bench.netlink", *[str(r * (1 << 20)) for r in rates_mib]],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    server = subprocess.Popen([sys.executable, "-m", "bench.infra.netlink", *[str(r * (1 << 20)) for r in rates_mib]],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=repo)
     load_before = os.getloadavg()[0]
     try:
         ports = json.loads(server.stdout.readline() or "{}")

@@ -12,10 +12,10 @@ import argparse
 import json
 import sys
 
-from converters.cli.parser import add_json_option, add_json_out_option
+from converters.cli.parser import add_json_option, add_json_out_option, add_output_file_option
 from converters.cli.types import positive_float, positive_int
 
-from .all_specs import BENCHMARKS, DEFAULT, OPTIONAL, show, show_range
+from .specs import BENCHMARKS, DEFAULT, OPTIONAL, show, show_range
 
 __all__ = ["add_parser", "run", "format_table", "format_markdown", "parse_names", "DEFAULT_REPEATS"]
 
@@ -46,22 +46,21 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help=f"add slow benchmarks to the default set: {', '.join(OPTIONAL)}")
     add_json_option(p, "every run's numbers and the summary")
     add_json_out_option(p, "every run's numbers and the summary")
-    p.add_argument("--markdown", default=None, metavar="PATH",
-                   help="write the README 'Measured speed' table rows (median [min-max], load) to PATH")
+    add_output_file_option(p, "--markdown",
+                           "write the README 'Measured speed' table rows (median [min-max], load) to PATH")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="stop a run that takes longer and record it as failed (default: no limit)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes, to check that the harness works (the figures mean nothing)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
-    p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
     from converters.util.errors import TfpipeError
-    from converters.util.fs import write_atomic
+    from converters.util.outfile import write_output
 
-    from .all_run import run_all
+    from .runner import run_all
 
     if args.only and args.extra:
         raise TfpipeError("give either --only or --with, not both")
@@ -70,9 +69,9 @@ def run(args) -> int:
     result = run_all(names, args.repeats, smoke=args.smoke, timeout=args.timeout, say=say)
     text = json.dumps(result, indent=2)
     if args.json_out:
-        write_atomic(args.json_out, (text + "\n").encode())
+        write_output(args.json_out, (text + "\n").encode(), what="--json-out")
     if args.markdown:
-        write_atomic(args.markdown, (format_markdown(result) + "\n").encode())
+        write_output(args.markdown, (format_markdown(result) + "\n").encode(), what="--markdown")
     print(text if args.json else format_table(result))
     failed = [b["name"] for b in result["benchmarks"] if b["errors"]]
     if failed:

@@ -8,6 +8,7 @@ records/s) and their ratio; then the scaling of ``convert_libsvm`` with ``--work
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -18,14 +19,14 @@ import time
 from converters.cli.parser import add_json_option, old_spelling
 from converters.cli.types import nonneg_int, positive_int
 
-from .pinning import pinned, rate
+from ..infra.pinning import pinned, rate
 
-__all__ = ["add_parser", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO", "pinned"]
+__all__ = ["add_parser", "run", "run_benchmark", "naive_convert", "format_report", "TARGET_RATIO", "pinned"]
 
 TARGET_RATIO = 8.0
 
 
-def add_parser(sub) -> None:
+def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("convert-libsvm", help="LibSVM converter vs naive tf.train.Example converter (1 core)",
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("--lines", type=positive_int, default=None, metavar="N",
@@ -47,13 +48,13 @@ def add_parser(sub) -> None:
     old_spelling(p, "--repeat", "--repeats")
     p.add_argument("--beam-workers", type=nonneg_int, default=0, metavar="N",
                    help="--engine beam: also time N Beam worker processes (multi_processing; default 0: none)")
-    p.set_defaults(func=_cmd)
+    return p
 
 
-def _cmd(args) -> int:
+def run(args) -> int:
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     if args.engine == "beam":
-        from .convert_beam import format_beam_report, run_beam_benchmark
+        from ..core.convert_beam import format_beam_report, run_beam_benchmark
 
         if args.sparse:
             raise ValueError("--engine beam compares fixed-width conversion; drop --sparse")

@@ -1,7 +1,7 @@
 """CPU thread tuning: intra-op, inter-op and ``OMP_NUM_THREADS`` combinations for a CPU training step.
 
 TensorFlow's thread pools are fixed once it initializes, so each combination runs in a fresh Python
-subprocess (``python -m bench.threads --child ...``) with its environment set before TensorFlow is
+subprocess (``python -m bench.core.threads --child ...``) with its environment set before TensorFlow is
 imported. The child trains a small model (DeepFM-style by default) on a synthetic batch and prints one
 JSON line with its step times. ``candidate_combos`` (pure) chooses what to try: TensorFlow's defaults, all
 vCPUs, half of them (≈ physical cores), 1, and a few mixed settings.
@@ -125,8 +125,8 @@ def run_combo(combo: ThreadCombo, *, steps: int = 30, warmup: int = 5, batch_siz
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     cfg = {"intra": combo.intra, "inter": combo.inter, "steps": steps, "warmup": warmup,
            "batch_size": batch_size, "model": model}
-    cmd = [sys.executable, "-m", "bench.threads", "--child", json.dumps(cfg)]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [sys.executable, "-m", "bench.core.threads", "--child", json.dumps(cfg)]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
     env = combo.env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     try:
@@ -184,4 +184,4 @@ if __name__ == "__main__":  # child process entry point
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
         _child(json.loads(sys.argv[2]))
     else:
-        sys.exit("usage: python -m bench.threads --child JSON  (internal; use `tfpipe bench threads`)")
+        sys.exit("usage: python -m bench.core.threads --child JSON  (internal; use `tfpipe bench threads`)")

@@ -7,7 +7,7 @@ own rerun of the command would find, the on-disk numba cache (``NUMBA_CACHE_DIR`
 Runs go round-robin (every benchmark's run 1, then every run 2, ...), so a burst of load from other jobs
 spreads over the benchmarks instead of spoiling all runs of one.
 
-``python -m bench.all_run NAME [--smoke]`` is the child: it runs one benchmark once and prints its metrics as
+``python -m bench.suite.runner NAME [--smoke]`` is the child: it runs one benchmark once and prints its metrics as
 one JSON line on stdout.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Callable
 
-from .all_specs import BENCHMARKS, meets
+from .specs import BENCHMARKS, meets
 
 __all__ = ["run_all", "summarize", "load_avg", "cpu_counts", "child_main", "FRESH_PROCESS"]
 
@@ -54,7 +54,7 @@ def _one_run(name: str, smoke: bool, timeout: float | None) -> dict:
     """One run of benchmark ``name`` in a child process: its metrics, or an ``error`` line."""
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, "-m", "bench.all_run", name] + (["--smoke"] if smoke else [])
+    cmd = [sys.executable, "-m", "bench.suite.runner", name] + (["--smoke"] if smoke else [])
     before, t = load_avg(), time.perf_counter()
     # a session of its own: a timeout stops the run's own children too (worker processes, the scaling run)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -137,7 +137,8 @@ def child_main(argv: list[str] | None = None) -> int:
     smoke = "--smoke" in argv
     names = [a for a in argv if a != "--smoke"]
     if len(names) != 1 or names[0] not in BENCHMARKS:
-        print(f"usage: python -m bench.all_run NAME [--smoke]; NAME one of {', '.join(BENCHMARKS)}", file=sys.stderr)
+        print(f"usage: python -m bench.suite.runner NAME [--smoke]; NAME one of {', '.join(BENCHMARKS)}",
+              file=sys.stderr)
         return 64
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import logging

@@ -12,10 +12,11 @@ with the non-interactive Agg backend; files are written to a temporary name, the
 """
 from __future__ import annotations
 
+import io
 import os
 from typing import Mapping, Sequence
 
-from .measure import Report
+from ..core.measure import Report
 
 __all__ = ["plot_reports", "plot_pipeline", "takeaway", "COLORS", "VARIANT_NOTES", "DEFAULT_VARIANT",
            "OTHER_MODES"]
@@ -52,14 +53,14 @@ def _figure(width: float, height: float, panels: int = 1):
 
 
 def _save(fig, path: str | os.PathLike) -> str:
+    """Render ``fig`` as PNG in memory, then write it with the one output writer (atomic for a file, through a
+    link, directly to a device or FIFO)."""
+    from converters.util.outfile import write_output
+
     path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}.png"
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    write_output(path, buf.getvalue())
     return path
 
 
@@ -203,7 +204,7 @@ def plot_pipeline(reports: Sequence[Report], throughput: Mapping[str, float], pa
                   step_title: str | None = None, hand_tuned: Sequence[str] | None = None) -> str:
     """Two panels in one PNG: ``throughput`` ({variant: records/s with no step}) on the left, the per-step
     split of ``reports`` on the right (either may be empty, not both); the takeaway under the title compares
-    the default with the best of ``hand_tuned`` (``bench.variants.HAND_TUNED``). Returns the path."""
+    the default with the best of ``hand_tuned`` (``bench.core.variants.HAND_TUNED``). Returns the path."""
     return _save(_pipeline_figure(reports, throughput, title, throughput_title, step_title, hand_tuned), path)
 
 

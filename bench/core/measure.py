@@ -259,7 +259,8 @@ def measure(dataset, step_fn: Callable[[Any], Any], *, steps: int = 100, warmup:
     ``dataset`` is a ``tf.data.Dataset`` or any iterable of batches; ``step_fn(batch)`` runs one step.
     ``gpu_sampler``: ``"auto"`` (default) samples GPU utilization with NVML every 500 ms when an NVIDIA GPU
     and ``nvidia-ml-py`` are present (else ``gpu_note`` says why not); None turns it off; or any object
-    with ``start()``/``stop() -> (samples, note)`` (see ``bench.nvml.GpuSampler``). Stops early (with a warning) if the dataset
+    with ``start()``/``stop() -> (samples, note)`` (see ``bench.infra.nvml.GpuSampler``). Stops early (with a
+    warning) if the dataset
     runs out; raises ``TfpipeError`` when not even one step could be measured after warmup.
     """
     if not isinstance(steps, int) or steps < 1:
@@ -271,7 +272,7 @@ def measure(dataset, step_fn: Callable[[Any], Any], *, steps: int = 100, warmup:
     if isinstance(gpu_sampler, str):
         if gpu_sampler != "auto":
             raise ValueError(f"gpu_sampler must be 'auto', None or a sampler object, got {gpu_sampler!r}")
-        from .nvml import GpuSampler
+        from ..infra.nvml import GpuSampler
         gpu_sampler = GpuSampler()
 
     it = iter(dataset)

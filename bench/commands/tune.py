@@ -6,7 +6,7 @@ One run, on one shard set and batch size:
    in the real tfpipe cache instead, where ``read="auto"`` picks it up afterwards);
 2. paired rounds (``--repeats``, 7 by default) of: the default ``build_dataset`` without tuning
    (``tune="off"``: the built-in rule), the default after tuning, every hand-tuned graph of
-   ``bench.variants.HAND_TUNED`` and the naive per-record graph. Each round runs every graph once (one epoch,
+   ``bench.core.variants.HAND_TUNED`` and the naive per-record graph. Each round runs every graph once (one epoch,
    or ``--window-batches``; slow graphs stop after ``--max-seconds``), in an order rotated by one per round.
 
 Each figure is the median over rounds of a ratio taken inside a round. Targets (issue 14): tuned default
@@ -51,7 +51,6 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="store the tuning result in the real tfpipe cache")
     add_json_out_option(p, "the results")
     old_spelling(p, "--json", "--json-out")
-    p.set_defaults(func=run)
     return p
 
 
@@ -81,7 +80,7 @@ def run_benchmark(data_dir: str, *, batch_size: int = 512, rounds: int = 7, tune
     from pipeline import tune
     from pipeline.tuning import run_rounds
 
-    from .variants import HAND_TUNED, VARIANTS
+    from ..core.variants import HAND_TUNED, VARIANTS
 
     say = log or (lambda s: None)
     manifest = read_manifest(data_dir)
@@ -169,9 +168,10 @@ def run(args) -> int:
                             log=lambda s: print(s, file=sys.stderr, flush=True))
         print(format_report(out))
         if args.json_out:
-            from converters.util.fs import write_atomic
+            from converters.util.outfile import write_output
 
-            write_atomic(args.json_out, (json.dumps(out, indent=2, sort_keys=True) + "\n").encode())
+            write_output(args.json_out, (json.dumps(out, indent=2, sort_keys=True) + "\n").encode(),
+                         what="--json-out")
             print(f"wrote {args.json_out}", file=sys.stderr)
         return 0
     finally:

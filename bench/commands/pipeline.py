@@ -1,6 +1,6 @@
 """``tfpipe bench pipeline [DIR]``: every pipeline variant, in one run, with no step and against a step.
 
-For each variant of ``bench.variants.VARIANTS`` (naive per-record parse, the vectorized ``build_dataset``
+For each variant of ``bench.core.variants.VARIANTS`` (naive per-record parse, the vectorized ``build_dataset``
 defaults, hand-tuned candidates, no prefetch, cache placement, Pipe mode, shuffle):
 
 1. pure pipeline throughput (records/s with no training step), with its ratio to the naive graph and to
@@ -17,14 +17,13 @@ Without DIR (or with ``--generate N``) a Criteo-like shard set is generated in a
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import shutil
 import sys
 import tempfile
 
-from converters.cli.parser import add_json_out_option, add_set_argument, old_spelling
+from converters.cli.parser import add_json_out_option, add_output_file_option, add_set_argument, old_spelling
 from converters.cli.types import nonneg_float, nonneg_int, positive_float, positive_int
 
 __all__ = ["add_parser", "run", "load_variants", "choose_scenario", "DEFAULT_GENERATE", "DEFAULT_STEP_MS"]
@@ -63,25 +62,25 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="where the simulated step runs (default auto: GPU if TensorFlow sees one)")
     add_json_out_option(p, "the results")
     old_spelling(p, "--json", "--json-out")
-    p.add_argument("--png", dest="png_out", metavar="PATH", help="write the where-the-time-goes chart (PNG)")
+    add_output_file_option(p, "--png", "write the where-the-time-goes chart (PNG)")
     p.add_argument("--price-per-hour", type=positive_float, default=None, metavar="USD",
                    help="accelerator instance price; adds idle GPU-hours and dollars per epoch")
     p.add_argument("--no-throughput", action="store_true", help="skip the no-step throughput pass")
-    p.set_defaults(func=run)
     return p
 
 
 # -- variants ------------------------------------------------------------------------------------------
 
 def load_variants():
-    """The pipeline engineer's registry module ``bench.variants`` (``VARIANTS``, ``HAND_TUNED``,
+    """The pipeline engineer's registry module ``bench.core.variants`` (``VARIANTS``, ``HAND_TUNED``,
     ``run_speed_suite``)."""
     from converters.util.errors import TfpipeError
 
-    V = importlib.import_module(f"{__package__}.variants")
+    from ..core import variants as V
+
     missing = [n for n in ("VARIANTS", "HAND_TUNED", "run_speed_suite") if not hasattr(V, n)]
     if missing:
-        raise TfpipeError(f"bench.variants lacks {', '.join(missing)}")
+        raise TfpipeError(f"bench.core.variants lacks {', '.join(missing)}")
     return V
 
 
@@ -118,7 +117,7 @@ def choose_scenario(naive_rate: float, default_rate: float, batch_size: int, *,
     step = max(1.0, 5.0 * round(step / 5.0)) if step >= 5 else round(step, 1) or 0.1
     naive_idle = 100 * max(0.0, t_naive - step) / max(t_naive, step)
     default_idle = 100 * (FETCH_FLOOR_MS + max(0.0, t_default - step)) / (step + FETCH_FLOOR_MS)
-    from .measure import verdict_for
+    from ..core.measure import verdict_for
 
     why = (f"the naive graph needs {t_naive:.1f} ms per batch of {batch}, so with {step:g} ms steps it idles "
            f"~{naive_idle:.0f}% ({verdict_for(naive_idle)}); the default needs {t_default:.1f} ms, hidden behind the "
@@ -163,8 +162,9 @@ def _run(args, data_dir: str, scratch: str) -> int:
     from converters.shardset.reader import read_manifest
     from converters.util.errors import TfpipeError
 
-    from .compare import compare, format_table, reports_to_json
-    from .steps import simulated_step
+    from ..core.compare import compare
+    from ..report.tables import format_table, reports_to_json
+    from ..core.steps import simulated_step
 
     manifest = read_manifest(data_dir)
     V = load_variants()
@@ -230,18 +230,20 @@ def _run(args, data_dir: str, scratch: str) -> int:
             "steps": args.steps, "warmup": args.warmup, "price_per_hour": args.price_per_hour,
             "hand_tuned": hand_tuned, "cpu_count": os.cpu_count(), "throughput": tput}
     if args.json_out:
-        _write_atomic(args.json_out, reports_to_json(reports, meta=meta))
+        from converters.util.outfile import write_output
+
+        write_output(args.json_out, (reports_to_json(reports, meta=meta) + "\n").encode(), what="--json-out")
         print(f"wrote {args.json_out}", file=sys.stderr)
-    if args.png_out:
-        from .plot import plot_pipeline
+    if args.png:
+        from ..report.plot import plot_pipeline
 
         chosen = ", chosen from the throughputs" if args.step_ms is None else ""
-        plot_pipeline(reports, {n: t["records_per_s"] for n, t in tput.items()}, args.png_out,
+        plot_pipeline(reports, {n: t["records_per_s"] for n, t in tput.items()}, args.png,
                       title=f"tfpipe bench pipeline: {manifest.records:,} records, {os.cpu_count()} vCPUs",
                       throughput_title=f"Throughput with no step (batch {batch_size})",
                       step_title=f"Time per step: batch {step_batch}, {step_ms:g} ms step{chosen} ({device})",
                       hand_tuned=hand_tuned or None)
-        print(f"wrote {args.png_out}", file=sys.stderr)
+        print(f"wrote {args.png}", file=sys.stderr)
     return 0
 
 
@@ -257,12 +259,3 @@ def _scenario(args, tput: dict, batch_size: int) -> tuple[int, float, str]:
         return batch, step, f"chosen from the measured throughputs: {why}"
     return batch_size, DEFAULT_STEP_MS, ("the default step: naive and vectorized throughputs were not both "
                                          "measured, so it could not be chosen from them")
-
-
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -28,7 +28,7 @@ Stable API (used by ``tfpipe bench pipeline``):
   ``repeats`` rounds, run round-robin), ``vs_naive`` and ``vs_best_hand_tuned`` (ratios of records/s;
   ``None`` when the reference was not run). ``options`` maps a variant name to extra keyword arguments.
 
-``python -m bench.variants DIR [--batch-size 512] [--variants a,b,...] [--repeats 3] [--json]``.
+``python -m bench.core.variants DIR [--batch-size 512] [--variants a,b,...] [--repeats 3] [--json]``.
 """
 from __future__ import annotations
 
@@ -260,7 +260,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.variants", description="records/s of tf.data variants")
+    p = argparse.ArgumentParser(prog="python -m bench.core.variants", description="records/s of tf.data variants")
     p.add_argument("manifest")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--variants", help=f"comma-separated subset of: {','.join(VARIANTS)}")

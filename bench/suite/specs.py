@@ -2,9 +2,10 @@
 from one run), each with its sizes (``full``; ``smoke`` only shrinks them, for testing the harness), the
 metrics it reports with their targets, and ``measure(smoke) -> {metric: value}``, one run in this process.
 
-Each ``measure`` calls the benchmark's own library function (``bench.convert_libsvm.run_benchmark``,
-``bench.variants.run_speed_suite``, ...) and picks numbers from the dict it returns; ``bench.all_run`` calls it
-in a fresh process per run. Heavy imports stay inside the functions.
+Each ``measure`` calls the benchmark's own library function
+(``bench.commands.convert_libsvm.run_benchmark``, ``bench.core.variants.run_speed_suite``, ...) and picks numbers
+from the dict it returns; ``bench.suite.runner`` calls it in a fresh process per run. Heavy imports stay inside
+the functions.
 """
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ def _libsvm_lines(smoke: bool) -> int:
 
 
 def _convert_libsvm(smoke: bool) -> dict:
-    from .convert_libsvm import run_benchmark
+    from ..commands.convert_libsvm import run_benchmark
 
     r = run_benchmark(lines=_libsvm_lines(smoke), workers_list=(1, 2))
     w = {s["workers"]: s for s in r["scaling"]}
@@ -122,7 +123,7 @@ def _convert_libsvm(smoke: bool) -> dict:
 
 
 def _convert_libsvm_sparse(smoke: bool) -> dict:
-    from .convert_libsvm import run_benchmark
+    from ..commands.convert_libsvm import run_benchmark
 
     r = run_benchmark(lines=_libsvm_lines(smoke), workers_list=(), sparse=True)
     return {"ratio": r["ratio"], "ratio_cpu": r["ratio_cpu"],
@@ -136,7 +137,7 @@ def _text_sizes(smoke: bool) -> dict:
 
 
 def _convert_text(smoke: bool) -> dict:
-    from .convert_text import run_benchmark
+    from ..commands.convert_text import run_benchmark
 
     r = run_benchmark(**_text_sizes(smoke))
     return {"ratio": r["ratio"], "cpu_ratio": r["cpu_ratio"], "threads": r["threads"],
@@ -158,10 +159,10 @@ def _shards(tmp: str, smoke: bool) -> str:
 def _pipeline(smoke: bool) -> dict:
     """The no-step suite (naive, default, hand-tuned, Pipe mode), then naive and default against a simulated step
     chosen from the naive and default throughputs just measured (as ``tfpipe bench pipeline`` with no arguments)."""
-    from .compare import compare
-    from .pipeline_cmd import choose_scenario
-    from .steps import simulated_step
-    from .variants import HAND_TUNED, VARIANTS, run_speed_suite
+    from ..core.compare import compare
+    from ..commands.pipeline import choose_scenario
+    from ..core.steps import simulated_step
+    from ..core.variants import HAND_TUNED, VARIANTS, run_speed_suite
 
     batch = 128 if smoke else 512
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-all-")
@@ -192,7 +193,7 @@ _STEPS = 40  # measured steps per graph against the simulated step
 
 
 def _small_files(smoke: bool) -> dict:
-    from .small_files import run_benchmark
+    from ..commands.small_files import run_benchmark
 
     r = run_benchmark(files=60 if smoke else 20_000, rounds=2)
     return {"ratio": r["ratio"], "many_s": r["many_seconds"], "one_s": r["one_seconds"],
@@ -200,14 +201,14 @@ def _small_files(smoke: bool) -> dict:
 
 
 def _overhead(smoke: bool) -> dict:
-    from .overhead_cmd import overhead
+    from ..commands.overhead import overhead
 
     r = overhead(step_ms=2.0, steps=10, rounds=1) if smoke else overhead(step_ms=10.0, steps=200, rounds=5)
     return {"ratio": r["ratio"]}
 
 
 def _tune(smoke: bool) -> dict:
-    from .tune_cmd import run_benchmark
+    from ..commands.tune import run_benchmark
 
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-all-")
     try:
@@ -224,7 +225,7 @@ def _beam_lines(smoke: bool) -> int:
 
 
 def _beam(smoke: bool) -> dict:
-    from .convert_beam import run_beam_benchmark
+    from ..core.convert_beam import run_beam_benchmark
 
     r = run_beam_benchmark(lines=_beam_lines(smoke), repeat=1)
     return {"ratio": r["ratio"], "ratio_cpu": r["ratio_cpu"], "identical": float(bool(r["identical"]))}

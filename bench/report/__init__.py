@@ -1,0 +1,1 @@
+"""What a measurement becomes: plain-text tables, JSON and PNG figures."""
