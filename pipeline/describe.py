@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .build import Stage, plan_stages
-from .spec import PipelineSpec
+from .spec.pipelinespec import PipelineSpec
 
 __all__ = ["describe", "format_stages"]
 

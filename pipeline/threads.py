@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from converters.util.errors import TfpipeError
 
-from .spec import cpu_count
+from .spec.pipelinespec import cpu_count
 
 __all__ = ["ThreadConfig", "default_threads", "configure_threads", "KMP_AFFINITY_DEFAULT"]
 

@@ -14,7 +14,7 @@ from pipeline_data import write_indexed_set
 from converters.libsvm.options import libsvm_schema
 from converters.shardset.reader import read_manifest
 from converters.util.errors import TfpipeError
-from pipeline.spec import PipelineSpec, _fetch_all, equal_steps
+from pipeline.spec.pipelinespec import PipelineSpec, _fetch_all, equal_steps
 from sharding.plan import shard_count
 
 SCHEMA = libsvm_schema(3)
@@ -212,7 +212,8 @@ def test_package_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, pipeline, pipeline.spec, pipeline.cli, pipeline.read, pipeline.tunestore, pipeline.tuning\n"
+    code = ("import sys, pipeline, pipeline.spec.pipelinespec, pipeline.cli, pipeline.plan.readplan, "
+            "pipeline.plan.tunestore, pipeline.plan.tuning\n"
             "from pipeline import PipelineSpec\n"
             "print(sorted(m for m in ('tensorflow', 'numba', 'boto3') if m in sys.modules))")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -238,7 +239,7 @@ def test_fetch_all_reuses_a_cached_file_only_if_it_matches(data, tmp_path):
 def test_composed_of_option_groups():
     from dataclasses import fields
 
-    from pipeline.options import FLAT, GROUPS, BatchOptions, ShardingOptions, ShuffleOptions
+    from pipeline.spec.options import FLAT, GROUPS, BatchOptions, ShardingOptions, ShuffleOptions
 
     assert [f.name for f in fields(PipelineSpec)] == ["schema", *GROUPS]
     s = _spec(shuffle_buffer=5, seed=2, num_shards=2, shard_index=1, cache="none", prefetch=0)
@@ -253,7 +254,7 @@ def test_composed_of_option_groups():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    ({"sharding": (2, 1)}, "sharding must be a pipeline.options.ShardingOptions, got tuple"),
+    ({"sharding": (2, 1)}, "sharding must be a pipeline.spec.options.ShardingOptions, got tuple"),
     ({"memory_bytes": 0}, "memory_bytes must be a positive number of bytes or None, got 0"),
     ({"part_weights": ((1, float("inf")),)}, "part weights must be finite numbers > 0, got [inf]"),
     ({"buffer_size": 10**15}, "buffer_size must be at most 1073741824 bytes (1 GiB), got 1000000000000000"),
@@ -267,7 +268,7 @@ def test_group_validation(kw, msg):
 
 
 def test_each_group_checks_itself():
-    from pipeline.options import BatchOptions, CacheOptions, ReadOptions, ShardingOptions, SourceOptions
+    from pipeline.spec.options import BatchOptions, CacheOptions, ReadOptions, ShardingOptions, SourceOptions
 
     for make, msg in [(lambda: BatchOptions(0), "batch_size must be a positive integer, got 0"),
                       (lambda: SourceOptions(), "file mode needs at least one file"),

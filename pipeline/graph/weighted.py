@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cache import cache_dataset, choose_cache
+from ..plan.cachepolicy import cache_dataset, choose_cache
+from ..spec.pipelinespec import PipelineSpec
+from ..spec.stage import Stage
 from .parse import spec_parse_fn
-from .spec import PipelineSpec
-from .stage import Stage
 
 __all__ = ["weighted_stages", "build_weighted", "epoch_steps"]
 

@@ -2,7 +2,7 @@
 features as dense tensors, variable-length ones as ``tf.SparseTensor`` or ``tf.RaggedTensor``."""
 from __future__ import annotations
 
-from .spec import PipelineSpec
+from ..spec.pipelinespec import PipelineSpec
 
 __all__ = ["feature_spec", "parse_fn", "spec_parse_fn"]
 

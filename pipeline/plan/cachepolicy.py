@@ -4,7 +4,7 @@ from __future__ import annotations
 from converters.util.system import total_memory
 from converters.util.units import format_size
 
-from .spec import PipelineSpec
+from ..spec.pipelinespec import PipelineSpec
 
 __all__ = ["choose_cache", "cache_dataset", "total_memory", "MEMORY_CACHE_FRACTION"]
 

@@ -1,5 +1,5 @@
 """``PipelineSpec``: everything that decides a tf.data input graph, in one frozen, self-checking dataclass
-composed of option groups (``pipeline.options``: source, reading, shuffling, sharding, caching, batching,
+composed of option groups (``pipeline.spec.options``: source, reading, shuffling, sharding, caching, batching,
 parsing), each validated on its own; the checks that need two groups are made here.
 
 ``PipelineSpec.from_manifest`` fills the file list and the parse schema from a shard set's ``index.json``
@@ -45,7 +45,7 @@ from .options import (
 )
 
 # DEFAULT_BUFFER_BYTES (re-exported): the 8 MiB read buffer used when buffer_size is None
-from .read import DEFAULT_BUFFER_BYTES
+from ..plan.readplan import DEFAULT_BUFFER_BYTES
 from .streamopts import ShardRef, is_remote, stream_options
 
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
@@ -82,7 +82,7 @@ class PipelineSpec:
     """One input pipeline. Build it with :func:`pipeline.build_dataset`; explain it with :func:`pipeline.describe`.
 
     Composed of option groups (``spec.source``, ``spec.reading``, ``spec.shuffling``, ``spec.sharding``,
-    ``spec.caching``, ``spec.batching``, ``spec.parsing``; see ``pipeline.options``). Every option also reads
+    ``spec.caching``, ``spec.batching``, ``spec.parsing``; see ``pipeline.spec.options``). Every option also reads
     and is given by its flat name: ``PipelineSpec(schema, 512, files=..., shuffle_buffer=10_000)`` and
     ``spec.shuffle_buffer`` are ``spec.shuffling.shuffle_buffer``; a whole group may be given instead
     (``sharding=ShardingOptions(2, 1)``), flat names then change it.
@@ -105,7 +105,7 @@ class PipelineSpec:
     batching: BatchOptions
     parsing: ParsingOptions
     resuming: ResumeOptions
-    # a new group: a class in pipeline.options, an entry in options.GROUPS and a field here
+    # a new group: a class in pipeline.spec.options, an entry in options.GROUPS and a field here
 
     def __init__(self, schema: "Schema", batch_size: int | BatchOptions | None = None, **options: Any):
         if isinstance(batch_size, BatchOptions):
@@ -122,7 +122,7 @@ class PipelineSpec:
                     raise TypeError("PipelineSpec() needs batch_size (or batching=BatchOptions(batch_size))")
                 group = cls(**changes)
             elif not isinstance(group, cls):
-                raise ValueError(f"{name} must be a pipeline.options.{cls.__name__}, got {type(group).__name__}")
+                raise ValueError(f"{name} must be a pipeline.spec.options.{cls.__name__}, got {type(group).__name__}")
             elif changes:
                 group = replace(group, **changes)
             object.__setattr__(self, name, group)
@@ -204,11 +204,11 @@ class PipelineSpec:
         — any object with ``files``, ``shard``, ``steps`` and ``channel`` attributes (duck typed). Its file
         list (names relative to the manifest) or ``shard=(n, i)`` and its ``steps`` override
         ``num_shards``/``shard_index``. ``label_weights`` ({label: weight}, a group of per-label sets only):
-        read the parts balanced at read time (``pipeline.weighted``). Remaining keyword arguments are the
+        read the parts balanced at read time (``pipeline.graph.weighted``). Remaining keyword arguments are the
         options of :class:`PipelineSpec` by their flat names (``read=``, ``prefetch=``, ...); a misspelled one
         is a TypeError naming the closest valid name.
 
-        A remote set (``s3://``, ``gs://``, ...) is streamed (``pipeline.stream``): nothing is fetched here;
+        A remote set (``s3://``, ``gs://``, ...) is streamed (``pipeline.remote.stream``): nothing is fetched here;
         ``build_dataset`` fetches each shard, checked, into ``cache_dir`` (shared by the host's ranks) at most
         ``read_ahead`` shards ahead of the ones being read, keeping at most ``cache_limit`` bytes there (a size
         such as ``"200GiB"``, or bytes; None: no limit). ``stream=StreamOptions(...)`` sets them all at once.
@@ -281,12 +281,12 @@ class PipelineSpec:
                    drop_remainder=drop_remainder, num_shards=num_shards, shard_index=shard_index,
                    steps=steps, manifest_sha256=hashlib.sha256(raw).hexdigest(), **overrides)
         if spec.tuning is None:
-            from .tunestore import lookup
+            from ..plan.tunestore import lookup
 
             spec = spec.with_(tuning=lookup(spec))  # read="auto": a stored `tfpipe pipeline tune` result
         if spec.stream is not None:  # a cache too small for the readers is refused before any download
-            from .read import read_plan
-            from .stream import check_cache_limit, open_width
+            from ..plan.readplan import read_plan
+            from ..remote.stream import check_cache_limit, open_width
 
             cfg = read_plan(spec).config
             check_cache_limit(spec.stream, [s.bytes for s in spec.stream.shards], open_width(cfg.read, cfg.parallelism))
