@@ -16,7 +16,7 @@ __all__ = ["PipelineSpec", "build_dataset", "describe", "plan_stages", "lint", "
            "ResumeOptions", "input_state", "ResumeError", "InputStateCallback", "save_input_state", "restore_input_state"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "PipelineSpec": ".spec.pipelinespec", "build_dataset": ".build", "plan_stages": ".build", "parse_fn": ".build",
+    "PipelineSpec": ".plan.manifest", "build_dataset": ".build", "plan_stages": ".build", "parse_fn": ".build",
     "feature_spec": ".build", "describe": ".describe", "lint": ".lint", "Finding": ".lint",
     "configure_threads": ".threads", "keras_dataset": ".training", "distributed_dataset_fn": ".training",
     "tune": ".training", "read_plan": ".plan.readplan", "input_state": ".resume.state",

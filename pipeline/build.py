@@ -1,4 +1,4 @@
-"""``build_dataset(spec)``: a :class:`~pipeline.spec.pipelinespec.PipelineSpec` turned into a tf.data graph in the
+"""``build_dataset(spec)``: a :class:`~pipeline.PipelineSpec` turned into a tf.data graph in the
 proven order.
 
 source → (shard) → cache → shuffle → batch → map(vectorized ``tf.io.parse_example``, AUTOTUNE) → repeat →
@@ -27,7 +27,7 @@ from .graph.parse import feature_spec, parse_fn, spec_parse_fn
 from .graph.weighted import build_weighted, weighted_stages
 from .plan.cachepolicy import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache, total_memory
 from .plan.readplan import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
-from .spec.pipelinespec import PipelineSpec
+from .spec.pipelinespec import PipelineSpecBase
 from .spec.stage import Stage
 
 __all__ = ["Stage", "plan_stages", "choose_read", "read_plan", "choose_cache", "build_dataset", "feature_spec",
@@ -35,7 +35,7 @@ __all__ = ["Stage", "plan_stages", "choose_read", "read_plan", "choose_cache", "
 
 log = logging.getLogger(__name__)
 
-def plan_stages(spec: PipelineSpec) -> list[Stage]:
+def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
     """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
     if spec.part_weights:
         return weighted_stages(spec)
@@ -117,7 +117,7 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
     return stages
 
 
-def _varlen_why(spec: PipelineSpec) -> str:
+def _varlen_why(spec: PipelineSpecBase) -> str:
     """How ``describe`` explains the variable-length features."""
     if spec.sparse_as == "ragged":
         return (f"variable-length {', '.join(spec.schema.varlen)} as tf.RaggedTensor [batch, None] "
@@ -130,26 +130,26 @@ def _varlen_why(spec: PipelineSpec) -> str:
     return f"variable-length {', '.join(spec.schema.varlen)} as tf.SparseTensor [batch, longest row]"
 
 
-def _file_shuffle(spec: PipelineSpec) -> bool:
+def _file_shuffle(spec: PipelineSpecBase) -> bool:
     """Shuffle the file order per epoch (seeded) when records are shuffled — but never under a record-level
     shard (every rank must see the same order) nor before a cache (it would freeze one order)."""
     return (bool(spec.shuffle_buffer) and spec.num_shards == 1 and len(spec.files) > 1
             and choose_cache(spec)[0] == "none")
 
 
-def _chunked(spec: PipelineSpec, plan: ReadPlan) -> bool:
+def _chunked(spec: PipelineSpecBase, plan: ReadPlan) -> bool:
     """Records reach the parse in chunks re-cut by ``rebatch`` (no shuffle; interleave always is)."""
     return not spec.shuffle_buffer and (plan.config.read == "interleave" or plan.config.chunk_records > 0)
 
 
-def _parse_calls(spec: PipelineSpec, plan: ReadPlan | None) -> int:
+def _parse_calls(spec: PipelineSpecBase, plan: ReadPlan | None) -> int:
     """num_parallel_calls of the parse map (-1: AUTOTUNE): the read plan's, or the spec's in Pipe mode."""
     if plan is not None:
         return plan.config.parse_parallelism
     return AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
 
 
-def _file_source(spec: PipelineSpec, plan: ReadPlan):
+def _file_source(spec: PipelineSpecBase, plan: ReadPlan):
     import tensorflow as tf
 
     cfg = plan.config
@@ -175,7 +175,7 @@ def _file_source(spec: PipelineSpec, plan: ReadPlan):
     return tf.data.TFRecordDataset(names, ctype, cfg.buffer_size, num_parallel_reads=npr), False
 
 
-def _shuffle_batch(ds, spec: PipelineSpec, batched: bool, seed=None):
+def _shuffle_batch(ds, spec: PipelineSpecBase, batched: bool, seed=None):
     """shuffle → batch of a record stream (``batched``: elements are already vectors of records)."""
     seed = spec.seed if seed is None else seed
     if spec.shuffle_buffer:
@@ -188,7 +188,7 @@ def _shuffle_batch(ds, spec: PipelineSpec, batched: bool, seed=None):
     return ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
 
 
-def _pipe_epochs(spec: PipelineSpec):
+def _pipe_epochs(spec: PipelineSpecBase):
     import tensorflow as tf
 
     from .graph.pipesource import pipe_records_dataset, sagemaker_pipe_dataset
@@ -222,7 +222,7 @@ def _pipe_epochs(spec: PipelineSpec):
     return tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch), False, parse_chunks
 
 
-def build_dataset(spec: PipelineSpec, resume: dict | None = None):
+def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
     """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records).
     ``resume``: an input state (``pipeline.input_state``) of a ``resumable=True`` spec to continue from."""
     if spec.resumable or resume is not None:  # the resumable order (pipeline.resume.resumable) checks the spec
@@ -267,7 +267,7 @@ def build_dataset(spec: PipelineSpec, resume: dict | None = None):
     return ds
 
 
-def _tune_on_first_use(spec: PipelineSpec) -> PipelineSpec:
+def _tune_on_first_use(spec: PipelineSpecBase) -> PipelineSpec:
     """``tune="on-first-use"``: no stored result matches, so time the candidates now (≤ 10 s), store the
     winner and use it. Specs that cannot be tuned (shuffle, Pipe mode, no manifest, ...) keep the rule."""
     from .plan.readplan import data_fingerprint, tunable

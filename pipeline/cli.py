@@ -112,7 +112,7 @@ def _positive_seconds(text: str) -> float:
 
 def _explain(args: argparse.Namespace) -> int:
     from .describe import describe
-    from .spec.pipelinespec import PipelineSpec
+    from .plan.manifest import PipelineSpec
 
     extra = {"cores": args.cores} if args.cores else {}
     if args.resumable:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .build import build_dataset
-from .spec.pipelinespec import PipelineSpec
+from .plan.manifest import PipelineSpec
 
 __all__ = ["keras_dataset", "distributed_dataset_fn", "tune"]
 

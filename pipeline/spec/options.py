@@ -1,4 +1,4 @@
-"""The option groups a :class:`~pipeline.spec.pipelinespec.PipelineSpec` is composed of, one frozen dataclass per
+"""The option groups a :class:`~pipeline.PipelineSpec` is composed of, one frozen dataclass per
 concern, each validated on its own (the bad value in the message), as the converters embed ``ShardOutputOptions``:
 
 ========================  ==============  ==================================================================
@@ -34,9 +34,8 @@ from .streamopts import StreamOptions
 
 __all__ = ["SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
            "ParsingOptions", "ResumeOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES",
-           "CACHE_POLICIES",
-           "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT",
-           "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
+           "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR",
+           "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
 
 MODES = ("file", "pipe")
 READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
@@ -46,6 +45,7 @@ CACHE_POLICIES = ("auto", "memory", "none", "file:PATH")
 TUNE_POLICIES = ("stored", "on-first-use", "off")   # use a stored `tfpipe pipeline tune` result / tune once / never
 DEFAULT_PIPE_DIR = "/opt/ml/input/data"
 DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
+DEFAULT_BUFFER_BYTES = 8 << 20          # the TFRecordDataset read buffer when buffer_size is None (8 MiB)
 MAX_BUFFER_BYTES = 1 << 30             # a read buffer beyond 1 GiB only costs memory (10**15 crashes TensorFlow)
 MAX_PARALLEL = 1024                    # files read / parse calls at once (10**9 crashes TensorFlow)
 

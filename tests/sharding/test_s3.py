@@ -386,7 +386,7 @@ def test_pipeline_reads_rank_slices_from_s3(s3, tmp_path):
     spec_mod = pytest.importorskip("pipeline.spec.pipelinespec")
     build_mod = pytest.importorskip("pipeline.build")
     if not hasattr(spec_mod.PipelineSpec, "from_manifest") or not hasattr(build_mod, "build_dataset"):
-        pytest.skip("pipeline.spec.pipelinespec.PipelineSpec.from_manifest / build_dataset not available")
+        pytest.skip("pipeline.PipelineSpec.from_manifest / build_dataset not available")
     from sharding import Topology, plan
 
     url = f"{s3.url}/ranks"
