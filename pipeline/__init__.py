@@ -16,11 +16,12 @@ __all__ = ["PipelineSpec", "build_dataset", "describe", "plan_stages", "lint", "
            "ResumeOptions", "input_state", "ResumeError", "InputStateCallback", "save_input_state", "restore_input_state"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "PipelineSpec": ".spec", "build_dataset": ".build", "plan_stages": ".build", "parse_fn": ".build",
+    "PipelineSpec": ".plan.manifest", "build_dataset": ".build", "plan_stages": ".build", "parse_fn": ".build",
     "feature_spec": ".build", "describe": ".describe", "lint": ".lint", "Finding": ".lint",
-    "configure_threads": ".threads", "keras_dataset": ".helpers", "distributed_dataset_fn": ".helpers",
-    "tune": ".helpers", "read_plan": ".read", "input_state": ".resume", "ResumeError": ".resume",
-    "InputStateCallback": ".resumesave", "save_input_state": ".resumesave", "restore_input_state": ".resumesave",
-    **{name: ".options" for name in ("SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
-                                     "CacheOptions", "BatchOptions", "ParsingOptions", "ResumeOptions")},
+    "configure_threads": ".threads", "keras_dataset": ".training", "distributed_dataset_fn": ".training",
+    "tune": ".training", "read_plan": ".plan.readplan", "input_state": ".resume.state",
+    "ResumeError": ".resume.state", "InputStateCallback": ".resume.checkpoint",
+    "save_input_state": ".resume.checkpoint", "restore_input_state": ".resume.checkpoint",
+    **{name: ".spec.options" for name in ("SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
+                                          "CacheOptions", "BatchOptions", "ParsingOptions", "ResumeOptions")},
 }, globals())

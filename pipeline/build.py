@@ -1,10 +1,11 @@
-"""``build_dataset(spec)``: a :class:`~pipeline.spec.PipelineSpec` turned into a tf.data graph in the proven order.
+"""``build_dataset(spec)``: a :class:`~pipeline.PipelineSpec` turned into a tf.data graph in the
+proven order.
 
 source → (shard) → cache → shuffle → batch → map(vectorized ``tf.io.parse_example``, AUTOTUNE) → repeat →
 prefetch(AUTOTUNE). The decisions (read strategy, cache policy, steps) are pure functions of the spec —
 ``plan_stages`` — so ``describe`` explains exactly what ``build_dataset`` builds.
 
-The read (File mode) comes from :func:`pipeline.read.read_plan`: explicit options, else a stored
+The read (File mode) comes from :func:`pipeline.plan.readplan.read_plan`: explicit options, else a stored
 ``tfpipe pipeline tune`` result for this machine and data, else the built-in rule (small records, several
 files and cores: an interleave of per-file readers whose chunks of records are parsed in one
 ``parse_example`` call each and re-cut to uniform batches with ``rebatch``; records that must pass one by
@@ -21,32 +22,32 @@ import logging
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
-from .cache import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache, total_memory
-from .parse import feature_spec, parse_fn, spec_parse_fn
-from .read import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
-from .spec import PipelineSpec
-from .stage import Stage
-from .tfnotice import absorb_buffer_notice
-from .weighted import build_weighted, weighted_stages
+from .graph.buffernotice import absorb_buffer_notice
+from .graph.parse import feature_spec, parse_fn, spec_parse_fn
+from .graph.weighted import build_weighted, weighted_stages
+from .plan.cachepolicy import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache, total_memory
+from .plan.readplan import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
+from .spec.pipelinespec import PipelineSpecBase
+from .spec.stage import Stage
 
 __all__ = ["Stage", "plan_stages", "choose_read", "read_plan", "choose_cache", "build_dataset", "feature_spec",
            "parse_fn", "LARGE_RECORD_BYTES", "MEMORY_CACHE_FRACTION", "total_memory"]
 
 log = logging.getLogger(__name__)
 
-def plan_stages(spec: PipelineSpec) -> list[Stage]:
+def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
     """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
     if spec.part_weights:
         return weighted_stages(spec)
     if spec.resumable:
-        from .resumable import resumable_stages
+        from .resume.resumable import resumable_stages
 
         return resumable_stages(spec)
     stages: list[Stage] = []
     sharded = spec.num_shards > 1
     plan = None
     if spec.mode == "pipe":
-        from .pipe import fifo_path
+        from .graph.pipesource import fifo_path
 
         first = fifo_path(spec.pipe_dir, spec.channel, spec.first_epoch)
         reader = "sagemaker_tensorflow.PipeModeDataset" if spec.use_sagemaker_pipe else "tfpipe FIFO reader"
@@ -63,7 +64,7 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
         strategy = cfg.read
         file_shuffle = _file_shuffle(spec)
         if spec.stream is not None:
-            from .stream import stream_stage
+            from .remote.stream import stream_stage
 
             stages.append(stream_stage(spec, cfg, file_shuffle))
         stages.append(Stage("source", True, {"mode": "file", "files": len(spec.files), "read": strategy,
@@ -116,7 +117,7 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
     return stages
 
 
-def _varlen_why(spec: PipelineSpec) -> str:
+def _varlen_why(spec: PipelineSpecBase) -> str:
     """How ``describe`` explains the variable-length features."""
     if spec.sparse_as == "ragged":
         return (f"variable-length {', '.join(spec.schema.varlen)} as tf.RaggedTensor [batch, None] "
@@ -129,32 +130,32 @@ def _varlen_why(spec: PipelineSpec) -> str:
     return f"variable-length {', '.join(spec.schema.varlen)} as tf.SparseTensor [batch, longest row]"
 
 
-def _file_shuffle(spec: PipelineSpec) -> bool:
+def _file_shuffle(spec: PipelineSpecBase) -> bool:
     """Shuffle the file order per epoch (seeded) when records are shuffled — but never under a record-level
     shard (every rank must see the same order) nor before a cache (it would freeze one order)."""
     return (bool(spec.shuffle_buffer) and spec.num_shards == 1 and len(spec.files) > 1
             and choose_cache(spec)[0] == "none")
 
 
-def _chunked(spec: PipelineSpec, plan: ReadPlan) -> bool:
+def _chunked(spec: PipelineSpecBase, plan: ReadPlan) -> bool:
     """Records reach the parse in chunks re-cut by ``rebatch`` (no shuffle; interleave always is)."""
     return not spec.shuffle_buffer and (plan.config.read == "interleave" or plan.config.chunk_records > 0)
 
 
-def _parse_calls(spec: PipelineSpec, plan: ReadPlan | None) -> int:
+def _parse_calls(spec: PipelineSpecBase, plan: ReadPlan | None) -> int:
     """num_parallel_calls of the parse map (-1: AUTOTUNE): the read plan's, or the spec's in Pipe mode."""
     if plan is not None:
         return plan.config.parse_parallelism
     return AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
 
 
-def _file_source(spec: PipelineSpec, plan: ReadPlan):
+def _file_source(spec: PipelineSpecBase, plan: ReadPlan):
     import tensorflow as tf
 
     cfg = plan.config
     absorb_buffer_notice(cfg.buffer_size)
     if spec.stream is not None:  # a remote set: local paths handed out as shards arrive in the cache
-        from .stream import stream_source
+        from .remote.stream import stream_source
 
         return stream_source(spec, cfg, _file_shuffle(spec))
     files = list(spec.files)
@@ -174,7 +175,7 @@ def _file_source(spec: PipelineSpec, plan: ReadPlan):
     return tf.data.TFRecordDataset(names, ctype, cfg.buffer_size, num_parallel_reads=npr), False
 
 
-def _shuffle_batch(ds, spec: PipelineSpec, batched: bool, seed=None):
+def _shuffle_batch(ds, spec: PipelineSpecBase, batched: bool, seed=None):
     """shuffle → batch of a record stream (``batched``: elements are already vectors of records)."""
     seed = spec.seed if seed is None else seed
     if spec.shuffle_buffer:
@@ -187,10 +188,10 @@ def _shuffle_batch(ds, spec: PipelineSpec, batched: bool, seed=None):
     return ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
 
 
-def _pipe_epochs(spec: PipelineSpec):
+def _pipe_epochs(spec: PipelineSpecBase):
     import tensorflow as tf
 
-    from .pipe import pipe_records_dataset, sagemaker_pipe_dataset
+    from .graph.pipesource import pipe_records_dataset, sagemaker_pipe_dataset
 
     steps = spec.epoch_steps
     if spec.use_sagemaker_pipe:
@@ -221,11 +222,11 @@ def _pipe_epochs(spec: PipelineSpec):
     return tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch), False, parse_chunks
 
 
-def build_dataset(spec: PipelineSpec, resume: dict | None = None):
+def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
     """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records).
     ``resume``: an input state (``pipeline.input_state``) of a ``resumable=True`` spec to continue from."""
-    if spec.resumable or resume is not None:  # the resumable order (pipeline.resumable) checks the spec
-        from .resumable import build_resumable
+    if spec.resumable or resume is not None:  # the resumable order (pipeline.resume.resumable) checks the spec
+        from .resume.resumable import build_resumable
 
         return build_resumable(spec, resume)
     if spec.part_weights:  # a group of per-label sets, balanced at read time
@@ -266,18 +267,18 @@ def build_dataset(spec: PipelineSpec, resume: dict | None = None):
     return ds
 
 
-def _tune_on_first_use(spec: PipelineSpec) -> PipelineSpec:
+def _tune_on_first_use(spec: PipelineSpecBase) -> PipelineSpec:
     """``tune="on-first-use"``: no stored result matches, so time the candidates now (≤ 10 s), store the
     winner and use it. Specs that cannot be tuned (shuffle, Pipe mode, no manifest, ...) keep the rule."""
-    from .read import data_fingerprint, tunable
-    from .tunestore import machine_fingerprint
+    from .plan.readplan import data_fingerprint, tunable
+    from .plan.tunestore import machine_fingerprint
 
     data = data_fingerprint(spec)
     tuning = spec.tuning
     if (tunable(spec) is not None or data is None or spec.cores != machine_fingerprint()["cpu_count"]
             or (tuning is not None and tuning.config is not None and tuning.matches(data))):
         return spec
-    from .tuning import ON_FIRST_USE_ROUNDS, ON_FIRST_USE_SECONDS, tune_read
+    from .plan.tuning import ON_FIRST_USE_ROUNDS, ON_FIRST_USE_SECONDS, tune_read
 
     log.info("tune='on-first-use': timing the read candidates for up to %.0f s", ON_FIRST_USE_SECONDS)
     report = tune_read(spec, build_dataset, seconds=ON_FIRST_USE_SECONDS, rounds=ON_FIRST_USE_ROUNDS, quick=True)

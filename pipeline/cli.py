@@ -112,7 +112,7 @@ def _positive_seconds(text: str) -> float:
 
 def _explain(args: argparse.Namespace) -> int:
     from .describe import describe
-    from .spec import PipelineSpec
+    from .plan.manifest import PipelineSpec
 
     extra = {"cores": args.cores} if args.cores else {}
     if args.resumable:
@@ -133,8 +133,8 @@ def _tune(args: argparse.Namespace) -> int:
     import sys
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from .helpers import tune
-    from .tuning import format_report
+    from .training import tune
+    from .plan.tuning import format_report
 
 
     def progress(r, rates):
@@ -169,7 +169,7 @@ def _offsets(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from .offsetset import format_offsets_report, index_offsets
+    from .resume.precompute import format_offsets_report, index_offsets
 
     report = index_offsets(args.manifest, workers=args.workers,
                            progress=not args.no_progress and sys.stderr.isatty())

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .build import Stage, plan_stages
-from .spec import PipelineSpec
+from .spec.pipelinespec import PipelineSpecBase
 
 __all__ = ["describe", "format_stages"]
 
@@ -22,7 +22,7 @@ def format_stages(stages: list[Stage]) -> str:
     return "\n".join(lines)
 
 
-def describe(spec: PipelineSpec) -> str:
+def describe(spec: PipelineSpecBase) -> str:
     """A readable explanation of the graph for ``spec`` (e.g. "cache: memory, dataset 180 MiB < 25% of RAM")."""
     head = [f"pipeline: mode={spec.mode} batch_size={spec.batch_size} epochs={spec.epochs or 'forever'}"
             + (f" records={spec.records}" if spec.records is not None else "")]

@@ -21,8 +21,7 @@ import os
 from dataclasses import dataclass
 
 from converters.util.errors import TfpipeError
-
-from .spec import cpu_count
+from converters.util.system import cpu_count
 
 __all__ = ["ThreadConfig", "default_threads", "configure_threads", "KMP_AFFINITY_DEFAULT"]
 

@@ -21,7 +21,7 @@ from converters.storage import CLAIM_NAME
 from converters.storage.claim import Holder
 from converters.util.errors import IntegrityError, OutputInUseError
 from pipeline.build import build_dataset
-from pipeline.spec import PipelineSpec
+from pipeline import PipelineSpec
 from sharding.transfer import download
 
 

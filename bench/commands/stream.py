@@ -95,8 +95,8 @@ def _summary(values: list[float]) -> dict:
 
 
 def _one_link(url, local, m, rate, runs, read_ahead, batch_size, tmp, say) -> dict:
-    from pipeline.fetch import fetch_verified
-    from pipeline.spec import PipelineSpec
+    from pipeline.remote.fetch import fetch_verified
+    from pipeline import PipelineSpec
     from converters.storage.s3 import S3Storage
 
     out = {"stream_first_s": [], "stream_rps": [], "copy_first_s": [], "copy_rps": []}
@@ -133,7 +133,7 @@ def run_benchmark(*, shards: int = 12, shard_bytes: int = 4 << 20, rates_mib=(25
                   read_ahead: int = 2, batch_size: int = 512, workdir: str | None = None, log=None) -> dict:
     """Run every variant ``runs`` times for every link rate (MiB/s, 0: no limit); a JSON-able report."""
     from converters.libsvm.synthetic import write_criteo_shards
-    from pipeline.spec import PipelineSpec
+    from pipeline import PipelineSpec
 
     rates_mib = list(rates_mib)
     if not rates_mib or not all(isinstance(r, (int, float)) and 0 <= r < math.inf for r in rates_mib):

@@ -57,7 +57,7 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
 def summarize(rates: dict[str, list[float]], hand_tuned: list[str]) -> dict:
     """Per graph: median records/s, and median paired ratios to the naive graph and to the best hand-tuned
     graph (the hand-tuned graph with the highest median records/s); plus the three target figures."""
-    from pipeline.tuning import median, paired_ratios
+    from pipeline.plan.tuning import median, paired_ratios
 
     best = max(hand_tuned, key=lambda n: median(rates[n]))
     vs_best = paired_ratios(rates, best)
@@ -78,7 +78,7 @@ def run_benchmark(data_dir: str, *, batch_size: int = 512, rounds: int = 7, tune
     """Tune, then time untuned default, tuned default, hand-tuned graphs and naive in paired rounds."""
     from converters.shardset.reader import read_manifest
     from pipeline import tune
-    from pipeline.tuning import run_rounds
+    from pipeline.plan.tuning import run_rounds
 
     from ..core.variants import HAND_TUNED, VARIANTS
 

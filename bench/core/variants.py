@@ -50,7 +50,7 @@ _BUFFER = 8 << 20  # 8 MiB read buffer for the hand-tuned readers
 
 
 def _manifest(path: str):
-    from pipeline.spec import PipelineSpec
+    from pipeline import PipelineSpec
 
     return PipelineSpec.from_manifest(path, 1)
 
@@ -145,7 +145,7 @@ def cache_after_parse(manifest_path: str, batch_size: int, **kw: Any):
 def pipe(manifest_path: str, batch_size: int, **kw: Any):
     """Pipe mode over local FIFOs in a fresh temporary directory (one writer thread per call)."""
     from pipeline import PipelineSpec, build_dataset
-    from pipeline.pipe import simulate_channel
+    from pipeline.graph.pipesource import simulate_channel
 
     epochs = kw.pop("epochs", 1)
     channel = kw.pop("channel", "train")

@@ -62,7 +62,7 @@ def assert_same(got: dict, want: dict, ordered: bool = True) -> None:
 def pipeline_records(path, batch: int = 2500, **kw) -> dict:
     """Every record the pipeline built from the manifest yields, as numpy arrays (features and label)."""
     from pipeline.build import build_dataset
-    from pipeline.spec import PipelineSpec
+    from pipeline import PipelineSpec
 
     spec = PipelineSpec.from_manifest(path, batch, **kw)
     out = {k: [] for k in FEATURES}
@@ -173,7 +173,7 @@ def test_raw_records_give_a_raw_set_the_pipeline_yields_as_bytes(tmp_path, capsy
         "raw_records"]
     assert cli(capsys, "inspect", d)[0] == 0 and cli(capsys, "verify", d, "--no-progress")[0] == 0
     from pipeline.build import build_dataset
-    from pipeline.spec import PipelineSpec
+    from pipeline import PipelineSpec
 
     spec = PipelineSpec.from_manifest(d, 3)
     assert spec.parse is False
@@ -220,7 +220,7 @@ def test_a_feature_missing_from_some_records_is_variable_length_with_its_share(t
     assert m.schema["tokens"].varlen and m.schema["name"].varlen and m.schema["name"].dtype == "string"
     assert m.extra["features"]["name"]["present"] == 0.8 and m.extra["features"]["tokens"]["max_values"] == 3
     from pipeline.build import build_dataset
-    from pipeline.spec import PipelineSpec
+    from pipeline import PipelineSpec
 
     feats, label = next(iter(build_dataset(PipelineSpec.from_manifest(d, 10, sparse_as="ragged"))))
     assert label.numpy().tolist() == list(range(10))
@@ -233,8 +233,8 @@ def test_pipe_mode_and_tune_on_an_adopted_set(data, sample, tmp_path, capsys):
     """Pipe mode (a FIFO fed with the set's files, as SageMaker streams a channel) reads the adopted set's
     records exactly; ``pipeline tune`` measures its candidates on it."""
     from pipeline.build import build_dataset
-    from pipeline.pipe import simulate_channel
-    from pipeline.spec import PipelineSpec
+    from pipeline.graph.pipesource import simulate_channel
+    from pipeline import PipelineSpec
 
     assert cli(capsys, "index", data, "--no-progress")[0] == 0
     fifo_dir = tmp_path / "fifos"

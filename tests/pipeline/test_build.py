@@ -385,7 +385,7 @@ def test_keras_fit_and_distribute_on_a_sparse_set(sparse_set):
 
 def test_sparse_set_in_pipe_mode(sparse_set, tmp_path):
     from converters.shardset.reader import read_manifest
-    from pipeline.pipe import simulate_channel
+    from pipeline.graph.pipesource import simulate_channel
 
     path, want, nf = sparse_set
     writer = simulate_channel(str(tmp_path), "train", read_manifest(path).shard_paths(), epochs=1)

@@ -1,4 +1,4 @@
-"""The resumable shuffle's delay order (pipeline.delayorder): the streamed scan equals the definition (records
+"""The resumable shuffle's delay order (pipeline.resume.delayorder): the streamed scan equals the definition (records
 stably sorted by key), a resume point rebuilds any suffix exactly, about B records wait (the memory of
 shuffle(B)), and on ONE file it moves records at least as far as shuffle(B) of the same size."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ import pytest
 from pipeline_data import batches_of, write_indexed_set
 
 from pipeline import PipelineSpec, build_dataset
-from pipeline.delayorder import chunk_keys, chunk_size, delay_key, delay_order, max_delay, range_keys, resume_point
+from pipeline.resume.delayorder import (chunk_keys, chunk_size, delay_key, delay_order, max_delay, range_keys,
+                                        resume_point)
 
 
 def _key():

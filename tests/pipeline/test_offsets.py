@@ -1,4 +1,4 @@
-"""pipeline.offsets (the record-offset index: walk, cache, checks), pipeline.offsetset and
+"""pipeline.resume.offsets (the record-offset index: walk, cache, checks), pipeline.resume.precompute and
 ``tfpipe pipeline offsets SET``."""
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pipeline_data import write_indexed_set
 from converters.cli import main
 from converters.tfrecord.crc import masked_crc32c
 from converters.util.errors import IntegrityError
-from pipeline.offsets import OFFSET_BYTES, compute_offsets, ensure_index, index_path, masked_length_crc, offset_of
-from pipeline.offsetset import index_offsets
+from pipeline.resume.offsets import (OFFSET_BYTES, compute_offsets, ensure_index, index_path, masked_length_crc,
+                                     offset_of)
+from pipeline.resume.precompute import index_offsets
 
 SHA = "ab" * 32
 
@@ -140,7 +141,7 @@ def test_a_wrong_index_of_the_right_size_is_caught(tmp_path, caplog, content):
     wrong = {"zeros": np.zeros(50, "<u8"), "shifted": good + 46,
              "other file": np.arange(50, dtype="<u8") * 40}[content]
     (cache / f"{SHA}.offsets").write_bytes(wrong.tobytes())
-    with caplog.at_level(logging.WARNING, logger="pipeline.offsets"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.resume.offsets"):
         assert offset_of(str(path), 20, records=50, sha256=SHA, directory=str(cache)) is None
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "does not match the file" in warned[0].getMessage()
@@ -157,7 +158,7 @@ def test_a_stale_index_of_a_rewritten_file_is_caught(tmp_path, caplog):
     write_payloads(path, [b"q" * 30] * 30 + [b"w" * 38] * 30)     # same size and count, other records
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))          # and the same mtime: the key cannot tell
     assert os.path.getsize(path) == st.st_size
-    with caplog.at_level(logging.WARNING, logger="pipeline.offsets"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.resume.offsets"):
         assert offset_of(str(path), 30, directory=cache) is None
     assert sum(r.levelno == logging.WARNING for r in caplog.records) == 1
 
@@ -167,7 +168,7 @@ def test_an_unwritable_cache_dir_means_no_caching_and_one_warning(tmp_path, capl
     write_uniform(path, 40, 30)
     (tmp_path / "plain-file").write_bytes(b"")
     cache = str(tmp_path / "plain-file" / "offsets")            # cannot be made, even by root
-    with caplog.at_level(logging.WARNING, logger="pipeline.offsets"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.resume.offsets"):
         for k in (1, 17, 39):
             assert offset_of(str(path), k, records=40, directory=cache) == 46 * k
         assert ensure_index(str(path), records=40, directory=cache).status == "uncached"
@@ -178,7 +179,7 @@ def test_an_unwritable_cache_dir_means_no_caching_and_one_warning(tmp_path, capl
 def test_a_count_other_than_the_manifests_is_not_cached(tmp_path, caplog):
     path = tmp_path / "a.tfrecord"
     write_uniform(path, 10, 30)
-    with caplog.at_level(logging.WARNING, logger="pipeline.offsets"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.resume.offsets"):
         res = ensure_index(str(path), records=11, sha256=SHA, directory=str(tmp_path / "c"))
     assert res.status == "uncached" and res.records == 10 and not (tmp_path / "c").exists()
     assert "has 10 records, its manifest says 11" in caplog.text

@@ -11,7 +11,7 @@ import pytest
 from pipeline_data import batches_of, write_indexed_set
 
 from pipeline import PipelineSpec, ResumeError, build_dataset, input_state, plan_stages
-from pipeline.resume import MAX_STATE_BYTES
+from pipeline.resume.state import MAX_STATE_BYTES
 
 N = 1000          # records; 21 shards of ~48 records
 BATCH = 32        # 32 steps per epoch on one rank (the last one 8 records)
@@ -192,11 +192,11 @@ def test_resume_seeks_by_a_cached_offset_index_and_stays_exact(spec, full, steps
     resume enters in the middle is opened at the record's byte offset, and the batches are unchanged."""
     import logging
 
-    from pipeline.offsets import ensure_index
+    from pipeline.resume.offsets import ensure_index
 
     for path, n in zip(spec.files, spec.file_records):
         ensure_index(path, records=n)
-    with caplog.at_level(logging.DEBUG, logger="pipeline.seek"):
+    with caplog.at_level(logging.DEBUG, logger="pipeline.resume.seek"):
         got = batches_of(build_dataset(spec, resume=input_state(spec, steps)))
     assert got == full[steps:]
     assert "entering record" in caplog.text
@@ -207,12 +207,12 @@ def test_a_shallow_resume_without_a_cached_index_reads_through(tmp_path, caplog)
     import logging
     import os
 
-    from pipeline.offsets import index_path
+    from pipeline.resume.offsets import index_path
 
     write_indexed_set(tmp_path, 600, shard_bytes=16 << 10)
     spec = PipelineSpec.from_manifest(str(tmp_path), 16, shuffle_buffer=20, seed=3, epochs=1, resumable=True)
     whole = batches_of(build_dataset(spec))
-    with caplog.at_level(logging.DEBUG, logger="pipeline.seek"):
+    with caplog.at_level(logging.DEBUG, logger="pipeline.resume.seek"):
         assert batches_of(build_dataset(spec, resume=input_state(spec, 20))) == whole[20:]
     assert "entering record" not in caplog.text
     assert not any(os.path.exists(index_path(f)) for f in spec.files)

@@ -1,4 +1,4 @@
-"""pipeline.seek.records_from: the records of a TFRecord file from record k, byte for byte those of
+"""pipeline.resume.seek.records_from: the records of a TFRecord file from record k, byte for byte those of
 ``TFRecordDataset(path).skip(k)``, reached by a seek (TFRecordDatasetV2's byte offset) where it applies."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import tensorflow as tf
 from offsets_data import write_payloads, write_uniform
 
-import pipeline.seek as seek
+import pipeline.resume.seek as seek
 from converters.util.errors import IntegrityError
-from pipeline.offsets import OFFSET_BYTES
-from pipeline.seek import has_seek_op, records_from
+from pipeline.resume.offsets import OFFSET_BYTES
+from pipeline.resume.seek import has_seek_op, records_from
 
 
 def listed(ds) -> list[bytes]:

@@ -14,7 +14,9 @@ from pipeline_data import write_indexed_set
 from converters.libsvm.options import libsvm_schema
 from converters.shardset.reader import read_manifest
 from converters.util.errors import TfpipeError
-from pipeline.spec import PipelineSpec, _fetch_all, equal_steps
+from pipeline import PipelineSpec
+from pipeline.plan.manifest import download_shards
+from pipeline.spec.pipelinespec import equal_steps
 from sharding.plan import shard_count
 
 SCHEMA = libsvm_schema(3)
@@ -148,25 +150,25 @@ def test_equal_steps_fit_every_rank(records, n, b, drop):
         assert (c // b if drop else -(-c // b)) >= steps
 
 
-def test_fetch_all_uses_storage_and_skips_cached(data, tmp_path):
+def test_download_shards_uses_storage_and_skips_cached(data, tmp_path):
     m = read_manifest(data)
     by_name = {s.name: s for s in m.shards}
     names = [s.name for s in m.shards]
-    out = _fetch_all(data, names, by_name, str(tmp_path / "c"))
+    out = download_shards(data, names, by_name, str(tmp_path / "c"))
     assert [open(p, "rb").read() for p in out] == [open(p, "rb").read() for p in m.shard_paths()]
     mtimes = [os.stat(p).st_mtime_ns for p in out]
-    _fetch_all(data, names, by_name, str(tmp_path / "c"))
+    download_shards(data, names, by_name, str(tmp_path / "c"))
     assert [os.stat(p).st_mtime_ns for p in out] == mtimes
 
 
-def test_fetch_all_rejects_checksum_mismatch(data, tmp_path):
+def test_download_shards_rejects_checksum_mismatch(data, tmp_path):
     import dataclasses
 
     m = read_manifest(data)
     first = m.shards[0]
     by_name = {first.name: dataclasses.replace(first, sha256="0" * 64)}
     with pytest.raises(TfpipeError, match="differs from the manifest"):
-        _fetch_all(data, [first.name], by_name, str(tmp_path / "c"))
+        download_shards(data, [first.name], by_name, str(tmp_path / "c"))
     assert not os.listdir(tmp_path / "c")
 
 
@@ -212,7 +214,8 @@ def test_package_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, pipeline, pipeline.spec, pipeline.cli, pipeline.read, pipeline.tunestore, pipeline.tuning\n"
+    code = ("import sys, pipeline, pipeline.spec.pipelinespec, pipeline.cli, pipeline.plan.readplan, "
+            "pipeline.plan.tunestore, pipeline.plan.tuning\n"
             "from pipeline import PipelineSpec\n"
             "print(sorted(m for m in ('tensorflow', 'numba', 'boto3') if m in sys.modules))")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -221,14 +224,14 @@ def test_package_import_is_light():
     assert r.stdout.strip() == "[]"
 
 
-def test_fetch_all_reuses_a_cached_file_only_if_it_matches(data, tmp_path):
+def test_download_shards_reuses_a_cached_file_only_if_it_matches(data, tmp_path):
     m = read_manifest(data)
     by_name = {s.name: s for s in m.shards}
-    first = _fetch_all(data, [m.shards[0].name], by_name, str(tmp_path / "c"))[0]
+    first = download_shards(data, [m.shards[0].name], by_name, str(tmp_path / "c"))[0]
     good = open(first, "rb").read()
     with open(first, "wb") as f:
         f.write(b"\0" * len(good))  # same size, other bytes: reuse by size alone would keep it
-    _fetch_all(data, [m.shards[0].name], by_name, str(tmp_path / "c"))
+    download_shards(data, [m.shards[0].name], by_name, str(tmp_path / "c"))
     assert open(first, "rb").read() == good
     assert sorted(os.listdir(tmp_path / "c")) == [m.shards[0].name]  # no .part left
 
@@ -238,7 +241,7 @@ def test_fetch_all_reuses_a_cached_file_only_if_it_matches(data, tmp_path):
 def test_composed_of_option_groups():
     from dataclasses import fields
 
-    from pipeline.options import FLAT, GROUPS, BatchOptions, ShardingOptions, ShuffleOptions
+    from pipeline.spec.options import FLAT, GROUPS, BatchOptions, ShardingOptions, ShuffleOptions
 
     assert [f.name for f in fields(PipelineSpec)] == ["schema", *GROUPS]
     s = _spec(shuffle_buffer=5, seed=2, num_shards=2, shard_index=1, cache="none", prefetch=0)
@@ -253,7 +256,7 @@ def test_composed_of_option_groups():
 
 
 @pytest.mark.parametrize("kw, msg", [
-    ({"sharding": (2, 1)}, "sharding must be a pipeline.options.ShardingOptions, got tuple"),
+    ({"sharding": (2, 1)}, "sharding must be a pipeline.spec.options.ShardingOptions, got tuple"),
     ({"memory_bytes": 0}, "memory_bytes must be a positive number of bytes or None, got 0"),
     ({"part_weights": ((1, float("inf")),)}, "part weights must be finite numbers > 0, got [inf]"),
     ({"buffer_size": 10**15}, "buffer_size must be at most 1073741824 bytes (1 GiB), got 1000000000000000"),
@@ -267,7 +270,7 @@ def test_group_validation(kw, msg):
 
 
 def test_each_group_checks_itself():
-    from pipeline.options import BatchOptions, CacheOptions, ReadOptions, ShardingOptions, SourceOptions
+    from pipeline.spec.options import BatchOptions, CacheOptions, ReadOptions, ShardingOptions, SourceOptions
 
     for make, msg in [(lambda: BatchOptions(0), "batch_size must be a positive integer, got 0"),
                       (lambda: SourceOptions(), "file mode needs at least one file"),
@@ -312,7 +315,7 @@ def test_from_manifest_takes_every_option_by_its_flat_name(data):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "directory"])
-def test_fetch_all_never_reads_a_hostile_cache_entry(data, tmp_path, kind):
+def test_download_shards_never_reads_a_hostile_cache_entry(data, tmp_path, kind):
     """A FIFO or a link to a device where a cached shard belongs is replaced by a fresh fetch (never read); a
     directory there is one clear error naming it."""
     m = read_manifest(data)
@@ -323,7 +326,7 @@ def test_fetch_all_never_reads_a_hostile_cache_entry(data, tmp_path, kind):
     {"fifo": os.mkfifo, "directory": os.mkdir}.get(kind, lambda p: os.symlink("/dev/zero", p))(cache / name)
     if kind == "directory":
         with pytest.raises(TfpipeError, match=f"the cache holds {cache / name}, which is not a shard file"):
-            _fetch_all(data, [name], by_name, str(cache))
+            download_shards(data, [name], by_name, str(cache))
         return
-    out = _fetch_all(data, [name], by_name, str(cache))
+    out = download_shards(data, [name], by_name, str(cache))
     assert open(out[0], "rb").read() == open(m.shard_paths()[0], "rb").read()

@@ -16,10 +16,10 @@ from pipeline_data import labels_of, write_indexed_set
 from bench.infra.netlink import Link
 from converters.storage.s3 import S3Storage
 from converters.util.errors import TfpipeError
-from pipeline.fetch import fetch_verified
+from pipeline.remote.fetch import fetch_verified
 from pipeline import PipelineSpec, build_dataset
-from pipeline.stream import STREAMS
-from pipeline.streamcache import cache_bytes, partial_files
+from pipeline.remote.stream import STREAMS
+from pipeline.remote.streamcache import cache_bytes, partial_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARD = 256 << 10
@@ -147,7 +147,7 @@ READER = r"""
 import json, os, sys, time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from pipeline import PipelineSpec, build_dataset
-from pipeline.streamopts import StreamOptions
+from pipeline.spec.streamopts import StreamOptions
 a = json.loads(sys.argv[1])
 stream = StreamOptions(a["cache_dir"], a["limit"], a["read_ahead"], a["readers"])
 spec = PipelineSpec.from_manifest(a["url"], 200, stream=stream, cache="none", **a["kw"])

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from converters.util.errors import TfpipeError
-from pipeline.stream import check_cache_limit, epoch_order, min_cache_bytes, open_width
-from pipeline.streamcache import ShardCache, cache_bytes, owner_id
-from pipeline.streamopts import ShardRef, StreamOptions
+from pipeline.remote.stream import check_cache_limit, epoch_order, min_cache_bytes, open_width
+from pipeline.remote.streamcache import ShardCache, cache_bytes, owner_id
+from pipeline.spec.streamopts import ShardRef, StreamOptions
 
 SHA = "ab" * 32
 

@@ -1,4 +1,4 @@
-"""pipeline.tunestore: fingerprints, the stored result's round trip, and every reason a stored result is not
+"""pipeline.plan.tunestore: fingerprints, the stored result's round trip, and every reason a stored result is not
 used (another machine, other data or batch size, tune='off', a planned core count, a damaged file)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pipeline_data import labels_of, write_indexed_set
 
 from converters.util.system import cpu_count
 from pipeline import PipelineSpec, build_dataset, describe
-from pipeline.read import ReadConfig, data_fingerprint, read_plan, rule_config
-from pipeline.tunestore import (
+from pipeline.plan.readplan import ReadConfig, data_fingerprint, read_plan, rule_config
+from pipeline.plan.tunestore import (
     TUNE_FORMAT,
     load_result,
     lookup,
@@ -151,11 +151,11 @@ def test_hostile_result_is_ignored_with_one_warning(data, store, caplog, content
     else:
         with open(path, "wb") as f:
             f.write(body if isinstance(body, bytes) else body.encode())
-    caplog.set_level("WARNING", logger="pipeline.tunestore")
+    caplog.set_level("WARNING", logger="pipeline.plan.tunestore")
     for _ in range(2):                                   # looked up twice: still one warning
         again = PipelineSpec.from_manifest(data, B)
         assert again.tuning.config is None and needle in again.tuning.note
-    warnings = [r.getMessage() for r in caplog.records if r.name == "pipeline.tunestore"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "pipeline.plan.tunestore"]
     assert len(warnings) == 1 and path in warnings[0] and needle in warnings[0], warnings
     plan = read_plan(again)
     assert plan.source == "rule" and plan.config == rule_config(again)[0]

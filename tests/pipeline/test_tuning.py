@@ -1,4 +1,4 @@
-"""pipeline.tuning: paired-round statistics on synthetic timings, the round runner on a fake clock, and a
+"""pipeline.plan.tuning: paired-round statistics on synthetic timings, the round runner on a fake clock, and a
 tiny real tuning run (store, lookup, on-first-use, never by surprise in the default)."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pipeline_data import labels_of, write_indexed_set
 
 from converters.util.errors import TfpipeError
 from pipeline import PipelineSpec, build_dataset, tune
-from pipeline import tuning as T
-from pipeline.read import candidates
-from pipeline.tunestore import load_result
+from pipeline.plan import tuning as T
+from pipeline.plan.readplan import candidates
+from pipeline.plan.tunestore import load_result
 
 N = 800
 B = 32

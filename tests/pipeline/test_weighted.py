@@ -1,4 +1,4 @@
-"""pipeline.weighted: a group of per-label shard sets read balanced at read time (sample_from_datasets), or whole
+"""pipeline.graph.weighted: a group of per-label shard sets read balanced at read time (sample_from_datasets), or whole
 without weights; epoch semantics, determinism, describe, and the refusals."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from typing import Any
 from converters.util.fs import write_atomic
 from converters.util.safe_json import read_bounded_json
 
-from .resume import MAX_STATE_BYTES, input_state
+from .state import MAX_STATE_BYTES, input_state
 
 __all__ = ["STATE_FILE", "save_input_state", "restore_input_state", "InputStateCallback"]
 

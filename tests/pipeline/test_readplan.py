@@ -1,4 +1,4 @@
-"""pipeline.read: the built-in rule, explicit options over it, a stored tuning result, and the tuning
+"""pipeline.plan.readplan: the built-in rule, explicit options over it, a stored tuning result, and the tuning
 candidates — every one of which must yield what the spec promises (same records, uniform batches, the
 same order every time; one record order on every rank under a record-level shard)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pipeline_data import batches_of, labels_of, write_indexed_set
 
 from converters.libsvm.options import libsvm_schema
 from pipeline import PipelineSpec, build_dataset
-from pipeline.read import (
+from pipeline.plan.readplan import (
     AUTOTUNE,
     ReadConfig,
     candidates,
@@ -20,7 +20,7 @@ from pipeline.read import (
     rule_config,
     tunable,
 )
-from pipeline.tunestore import TuneLookup
+from pipeline.plan.tunestore import TuneLookup
 
 N = 2000
 B = 64

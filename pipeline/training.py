@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .build import build_dataset
-from .spec import PipelineSpec
+from .plan.manifest import PipelineSpec
 
 __all__ = ["keras_dataset", "distributed_dataset_fn", "tune"]
 
@@ -33,9 +33,9 @@ def distributed_dataset_fn(manifest: str, global_batch_size: int, **options: Any
 def tune(manifest: str, batch_size: int, *, seconds: float = 30.0, rounds: int = 7, store: bool = True,
          on_round: Any = None, **options: Any):
     """Time the output-equivalent read strategies for this shard set and batch size on this machine, in
-    paired rounds, and store the winner (``tfpipe pipeline tune``); returns a ``pipeline.tuning.TuneReport``.
+    paired rounds, and store the winner (``tfpipe pipeline tune``); returns a ``pipeline.plan.tuning.TuneReport``.
     Afterwards ``read="auto"`` (the default) uses the winner here for this data and batch size."""
-    from .tuning import tune_read
+    from .plan.tuning import tune_read
 
     spec = PipelineSpec.from_manifest(manifest, batch_size, **options)
     return tune_read(spec, build_dataset, seconds=seconds, rounds=rounds, store=store, where=str(manifest),

@@ -2,7 +2,7 @@
 features as dense tensors, variable-length ones as ``tf.SparseTensor`` or ``tf.RaggedTensor``."""
 from __future__ import annotations
 
-from .spec import PipelineSpec
+from ..spec.pipelinespec import PipelineSpecBase
 
 __all__ = ["feature_spec", "parse_fn", "spec_parse_fn"]
 
@@ -52,7 +52,7 @@ def parse_fn(schema, output: str = "keras", *, sparse_as: str = "sparse",
     return parse
 
 
-def spec_parse_fn(spec: PipelineSpec):
+def spec_parse_fn(spec: PipelineSpecBase):
     """``parse_fn`` with a spec's schema, output and variable-length settings."""
     return parse_fn(spec.schema, spec.output, sparse_as=spec.sparse_as, sparse_features=spec.sparse_features,
                     num_features=spec.num_features)

@@ -1,7 +1,7 @@
 """The record-offset walk as a numba kernel: jump from record header to record header of an uncompressed
 TFRecord file mapped in memory, checking each header's length CRC, never reading the record data.
 
-Imported lazily by ``pipeline.offsets`` (importing this module imports numba; the kernel is compiled once per
+Imported lazily by ``pipeline.resume.offsets`` (importing this module imports numba; the kernel is compiled once per
 machine into numba's cache, see ``converters.util.jit``).
 """
 from __future__ import annotations

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cache import cache_dataset, choose_cache
+from ..plan.cachepolicy import cache_dataset, choose_cache
+from ..spec.pipelinespec import PipelineSpecBase
+from ..spec.stage import Stage
 from .parse import spec_parse_fn
-from .spec import PipelineSpec
-from .stage import Stage
 
 __all__ = ["weighted_stages", "build_weighted", "epoch_steps"]
 
 
-def epoch_steps(spec: PipelineSpec) -> int | None:
+def epoch_steps(spec: PipelineSpecBase) -> int | None:
     """Batches in one epoch of a weighted group (see the module docstring)."""
     if spec.steps is not None:
         return spec.steps
@@ -32,7 +32,7 @@ def epoch_steps(spec: PipelineSpec) -> int | None:
     return per_rank // spec.batch_size if spec.drop_remainder else -(-per_rank // spec.batch_size)
 
 
-def _parts(spec: PipelineSpec) -> list[tuple[tuple[str, ...], float]]:
+def _parts(spec: PipelineSpecBase) -> list[tuple[tuple[str, ...], float]]:
     out, at = [], 0
     for count, weight in spec.part_weights:
         out.append((spec.files[at:at + count], weight))
@@ -40,7 +40,7 @@ def _parts(spec: PipelineSpec) -> list[tuple[tuple[str, ...], float]]:
     return out
 
 
-def weighted_stages(spec: PipelineSpec) -> list[Stage]:
+def weighted_stages(spec: PipelineSpecBase) -> list[Stage]:
     """The stages ``build_weighted`` builds, with settings and reasons (pure)."""
     parts = _parts(spec)
     policy, path, why = choose_cache(spec)
@@ -69,7 +69,7 @@ def weighted_stages(spec: PipelineSpec) -> list[Stage]:
     ]
 
 
-def build_weighted(spec: PipelineSpec) -> Any:
+def build_weighted(spec: PipelineSpecBase) -> Any:
     """The tf.data graph for a spec with ``part_weights``."""
     import tensorflow as tf
 

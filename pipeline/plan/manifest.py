@@ -1,10 +1,10 @@
-"""``PipelineSpec``: everything that decides a tf.data input graph, in one frozen, self-checking dataclass
-composed of option groups (``pipeline.options``: source, reading, shuffling, sharding, caching, batching,
-parsing), each validated on its own; the checks that need two groups are made here.
+"""Reading a shard set's manifest into a spec: ``PipelineSpec.from_manifest`` (the public ``PipelineSpec`` is
+the pure :class:`~pipeline.spec.pipelinespec.PipelineSpecBase` plus this constructor), the stored tuning
+result it looks up, the per-rank entry of a sharding plan, a group's weighted parts, and
+``download_shards``, the one place a group read with ``label_weights`` downloads a remote set's shards.
 
-``PipelineSpec.from_manifest`` fills the file list and the parse schema from a shard set's ``index.json``
-(local, or ``s3://`` — shards are then fetched to a local cache directory first, as SageMaker File mode
-does, because TensorFlow >= 2.16 has no S3 filesystem of its own). No TensorFlow here.
+A remote set is streamed (``pipeline.remote.stream``): nothing is fetched here, only the cache limit is
+checked against the readers before any download. No TensorFlow here.
 """
 from __future__ import annotations
 
@@ -13,48 +13,17 @@ import logging
 import math
 import os
 import secrets
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from converters.shardset.reader import check_file
 from converters.util.errors import IntegrityError, TfpipeError
-from converters.util.system import cache_root, cpu_count
-from sharding.plan import shard_count
+from converters.util.system import cache_root
 
-from .options import (
-    CACHE_POLICIES,
-    DEFAULT_PIPE_DIR,
-    DEFAULT_PIPE_TIMEOUT,
-    FLAT,
-    GROUPS,
-    MODES,
-    OUTPUTS,
-    READ_STRATEGIES,
-    SPARSE_AS,
-    TUNE_POLICIES,
-    BatchOptions,
-    CacheOptions,
-    ParsingOptions,
-    ReadOptions,
-    ResumeOptions,
-    ShardingOptions,
-    ShuffleOptions,
-    SourceOptions,
-    split_options,
-    unknown_keyword,
-)
+from ..spec.options import DEFAULT_PIPE_DIR, DEFAULT_PIPE_TIMEOUT, FLAT, unknown_keyword
+from ..spec.pipelinespec import PipelineSpecBase
+from ..spec.streamopts import ShardRef, is_remote, stream_options
 
-# DEFAULT_BUFFER_BYTES (re-exported): the 8 MiB read buffer used when buffer_size is None
-from .read import DEFAULT_BUFFER_BYTES
-from .streamopts import ShardRef, is_remote, stream_options
-
-if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
-    from converters.tfrecord.schema import Schema
-
-__all__ = ["PipelineSpec", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES",
-           "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "default_cache_dir", "cache_root",
-           "cpu_count", "equal_steps", "SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
-           "CacheOptions", "BatchOptions", "ParsingOptions", "ResumeOptions"]
+__all__ = ["PipelineSpec", "default_cache_dir", "download_shards"]
 
 log = logging.getLogger(__name__)
 
@@ -71,123 +40,12 @@ def default_cache_dir(url: str) -> str:
     return os.path.join(cache_root(), key)
 
 
-def equal_steps(records: int, num_shards: int, batch_size: int, drop_remainder: bool) -> int:
-    """Steps per epoch every rank can run under record-level ``shard(n, i)``: the smallest rank's count."""
-    smallest = records // num_shards
-    return smallest // batch_size if drop_remainder else -(-smallest // batch_size)
 
-
-@dataclass(frozen=True, init=False)
-class PipelineSpec:
-    """One input pipeline. Build it with :func:`pipeline.build_dataset`; explain it with :func:`pipeline.describe`.
-
-    Composed of option groups (``spec.source``, ``spec.reading``, ``spec.shuffling``, ``spec.sharding``,
-    ``spec.caching``, ``spec.batching``, ``spec.parsing``; see ``pipeline.options``). Every option also reads
-    and is given by its flat name: ``PipelineSpec(schema, 512, files=..., shuffle_buffer=10_000)`` and
-    ``spec.shuffle_buffer`` are ``spec.shuffling.shuffle_buffer``; a whole group may be given instead
-    (``sharding=ShardingOptions(2, 1)``), flat names then change it.
-
-    Stage switches: ``shuffle_buffer=0`` (no shuffle), ``cache="none"``, ``prefetch=0`` (no prefetch),
-    ``parse=False`` (yield batches of serialized records), ``epochs=None`` (repeat forever).
-
-    Variable-length features (a sparse LibSVM set) parse into ``tf.SparseTensor`` (``sparse_as="sparse"``,
-    the default) or ``tf.RaggedTensor`` (``"ragged"``). ``sparse_features=(ids, values)`` names a pair whose
-    SparseTensors become one ``[batch, num_features]`` matrix: indices ``[row, id]``, values the ids and the
-    values respectively (``from_manifest`` fills both from a sparse set's manifest).
-    """
-
-    schema: "Schema"
-    source: SourceOptions
-    reading: ReadOptions
-    shuffling: ShuffleOptions
-    sharding: ShardingOptions
-    caching: CacheOptions
-    batching: BatchOptions
-    parsing: ParsingOptions
-    resuming: ResumeOptions
-    # a new group: a class in pipeline.options, an entry in options.GROUPS and a field here
-
-    def __init__(self, schema: "Schema", batch_size: int | BatchOptions | None = None, **options: Any):
-        if isinstance(batch_size, BatchOptions):
-            options.setdefault("batching", batch_size)
-            batch_size = None
-        given = {g: options.pop(g) for g in GROUPS if g in options}
-        flat = split_options(options, "PipelineSpec()", extra=("schema", "batch_size"))
-        if batch_size is not None:
-            flat.setdefault("batching", {})["batch_size"] = batch_size
-        for name, cls in GROUPS.items():
-            group, changes = given.get(name), flat.get(name, {})
-            if group is None:
-                if name == "batching" and "batch_size" not in changes:
-                    raise TypeError("PipelineSpec() needs batch_size (or batching=BatchOptions(batch_size))")
-                group = cls(**changes)
-            elif not isinstance(group, cls):
-                raise ValueError(f"{name} must be a pipeline.options.{cls.__name__}, got {type(group).__name__}")
-            elif changes:
-                group = replace(group, **changes)
-            object.__setattr__(self, name, group)
-        object.__setattr__(self, "schema", schema)
-        self.__post_init__()
-
-    def __post_init__(self):
-        from converters.tfrecord.schema import Schema
-
-        if not isinstance(self.schema, Schema):
-            raise ValueError(f"schema must be a converters.examples.Schema, got {type(self.schema).__name__}")
-        if self.source.mode == "pipe" and self.caching.cache not in ("auto", "none"):
-            raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
-                             f"got {self.caching.cache!r}")
-        if self.resuming.resumable and self.source.stream is not None:
-            raise ValueError("resumable=True reads local shard files and a streamed remote set is fetched as it is "
-                             "read: download the set first (tfpipe download) to resume mid-epoch")
-        self._check_sparse()
-
-    def _check_sparse(self) -> None:
-        pair, n = self.parsing.sparse_features, self.parsing.num_features
-        if pair is None:
-            return
-        names = {f.name: f for f in self.schema.features}
-        if (len(pair) != 2 or any(k not in names or not names[k].varlen for k in pair)
-                or names[pair[0]].dtype != "int64"):
-            raise ValueError(f"sparse_features must name a variable-length int64 ids feature and a variable-length "
-                             f"values feature of the schema, got {pair!r}")
-        if self.parsing.sparse_as == "sparse" and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-            raise ValueError(f"sparse_features needs num_features (a positive integer: the dense_shape's second "
-                             f"dimension), got {n!r}")
-
-    # -- derived facts (pure) ------------------------------------------------------------------------
-
-    @property
-    def record_bytes(self) -> float | None:
-        """Mean bytes per record on disk (framing included), when known."""
-        if self.records and self.total_bytes:
-            return self.total_bytes / self.records
-        return None
-
-    @property
-    def rank_records(self) -> int | None:
-        """Records this rank reads per epoch (before ``take``), when known."""
-        if self.records is None:
-            return None
-        return shard_count(self.records, self.num_shards, self.shard_index)
-
-    @property
-    def epoch_steps(self) -> int | None:
-        """The per-epoch ``take(steps)``: explicit ``steps``, or equal steps across ranks when sharded."""
-        if self.steps is not None:
-            return self.steps
-        if self.num_shards > 1 and self.equal_steps and self.records is not None:
-            return equal_steps(self.records, self.num_shards, self.batch_size, self.drop_remainder)
-        return None
-
-    def with_(self, **changes: Any) -> "PipelineSpec":
-        """A copy with some options changed (flat names or whole groups; validated again)."""
-        top = {k: changes.pop(k) for k in ("schema", *GROUPS) if k in changes}
-        flat = split_options(changes, "PipelineSpec.with_()", extra=("schema",))
-        groups = {g: replace(top.get(g, getattr(self, g)), **sub) for g, sub in flat.items()}
-        return replace(self, **{**top, **groups})
-
-    # -- construction from a manifest ----------------------------------------------------------------
+class PipelineSpec(PipelineSpecBase):
+    """One input pipeline: every option of :class:`~pipeline.spec.pipelinespec.PipelineSpecBase` (composed of
+    option groups, each option also given and read by its flat name; pure), plus :meth:`from_manifest`, the
+    spec of a shard set read from its ``index.json``. Build it with :func:`pipeline.build_dataset`; explain it
+    with :func:`pipeline.describe`."""
 
     @classmethod
     def from_manifest(cls, path_or_dir: str | os.PathLike, batch_size: int, *, mode: str = "file",
@@ -204,11 +62,11 @@ class PipelineSpec:
         — any object with ``files``, ``shard``, ``steps`` and ``channel`` attributes (duck typed). Its file
         list (names relative to the manifest) or ``shard=(n, i)`` and its ``steps`` override
         ``num_shards``/``shard_index``. ``label_weights`` ({label: weight}, a group of per-label sets only):
-        read the parts balanced at read time (``pipeline.weighted``). Remaining keyword arguments are the
+        read the parts balanced at read time (``pipeline.graph.weighted``). Remaining keyword arguments are the
         options of :class:`PipelineSpec` by their flat names (``read=``, ``prefetch=``, ...); a misspelled one
         is a TypeError naming the closest valid name.
 
-        A remote set (``s3://``, ``gs://``, ...) is streamed (``pipeline.stream``): nothing is fetched here;
+        A remote set (``s3://``, ``gs://``, ...) is streamed (``pipeline.remote.stream``): nothing is fetched here;
         ``build_dataset`` fetches each shard, checked, into ``cache_dir`` (shared by the host's ranks) at most
         ``read_ahead`` shards ahead of the ones being read, keeping at most ``cache_limit`` bytes there (a size
         such as ``"200GiB"``, or bytes; None: no limit). ``stream=StreamOptions(...)`` sets them all at once.
@@ -265,7 +123,7 @@ class PipelineSpec:
                 raise ValueError("label_weights reads the parts of a group in file mode, without a plan")
             names, weights = _weighted_parts(manifest, label_weights)
             files = ([os.path.join(base, n) for n in names] if not is_s3(base) else
-                     _fetch_all(base, names, by_name, cache_dir or default_cache_dir(base)))
+                     download_shards(base, names, by_name, cache_dir or default_cache_dir(base)))
             overrides["part_weights"] = weights
         if manifest.schema.raw:  # an adopted set of records that are not tf.train.Example: their bytes
             overrides.setdefault("parse", False)
@@ -281,12 +139,12 @@ class PipelineSpec:
                    drop_remainder=drop_remainder, num_shards=num_shards, shard_index=shard_index,
                    steps=steps, manifest_sha256=hashlib.sha256(raw).hexdigest(), **overrides)
         if spec.tuning is None:
-            from .tunestore import lookup
+            from ..plan.tunestore import lookup
 
             spec = spec.with_(tuning=lookup(spec))  # read="auto": a stored `tfpipe pipeline tune` result
         if spec.stream is not None:  # a cache too small for the readers is refused before any download
-            from .read import read_plan
-            from .stream import check_cache_limit, open_width
+            from ..plan.readplan import read_plan
+            from ..remote.stream import check_cache_limit, open_width
 
             cfg = read_plan(spec).config
             check_cache_limit(spec.stream, [s.bytes for s in spec.stream.shards], open_width(cfg.read, cfg.parallelism))
@@ -357,8 +215,8 @@ def _shard_name(f: str, by_name: dict) -> str:
     return name
 
 
-def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> list[str]:
-    """Fetch shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest. A file
+def download_shards(base: str, names: list[str], by_name: dict, cache_dir: str) -> list[str]:
+    """Download shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest. A file
     already in the cache is reused only when it passes the same check (else it is fetched again). Names come
     from a validated manifest: plain file names (or ``label=<v>/<name>`` in a group), so every file lands
     inside ``cache_dir``."""
@@ -394,14 +252,3 @@ def _fetch_all(base: str, names: list[str], by_name: dict, cache_dir: str) -> li
                 os.unlink(tmp)
         out.append(local)
     return out
-
-
-def _flat_property(group: str, name: str) -> property:
-    return property(lambda self: getattr(getattr(self, group), name), doc=f"``spec.{group}.{name}``")
-
-
-for _name, _group in FLAT.items():   # every option also reads by its flat name: spec.shuffle_buffer
-    if _name in PipelineSpec.__dict__ or _name in GROUPS or _name == "schema":  # a new group's option must not
-        raise TypeError(f"option {_name!r} of spec.{_group} clashes with PipelineSpec.{_name}")  # shadow a name
-    setattr(PipelineSpec, _name, _flat_property(_group, _name))
-del _name, _group

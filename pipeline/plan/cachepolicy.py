@@ -4,14 +4,14 @@ from __future__ import annotations
 from converters.util.system import total_memory
 from converters.util.units import format_size
 
-from .spec import PipelineSpec
+from ..spec.pipelinespec import PipelineSpecBase
 
 __all__ = ["choose_cache", "cache_dataset", "total_memory", "MEMORY_CACHE_FRACTION"]
 
 MEMORY_CACHE_FRACTION = 0.25      # memory cache only for data under 25% of RAM
 
 
-def choose_cache(spec: PipelineSpec) -> tuple[str, str | None, str]:
+def choose_cache(spec: PipelineSpecBase) -> tuple[str, str | None, str]:
     """(policy "memory"|"file"|"none", file path or None, why)."""
     if spec.mode == "pipe":
         return "none", None, "Pipe mode streams every epoch from a new FIFO"
@@ -38,7 +38,7 @@ def choose_cache(spec: PipelineSpec) -> tuple[str, str | None, str]:
                           f"a memory cache could exhaust RAM; re-read from disk (or cache='file:PATH')")
 
 
-def cache_dataset(ds, spec: PipelineSpec, suffix: str = ""):
+def cache_dataset(ds, spec: PipelineSpecBase, suffix: str = ""):
     """``ds`` cached as ``choose_cache`` decides (a file cache's path gets ``suffix``)."""
     policy, path, _ = choose_cache(spec)
     if policy == "memory":

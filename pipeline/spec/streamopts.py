@@ -1,5 +1,5 @@
 """``StreamOptions``: how a remote shard set (``s3://``, ``gs://``, ...) is streamed through a bounded per-host
-cache — one frozen option group embedded in :class:`~pipeline.spec.PipelineSpec` as ``stream``.
+cache — one frozen option group embedded in :class:`~pipeline.PipelineSpec` as ``stream``.
 
 ``cache_dir``: the host-local directory shared by every rank of the host that reads the set (the cache keeps
 everything it creates under ``cache_dir/tfpipe-stream/``); ``cache_limit``: the most bytes the cache keeps

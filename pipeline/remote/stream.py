@@ -27,7 +27,7 @@ from converters.util.units import format_size
 
 from .fetch import Aborted, RetryPolicy, fetch_verified
 from .streamcache import ShardCache
-from .streamopts import StreamOptions
+from ..spec.streamopts import StreamOptions
 
 __all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", "local_readers", "ShardStream",
            "stream_source", "WAIT_TIMEOUT"]
@@ -93,7 +93,7 @@ def check_cache_limit(opts: StreamOptions, sizes, width: int) -> int | None:
 
 def stream_stage(spec, config, shuffle_files: bool):
     """The ``stream`` stage ``describe`` shows before the source: where, how much, how far ahead, and why."""
-    from .stage import Stage
+    from ..spec.stage import Stage
 
     opts = spec.stream
     width = open_width(config.read, config.parallelism)

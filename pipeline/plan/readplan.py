@@ -23,6 +23,8 @@ from typing import Any
 
 from converters.util.units import format_size
 
+from ..spec.options import DEFAULT_BUFFER_BYTES  # re-exported: the read buffer when buffer_size is None
+
 __all__ = ["ReadConfig", "ReadPlan", "read_plan", "rule_config", "choose_read", "candidates", "tunable",
            "data_fingerprint", "fingerprint_key", "chunk_for", "AUTOTUNE", "LARGE_RECORD_BYTES", "MAX_INTERLEAVE",
            "CHUNK_BYTES", "DEFAULT_BUFFER_BYTES", "STRATEGIES"]
@@ -33,7 +35,6 @@ LARGE_RECORD_BYTES = 4 << 10      # 4 KiB: above this, parallel per-record reads
 MAX_INTERLEAVE = 16               # most files read at once
 CHUNK_BYTES = 1 << 20             # 1 MiB of records per parse call before rebatch (the rule's chunk)
 MAX_CHUNK_RECORDS = 1 << 16
-DEFAULT_BUFFER_BYTES = 8 << 20    # 8 MiB TFRecordDataset read buffer
 TUNE_CHUNKS = (512 << 10, 1 << 20, 2 << 20)       # chunk sizes the tuner tries (512 KiB, 1 MiB, 2 MiB)
 TUNE_BUFFERS = (256 << 10, 1 << 20)               # read buffers tried besides the default (256 KiB, 1 MiB)
 

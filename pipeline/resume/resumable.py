@@ -2,7 +2,7 @@
 (manifest, seed, epoch), read from any position without reading through the records before it.
 
 Epoch ``e``'s order: the files in a seeded permutation (``index_shuffle`` with seed (seed, e)), their
-records concatenated, then shuffled by ``pipeline.delayorder``: each record waits a random delay (a pure
+records concatenated, then shuffled by ``pipeline.resume.delayorder``: each record waits a random delay (a pure
 function of (seed, e, its position), mean ``shuffle_buffer``) and records leave in the order of position +
 delay, which moves records as far as ``shuffle(shuffle_buffer)`` or further with about as many records held.
 Then batches of ``batch_size`` and ``shard(num_shards, shard_index)`` of the batches: rank ``i`` takes
@@ -18,11 +18,11 @@ in tf.data ops: nothing in Python per record.
 """
 from __future__ import annotations
 
-from .parse import spec_parse_fn
-from .read import AUTOTUNE, DEFAULT_BUFFER_BYTES
+from ..graph.parse import spec_parse_fn
+from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
+from ..spec.stage import Stage
 from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point
-from .resume import check_resumable, epoch_records, epoch_steps, resume_position, steps_for
-from .stage import Stage
+from .state import check_resumable, epoch_records, epoch_steps, resume_position, steps_for
 
 __all__ = ["build_resumable", "resumable_stages", "enter", "FILE_KEY", "CHUNK_KEY"]
 
@@ -48,7 +48,7 @@ SKIP_BELOW_BYTES = 256 << 20
 
 def enter(path: str, k: int, compression_type, buffer_size, records: int | None = None):
     """The records of ``path`` from its record ``k`` (the one place a file is entered in the middle): a seek
-    by the file's record-offset index (``pipeline.seek.records_from``) when it is cached or the bytes before
+    by the file's record-offset index (``pipeline.resume.seek.records_from``) when it is cached or the bytes before
     ``k`` are many, else ``skip`` (GZIP files and a TensorFlow without the seek op always read through).
     ``records``: the file's record count from the manifest."""
     import os

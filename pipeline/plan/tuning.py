@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from converters.util.errors import TfpipeError
 
-from .read import ReadConfig, candidates, data_fingerprint, tunable
+from .readplan import ReadConfig, candidates, data_fingerprint, tunable
 from .tunestore import (
     TUNE_FORMAT,
     TuneLookup,

@@ -16,7 +16,7 @@ from converters.shardset.reader import read_manifest
 from converters.tfrecord.reader import read_records
 from converters.util.errors import IntegrityError, TfpipeError
 from pipeline import PipelineSpec, build_dataset
-from pipeline.pipe import (
+from pipeline.graph.pipesource import (
     channel_lock,
     fifo_path,
     iter_chunks,

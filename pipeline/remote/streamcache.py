@@ -33,7 +33,7 @@ from converters.util.digest import file_digest
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
-from .streamopts import CACHE_SUBDIR
+from ..spec.streamopts import CACHE_SUBDIR
 
 __all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", "stamp_of", "PART_PREFIX",
            "partial_files"]

@@ -4,7 +4,7 @@ records before it where that is possible.
 ``tf.data.TFRecordDataset(path).skip(k)`` reads every byte before record ``k`` whenever the records are
 smaller than its read buffer (8 MiB): a 1 GiB shard entered near its end costs seconds from the page cache and
 far more from disk. For an uncompressed file, ``records_from`` instead looks up record ``k``'s byte offset in
-the file's record-offset index (``pipeline.offsets``: computed once, cached, checked against the file before
+the file's record-offset index (``pipeline.resume.offsets``: computed once, cached, checked against the file before
 use) and opens the file there with TensorFlow's ``TFRecordDatasetV2`` op, whose ``byte_offsets`` input seeks.
 
 It reads through (``.skip(k)``) when the op is missing from this TensorFlow (found by looking for it, not by
@@ -22,7 +22,7 @@ import logging
 import os
 
 from .offsets import offset_of
-from .read import DEFAULT_BUFFER_BYTES
+from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
 __all__ = ["records_from", "has_seek_op"]
 
@@ -100,7 +100,7 @@ def records_from(path: str, k: int, *, compression_type: str = "", buffer_size: 
     ``records`` (the file's record count, from the manifest) and ``sha256`` (its digest, from the manifest)
     are optional: with them the index is cached under the shard's digest and a cache file of the wrong size
     is never read; ``k == records`` gives an empty dataset without touching the file, ``k > records`` is a
-    ``ValueError``. ``cache_dir``: where indexes are cached (default ``pipeline.offsets.cache_dir()``). The
+    ``ValueError``. ``cache_dir``: where indexes are cached (default ``pipeline.resume.offsets.cache_dir()``). The
     first call for a file computes its index (a walk over its record headers); later calls, in this process
     or another, read two or three of its entries.
     """

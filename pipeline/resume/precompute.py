@@ -1,4 +1,4 @@
-"""``tfpipe pipeline offsets SET``: compute and cache the record-offset index (``pipeline.offsets``) of every
+"""``tfpipe pipeline offsets SET``: compute and cache the record-offset index (``pipeline.resume.offsets``) of every
 shard of a local set before a long run, so that the first resume deep into an epoch does not pay for it.
 
 Shards are indexed in threads (the walk kernel releases the GIL); an index already in the cache is only
@@ -44,7 +44,7 @@ class OffsetsReport:
 def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
                   directory: str | None = None) -> OffsetsReport:
     """Index every shard of the local shard set ``set_path`` (a directory or its ``index.json``) into the
-    offsets cache (``directory``, default ``pipeline.offsets.cache_dir()``), ``workers`` shards at a time.
+    offsets cache (``directory``, default ``pipeline.resume.offsets.cache_dir()``), ``workers`` shards at a time.
     A shard whose record count differs from its manifest's is an ``IntegrityError``."""
     from converters.shardset.reader import read_manifest
     from converters.storage import is_s3

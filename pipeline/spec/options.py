@@ -1,5 +1,5 @@
-"""The option groups a :class:`~pipeline.spec.PipelineSpec` is composed of, one frozen dataclass per concern,
-each validated on its own (the bad value in the message), as the converters embed ``ShardOutputOptions``:
+"""The option groups a :class:`~pipeline.PipelineSpec` is composed of, one frozen dataclass per
+concern, each validated on its own (the bad value in the message), as the converters embed ``ShardOutputOptions``:
 
 ========================  ==============  ==================================================================
 group (``spec.<name>``)   class           options
@@ -33,9 +33,9 @@ from converters.util.system import cpu_count
 from .streamopts import StreamOptions
 
 __all__ = ["SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
-           "ParsingOptions", "ResumeOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES", "CACHE_POLICIES",
-           "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT",
-           "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
+           "ParsingOptions", "ResumeOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES",
+           "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR",
+           "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
 
 MODES = ("file", "pipe")
 READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
@@ -45,6 +45,7 @@ CACHE_POLICIES = ("auto", "memory", "none", "file:PATH")
 TUNE_POLICIES = ("stored", "on-first-use", "off")   # use a stored `tfpipe pipeline tune` result / tune once / never
 DEFAULT_PIPE_DIR = "/opt/ml/input/data"
 DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / a writer to open it
+DEFAULT_BUFFER_BYTES = 8 << 20          # the TFRecordDataset read buffer when buffer_size is None (8 MiB)
 MAX_BUFFER_BYTES = 1 << 30             # a read buffer beyond 1 GiB only costs memory (10**15 crashes TensorFlow)
 MAX_PARALLEL = 1024                    # files read / parse calls at once (10**9 crashes TensorFlow)
 
@@ -70,7 +71,7 @@ class SourceOptions:
     total_bytes: int | None = None         # bytes on disk of `files`, when known
     manifest_sha256: str | None = None     # sha256 of index.json (set by from_manifest): the data fingerprint
     part_weights: tuple[tuple[int, float], ...] = ()
-    stream: StreamOptions | None = None    # a remote set streamed through the host's cache (pipeline.stream)
+    stream: StreamOptions | None = None    # a remote set streamed through the host's cache (pipeline.remote.stream)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -111,7 +112,7 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """How File mode reads the files (``pipeline.read``): ``None`` means the stored tuning result or the rule.
+    """How File mode reads the files (``pipeline.plan.readplan``): ``None`` means the stored tuning result or the rule.
     ``cores``: the cores the rule plans for; ``tuning``: the stored result ``from_manifest`` looked up."""
 
     read: str = "auto"
@@ -120,7 +121,7 @@ class ReadOptions:
     chunk_records: int | None = None       # records per parse call before rebatch; 0: batch → parse; None: auto
     parse_parallelism: int | None = None   # parse map's num_parallel_calls (-1: AUTOTUNE); None: auto
     tune: str = "stored"                   # "stored" | "on-first-use" | "off" (read="auto" only)
-    tuning: Any = None                     # pipeline.tunestore.TuneLookup (set by from_manifest), or None
+    tuning: Any = None                     # pipeline.plan.tunestore.TuneLookup (set by from_manifest), or None
     cores: int = field(default_factory=cpu_count)
 
     def __post_init__(self):
@@ -239,7 +240,7 @@ class ParsingOptions:
 class ResumeOptions:
     """``resumable=True``: File mode reads one global, seeded record order that is a pure function of (manifest,
     seed, epoch, position), so ``pipeline.input_state`` can save a position and ``build_dataset(spec,
-    resume=state)`` continue from it (``pipeline.resumable``). ``file_records``: records per file, in
+    resume=state)`` continue from it (``pipeline.resume.resumable``). ``file_records``: records per file, in
     ``files`` order (``from_manifest`` fills it from the manifest)."""
 
     resumable: bool = False

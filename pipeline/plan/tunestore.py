@@ -21,7 +21,7 @@ from converters.util.fs import write_atomic
 from converters.util.safe_json import read_bounded_json
 from converters.util.system import WORKERS_PER_CPU, cache_root, cpu_count, total_memory
 
-from .read import AUTOTUNE, MAX_CHUNK_RECORDS, ReadConfig, data_fingerprint, fingerprint_key, tunable
+from .readplan import AUTOTUNE, MAX_CHUNK_RECORDS, ReadConfig, data_fingerprint, fingerprint_key, tunable
 
 __all__ = ["TuneLookup", "machine_fingerprint", "store_dir", "result_path", "save_result", "load_result",
            "lookup", "lookup_from_doc", "config_problem", "TUNE_FORMAT", "MAX_RESULT_BYTES", "BUFFER_RAM_FRACTION"]

@@ -1,0 +1,1 @@
+"""The tf.data graph's parts: parsing, the Pipe-mode source, weighted group reads and the graph tail."""

@@ -1,0 +1,1 @@
+"""Planning: the read strategy, tuning (engine and store), the cache policy and reading a manifest into a spec."""

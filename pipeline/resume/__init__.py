@@ -1,0 +1,1 @@
+"""Mid-epoch resume: the input state, the delay order, the resumable graph, record offsets, seek, checkpoints."""
