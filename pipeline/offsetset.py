@@ -1,8 +1,8 @@
 """``tfpipe pipeline offsets SET``: compute and cache the record-offset index (``pipeline.offsets``) of every
 shard of a local set before a long run, so that the first resume deep into an epoch does not pay for it.
 
-Shards are indexed in threads (the walk kernel releases the GIL); an index already in the cache is only
-checked for its size. GZIP shards are not indexed: offsets into compressed data do not apply, and a resume
+Shards are indexed in threads (the walk kernel releases the GIL); an index already in the cache is checked
+(its checksum, count and shard size) and walked again if it does not pass. GZIP shards are not indexed: offsets into compressed data do not apply, and a resume
 reads through them (``TFRecordDataset.skip``).
 """
 from __future__ import annotations
@@ -72,13 +72,13 @@ def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
         if res.records != info.records:
             raise IntegrityError(f"{path}: {res.records} records, its manifest says {info.records} (tfpipe verify "
                                  "names what is wrong)")
-        return res
+        return res.status           # (not the offsets: a set's indexes are never all held at once)
 
     counts = {"indexed": 0, "cached": 0, "uncached": 0}
     with progress_bar(progress, desc="record offsets", total=manifest.total_bytes) as bar, \
             ThreadPoolExecutor(max_workers=min(workers, max(1, len(shards)))) as pool:
-        for (info, _), res in zip(shards, pool.map(one, shards)):
-            counts[res.status] += 1
+        for (info, _), status in zip(shards, pool.map(one, shards)):
+            counts[status] += 1
             bar.update(info.bytes)
     return OffsetsReport(str(set_path), len(shards), manifest.records, counts["indexed"], counts["cached"],
                          counts["uncached"], 0, OFFSET_BYTES * manifest.records, time.perf_counter() - start,

@@ -14,7 +14,8 @@ from pipeline_data import write_indexed_set
 from converters.cli import main
 from converters.tfrecord.crc import masked_crc32c
 from converters.util.errors import IntegrityError
-from pipeline.offsets import OFFSET_BYTES, compute_offsets, ensure_index, index_path, masked_length_crc, offset_of
+from pipeline.offsets import (OFFSET_BYTES, TRAILER_BYTES, compute_offsets, encode_index, ensure_index, index_path,
+                              masked_length_crc, offset_of)
 from pipeline.offsetset import index_offsets
 
 SHA = "ab" * 32
@@ -95,10 +96,11 @@ def test_cached_once_then_read_back(tmp_path):
     first = ensure_index(str(path), records=300, sha256=SHA, directory=str(cache))
     assert first.status == "indexed" and first.cache_path == str(cache / f"{SHA}.offsets")
     stored = (cache / f"{SHA}.offsets").read_bytes()
-    assert len(stored) == OFFSET_BYTES * 300 and stored == compute_offsets(str(path)).tobytes()
+    assert len(stored) == OFFSET_BYTES * 300 + TRAILER_BYTES
+    assert stored[:OFFSET_BYTES * 300] == compute_offsets(str(path)).tobytes()
     assert [p.name for p in cache.iterdir()] == [f"{SHA}.offsets"]       # no temporary left behind
     again = ensure_index(str(path), records=300, sha256=SHA, directory=str(cache))
-    assert again.status == "cached" and again.records == 300 and again.offsets is None
+    assert again.status == "cached" and again.records == 300 and again.offsets.tolist() == first.offsets.tolist()
     assert offset_of(str(path), 123, records=300, sha256=SHA, directory=str(cache)) == 123 * 66
     assert offset_of(str(path), 300, records=300, sha256=SHA, directory=str(cache)) == 300 * 66
 
@@ -130,22 +132,80 @@ def test_an_unusable_cache_entry_is_recomputed(tmp_path, bad):
     assert offset_of(str(path), 39, records=40, sha256=SHA, directory=str(cache)) == 46 * 39
 
 
-@pytest.mark.parametrize("content", ["zeros", "shifted", "other file"])
-def test_a_wrong_index_of_the_right_size_is_caught(tmp_path, caplog, content):
+def _tampered(good: np.ndarray, how: str) -> np.ndarray:
+    if how == "shifted forward":          # entry i names record i+1 (the last names the end of the file)
+        return np.concatenate([good[1:], [good[-1] + (good[1] - good[0])]]).astype("<u8")
+    if how == "shifted back":             # entry i names record i-1, the first is 0 twice
+        return np.concatenate([[0], good[:-1]]).astype("<u8")
+    if how == "one record dropped":       # one entry fewer, each after 19 names the next record
+        return np.delete(good, 20)
+    if how == "truncated":
+        return good[:25]
+    if how == "swapped":
+        out = good.copy()
+        out[19], out[20] = good[20], good[19]
+        return out
+    if how == "one too many":
+        return np.concatenate([good, [good[-1] + 46]]).astype("<u8")
+    if how == "zeros":
+        return np.zeros(len(good), "<u8")
+    return np.arange(len(good), dtype="<u8") * 40          # "other file": another file's index, same count
+
+
+TAMPERINGS = ["shifted forward", "shifted back", "one record dropped", "truncated", "swapped", "one too many",
+              "zeros", "other file"]
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["raw", "re-signed"])
+@pytest.mark.parametrize("how", TAMPERINGS)
+def test_a_tampered_index_is_never_used_for_a_wrong_offset(tmp_path, caplog, how, signed):
+    """The cache entry's offsets tampered with, either as raw bytes (its checksum then fails) or rewritten
+    with a valid trailer (count, size, checksum): it is caught when loaded (walked again: the right offset at
+    once) or when checked against the file (None: the caller reads through). Never a wrong offset; one
+    warning; the next use has the right index."""
     path = tmp_path / "a.tfrecord"
     write_uniform(path, 50, 30)
     cache = tmp_path / "cache"
-    cache.mkdir()
-    good = compute_offsets(str(path))
-    wrong = {"zeros": np.zeros(50, "<u8"), "shifted": good + 46,
-             "other file": np.arange(50, dtype="<u8") * 40}[content]
-    (cache / f"{SHA}.offsets").write_bytes(wrong.tobytes())
+    good = ensure_index(str(path), records=50, sha256=SHA, directory=str(cache)).offsets.copy()
+    entry = cache / f"{SHA}.offsets"
+    wrong = _tampered(good, how)
+    if signed:
+        entry.write_bytes(encode_index(str(entry), wrong, os.path.getsize(path)))
+    else:
+        entry.write_bytes(wrong.tobytes() + entry.read_bytes()[-TRAILER_BYTES:])    # the old trailer kept
     with caplog.at_level(logging.WARNING, logger="pipeline.offsets"):
-        assert offset_of(str(path), 20, records=50, sha256=SHA, directory=str(cache)) is None
-    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warned) == 1 and "does not match the file" in warned[0].getMessage()
-    assert not (cache / f"{SHA}.offsets").exists()          # removed: the next use computes it again
+        got = offset_of(str(path), 20, records=50, sha256=SHA, directory=str(cache))
+    assert got in (20 * 46, None)
+    if not signed:
+        assert got == 20 * 46               # the checksum fails: walked again at once
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and ("is not used" in warned[0] or "does not match the file" in warned[0]), warned
     assert offset_of(str(path), 20, records=50, sha256=SHA, directory=str(cache)) == 20 * 46
+    again = ensure_index(str(path), records=50, sha256=SHA, directory=str(cache))
+    assert again.status == "cached" and again.offsets.tolist() == good.tolist()
+
+
+@pytest.mark.parametrize("how", ["old format", "trailer cut", "key moved", "other size"])
+def test_an_index_that_is_not_this_shards_is_walked_again(tmp_path, caplog, how):
+    """An index without its trailer (an older tfpipe's), cut inside the trailer, copied from another key or
+    made for a file of another size: one warning naming the entry and why, then the file is walked again."""
+    path = tmp_path / "a.tfrecord"
+    write_uniform(path, 50, 30)
+    cache = tmp_path / "cache"
+    good = compute_offsets(str(path))
+    entry = cache / f"{SHA}.offsets"
+    cache.mkdir()
+    data = {"old format": good.tobytes(),
+            "trailer cut": encode_index(str(entry), good, os.path.getsize(path))[:-1],
+            "key moved": encode_index(str(cache / f"{'ef' * 32}.offsets"), good, os.path.getsize(path)),
+            "other size": encode_index(str(entry), good, os.path.getsize(path) + 46)}[how]
+    entry.write_bytes(data)
+    with caplog.at_level(logging.WARNING, logger="pipeline.offsets"):
+        res = ensure_index(str(path), records=50, sha256=SHA, directory=str(cache))
+    assert res.status == "indexed" and res.offsets.tolist() == good.tolist()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and warned[0].startswith(f"the record-offset index {entry} of {path} is not used: ")
+    assert entry.read_bytes() == encode_index(str(entry), good, os.path.getsize(path))
 
 
 def test_a_stale_index_of_a_rewritten_file_is_caught(tmp_path, caplog):
