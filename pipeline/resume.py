@@ -47,6 +47,9 @@ def check_resumable(spec) -> None:
         raise ResumeError(f"resumable=True needs the record count of every file (file_records): got "
                           f"{len(spec.file_records)} counts for {len(spec.files)} files; use "
                           f"PipelineSpec.from_manifest")
+    if spec.file_sha256 and len(spec.file_sha256) != len(spec.files):
+        raise ResumeError(f"file_sha256 gives {len(spec.file_sha256)} digests for {len(spec.files)} files: one per "
+                          f"file, or none; use PipelineSpec.from_manifest")
     if spec.steps is None and spec.num_shards > 1 and epoch_records(spec) < global_batch(spec):
         raise ResumeError(f"an epoch of {epoch_records(spec)} records is less than one global batch "
                           f"({spec.batch_size} x {spec.num_shards} ranks)")

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from offsets_data import write_payloads, write_uniform
+from offsets_data import TAMPERINGS, tampered, write_payloads, write_uniform
 from pipeline_data import write_indexed_set
 
 from converters.cli import main
@@ -132,30 +132,6 @@ def test_an_unusable_cache_entry_is_recomputed(tmp_path, bad):
     assert offset_of(str(path), 39, records=40, sha256=SHA, directory=str(cache)) == 46 * 39
 
 
-def _tampered(good: np.ndarray, how: str) -> np.ndarray:
-    if how == "shifted forward":          # entry i names record i+1 (the last names the end of the file)
-        return np.concatenate([good[1:], [good[-1] + (good[1] - good[0])]]).astype("<u8")
-    if how == "shifted back":             # entry i names record i-1, the first is 0 twice
-        return np.concatenate([[0], good[:-1]]).astype("<u8")
-    if how == "one record dropped":       # one entry fewer, each after 19 names the next record
-        return np.delete(good, 20)
-    if how == "truncated":
-        return good[:25]
-    if how == "swapped":
-        out = good.copy()
-        out[19], out[20] = good[20], good[19]
-        return out
-    if how == "one too many":
-        return np.concatenate([good, [good[-1] + 46]]).astype("<u8")
-    if how == "zeros":
-        return np.zeros(len(good), "<u8")
-    return np.arange(len(good), dtype="<u8") * 40          # "other file": another file's index, same count
-
-
-TAMPERINGS = ["shifted forward", "shifted back", "one record dropped", "truncated", "swapped", "one too many",
-              "zeros", "other file"]
-
-
 @pytest.mark.parametrize("signed", [False, True], ids=["raw", "re-signed"])
 @pytest.mark.parametrize("how", TAMPERINGS)
 def test_a_tampered_index_is_never_used_for_a_wrong_offset(tmp_path, caplog, how, signed):
@@ -168,7 +144,7 @@ def test_a_tampered_index_is_never_used_for_a_wrong_offset(tmp_path, caplog, how
     cache = tmp_path / "cache"
     good = ensure_index(str(path), records=50, sha256=SHA, directory=str(cache)).offsets.copy()
     entry = cache / f"{SHA}.offsets"
-    wrong = _tampered(good, how)
+    wrong = tampered(good, how)
     if signed:
         entry.write_bytes(encode_index(str(entry), wrong, os.path.getsize(path)))
     else:

@@ -186,20 +186,66 @@ def test_resume_near_the_end_is_about_as_fast_as_a_fresh_start(tmp_path):
     assert resumed < 2 * fresh + 0.05, (resumed, fresh, through)
 
 
+def _cache_listing(directory) -> dict[str, tuple[int, int]]:
+    """Name -> (size, mtime in ns) of every entry of a cache directory."""
+    import os
+
+    return {e.name: (e.stat(follow_symlinks=False).st_size, e.stat(follow_symlinks=False).st_mtime_ns)
+            for e in os.scandir(directory)}
+
+
+@pytest.fixture()
+def precomputed(data, tmp_path, monkeypatch):
+    """``tfpipe pipeline offsets`` run over the set into a private cache; returns the offsets cache directory."""
+    from converters.cli import main
+
+    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
+    assert main(["pipeline", "offsets", data, "--no-progress"]) == 0
+    return tmp_path / "cache" / "offsets"
+
+
 @pytest.mark.parametrize("steps", [5, 33, 50])
-def test_resume_seeks_by_a_cached_offset_index_and_stays_exact(spec, full, steps, caplog):
-    """With the set's record-offset indexes cached (what ``tfpipe pipeline offsets SET`` does), the file a
-    resume enters in the middle is opened at the record's byte offset, and the batches are unchanged."""
+def test_a_deep_resume_uses_the_indexes_pipeline_offsets_made(spec, full, steps, precomputed, caplog):
+    """After ``tfpipe pipeline offsets SET`` (indexes keyed by each shard's sha256), the file a resume enters in
+    the middle is opened at the record's byte offset from that index: no walk (the walk's own log line), the
+    cache directory unchanged, and the batches are those of the uninterrupted run."""
     import logging
 
-    from pipeline.offsets import ensure_index
-
-    for path, n in zip(spec.files, spec.file_records):
-        ensure_index(path, records=n)
-    with caplog.at_level(logging.DEBUG, logger="pipeline.seek"):
+    before = _cache_listing(precomputed)
+    assert sorted(before) == sorted(f"{d}.offsets" for d in spec.file_sha256)
+    with caplog.at_level(logging.DEBUG, logger="pipeline"):
         got = batches_of(build_dataset(spec, resume=input_state(spec, steps)))
     assert got == full[steps:]
     assert "entering record" in caplog.text
+    assert "walked the record headers" not in caplog.text
+    assert _cache_listing(precomputed) == before
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["raw", "re-signed"])
+@pytest.mark.parametrize("how", ["shifted forward", "shifted back", "truncated", "swapped", "one too many"])
+def test_a_deep_resume_over_tampered_indexes_stays_exact(spec, full, precomputed, caplog, how, signed):
+    """Every precomputed index tampered with (shifted by a record, cut short, two entries swapped, one entry
+    too many), as raw bytes or rewritten with a valid trailer: deep resumes are still the uninterrupted run's
+    batches, batch for batch (each tampered index is walked again, or the file read through)."""
+    import logging
+
+    import numpy as np
+    from offsets_data import tampered
+
+    from pipeline.offsets import TRAILER_BYTES, encode_index
+
+    for entry in precomputed.iterdir():
+        data = entry.read_bytes()
+        good = np.frombuffer(data[:-TRAILER_BYTES], "<u8")
+        wrong = tampered(good, how)
+        shard_bytes = int.from_bytes(data[-TRAILER_BYTES + 16:-TRAILER_BYTES + 24], "little")
+        entry.write_bytes(encode_index(str(entry), wrong, shard_bytes) if signed
+                          else wrong.tobytes() + data[-TRAILER_BYTES:])
+        assert entry.read_bytes() != data
+    with caplog.at_level(logging.WARNING, logger="pipeline.offsets"):
+        for steps in (5, 33, 50, 63):
+            assert batches_of(build_dataset(spec, resume=input_state(spec, steps))) == full[steps:]
+    assert "is not used" in caplog.text or "does not match the file" in caplog.text
 
 
 def test_a_shallow_resume_without_a_cached_index_reads_through(tmp_path, caplog):
@@ -215,7 +261,8 @@ def test_a_shallow_resume_without_a_cached_index_reads_through(tmp_path, caplog)
     with caplog.at_level(logging.DEBUG, logger="pipeline.seek"):
         assert batches_of(build_dataset(spec, resume=input_state(spec, 20))) == whole[20:]
     assert "entering record" not in caplog.text
-    assert not any(os.path.exists(index_path(f)) for f in spec.files)
+    assert not any(os.path.lexists(index_path(f)) or os.path.lexists(index_path(f, sha256=d))
+                   for f, d in zip(spec.files, spec.file_sha256))
 
 
 def test_resumable_graphs_lint_clean_and_describe_themselves(spec):
