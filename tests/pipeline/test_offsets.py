@@ -259,16 +259,85 @@ def test_cli_offsets_of_a_gzip_set(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "cache" / "offsets").exists()
 
 
-def test_cli_offsets_of_a_damaged_set(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
+def _spoil(shard, how: str) -> str:
+    """Make the shard file ``shard`` bad as ``how`` says; returns what the line naming it must say."""
+    if how == "damaged":
+        raw = bytearray(shard.read_bytes())
+        raw[0] ^= 1
+        shard.write_bytes(bytes(raw))
+        return "corrupt record header (length CRC mismatch"
+    if how == "truncated":                       # cut at a record boundary: the walk alone would not see it
+        last = int(compute_offsets(str(shard))[-1])
+        os.truncate(shard, last)
+        return f"{last} bytes, its manifest says"
+    shard.unlink()
+    if how == "fifo":
+        os.mkfifo(shard)
+        return "is a FIFO (named pipe), not a regular file"
+    if how == "directory":
+        shard.mkdir()
+        return "is a directory, not a regular file"
+    if how == "link to /dev/zero":
+        shard.symlink_to("/dev/zero")
+        return "is a symbolic link"
+    if how == "character device":
+        try:
+            os.mknod(shard, 0o644 | __import__("stat").S_IFCHR, os.makedev(1, 5))      # a copy of /dev/zero
+        except PermissionError:
+            pytest.skip("mknod is not allowed here")
+        return "is a character device, not a regular file"
+    return "missing (listed in the manifest)"
+
+
+@pytest.mark.parametrize("how, warm", [
+    ("fifo", False), ("fifo", True), ("truncated", False), ("truncated", True), ("directory", True),
+    ("link to /dev/zero", True), ("character device", True), ("missing", True), ("damaged", False),
+])
+def test_cli_offsets_names_each_bad_shard_in_one_line(tmp_path, how, warm):
+    """A FIFO shard (which hung the command for good), a shard cut at a record boundary, a directory, a link to
+    /dev/zero or a copy of it, a missing or damaged shard, with the set's indexes already cached or not: the
+    command (a real process) ends within a minute, one line names the shard and what is wrong with it, the
+    error line says how many were left out, nothing says "already cached", and the other shards are cached."""
+    from hostile import run_cli
+
+    cache = tmp_path / "cache"
     m = write_indexed_set(tmp_path / "set", 300, shard_bytes=4 << 10)
+    argv = ["pipeline", "offsets", str(tmp_path / "set"), "--no-progress"]
+    if warm:
+        assert run_cli(argv, env={"TFPIPE_CACHE": str(cache)}).rc == 0
     shard = tmp_path / "set" / m.shards[1].name
-    raw = bytearray(shard.read_bytes())
-    raw[0] ^= 1
-    shard.write_bytes(bytes(raw))
-    assert main(["pipeline", "offsets", str(tmp_path / "set"), "--no-progress"]) == 4
-    err = capsys.readouterr().err
-    assert f"{shard}: corrupt record header (length CRC mismatch" in err and "at byte 0" in err
+    reason = _spoil(shard, how)
+    r = run_cli(argv, env={"TFPIPE_CACHE": str(cache)}, timeout=60)
+    assert r.rc == 4 and "Traceback" not in r.err, r.err
+    naming = [ln for ln in r.err.splitlines() if str(shard) in ln]
+    assert len(naming) == 1 and naming[0].startswith("WARNING") and reason in naming[0], r.err
+    assert r.error_lines == [f"tfpipe: error: {tmp_path / 'set'}: 1 of {len(m.shards)} shard(s) not indexed "
+                             "(each named above; tfpipe verify checks the set)"]
+    assert "already cached" not in r.out
+    others = {f"{s.sha256}.offsets" for s in m.shards if s.name != shard.name}
+    assert others <= set(os.listdir(cache / "offsets"))
+
+
+def test_a_fifo_in_the_offsets_cache_is_replaced_not_read(tmp_path):
+    """A FIFO where a shard's index belongs (it hung the command): one warning naming the entry, the shard is
+    walked and its index written over the FIFO; a process, ended within a minute."""
+    from hostile import run_cli
+
+    cache = tmp_path / "cache"
+    m = write_indexed_set(tmp_path / "set", 300, shard_bytes=4 << 10)
+    (cache / "offsets").mkdir(parents=True)
+    entry = cache / "offsets" / f"{m.shards[0].sha256}.offsets"
+    os.mkfifo(entry)
+    r = run_cli(["pipeline", "offsets", str(tmp_path / "set"), "--no-progress"], env={"TFPIPE_CACHE": str(cache)},
+                timeout=60)
+    assert r.rc == 0, r.err
+    warned = [ln for ln in r.err.splitlines() if ln.startswith("WARNING")]
+    assert len(warned) == 1 and f"{entry} of " in warned[0], r.err
+    assert "is not used: it is a FIFO (named pipe), not a regular file" in warned[0]
+    assert f"{len(m.shards)} indexed, 0 already cached" in r.out
+    assert entry.is_file() and not entry.is_symlink()
+    assert ensure_index(str(tmp_path / "set" / m.shards[0].name), records=m.shards[0].records,
+                        sha256=m.shards[0].sha256, directory=str(cache / "offsets")).status == "cached"
 
 
 def test_cli_offsets_of_a_remote_set_is_refused(capsys):

@@ -248,6 +248,37 @@ def test_a_deep_resume_over_tampered_indexes_stays_exact(spec, full, precomputed
     assert "is not used" in caplog.text or "does not match the file" in caplog.text
 
 
+def test_a_deep_resume_over_fifos_in_the_offsets_cache(data, spec, tmp_path):
+    """A FIFO planted where every shard's index belongs (it hung a deep resume): a real process, entering each
+    file by its index as a resume deep into big shards does, ends within the deadline with the uninterrupted
+    run's batches; each FIFO is named in a warning and replaced by the index."""
+    import os
+
+    from hostile import run_py
+
+    offsets = tmp_path / "cache" / "offsets"
+    offsets.mkdir(parents=True)
+    for d in spec.file_sha256:
+        os.mkfifo(offsets / f"{d}.offsets")
+    code = f"""
+import pipeline.resumable as r
+r.SKIP_BELOW_BYTES = 0      # enter files by their index whatever their size (as deep into 1 GiB shards)
+from pipeline import PipelineSpec, build_dataset, input_state
+spec = PipelineSpec.from_manifest({data!r}, {BATCH}, shuffle_buffer=100, seed=7, epochs=2, resumable=True)
+def batches(ds):
+    return [[int(x) for x in label.numpy()] for _, label in ds]
+full = batches(build_dataset(spec))
+for steps in (5, 33, 50):
+    assert batches(build_dataset(spec, resume=input_state(spec, steps))) == full[steps:], steps
+print("exact")
+"""
+    r = run_py(code, env={"TFPIPE_CACHE": str(tmp_path / "cache")}, timeout=240)
+    assert r.rc == 0 and "exact" in r.out, r.out + r.err[-3000:]
+    assert "is not used: it is a FIFO (named pipe), not a regular file" in r.err
+    replaced = [e for e in offsets.iterdir() if e.is_file() and not e.is_symlink()]
+    assert 1 <= len(replaced) <= len(spec.file_sha256)
+
+
 def test_a_shallow_resume_without_a_cached_index_reads_through(tmp_path, caplog):
     """No index is built for an entry with few bytes before it: ``skip`` costs less than the first walk."""
     import logging
