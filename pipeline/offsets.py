@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from converters.util.errors import IntegrityError
-from converters.util.fs import NotRegularFileError, file_kind, is_sha256, write_atomic
+from converters.util.fs import NotRegularFileError, file_kind, is_sha256, open_regular, write_atomic
 from converters.util.system import cache_root
 
 __all__ = ["OFFSET_BYTES", "TRAILER_BYTES", "IndexResult", "cache_dir", "index_path", "has_cached_index",
@@ -117,25 +117,10 @@ def _damage(path: str, reason: str, offset: int) -> IntegrityError:
     return exc
 
 
-def _open_regular(path: str) -> int:
-    """A read-only descriptor of ``path`` if it is a regular file (opened non-blocking, so a FIFO or device is
-    only looked at, then set back to blocking); else ``NotRegularFileError``."""
-    fd = os.open(path, _READ_FLAGS)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFileError(errno.EINVAL, f"is {file_kind(mode)}, not a regular file", path)
-        os.set_blocking(fd, True)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def _walk(path: str) -> tuple[np.ndarray, int]:
     """(record offsets, file size) of the regular file ``path``: see :func:`compute_offsets`."""
     start = time.perf_counter()
-    with os.fdopen(_open_regular(path), "rb") as f:
+    with open_regular(path) as f:         # (a FIFO or device is only looked at: NotRegularFileError)
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return np.zeros(0, _DTYPE), 0
@@ -330,13 +315,10 @@ def offset_of(path: str, k: int, *, records: int | None = None, sha256: str | No
         prev_k = min(k, n) - 1 if min(k, n) > 0 else None      # the record before k (the last one past the end)
         at = int(offsets[k]) if k < n else None
         prev = int(offsets[prev_k]) if prev_k is not None else None
-        fd = _open_regular(path)
-        try:
-            size = os.fstat(fd).st_size
-            why = _check(fd, size, n, prev, at, int(offsets[n - 1])) if n else (
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            why = _check(f.fileno(), size, n, prev, at, int(offsets[n - 1])) if n else (
                 None if size == 0 else "it lists no records")
-        finally:
-            os.close(fd)
     except OSError as exc:     # (a damaged file is an IntegrityError, raised)
         log.warning("cannot index the record offsets of %s (%s): reading through its first %d records", path,
                     exc.strerror or exc, k)

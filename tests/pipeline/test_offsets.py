@@ -113,7 +113,7 @@ def test_the_key_without_a_digest_follows_the_file(tmp_path):
     assert index_path(str(path), directory=str(tmp_path)) != first
 
 
-@pytest.mark.parametrize("bad", ["wrong size", "a link", "a directory"])
+@pytest.mark.parametrize("bad", ["wrong size", "a link", "a directory", "a FIFO", "a link to /dev/zero"])
 def test_an_unusable_cache_entry_is_recomputed(tmp_path, bad):
     path = tmp_path / "a.tfrecord"
     write_uniform(path, 40, 30)
@@ -125,6 +125,10 @@ def test_an_unusable_cache_entry_is_recomputed(tmp_path, bad):
     elif bad == "a link":
         (tmp_path / "elsewhere").write_bytes(compute_offsets(str(path)).tobytes())
         entry.symlink_to(tmp_path / "elsewhere")
+    elif bad == "a FIFO":
+        os.mkfifo(entry)
+    elif bad == "a link to /dev/zero":
+        entry.symlink_to("/dev/zero")
     else:
         entry.mkdir()
     res = ensure_index(str(path), records=40, sha256=SHA, directory=str(cache))

@@ -138,6 +138,74 @@ def test_oversized_or_odd_state_is_refused(spec):
         build_dataset(spec, resume={**state, "position": -1})
 
 
+# A state after 40 steps of ``spec`` (1,000 records, batch 32, 2 epochs of 32 steps): epoch 1, position 256,
+# steps 40; each row changes it as a hostile or careless caller might.
+HOSTILE_STATES = [
+    ({"epoch": 2 ** 63}, r"epoch must be an integer from 0 to 2\^62 - 1, got 9223372036854775808"),
+    ({"epoch": 10 ** 40}, r"epoch must be an integer from 0 to 2\^62 - 1, got 10000000000000000000000000000000000"),
+    ({"epoch": 2 ** 62}, r"epoch must be an integer from 0 to 2\^62 - 1, got 4611686018427387904"),
+    ({"epoch": -1}, r"epoch must be an integer from 0 to 2\^62 - 1, got -1"),
+    ({"epoch": 1.0}, r"epoch must be an integer from 0 to 2\^62 - 1, got 1.0"),
+    ({"epoch": True}, r"epoch must be an integer from 0 to 2\^62 - 1, got True"),
+    ({"epoch": "1"}, r"epoch must be an integer from 0 to 2\^62 - 1, got '1'"),
+    ({"epoch": None}, r"epoch must be an integer from 0 to 2\^62 - 1, got None"),
+    ({"epoch": 3, "steps": 104}, r"epoch 3 \(position 256\) is past this spec's end \(epochs=2: at most epoch 2"),
+    ({"epoch": 2, "steps": 72}, r"epoch 2 \(position 256\) is past this spec's end"),
+    ({"position": 1}, r"position 1 is not a multiple of batch_size 32 \(every step takes whole batches: expected 0 "
+                      r"or 32\)"),
+    ({"position": 257}, r"position 257 is not a multiple of batch_size 32 .*expected 256 or 288"),
+    ({"position": 2 ** 63}, r"position must be an integer from 0 to 2\^62 - 1, got 9223372036854775808"),
+    ({"position": -32}, r"position must be an integer from 0 to 2\^62 - 1, got -32"),
+    ({"position": 1024}, r"position 1024 is past the epoch's 1000 records"),
+    ({"steps": 0}, r"steps 0 cannot reach epoch 1 at position 256 with batch_size 32 \(expected 2 to 40 steps\)"),
+    ({"steps": 41}, r"steps 41 cannot reach epoch 1 at position 256 .*expected 2 to 40 steps"),
+    ({"steps": 10 ** 6}, r"steps 1000000 cannot reach epoch 1"),
+    ({"steps": 2 ** 63}, r"steps must be an integer from 0 to 2\^62 - 1, got 9223372036854775808"),
+    ({"steps": -1}, r"steps must be an integer from 0 to 2\^62 - 1, got -1"),
+    ({"world_size": 0}, r"world_size must be an integer from 1 to 2\^62 - 1, got 0"),
+    ({"world_size": 2 ** 63}, r"world_size must be an integer from 1 to 2\^62 - 1, got 9223372036854775808"),
+]
+
+
+@pytest.mark.parametrize("change, match", HOSTILE_STATES)
+def test_hostile_states_are_refused_in_one_line(spec, change, match):
+    """A state whose counts are out of range (which gave a conversion error deep in TensorFlow) or that no run
+    of the spec can reach (a position between batches shifted every batch): refused by ``build_dataset`` and
+    by ``input_state(start=...)`` with one line naming the field, its value and what was expected."""
+    state = {**input_state(spec, 40), **change}
+    assert input_state(spec, 40) == {**state, **input_state(spec, 40)}      # (the base state is as described)
+    for use in (lambda: build_dataset(spec, resume=state), lambda: input_state(spec, 1, start=state)):
+        with pytest.raises(ResumeError, match=match) as e:
+            use()
+        assert "\n" not in str(e.value) and str(e.value).startswith("input state")
+
+
+@pytest.mark.parametrize("change, match", [c for c in HOSTILE_STATES if "epoch" in c[0] and len(c[0]) == 1][:2]
+                         + [({"position": 1}, "not a multiple of batch_size")])
+def test_the_keras_callback_refuses_a_hostile_start(spec, tmp_path, change, match):
+    from pipeline import InputStateCallback
+
+    with pytest.raises(ResumeError, match=match):
+        InputStateCallback(spec, str(tmp_path), start={**input_state(spec, 40), **change})
+
+
+def test_states_every_run_reaches_are_accepted(data):
+    """The consistency checks refuse nothing a run can write: every step of single- and multi-rank runs,
+    also after a change of world size and with drop_remainder."""
+    from pipeline.resume import resume_position
+
+    for kw in (dict(), dict(drop_remainder=True), dict(num_shards=4), dict(num_shards=3, steps=5)):
+        s = PipelineSpec.from_manifest(data, 16, shuffle_buffer=10, seed=1, epochs=3, resumable=True, **kw)
+        for steps in range(0, 200, 7):
+            state = input_state(s, steps)
+            if (state["epoch"], state["position"]) > (3, 0):
+                continue                        # past the run's end: no run writes it
+            assert resume_position(s, state) == (state["epoch"], state["position"])
+            if s.steps is None:                 # resumed by 2 ranks (with steps=5 the epoch itself changes)
+                two = s.with_(num_shards=2, shard_index=0)
+                assert resume_position(two, state) == (state["epoch"], state["position"])
+
+
 @pytest.mark.parametrize("kw, match", [(dict(resumable=False), "resumable=True"),
                                        (dict(seed=None), "needs a seed")])
 def test_unresumable_specs_are_refused(spec, kw, match):
