@@ -25,3 +25,28 @@ def write_uniform(path, n: int, size: int) -> None:
     framed, _ = frame_payloads(data.reshape(-1), np.arange(n + 1, dtype=np.int64) * size)
     with open(path, "wb") as f:
         f.write(framed.tobytes())
+
+
+def tampered(good: np.ndarray, how: str) -> np.ndarray:
+    """``good`` (a file's record offsets, 21 or more) tampered with as ``how`` (one of ``TAMPERINGS``) says."""
+    if how == "shifted forward":          # entry i names record i+1 (the last names the end of the file)
+        return np.concatenate([good[1:], [good[-1] + (good[1] - good[0])]]).astype("<u8")
+    if how == "shifted back":             # entry i names record i-1, the first is 0 twice
+        return np.concatenate([[0], good[:-1]]).astype("<u8")
+    if how == "one record dropped":       # one entry fewer, each after 19 names the next record
+        return np.delete(good, 20)
+    if how == "truncated":
+        return good[:25]
+    if how == "swapped":
+        out = good.copy()
+        out[19], out[20] = good[20], good[19]
+        return out
+    if how == "one too many":
+        return np.concatenate([good, [good[-1] + 46]]).astype("<u8")
+    if how == "zeros":
+        return np.zeros(len(good), "<u8")
+    return np.arange(len(good), dtype="<u8") * 40          # "other file": another file's index, same count
+
+
+TAMPERINGS = ["shifted forward", "shifted back", "one record dropped", "truncated", "swapped", "one too many",
+              "zeros", "other file"]

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 _FROM_MANIFEST_ARGS = ("mode", "channel", "pipe_dir", "pipe_timeout", "shuffle_buffer", "seed", "epochs", "cache",
                        "drop_remainder", "num_shards", "shard_index", "plan", "rank", "cache_dir", "label_weights")
 _FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manifest_sha256", "batch_size",
-                        "file_records")
+                        "file_records", "file_sha256")
 
 
 def default_cache_dir(url: str) -> str:
@@ -129,6 +129,7 @@ class PipelineSpec(PipelineSpecBase):
             overrides.setdefault("parse", False)
         if mode == "file" and label_weights is None:   # per-file counts: a resumable order seeks by them
             overrides["file_records"] = tuple(by_name[n].records for n in names)
+            overrides["file_sha256"] = tuple(by_name[n].sha256 for n in names)
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
             overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
             overrides.setdefault("num_features", int(manifest.extra["num_features"]))

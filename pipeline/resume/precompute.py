@@ -1,12 +1,17 @@
 """``tfpipe pipeline offsets SET``: compute and cache the record-offset index (``pipeline.resume.offsets``) of every
 shard of a local set before a long run, so that the first resume deep into an epoch does not pay for it.
 
-Shards are indexed in threads (the walk kernel releases the GIL); an index already in the cache is only
-checked for its size. GZIP shards are not indexed: offsets into compressed data do not apply, and a resume
-reads through them (``TFRecordDataset.skip``).
+Shards are indexed in threads (the walk kernel releases the GIL); an index already in the cache is checked
+(its checksum, count and shard size) and walked again if it does not pass. A shard is looked at before it is
+opened or called cached: one that is missing, a link, a FIFO, a device or a directory, or whose size is not
+its manifest's, and one whose records are damaged, is one warning line naming it and is not indexed (nothing
+is opened that could block); the others are, and the run then fails saying how many were left out. GZIP
+shards are not indexed: offsets into compressed data do not apply, and a resume reads through them
+(``TFRecordDataset.skip``).
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +22,8 @@ from converters.util.errors import IntegrityError, TfpipeError
 from .offsets import OFFSET_BYTES, cache_dir, ensure_index
 
 __all__ = ["OffsetsReport", "index_offsets", "format_offsets_report"]
+
+log = logging.getLogger(__name__)
 
 GZIP_NOTE = "not indexed (gzip: a resume skips through them)"
 
@@ -45,7 +52,8 @@ def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
                   directory: str | None = None) -> OffsetsReport:
     """Index every shard of the local shard set ``set_path`` (a directory or its ``index.json``) into the
     offsets cache (``directory``, default ``pipeline.resume.offsets.cache_dir()``), ``workers`` shards at a time.
-    A shard whose record count differs from its manifest's is an ``IntegrityError``."""
+    A shard that is not a regular file of its manifest's size, is damaged or has another record count is one
+    warning naming it; the others are indexed, then an ``IntegrityError`` says how many were left out."""
     from converters.shardset.reader import read_manifest
     from converters.storage import is_s3
     from converters.util.progress import progress_bar
@@ -65,24 +73,45 @@ def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
 
     def one(item):
         info, path = item
-        try:
-            res = ensure_index(path, records=info.records, sha256=info.sha256, directory=directory)
-        except OSError as exc:
-            raise TfpipeError(f"{path}: cannot index it ({exc.strerror or exc})") from None
-        if res.records != info.records:
-            raise IntegrityError(f"{path}: {res.records} records, its manifest says {info.records} (tfpipe verify "
-                                 "names what is wrong)")
-        return res
+        problem = _shard_problem(path, info)
+        if problem is None:
+            try:
+                res = ensure_index(path, records=info.records, sha256=info.sha256, directory=directory)
+                # (another count than the manifest's: ensure_index warned, naming the file and both counts)
+                return res.status if res.records == info.records else "bad"    # (not the offsets: never all held)
+            except IntegrityError as exc:   # damaged: the message names the file and the byte
+                log.warning("%s: not indexed", exc)
+                return "bad"
+            except OSError as exc:
+                problem = f"cannot index it ({exc.strerror or exc})"
+        log.warning("%s: %s: not indexed", path, problem)
+        return "bad"
 
-    counts = {"indexed": 0, "cached": 0, "uncached": 0}
+    counts = {"indexed": 0, "cached": 0, "uncached": 0, "bad": 0}
     with progress_bar(progress, desc="record offsets", total=manifest.total_bytes) as bar, \
             ThreadPoolExecutor(max_workers=min(workers, max(1, len(shards)))) as pool:
-        for (info, _), res in zip(shards, pool.map(one, shards)):
-            counts[res.status] += 1
+        for (info, _), status in zip(shards, pool.map(one, shards)):
+            counts[status] += 1
             bar.update(info.bytes)
+    if counts["bad"]:
+        raise IntegrityError(f"{set_path}: {counts['bad']} of {len(shards)} shard(s) not indexed (each named above; "
+                             "tfpipe verify checks the set)")
     return OffsetsReport(str(set_path), len(shards), manifest.records, counts["indexed"], counts["cached"],
                          counts["uncached"], 0, OFFSET_BYTES * manifest.records, time.perf_counter() - start,
                          directory)
+
+
+def _shard_problem(path: str, info) -> str | None:
+    """Why the file at ``path`` cannot be the manifest entry ``info``'s shard, from its metadata only (never
+    opened: a FIFO or device is not read), or None."""
+    from converters.shardset.reader import shard_file_problem
+
+    problem = shard_file_problem(path)
+    if problem is None:
+        size = os.lstat(path).st_size
+        if size != info.bytes:
+            return f"{size} bytes, its manifest says {info.bytes}"
+    return problem
 
 
 def format_offsets_report(r: OffsetsReport) -> str:

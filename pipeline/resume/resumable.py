@@ -46,19 +46,21 @@ def _seed(seed, epoch, what):
 SKIP_BELOW_BYTES = 256 << 20
 
 
-def enter(path: str, k: int, compression_type, buffer_size, records: int | None = None):
+def enter(path: str, k: int, compression_type, buffer_size, records: int | None = None,
+          sha256: str | None = None):
     """The records of ``path`` from its record ``k`` (the one place a file is entered in the middle): a seek
     by the file's record-offset index (``pipeline.resume.seek.records_from``) when it is cached or the bytes before
     ``k`` are many, else ``skip`` (GZIP files and a TensorFlow without the seek op always read through).
-    ``records``: the file's record count from the manifest."""
+    ``records``, ``sha256``: the file's record count and digest from the manifest (the digest is the key the
+    index is cached under, by ``tfpipe pipeline offsets`` too)."""
     import os
 
-    from .offsets import index_path
+    from .offsets import has_cached_index
     from .seek import records_from
 
     if k > 0 and "://" not in path and not compression_type:
         try:
-            cached = os.path.isfile(index_path(path))
+            cached = has_cached_index(path, sha256=sha256)
             before = os.path.getsize(path) * k // records if records else os.path.getsize(path)
         except (OSError, ValueError):
             cached, before = True, 0             # let records_from report or fall back
@@ -66,7 +68,8 @@ def enter(path: str, k: int, compression_type, buffer_size, records: int | None 
             import tensorflow as tf
 
             return tf.data.TFRecordDataset(path, compression_type, buffer_size).skip(k)
-    return records_from(path, k, compression_type=compression_type, buffer_size=buffer_size, records=records)
+    return records_from(path, k, compression_type=compression_type, buffer_size=buffer_size, records=records,
+                        sha256=sha256)
 
 
 def _file_order(spec, e):
@@ -94,9 +97,10 @@ def _batches(spec, recs, steps):
     return ds.take(steps)
 
 
-def _read_from(spec, names: list[str], counts: list[int], start: int):
-    """The records of the concatenation of ``names`` (``counts`` records each) from its record ``start``:
-    whole files before it are skipped by their counts, the file holding it is entered with :func:`enter`."""
+def _read_from(spec, names: list[str], counts: list[int], start: int, digests: list[str | None]):
+    """The records of the concatenation of ``names`` (``counts`` records each, ``digests`` their sha256 or
+    None) from its record ``start``: whole files before it are skipped by their counts, the file holding it
+    is entered with :func:`enter`."""
     import tensorflow as tf
 
     ctype, buf = _io(spec)
@@ -104,7 +108,7 @@ def _read_from(spec, names: list[str], counts: list[int], start: int):
     while j < len(names) - 1 and k >= counts[j]:
         k -= counts[j]
         j += 1
-    recs = enter(names[j], k, ctype, buf, counts[j])
+    recs = enter(names[j], k, ctype, buf, counts[j], digests[j])
     if j + 1 < len(names):
         recs = recs.concatenate(tf.data.TFRecordDataset(names[j + 1:], ctype, buf))
     return recs
@@ -117,15 +121,16 @@ def _first_epoch(spec, e, pos, steps):
     order = [int(x) for x in _file_order(spec, e).numpy()]
     names = [spec.files[f] for f in order]
     counts = [spec.file_records[f] for f in order]
+    digests = [spec.file_sha256[f] if spec.file_sha256 else None for f in order]
     if spec.shuffle_buffer <= 0:
-        return _batches(spec, _read_from(spec, names, counts, min(pos, total)), steps)
+        return _batches(spec, _read_from(spec, names, counts, min(pos, total), digests), steps)
     key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
     q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
     c = chunk_size(spec.shuffle_buffer)
     rebuild = None
     if q0 < m:      # the records that may still wait at chunk m: one read, one refill, no output
-        rebuild = _read_from(spec, names, counts, q0 * c).take((m - q0) * c)
-    recs = delay_order(_read_from(spec, names, counts, m * c), key, spec.shuffle_buffer, total, m, rebuild, q0)
+        rebuild = _read_from(spec, names, counts, q0 * c, digests).take((m - q0) * c)
+    recs = delay_order(_read_from(spec, names, counts, m * c, digests), key, spec.shuffle_buffer, total, m, rebuild, q0)
     return _batches(spec, recs.skip(drop), steps)
 
 

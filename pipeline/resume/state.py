@@ -17,11 +17,12 @@ from typing import Any
 
 from converters.util.errors import TfpipeError
 
-__all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "check_resumable", "fingerprint", "global_batch",
+__all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "check_resumable", "fingerprint", "global_batch",
            "epoch_records", "steps_for", "epoch_steps", "input_state", "resume_position", "advance"]
 
 STATE_FORMAT = "tfpipe.input_state/1"
 MAX_STATE_BYTES = 1024
+MAX_COUNT = 1 << 62          # epochs, positions, steps and ranks a state may hold: below int64's end, as tf.data counts
 _KEYS = ("format", "fingerprint", "seed", "shuffle_buffer", "batch_size", "drop_remainder", "records", "epoch",
          "position", "world_size", "steps")
 
@@ -47,6 +48,9 @@ def check_resumable(spec) -> None:
         raise ResumeError(f"resumable=True needs the record count of every file (file_records): got "
                           f"{len(spec.file_records)} counts for {len(spec.files)} files; use "
                           f"PipelineSpec.from_manifest")
+    if spec.file_sha256 and len(spec.file_sha256) != len(spec.files):
+        raise ResumeError(f"file_sha256 gives {len(spec.file_sha256)} digests for {len(spec.files)} files: one per "
+                          f"file, or none; use PipelineSpec.from_manifest")
     if spec.steps is None and spec.num_shards > 1 and epoch_records(spec) < global_batch(spec):
         raise ResumeError(f"an epoch of {epoch_records(spec)} records is less than one global batch "
                           f"({spec.batch_size} x {spec.num_shards} ranks)")
@@ -90,8 +94,8 @@ def epoch_steps(spec) -> int:
 
 def advance(spec, steps: int, start: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """(epoch, position) after ``steps`` more steps of ``spec`` from ``start`` (pure)."""
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps < MAX_COUNT:
+        raise ValueError(f"steps must be an integer from 0 to 2^62 - 1, got {steps!r}")
     epoch, pos = start
     first = steps_for(spec, epoch_records(spec) - pos)
     if steps < first:
@@ -117,15 +121,35 @@ def input_state(spec, steps: int, start: dict | None = None) -> dict[str, Any]:
     return state
 
 
-def _int(state: dict, key: str) -> int:
+def _int(state: dict, key: str, least: int = 0) -> int:
     v = state.get(key)
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise ResumeError(f"input state: {key} must be an integer >= 0, got {v!r}")
+    if not isinstance(v, int) or isinstance(v, bool) or not least <= v < MAX_COUNT:
+        raise ResumeError(f"input state: {key} must be an integer from {least} to 2^62 - 1, got {v!r}")
     return v
 
 
+def _check_counts(spec, epoch: int, pos: int, steps: int) -> None:
+    """Refuse (one line: field, value, what was expected) a state whose epoch, position and steps no run of
+    ``spec`` can reach: a position between batches would shift every batch after it."""
+    b = spec.batch_size
+    if spec.epochs is not None and (epoch > spec.epochs or (epoch == spec.epochs and pos)):
+        raise ResumeError(f"input state: epoch {epoch} (position {pos}) is past this spec's end (epochs="
+                          f"{spec.epochs}: at most epoch {spec.epochs} at position 0)")
+    if pos % b:
+        raise ResumeError(f"input state: position {pos} is not a multiple of batch_size {b} (every step takes "
+                          f"whole batches: expected {pos - pos % b} or {pos - pos % b + b})")
+    if pos > epoch_records(spec):
+        raise ResumeError(f"input state position {pos} is past the epoch's {epoch_records(spec)} records")
+    least = epoch + (1 if pos else 0)           # every epoch takes a step or more, and so does a position in one
+    most = epoch * -(-sum(spec.file_records) // b) + pos // b     # a step takes a batch or more of the order
+    if not least <= steps <= most:
+        raise ResumeError(f"input state: steps {steps} cannot reach epoch {epoch} at position {pos} with "
+                          f"batch_size {b} (expected {least} to {most} steps)")
+
+
 def resume_position(spec, state: Any) -> tuple[int, int]:
-    """(epoch, position) of ``state`` after checking it belongs to ``spec``; a mismatch is one line naming it."""
+    """(epoch, position) of ``state`` after checking it belongs to ``spec`` and is one a run of it can reach;
+    a mismatch is one line naming the field, its value and what was expected."""
     check_resumable(spec)
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         got = state.get("format") if isinstance(state, dict) else type(state).__name__
@@ -145,8 +169,7 @@ def resume_position(spec, state: Any) -> tuple[int, int]:
         if state.get(key) != mine:
             raise ResumeError(f"input state is from another {key.replace('_', ' ')}: {state.get(key)!r}, this "
                               f"spec has {mine!r}")
-    epoch, pos = _int(state, "epoch"), _int(state, "position")
-    _int(state, "world_size"), _int(state, "steps")
-    if pos > epoch_records(spec):
-        raise ResumeError(f"input state position {pos} is past the epoch's {epoch_records(spec)} records")
+    epoch, pos, steps = _int(state, "epoch"), _int(state, "position"), _int(state, "steps")
+    _int(state, "world_size", least=1)
+    _check_counts(spec, epoch, pos, steps)
     return epoch, pos

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from converters.shardset.options import normalize_compression
+from converters.util.fs import is_sha256
 from converters.util.system import cpu_count
 from .streamopts import StreamOptions
 
@@ -241,10 +242,12 @@ class ResumeOptions:
     """``resumable=True``: File mode reads one global, seeded record order that is a pure function of (manifest,
     seed, epoch, position), so ``pipeline.input_state`` can save a position and ``build_dataset(spec,
     resume=state)`` continue from it (``pipeline.resume.resumable``). ``file_records``: records per file, in
-    ``files`` order (``from_manifest`` fills it from the manifest)."""
+    ``files`` order; ``file_sha256``: each file's sha256, the key of its record-offset index (the one
+    ``tfpipe pipeline offsets`` caches); ``from_manifest`` fills both from the manifest."""
 
     resumable: bool = False
     file_records: tuple[int, ...] = ()
+    file_sha256: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not isinstance(self.resumable, bool):
@@ -253,6 +256,12 @@ class ResumeOptions:
         if any(not _is_int(n) or n < 0 for n in counts):
             raise ValueError(f"file_records must be record counts (integers >= 0), got {self.file_records!r}")
         object.__setattr__(self, "file_records", counts)
+        digests = tuple(self.file_sha256) if not isinstance(self.file_sha256, str) else (self.file_sha256,)
+        bad = next((d for d in digests if not is_sha256(d)), None)
+        if bad is not None:
+            raise ValueError(f"file_sha256 must be sha256 digests (64 lowercase hex digits, as manifests write "
+                             f"them), got {bad!r}")
+        object.__setattr__(self, "file_sha256", digests)
 
 
 # attribute of PipelineSpec -> its class, in the spec's field order. Add a new group here (and as a field).

@@ -138,6 +138,74 @@ def test_oversized_or_odd_state_is_refused(spec):
         build_dataset(spec, resume={**state, "position": -1})
 
 
+# A state after 40 steps of ``spec`` (1,000 records, batch 32, 2 epochs of 32 steps): epoch 1, position 256,
+# steps 40; each row changes it as a hostile or careless caller might.
+HOSTILE_STATES = [
+    ({"epoch": 2 ** 63}, r"epoch must be an integer from 0 to 2\^62 - 1, got 9223372036854775808"),
+    ({"epoch": 10 ** 40}, r"epoch must be an integer from 0 to 2\^62 - 1, got 10000000000000000000000000000000000"),
+    ({"epoch": 2 ** 62}, r"epoch must be an integer from 0 to 2\^62 - 1, got 4611686018427387904"),
+    ({"epoch": -1}, r"epoch must be an integer from 0 to 2\^62 - 1, got -1"),
+    ({"epoch": 1.0}, r"epoch must be an integer from 0 to 2\^62 - 1, got 1.0"),
+    ({"epoch": True}, r"epoch must be an integer from 0 to 2\^62 - 1, got True"),
+    ({"epoch": "1"}, r"epoch must be an integer from 0 to 2\^62 - 1, got '1'"),
+    ({"epoch": None}, r"epoch must be an integer from 0 to 2\^62 - 1, got None"),
+    ({"epoch": 3, "steps": 104}, r"epoch 3 \(position 256\) is past this spec's end \(epochs=2: at most epoch 2"),
+    ({"epoch": 2, "steps": 72}, r"epoch 2 \(position 256\) is past this spec's end"),
+    ({"position": 1}, r"position 1 is not a multiple of batch_size 32 \(every step takes whole batches: expected 0 "
+                      r"or 32\)"),
+    ({"position": 257}, r"position 257 is not a multiple of batch_size 32 .*expected 256 or 288"),
+    ({"position": 2 ** 63}, r"position must be an integer from 0 to 2\^62 - 1, got 9223372036854775808"),
+    ({"position": -32}, r"position must be an integer from 0 to 2\^62 - 1, got -32"),
+    ({"position": 1024}, r"position 1024 is past the epoch's 1000 records"),
+    ({"steps": 0}, r"steps 0 cannot reach epoch 1 at position 256 with batch_size 32 \(expected 2 to 40 steps\)"),
+    ({"steps": 41}, r"steps 41 cannot reach epoch 1 at position 256 .*expected 2 to 40 steps"),
+    ({"steps": 10 ** 6}, r"steps 1000000 cannot reach epoch 1"),
+    ({"steps": 2 ** 63}, r"steps must be an integer from 0 to 2\^62 - 1, got 9223372036854775808"),
+    ({"steps": -1}, r"steps must be an integer from 0 to 2\^62 - 1, got -1"),
+    ({"world_size": 0}, r"world_size must be an integer from 1 to 2\^62 - 1, got 0"),
+    ({"world_size": 2 ** 63}, r"world_size must be an integer from 1 to 2\^62 - 1, got 9223372036854775808"),
+]
+
+
+@pytest.mark.parametrize("change, match", HOSTILE_STATES)
+def test_hostile_states_are_refused_in_one_line(spec, change, match):
+    """A state whose counts are out of range (which gave a conversion error deep in TensorFlow) or that no run
+    of the spec can reach (a position between batches shifted every batch): refused by ``build_dataset`` and
+    by ``input_state(start=...)`` with one line naming the field, its value and what was expected."""
+    state = {**input_state(spec, 40), **change}
+    assert input_state(spec, 40) == {**state, **input_state(spec, 40)}      # (the base state is as described)
+    for use in (lambda: build_dataset(spec, resume=state), lambda: input_state(spec, 1, start=state)):
+        with pytest.raises(ResumeError, match=match) as e:
+            use()
+        assert "\n" not in str(e.value) and str(e.value).startswith("input state")
+
+
+@pytest.mark.parametrize("change, match", [c for c in HOSTILE_STATES if "epoch" in c[0] and len(c[0]) == 1][:2]
+                         + [({"position": 1}, "not a multiple of batch_size")])
+def test_the_keras_callback_refuses_a_hostile_start(spec, tmp_path, change, match):
+    from pipeline import InputStateCallback
+
+    with pytest.raises(ResumeError, match=match):
+        InputStateCallback(spec, str(tmp_path), start={**input_state(spec, 40), **change})
+
+
+def test_states_every_run_reaches_are_accepted(data):
+    """The consistency checks refuse nothing a run can write: every step of single- and multi-rank runs,
+    also after a change of world size and with drop_remainder."""
+    from pipeline.resume.state import resume_position
+
+    for kw in (dict(), dict(drop_remainder=True), dict(num_shards=4), dict(num_shards=3, steps=5)):
+        s = PipelineSpec.from_manifest(data, 16, shuffle_buffer=10, seed=1, epochs=3, resumable=True, **kw)
+        for steps in range(0, 200, 7):
+            state = input_state(s, steps)
+            if (state["epoch"], state["position"]) > (3, 0):
+                continue                        # past the run's end: no run writes it
+            assert resume_position(s, state) == (state["epoch"], state["position"])
+            if s.steps is None:                 # resumed by 2 ranks (with steps=5 the epoch itself changes)
+                two = s.with_(num_shards=2, shard_index=0)
+                assert resume_position(two, state) == (state["epoch"], state["position"])
+
+
 @pytest.mark.parametrize("kw, match", [(dict(resumable=False), "resumable=True"),
                                        (dict(seed=None), "needs a seed")])
 def test_unresumable_specs_are_refused(spec, kw, match):
@@ -186,20 +254,97 @@ def test_resume_near_the_end_is_about_as_fast_as_a_fresh_start(tmp_path):
     assert resumed < 2 * fresh + 0.05, (resumed, fresh, through)
 
 
+def _cache_listing(directory) -> dict[str, tuple[int, int]]:
+    """Name -> (size, mtime in ns) of every entry of a cache directory."""
+    import os
+
+    return {e.name: (e.stat(follow_symlinks=False).st_size, e.stat(follow_symlinks=False).st_mtime_ns)
+            for e in os.scandir(directory)}
+
+
+@pytest.fixture()
+def precomputed(data, tmp_path, monkeypatch):
+    """``tfpipe pipeline offsets`` run over the set into a private cache; returns the offsets cache directory."""
+    from converters.cli import main
+
+    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
+    assert main(["pipeline", "offsets", data, "--no-progress"]) == 0
+    return tmp_path / "cache" / "offsets"
+
+
 @pytest.mark.parametrize("steps", [5, 33, 50])
-def test_resume_seeks_by_a_cached_offset_index_and_stays_exact(spec, full, steps, caplog):
-    """With the set's record-offset indexes cached (what ``tfpipe pipeline offsets SET`` does), the file a
-    resume enters in the middle is opened at the record's byte offset, and the batches are unchanged."""
+def test_a_deep_resume_uses_the_indexes_pipeline_offsets_made(spec, full, steps, precomputed, caplog):
+    """After ``tfpipe pipeline offsets SET`` (indexes keyed by each shard's sha256), the file a resume enters in
+    the middle is opened at the record's byte offset from that index: no walk (the walk's own log line), the
+    cache directory unchanged, and the batches are those of the uninterrupted run."""
     import logging
 
-    from pipeline.resume.offsets import ensure_index
-
-    for path, n in zip(spec.files, spec.file_records):
-        ensure_index(path, records=n)
-    with caplog.at_level(logging.DEBUG, logger="pipeline.resume.seek"):
+    before = _cache_listing(precomputed)
+    assert sorted(before) == sorted(f"{d}.offsets" for d in spec.file_sha256)
+    with caplog.at_level(logging.DEBUG, logger="pipeline"):
         got = batches_of(build_dataset(spec, resume=input_state(spec, steps)))
     assert got == full[steps:]
     assert "entering record" in caplog.text
+    assert "walked the record headers" not in caplog.text
+    assert _cache_listing(precomputed) == before
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["raw", "re-signed"])
+@pytest.mark.parametrize("how", ["shifted forward", "shifted back", "truncated", "swapped", "one too many"])
+def test_a_deep_resume_over_tampered_indexes_stays_exact(spec, full, precomputed, caplog, how, signed):
+    """Every precomputed index tampered with (shifted by a record, cut short, two entries swapped, one entry
+    too many), as raw bytes or rewritten with a valid trailer: deep resumes are still the uninterrupted run's
+    batches, batch for batch (each tampered index is walked again, or the file read through)."""
+    import logging
+
+    import numpy as np
+    from offsets_data import tampered
+
+    from pipeline.resume.offsets import TRAILER_BYTES, encode_index
+
+    for entry in precomputed.iterdir():
+        data = entry.read_bytes()
+        good = np.frombuffer(data[:-TRAILER_BYTES], "<u8")
+        wrong = tampered(good, how)
+        shard_bytes = int.from_bytes(data[-TRAILER_BYTES + 16:-TRAILER_BYTES + 24], "little")
+        entry.write_bytes(encode_index(str(entry), wrong, shard_bytes) if signed
+                          else wrong.tobytes() + data[-TRAILER_BYTES:])
+        assert entry.read_bytes() != data
+    with caplog.at_level(logging.WARNING, logger="pipeline.resume.offsets"):
+        for steps in (5, 33, 50, 63):
+            assert batches_of(build_dataset(spec, resume=input_state(spec, steps))) == full[steps:]
+    assert "is not used" in caplog.text or "does not match the file" in caplog.text
+
+
+def test_a_deep_resume_over_fifos_in_the_offsets_cache(data, spec, tmp_path):
+    """A FIFO planted where every shard's index belongs (it hung a deep resume): a real process, entering each
+    file by its index as a resume deep into big shards does, ends within the deadline with the uninterrupted
+    run's batches; each FIFO is named in a warning and replaced by the index."""
+    import os
+
+    from hostile import run_py
+
+    offsets = tmp_path / "cache" / "offsets"
+    offsets.mkdir(parents=True)
+    for d in spec.file_sha256:
+        os.mkfifo(offsets / f"{d}.offsets")
+    code = f"""
+import pipeline.resume.resumable as r
+r.SKIP_BELOW_BYTES = 0      # enter files by their index whatever their size (as deep into 1 GiB shards)
+from pipeline import PipelineSpec, build_dataset, input_state
+spec = PipelineSpec.from_manifest({data!r}, {BATCH}, shuffle_buffer=100, seed=7, epochs=2, resumable=True)
+def batches(ds):
+    return [[int(x) for x in label.numpy()] for _, label in ds]
+full = batches(build_dataset(spec))
+for steps in (5, 33, 50):
+    assert batches(build_dataset(spec, resume=input_state(spec, steps))) == full[steps:], steps
+print("exact")
+"""
+    r = run_py(code, env={"TFPIPE_CACHE": str(tmp_path / "cache")}, timeout=240)
+    assert r.rc == 0 and "exact" in r.out, r.out + r.err[-3000:]
+    assert "is not used: it is a FIFO (named pipe), not a regular file" in r.err
+    replaced = [e for e in offsets.iterdir() if e.is_file() and not e.is_symlink()]
+    assert 1 <= len(replaced) <= len(spec.file_sha256)
 
 
 def test_a_shallow_resume_without_a_cached_index_reads_through(tmp_path, caplog):
@@ -215,7 +360,8 @@ def test_a_shallow_resume_without_a_cached_index_reads_through(tmp_path, caplog)
     with caplog.at_level(logging.DEBUG, logger="pipeline.resume.seek"):
         assert batches_of(build_dataset(spec, resume=input_state(spec, 20))) == whole[20:]
     assert "entering record" not in caplog.text
-    assert not any(os.path.exists(index_path(f)) for f in spec.files)
+    assert not any(os.path.lexists(index_path(f)) or os.path.lexists(index_path(f, sha256=d))
+                   for f, d in zip(spec.files, spec.file_sha256))
 
 
 def test_resumable_graphs_lint_clean_and_describe_themselves(spec):

@@ -13,7 +13,7 @@ from offsets_data import write_payloads, write_uniform
 
 import pipeline.resume.seek as seek
 from converters.util.errors import IntegrityError
-from pipeline.resume.offsets import OFFSET_BYTES
+from pipeline.resume.offsets import OFFSET_BYTES, TRAILER_BYTES, encode_index
 from pipeline.resume.seek import has_seek_op, records_from
 
 
@@ -56,7 +56,7 @@ def test_the_records_from_k_are_those_of_skip(mixed, tmp_path, k):
     if k in (0, 400):
         assert entries == []            # nothing to seek: the file is read from its start, or not at all
     else:
-        assert len(entries) == 1 and entries[0].stat().st_size == OFFSET_BYTES * 400
+        assert len(entries) == 1 and entries[0].stat().st_size == OFFSET_BYTES * 400 + TRAILER_BYTES
 
 
 def test_without_a_count_past_the_end_is_empty(mixed, tmp_path):
@@ -96,18 +96,22 @@ def test_a_damaged_header_is_a_clear_error(tmp_path):
         records_from(str(path), 5, cache_dir=str(tmp_path / "c"))
 
 
+@pytest.mark.parametrize("signed", [False, True])
 @pytest.mark.parametrize("content", ["garbage", "other records"])
-def test_a_wrong_cached_index_warns_and_the_records_are_right(mixed, tmp_path, caplog, content):
+def test_a_wrong_cached_index_warns_and_the_records_are_right(mixed, tmp_path, caplog, content, signed):
+    """Raw offsets (no trailer) or offsets signed with a valid trailer: caught when loaded (then walked again)
+    or when checked against the file (then read through); the records are those of ``skip`` either way."""
     sha = "cd" * 32
     cache = tmp_path / "c"
     cache.mkdir()
     wrong = np.arange(400, dtype="<u8") * (7 if content == "garbage" else 1040)
-    (cache / f"{sha}.offsets").write_bytes(wrong.tobytes())
+    entry = cache / f"{sha}.offsets"
+    entry.write_bytes(encode_index(str(entry), wrong, os.path.getsize(mixed)) if signed else wrong.tobytes())
     with caplog.at_level(logging.WARNING):
         got = listed(records_from(mixed, 250, records=400, sha256=sha, cache_dir=str(cache)))
     assert got == skipped(mixed, 250)
-    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warned) == 1 and "does not match the file" in warned[0].getMessage()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and ("does not match the file" in warned[0] or "is not used" in warned[0]), warned
 
 
 def test_a_cache_dir_that_cannot_be_written_works_and_warns_once(mixed, tmp_path, caplog):
