@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile import snapshot
 from killpoints import KILLED, commit_calls, run_cli_killed, run_killed
 
 from converters.shardset.journal import ASIDE_PREFIX, JOURNAL_PREFIX
@@ -28,15 +30,7 @@ def files(url: str) -> dict[str, str]:
     local = st.local_path("")
     if local is None:
         return {n: hashlib.sha256(st.read_bytes(n)).hexdigest() for n, _ in st.list_tree("")}
-    import os
-
-    out = {}
-    for d, _, names in os.walk(local):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, local)] = hashlib.sha256(f.read()).hexdigest()
-    return out
+    return {n: v[1] for n, v in snapshot(Path(local)).items() if v[0] == "file"}
 
 
 def the_set(url: str) -> dict[str, str]:
