@@ -1,44 +1,50 @@
 """The one commit path of every writer: publish shards under their final names, write the manifest last,
 replace the set committed there before (``--overwrite``) only when the new manifest commits, roll back on
-failure.
+failure, and recover from a commit a kill interrupted.
 
 Every writer (``ShardSetWriter``, the engines' finalize, per-label groups, both Processing distributions,
 ``upload``/``download``) stages its shards under temporary names beside their final places and calls
 ``commit_set`` once. The steps, for a location that already holds a committed set (its manifest lists
 ``OLD``) and a new set (shards ``NEW``, part manifests, and the top manifest ``index.json``):
 
+0. A journal (``journal.Journal``: every move, the names to set aside and to retire, the new manifest's
+   sha256) is written, atomically, before anything is touched.
 1. If a new name is also an old one (same shard names, a group's part manifests), the old ``index.json`` is
    first moved aside (one rename: from then on no manifest claims a half-replaced set), then each colliding
    old file is moved aside to ``.tfpipe-tmp-old.<run>-<name>`` in its own directory. Names that do not
    collide are never touched before the commit, so the old manifest stays valid until step 3 replaces it.
 2. Every new shard is moved from its temporary name to its final name; part manifests are written.
 3. The directories are fsynced (local disk), then the new ``index.json`` is written atomically: the commit.
-4. Only then: the files set aside and the old files the new set does not list are deleted, and old part
-   directories left empty are removed.
+4. Only then: the files set aside and the old files the new set does not list are deleted, old part
+   directories left empty are removed, and the journal last.
 
-A failure in steps 1–3 takes back what this commit placed (new shards, part manifests, part directories it
-created) and moves the old files back: the old set is exactly as it was. ``release`` (the claim) is called
-in every case. Errors of the clean-up in step 4 are logged: the new set is committed.
+A failure in steps 1–3 rolls back (``_roll_back``, driven by the journal and by what is found at each name,
+so the same function finishes the job after a kill): new shards go back to their temporary names, part
+manifests this commit wrote are removed, the old files are moved back over whatever holds their names, and
+``index.json`` last. A kill leaves the journal; ``recover`` (the next run's ``prepare_output``, and every
+``commit_set`` before it starts) rolls back when the new manifest was not published, else finishes step 4.
+No run deletes a file set aside before it was put back or the new set committed. ``release`` (the claim) is
+called in every case. Errors of the clean-up in step 4 are logged: the new set is committed.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import posixpath
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from ..storage import TMP_PREFIX, Storage
+from ..storage import Storage
 from ..util.errors import TfpipeError
 from ..util.fs import fsync_dir
+from .journal import ASIDE_PREFIX, Journal, aside_name, is_journal, journal_name
 from .manifest import MANIFEST_NAME
 from .reader import parse_manifest
 
 __all__ = ["Move", "commit_set", "publish_moves", "committed_names", "recover", "aside_name", "ASIDE_PREFIX"]
 
 log = logging.getLogger(__name__)
-
-ASIDE_PREFIX = f"{TMP_PREFIX}old."  # old files moved aside during a commit (no run id has a ".")
 
 
 @dataclass(frozen=True)
@@ -49,12 +55,6 @@ class Move:
     tmp: str
     final: str
     nbytes: int | None = None
-
-
-def aside_name(name: str, run_id: str) -> str:
-    """Where the old file ``name`` waits during a commit: the same directory, a temporary name."""
-    head, base = posixpath.split(name)
-    return posixpath.join(head, f"{ASIDE_PREFIX}{run_id}-{base}") if head else f"{ASIDE_PREFIX}{run_id}-{base}"
 
 
 def committed_names(storage: Storage, where: str = "", read_part: Callable[[str], bytes] | None = None
@@ -102,7 +102,8 @@ def commit_set(storage: Storage, moves: Sequence[Move], manifest: bytes, *, run_
                before_manifest: Callable[[], None] | None = None, release: Callable[[], None] | None = None,
                where: str | None = None) -> None:
     """Publish ``moves``, write ``parts`` (``(name, bytes)``: a group's part manifests), then ``manifest`` as
-    ``index.json`` last, replacing the set committed there (see the module docstring).
+    ``index.json`` last, replacing the set committed there (see the module docstring). An interrupted
+    earlier commit there is recovered first.
 
     ``obsolete``: more names to delete once the commit is done (shards of an interrupted earlier run that no
     manifest lists). ``resumable``: a move whose temporary is gone while its final name holds ``nbytes`` was
@@ -110,6 +111,7 @@ def commit_set(storage: Storage, moves: Sequence[Move], manifest: bytes, *, run_
     just before the manifest is written. ``release``: called last, whatever happened."""
     where = where or storage.url
     try:
+        recover(storage, where)
         _commit(storage, list(moves), manifest, run_id, list(parts), list(obsolete), resumable, before_manifest,
                 where)
     finally:
@@ -117,52 +119,56 @@ def commit_set(storage: Storage, moves: Sequence[Move], manifest: bytes, *, run_
             release()
 
 
-def _commit(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, parts: list[tuple[str, bytes]],
-            obsolete: list[str], resumable: bool, before_manifest, where: str) -> None:
+def _plan(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, parts: list[tuple[str, bytes]],
+          obsolete: list[str], where: str) -> Journal:
     old = committed_names(storage, where)
     new = {m.final for m in moves} | {name for name, _ in parts}
     clashes = [n for n in old if n in new and n != MANIFEST_NAME]
     local = storage.local_path("")
-    aside: list[tuple[str, str]] = []      # (old name, where it waits)
-    placed: list[tuple[str, str | None]] = []  # (final name this commit put in place, its temporary name)
-    made_dirs: list[str] = []              # directories this commit created
+    dirs = [d for d in _dirs(new) if local is not None and not os.path.isdir(os.path.join(local, d))]
+    retire = [n for n in dict.fromkeys(list(old) + list(obsolete)) if n not in new and n != MANIFEST_NAME]
+    return Journal(run=run_id, manifest_sha256=hashlib.sha256(manifest).hexdigest(),
+                   moves=tuple((m.tmp, m.final) for m in moves), parts=tuple(name for name, _ in parts),
+                   aside=tuple([MANIFEST_NAME] + clashes) if clashes else (), retire=tuple(retire),
+                   dirs=tuple(dirs))
+
+
+def _commit(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, parts: list[tuple[str, bytes]],
+            obsolete: list[str], resumable: bool, before_manifest, where: str) -> None:
+    plan = _plan(storage, moves, manifest, run_id, parts, obsolete, where)
+    local = storage.local_path("")
+    storage.write_bytes_atomic(journal_name(run_id), plan.to_bytes())
     try:
-        if clashes:
-            for name in [MANIFEST_NAME] + clashes:
-                tmp = aside_name(name, run_id)
-                storage.publish(name, tmp)
-                aside.append((name, tmp))
+        for name in plan.aside:
+            storage.publish(name, aside_name(name, run_id))
+        for d in plan.dirs:
+            os.makedirs(os.path.join(local, d), exist_ok=True)
+        publish_moves(storage, moves, resumable=resumable, where=where)
         if local is not None:
-            for d in _dirs(new):
-                path = os.path.join(local, d)
-                if not os.path.isdir(path):
-                    os.makedirs(path)
-                    made_dirs.append(path)
-        publish_moves(storage, moves, resumable=resumable, where=where, placed=placed)
-        if local is not None:
-            for d in _dirs(new):
+            for d in _dirs(plan.finals):
                 fsync_dir(os.path.join(local, d))
         for name, data in parts:
             storage.write_bytes_atomic(name, data)
-            placed.append((name, None))
         if local is not None:
             fsync_dir(local)  # the renames are durable before the manifest exists
         if before_manifest is not None:
             before_manifest()
         storage.write_bytes_atomic(MANIFEST_NAME, manifest)
     except BaseException:
-        _roll_back(storage, placed, aside, made_dirs, where)
+        try:
+            _roll_back(storage, plan, where)
+        except Exception as exc:  # noqa: BLE001 - the commit's own error is what the user sees
+            log.warning("%s: could not put the old set back (%s); the next run into it will (the journal %s "
+                        "stays)", where, exc, journal_name(run_id))
         raise
-    leftovers = _earlier_asides(storage, run_id, new) if resumable else []
-    _retire(storage, [tmp for _, tmp in aside] + leftovers + [n for n in list(old) + list(obsolete)
-                                                              if n not in new and n != MANIFEST_NAME], local, where)
+    _roll_forward(storage, plan, where)
 
 
 def publish_moves(storage: Storage, moves: Sequence[Move], *, resumable: bool = False, where: str | None = None,
                   placed: list | None = None) -> list[tuple[str, str | None]]:
     """Move every staged file to its final name; with ``resumable``, a temporary that is gone while its final
     name holds the expected bytes was moved by an earlier, interrupted attempt. Appends ``(final, tmp)`` to
-    ``placed`` as it goes (what a roll-back takes back) and returns it."""
+    ``placed`` as it goes and returns it."""
     placed = [] if placed is None else placed
     where = where or storage.url
     for m in moves:
@@ -177,72 +183,113 @@ def publish_moves(storage: Storage, moves: Sequence[Move], *, resumable: bool = 
     return placed
 
 
-def _earlier_asides(storage: Storage, run_id: str, new: set[str]) -> list[str]:
-    """Old files an interrupted earlier attempt of this run set aside (top level and the new set's
-    directories)."""
-    mine = f"{ASIDE_PREFIX}{run_id}-"
-    found = [n for n in storage.list() if n.startswith(mine)]
+def _roll_back(storage: Storage, plan: Journal, where: str) -> None:
+    """Bring back the old set exactly, from whatever state the commit of ``plan`` reached (its own failure, or
+    a kill found by the next run): each new shard goes back to its temporary name (the caller removes it, or a
+    rerun of the same run publishes it again), a part manifest this commit wrote is removed, then every old
+    file set aside is moved back over whatever holds its name, ``index.json`` last; the journal goes only when
+    all that is done. Raises if a step fails (the journal stays: the next run tries again)."""
+    clashes = set(plan.aside)
+    for tmp, final in reversed(plan.moves):
+        held = final in clashes and storage.exists(aside_name(final, plan.run))
+        if (final in clashes and not held) or not storage.exists(final):
+            continue  # the old file (never moved aside, or already put back), or nothing there
+        if not storage.exists(tmp):
+            storage.publish(final, tmp)  # the new bytes back to their temporary name
+        elif not held:
+            storage.delete(final)  # an object store's copy made before the temporary was deleted
+        # (else the old file set aside is put back over it below)
+    for name in plan.parts:
+        if name not in clashes:
+            storage.delete(name)
+    for name in reversed(plan.aside):
+        held = aside_name(name, plan.run)
+        if storage.exists(held):
+            storage.publish(held, name)
     local = storage.local_path("")
-    for d in _dirs(new) if local is not None else ():
-        path = os.path.join(local, d)
-        found += [f"{d}/{n}" for n in (os.listdir(path) if os.path.isdir(path) else ()) if n.startswith(mine)]
-    return found
+    if local is not None:
+        for d in sorted(plan.dirs, key=lambda d: -d.count("/")):
+            path = os.path.join(local, d)
+            if os.path.isdir(path) and not os.listdir(path):
+                os.rmdir(path)
+        for d in _dirs(plan.aside):
+            if os.path.isdir(os.path.join(local, d)):
+                fsync_dir(os.path.join(local, d))
+        fsync_dir(local)
+    storage.delete(journal_name(plan.run))
 
 
-def _roll_back(storage: Storage, placed: list[tuple[str, str | None]], aside: list[tuple[str, str]],
-               made_dirs: list[str], where: str) -> None:
-    """Take back what the commit placed (a shard goes back to its temporary name, so the caller can remove
-    it, or a rerun of the same run can publish it again), then put the old files back where they were."""
-    for name, tmp in reversed(placed):
-        if tmp is None:
-            _quietly(lambda n=name: storage.delete(n), f"remove {where}/{name}")
-        else:
-            _quietly(lambda n=name, t=tmp: storage.publish(n, t), f"move {where}/{name} back to {tmp}")
-    for name, tmp in reversed(aside):
-        _quietly(lambda n=name, t=tmp: storage.publish(t, n), f"restore {where}/{name} from {tmp}")
-    for path in reversed(made_dirs):
-        _quietly(lambda p=path: os.rmdir(p), f"remove the directory {path}")
-
-
-def _retire(storage: Storage, names: list[str], local: str | None, where: str) -> None:
-    """After the commit: delete the old files the new set does not list, and old part directories left
-    empty."""
+def _roll_forward(storage: Storage, plan: Journal, where: str) -> None:
+    """After the commit of ``plan``: delete the files set aside, the old files the new set does not list, old
+    part directories left empty, and the journal last."""
+    names = [aside_name(n, plan.run) for n in plan.aside] + list(plan.retire)
     for name in names:
         _quietly(lambda n=name: storage.delete(n), f"remove the old {where}/{name}")
+    local = storage.local_path("")
     if local is not None:
         for d in _dirs(names):
             path = os.path.join(local, d)
             if os.path.isdir(path) and not os.listdir(path):
                 _quietly(lambda p=path: os.rmdir(p), f"remove the empty directory {path}")
+    _quietly(lambda: storage.delete(journal_name(plan.run)), f"remove {where}/{journal_name(plan.run)}")
+
+
+def _published(storage: Storage, plan: Journal) -> bool:
+    """Whether the new manifest of ``plan`` is the one at the location (the commit happened)."""
+    try:
+        raw = storage.read_bytes(MANIFEST_NAME)
+    except FileNotFoundError:
+        return False
+    return hashlib.sha256(raw).hexdigest() == plan.manifest_sha256
 
 
 def recover(storage: Storage, where: str = "") -> list[str]:
-    """Put back an old set a commit had moved aside when it was interrupted before its manifest (a kill in
-    the commit's few renames): with no ``index.json`` there and a ``.tfpipe-tmp-old.<run>-index.json``, every
-    file of that run set aside is moved back (the new shards that took their names were never committed).
-    Returns the names restored. Called by ``output.prepare_output`` with the location claimed."""
+    """Finish what an interrupted commit left (called with the location claimed: by ``output.prepare_output``
+    before it looks at the location, and by ``commit_set`` before it starts). For each commit journal there:
+    when the new manifest was published, finish its step 4 (the new set stays); else roll it back (the old
+    set comes back byte for byte). Returns the runs recovered. A location without a journal but with an old
+    manifest set aside (a commit of an earlier tfpipe version) gets its set-aside files moved back."""
+    where = where or storage.url
     names = storage.list()
-    if MANIFEST_NAME in names:
-        return []
+    done: list[str] = []
+    for name in sorted(n for n in names if is_journal(n)):
+        plan = Journal.from_bytes(storage.read_bytes(name), f"{where}/{name}")
+        if name != journal_name(plan.run):
+            raise TfpipeError(f"{where}/{name}: the commit journal names run {plan.run!r}, not its own: "
+                              "look at it before removing anything")
+        if _published(storage, plan):
+            log.warning("%s: finishing the commit of run %s (its new set was published)", where, plan.run)
+            _roll_forward(storage, plan, where)
+        else:
+            log.warning("%s: restoring the set an interrupted commit (run %s) had moved aside", where, plan.run)
+            _roll_back(storage, plan, where)
+        done.append(plan.run)
+    if not done and MANIFEST_NAME not in names:
+        done += _recover_unjournaled(storage, names, where)
+    return done
+
+
+def _recover_unjournaled(storage: Storage, names: list[str], where: str) -> list[str]:
+    """A commit of a tfpipe version without journals, killed with the old manifest moved aside: move every
+    file of that run set aside back, over whatever holds its name."""
     tops = sorted(n for n in names if n.startswith(ASIDE_PREFIX) and n.endswith(f"-{MANIFEST_NAME}"))
     if not tops:
         return []
     run_id = tops[-1][len(ASIDE_PREFIX):-len(MANIFEST_NAME) - 1]
-    restored: list[str] = []
-
-    def back(name: str) -> None:
-        tmp = aside_name(name, run_id)
-        if not storage.exists(name) and storage.exists(tmp):
-            storage.publish(tmp, name)
-            restored.append(name)
+    top = aside_name(MANIFEST_NAME, run_id)
 
     def read_part(name: str) -> bytes:
-        back(name)
-        return storage.read_bytes(name)
+        held = aside_name(name, run_id)
+        return storage.read_bytes(held if storage.exists(held) else name)
 
-    back(MANIFEST_NAME)
-    for name in committed_names(storage, where, read_part)[1:]:
-        back(name)
-    log.warning("%s: restored the set an interrupted commit (run %s) had moved aside (%d file(s))",
-                where or storage.url, run_id, len(restored))
-    return restored
+    try:
+        m = parse_manifest(storage.read_bytes(top), f"{where}/{top}", read_part=read_part)
+    except (TfpipeError, OSError) as exc:
+        raise TfpipeError(f"{where}: an interrupted commit left the old set aside under {top}, which cannot be "
+                          f"read ({exc}): look at the .tfpipe-tmp-old.* files before removing anything") from None
+    listed = [f"{p.path}/{MANIFEST_NAME}" for p in m.parts] + [s.name for s in m.shards] + [MANIFEST_NAME]
+    for name in listed:
+        if storage.exists(aside_name(name, run_id)):
+            storage.publish(aside_name(name, run_id), name)
+    log.warning("%s: restored the set an interrupted commit (run %s) had moved aside", where, run_id)
+    return [run_id]

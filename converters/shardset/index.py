@@ -1,8 +1,8 @@
 """``tfpipe index``: adopt TFRecord files tfpipe did not write as a shard set, by writing its manifest.
 
 The set is a local directory, an ``s3://`` prefix, a glob over one folder (``data/*.tfrecords``,
-``s3://bucket/data/train-*``) or one local file. Every file is read whole with CRC checks (gzip detected from its
-first bytes, 1f 8b), its records counted, its bytes hashed (sha256) and its records tallied for the schema
+``s3://bucket/data/train-*``) or one local file. Every file is read whole with CRC checks (gzip decided by the framing,
+``tfrecord.reader.gzip_head``), its records counted, its bytes hashed (sha256) and its records tallied for the schema
 (``infer.SchemaTally``: pure); ``--workers`` files are read at once, in worker processes. Files keep their names: a
 name that is not a plain visible file name of the set's own folder is refused with the reason, as is damage (file
 and byte offset), a mix of gzip and plain files, or an existing ``index.json`` (unless ``overwrite``).
@@ -22,13 +22,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from ..storage import is_s3, open_storage
-from ..tfrecord.reader import iter_record_chunks
-from ..util.errors import InputError, IntegrityError, OutputExistsError, TfpipeError
+from ..tfrecord.reader import gzip_head, iter_record_chunks
+from ..util.errors import InputError, IntegrityError, OutputExistsError, OverlapError, TfpipeError
 from ..util.fs import HashingReader
 from ..util.progress import progress_bar
 from .infer import SchemaTally
 from .manifest import ADOPTED_KIND, MANIFEST_NAME, Manifest, ShardInfo, manifest_bytes
 from .naming import check_adopted_name
+from .overlap import group_of_part
 from .reader import shard_file_problem
 
 __all__ = ["index_set", "FileScan", "scan_records", "resolve_set"]
@@ -58,14 +59,15 @@ def scan_records(path: str, name: str, where: str | None = None) -> FileScan:
     where = where or name
     tally = SchemaTally()
     with open(path, "rb") as raw:
-        gz = raw.read(2) == b"\x1f\x8b"
+        gz = gzip_head(raw.read(12))
         raw.seek(0)
         hashed = HashingReader(raw)
         buffered = io.BufferedReader(hashed, buffer_size=_CHUNK)
         stream = gzip.GzipFile(fileobj=buffered, mode="rb") if gz else buffered
         records = 0
+        total = None if gz else os.fstat(raw.fileno()).st_size
         try:
-            for chunk in iter_record_chunks(iter(lambda: stream.read(_CHUNK), b""), name=where):
+            for chunk in iter_record_chunks(iter(lambda: stream.read(_CHUNK), b""), name=where, total=total):
                 for payload in chunk.payloads():
                     tally.add(payload)
                 records += len(chunk.starts)
@@ -80,9 +82,25 @@ def scan_records(path: str, name: str, where: str | None = None) -> FileScan:
     return FileScan(name, records, hashed.nbytes, hashed.sha.hexdigest(), gz, tally)
 
 
+_STORES: dict[tuple, object] = {}  # one storage (one S3 client and connection pool) per set, per process
+if hasattr(os, "register_at_fork"):  # a forked worker must not share its parent's HTTP connections
+    os.register_at_fork(after_in_child=_STORES.clear)
+
+
+def _storage(base: str, storage_options: dict):
+    """The set's storage, opened once per process: every file of a 2,000-object prefix is read through one
+    client, not one each."""
+    key = (base, tuple(sorted(storage_options.items())), os.environ.get("AWS_ENDPOINT_URL_S3"),
+           os.environ.get("AWS_ENDPOINT_URL"))
+    store = _STORES.get(key)
+    if store is None:
+        store = _STORES[key] = open_storage(base, **storage_options)
+    return store
+
+
 def _scan_one(base: str, name: str, storage_options: dict) -> FileScan:
     """``scan_records`` of the set's file ``name``, fetched to a temporary file first when remote."""
-    storage = open_storage(base, **storage_options)
+    storage = _storage(base, storage_options)
     where = f"{base.rstrip('/')}/{name}"
     local = storage.local_path(name)
     if local is not None:
@@ -116,7 +134,7 @@ def resolve_set(target: str, **storage_options) -> tuple[str, list[str]]:
         raise InputError(f"{base}: no such directory" if not os.path.exists(base) else
                          f"{base}: not a directory: give the folder that holds the TFRecord files (or a glob)",
                          reason="bad_set")
-    listed = open_storage(base, **storage_options).list()
+    listed = _storage(base, storage_options).list()
     if last:
         names = [n for n in listed if fnmatch.fnmatchcase(n, last)]
     else:
@@ -143,9 +161,21 @@ def index_set(target: str | os.PathLike, *, overwrite: bool = False, workers: in
     ``overwrite``), bad names, damaged files, gzip and plain files mixed."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    target = str(target)
+    try:
+        return _index(str(target), overwrite, workers, progress, label, storage_options)
+    finally:
+        _STORES.clear()
+
+
+def _index(target: str, overwrite: bool, workers: int, progress: bool, label: str | None,
+           storage_options: dict) -> Manifest:
     base, names = resolve_set(target, **storage_options)
-    storage = open_storage(base, **storage_options)
+    group = group_of_part(base, **storage_options)
+    if group is not None:
+        raise OverlapError(f"{base} is a part of the group {group} (its index.json lists it): indexing the part "
+                           "alone would leave the group disagreeing with it; the part is indexed already (verify "
+                           f"or read the group: {group}), or copy it out first (tfpipe reshard {base} --out NEW)")
+    storage = _storage(base, storage_options)
     where = f"{base.rstrip('/')}/{MANIFEST_NAME}"
     if storage.exists(MANIFEST_NAME) and not overwrite:
         raise OutputExistsError(f"{where} exists: this set is indexed already (pass --overwrite to index it again)")

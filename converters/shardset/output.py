@@ -84,6 +84,7 @@ def _clear(storage: Storage, out: str, overwrite: bool) -> None:
                 else "")
         raise OutputExistsError(f"output {out} is not empty{hint}: pass --overwrite to replace its contents")
     listed: set[str] = set()
+    leftovers: list[str] = []  # temporary files of interrupted runs in a group's part directories
     nested: list[str] = []   # files of a group's parts (``label=<v>/...``)
     parts: list[str] = []
     if MANIFEST_NAME in names:
@@ -98,7 +99,7 @@ def _clear(storage: Storage, out: str, overwrite: bool) -> None:
         parts = [p.path for p in manifest.parts]
         listed |= set(parts)
         nested = [f"{p}/{MANIFEST_NAME}" for p in parts] + [s.name for s in manifest.shards if "/" in s.name]
-        _refuse_foreign_in_parts(storage, out, parts, nested)
+        leftovers = _refuse_foreign_in_parts(storage, out, parts, nested)
     foreign = sorted(n for n in names if n not in listed and not n.startswith(TMP_PREFIX))
     if foreign:
         raise OutputExistsError(
@@ -107,8 +108,8 @@ def _clear(storage: Storage, out: str, overwrite: bool) -> None:
             "to overwrite them: choose an empty location or remove them yourself")
     # tfpipe's temporary files, and the temporary areas interrupted engine runs left (LocalStorage.delete
     # removes such a directory)
-    for n in names:
-        if n.startswith(TMP_PREFIX):
+    for n in names + leftovers:
+        if n.rsplit("/", 1)[-1].startswith(TMP_PREFIX):
             storage.delete(n)
 
 
@@ -124,14 +125,15 @@ def _part_names(storage: Storage, part: str) -> list[str]:
     return [f"{part}/{n}" for n in open_storage(f"{storage.url.rstrip('/')}/{part}").list()]
 
 
-def _refuse_foreign_in_parts(storage: Storage, out: str, parts: list[str], nested: list[str]) -> None:
+def _refuse_foreign_in_parts(storage: Storage, out: str, parts: list[str], nested: list[str]) -> list[str]:
     """A group's part directories may hold only what the parts' manifests list (and tfpipe's own files), on
-    a local disk and in an object store alike."""
+    a local disk and in an object store alike. Returns tfpipe's temporary files there (of interrupted runs)."""
     ours = set(nested)
-    foreign = sorted(n for p in parts for n in _part_names(storage, p)
-                     if n not in ours and not n.rsplit("/", 1)[-1].startswith(TMP_PREFIX)
-                     and n.rsplit("/", 1)[-1] != CLAIM_NAME)
+    found = [n for p in parts for n in _part_names(storage, p) if n.rsplit("/", 1)[-1] != CLAIM_NAME]
+    temporary = [n for n in found if n.rsplit("/", 1)[-1].startswith(TMP_PREFIX)]
+    foreign = sorted(n for n in found if n not in ours and n not in temporary)
     if foreign:
         raise OutputExistsError(f"output {out} holds files tfpipe did not write ({', '.join(foreign[:5])}"
                                 f"{', ...' if len(foreign) > 5 else ''}); refusing to overwrite them: choose an "
                                 "empty location or remove them yourself")
+    return temporary

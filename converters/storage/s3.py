@@ -144,6 +144,7 @@ class S3Storage:
             session = boto3.session.Session()
             region = self._region or session.region_name or "us-east-1"
             self._client = session.client("s3", endpoint_url=self.endpoint_url, region_name=region, config=config)
+            log.debug("new S3 client for %s (endpoint %s)", self.url, self.endpoint_url or "AWS")
         return self._client
 
     def _transfer_config(self):

@@ -20,9 +20,10 @@ from ..util.jit import njit
 from .crc import CRC_TABLE, FRAME_OVERHEAD, _crc_update, _mask, read_header
 
 __all__ = ["ScanResult", "RecordChunk", "iter_record_chunks", "scan_file", "iter_framed", "read_records",
-           "open_shard_reader", "is_gzip", "FRAME_OVERHEAD"]
+           "open_shard_reader", "is_gzip", "gzip_head", "FRAME_OVERHEAD", "MAX_RECORD_BYTES"]
 
 _CHUNK = 16 << 20  # 16 MiB read size
+MAX_RECORD_BYTES = 1 << 28  # 256 MiB: the longest record a header may claim (a tf.Example is far smaller)
 
 # error codes of the scan kernel
 _OK, _BAD_LEN_CRC, _BAD_DATA_CRC, _TRUNCATED = 0, 1, 2, 3
@@ -45,6 +46,8 @@ def _scan(table, buf, n_valid, starts, max_records):
         length, ok = read_header(table, buf, pos)
         if not ok:
             return count, pos, 1, pos
+        if length > np.uint64(n_valid):  # (also a length past int64) the caller judges a record this long
+            return count, pos, 0, pos
         ln = np.int64(length)
         if pos + 16 + ln > n_valid:
             return count, pos, 0, pos
@@ -69,9 +72,22 @@ class ScanResult:
     error_offset: int | None = None   # byte offset of the first problem (uncompressed stream)
 
 
+def gzip_head(head: bytes) -> bool:
+    """Whether a file that starts with ``head`` (its first 12 bytes, or all of a shorter file) is a gzip file
+    rather than plain TFRecord, decided by the framing: a valid record header (its length's CRC matches) means
+    plain, whatever its first two bytes (a first record of 35,615 bytes starts with ``1f 8b``); otherwise the
+    gzip magic ``1f 8b`` means gzip. The one test of compression for every reader of shards."""
+    if len(head) >= 12:
+        _, ok = read_header(CRC_TABLE, np.frombuffer(head[:12], dtype=np.uint8), 0)
+        if ok:
+            return False
+    return head[:2] == b"\x1f\x8b"
+
+
 def is_gzip(path: str | os.PathLike) -> bool:
+    """``gzip_head`` of the file at ``path``."""
     with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
+        return gzip_head(f.read(12))
 
 
 def open_shard_reader(path: str | os.PathLike) -> BinaryIO:
@@ -104,17 +120,27 @@ class RecordChunk:
         return [self.data[s:s + n] for s, n in zip(self.starts.tolist(), self.lengths.tolist())]
 
 
-def iter_record_chunks(chunks: Iterable[bytes], *, name: str) -> Iterator[RecordChunk]:
+def iter_record_chunks(chunks: Iterable[bytes], *, name: str, total: int | None = None) -> Iterator[RecordChunk]:
     """CRC-check a TFRecord stream given as byte chunks of any size; yield the complete records chunk by chunk.
 
     The good records before a problem are yielded first; then IntegrityError is raised naming ``name``, the byte
-    offset of the problem in the stream (``.offset``) and what is wrong (``.reason``).
+    offset of the problem in the stream (``.offset``) and what is wrong (``.reason``). A record whose header
+    (its CRC checked) claims more than ``MAX_RECORD_BYTES``, or more than the ``total`` bytes of the stream
+    (when known: a plain file's size) can still hold, is refused at once, naming the length it claims: memory
+    never grows with a length read from the file.
     """
     carry = b""
     base = 0
+    pending: list[bytes] = []  # chunks held back while one long record is gathered
+    need = 0
     for chunk in chunks:
         if not chunk:
             continue
+        if need:
+            pending.append(chunk)
+            if sum(map(len, pending)) < need:
+                continue
+            chunk, pending, need = b"".join(pending), [], 0
         data = carry + chunk if carry else chunk
         buf = np.frombuffer(data, dtype=np.uint8)
         starts = np.empty(len(data) // FRAME_OVERHEAD + 1, dtype=np.int64)
@@ -129,6 +155,17 @@ def iter_record_chunks(chunks: Iterable[bytes], *, name: str) -> Iterator[Record
             raise _damage(name, _MESSAGES[int(code)], base + int(epos))
         carry = data[end:]
         base += int(end)
+        if len(carry) >= 12:  # a record that goes on past this chunk: is its length believable?
+            claimed = int(read_header(CRC_TABLE, np.frombuffer(carry[:12], dtype=np.uint8), 0)[0])
+            if claimed > MAX_RECORD_BYTES:
+                raise _damage(name, f"record header claims {claimed} bytes, more than any record may hold "
+                              f"({MAX_RECORD_BYTES >> 20} MiB): not a TFRecord stream (or a hostile one)", base)
+            if total is not None and base + claimed + FRAME_OVERHEAD > total:
+                raise _damage(name, f"truncated record (its header claims {claimed} bytes, the file holds "
+                              f"{total - base - 12} after it)", base)
+            need = claimed + FRAME_OVERHEAD - len(carry)
+    if pending:
+        carry += b"".join(pending)
     if carry:
         raise _damage(name, _MESSAGES[_TRUNCATED], base)
 
@@ -147,14 +184,15 @@ def _read_chunks(stream: BinaryIO, size: int = _CHUNK) -> Iterator[bytes]:
 def scan_file(path: str | os.PathLike) -> ScanResult:
     """Read every record of one shard with CRC checks; return counts, on-disk size and sha256."""
     with open(path, "rb") as raw:
+        gz = gzip_head(raw.read(12))
+        raw.seek(0)
         hashed = HashingReader(raw)
         buffered = io.BufferedReader(hashed, buffer_size=_CHUNK)
-        gz = raw.read(2) == b"\x1f\x8b"
-        raw.seek(0)
         stream = gzip.GzipFile(fileobj=buffered, mode="rb") if gz else buffered
         records, error, error_offset = 0, None, None
+        total = None if gz else os.fstat(raw.fileno()).st_size
         try:
-            for chunk in iter_record_chunks(_read_chunks(stream), name=str(path)):
+            for chunk in iter_record_chunks(_read_chunks(stream), name=str(path), total=total):
                 records += len(chunk.starts)
         except IntegrityError as exc:
             error, error_offset = exc.reason, exc.offset
@@ -168,13 +206,17 @@ def scan_file(path: str | os.PathLike) -> ScanResult:
 def iter_framed(path: str | os.PathLike) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield (framed bytes, framed lengths) of a shard's CRC-checked records, chunk by chunk: records copied with
     their framing as they are (for resharding), never re-serialized. Damage raises IntegrityError."""
+    gz = is_gzip(path)
     with open_shard_reader(path) as stream:
-        for chunk in iter_record_chunks(_read_chunks(stream), name=str(path)):
+        total = None if gz else os.fstat(stream.fileno()).st_size
+        for chunk in iter_record_chunks(_read_chunks(stream), name=str(path), total=total):
             yield chunk.framed()
 
 
 def read_records(path: str | os.PathLike) -> Iterator[bytes]:
     """Yield every record payload of a shard (plain or GZIP), checking CRCs; raise IntegrityError on damage."""
+    gz = is_gzip(path)
     with open_shard_reader(path) as stream:
-        for chunk in iter_record_chunks(_read_chunks(stream), name=str(path)):
+        total = None if gz else os.fstat(stream.fileno()).st_size
+        for chunk in iter_record_chunks(_read_chunks(stream), name=str(path), total=total):
             yield from chunk.payloads()

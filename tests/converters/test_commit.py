@@ -284,3 +284,20 @@ def test_shards_are_published_from_one_module():
                 gzip_writers.append(rel)
     assert publish == ["converters/shardset/commit.py"]
     assert gzip_writers == ["converters/shardset/shardfile.py"]
+
+
+def test_a_commit_of_an_earlier_version_without_a_journal_is_put_back(tmp_path):
+    """Old manifest and a shard set aside by a tfpipe without commit journals, a new shard under the old
+    name: the next run (refused) moves both back over whatever holds their names."""
+    from converters.util.errors import OutputExistsError
+
+    out = tmp_path / "out"
+    m = write_set(out, 300, seed=1)
+    before = tree(out)
+    shard = m.shards[0].name
+    os.replace(out / "index.json", out / f"{ASIDE_PREFIX}r1-index.json")
+    os.replace(out / shard, out / f"{ASIDE_PREFIX}r1-{shard}")
+    (out / shard).write_bytes(b"new bytes of an uncommitted set")
+    with pytest.raises(OutputExistsError, match="not empty"):
+        prepare_output(str(out), overwrite=False)
+    assert tree(out) == before and verify(str(out)).ok
