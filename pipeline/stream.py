@@ -22,7 +22,7 @@ import threading
 import time
 import weakref
 
-from converters.util.errors import TfpipeError
+from converters.util.errors import IntegrityError, TfpipeError
 from converters.util.units import format_size
 
 from .fetch import Aborted, RetryPolicy, fetch_verified
@@ -179,7 +179,7 @@ class ShardStream:
             raise
 
     def _acquire(self, ref, where: str, deadline: float, abort: threading.Event) -> str:
-        leased = False
+        leased, damaged = False, 0
         while True:
             got = self.cache.try_acquire(ref.key, ref.bytes, leased=leased)
             leased = True
@@ -187,6 +187,10 @@ class ShardStream:
                 if self.cache.check_ready(ref.key, ref.bytes, ref.sha256):
                     self.stats["reused"] += 1
                     return got.path
+                damaged += 1
+                if damaged > 1:  # fetched again and damaged again before it could be read
+                    raise IntegrityError(f"{got.path}: the cached copy of {where} does not match the manifest's "
+                                         f"size and sha256 (fetched again, damaged again): refusing it")
                 continue
             if got.state == "download":
                 try:

@@ -3,9 +3,10 @@
 Everything the cache creates lives under ``<cache_dir>/tfpipe-stream/`` and it deletes nothing else:
 
 * ``lock`` — an ``fcntl`` lock held for a few file operations at a time (the kernel drops it with its process);
-* ``data/<key>`` — verified shards (``key`` = ``<sha256[:32]>-<name>``), what TensorFlow opens; the file's
-  mtime is a stamp derived from its sha256, so a file changed behind the cache's back is hashed again; its
-  atime is the last use (eviction order);
+* ``data/<key>`` — verified shards (``key`` = ``<sha256[:32]>-<name>``), what TensorFlow opens; a process
+  hashes a shard before its first use of it (unless it downloaded it itself), so a file changed behind the
+  cache's back — even with its size and mtime kept — is fetched again; its atime is the last use (eviction
+  order);
 * ``data/.part.<owner>.<bytes>.<key>`` — a download in progress; its name holds the bytes it reserved and its
   owner (``<pid>-<process start time>``), so the space is counted before the bytes arrive and a part whose owner
   died is removed by the next reader. It sits beside the finished shards, so one directory listing sees a
@@ -22,20 +23,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass
 
-from converters.util.digest import file_digest
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
 from .streamopts import CACHE_SUBDIR
 
-__all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", "stamp_of", "PART_PREFIX",
+__all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", "PART_PREFIX",
            "partial_files"]
 
 log = logging.getLogger(__name__)
@@ -43,12 +45,6 @@ log = logging.getLogger(__name__)
 PART_PREFIX = ".part."                            # downloads in progress, beside the finished shards
 _KEY = re.compile(r"^[0-9a-f]{32}-[^/]+$")      # ShardRef.key: <sha256[:32]>-<name>
 _OWNER = re.compile(r"^[0-9]+-[0-9]+$")         # owner_id(): <pid>-<start time>
-_STAMP_BASE = 1_000_000_000  # 2001-09-09: stamps are seconds after it, taken from the sha256
-
-
-def stamp_of(sha256: str) -> int:
-    """The mtime (whole seconds) the cache gives a verified shard: fixed by its content."""
-    return _STAMP_BASE + int(sha256[:5], 16)
 
 
 def _start_time(pid: int) -> str:
@@ -77,6 +73,26 @@ def _alive(owner: str) -> bool:
     except (ValueError, OverflowError):
         return False
     return start in ("0", _start_time(pid))
+
+
+def _identity(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _digest_regular(path: str) -> tuple[int, str] | None:
+    """``(bytes, sha256)`` of a regular file (never through a link, never blocking on a FIFO); None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        sha, n = hashlib.sha256(), 0
+        while chunk := f.read(8 << 20):
+            sha.update(chunk)
+            n += len(chunk)
+        return n, sha.hexdigest()
 
 
 def cache_bytes(cache_dir: str) -> int:
@@ -121,6 +137,7 @@ class ShardCache:
         self._tlock = threading.RLock()
         self._fd = None
         self._counts: dict[str, int] = {}
+        self._verified: dict[str, tuple] = {}  # key -> identity of the file this process hashed
         self.owner = owner_id()
         self.evicted = 0
 
@@ -256,12 +273,13 @@ class ShardCache:
         return freed
 
     def commit(self, part: str, key: str, sha256: str) -> str:
-        """Give a verified part its final name (stamped), so other readers see it ready."""
-        stamp = stamp_of(sha256)
-        os.utime(part, (time.time(), stamp))
+        """Give a part checked against ``sha256`` its final name, so other readers see it ready."""
         path = self.data_path(key)
         with self.locked():
             os.replace(part, path)
+            with contextlib.suppress(OSError):  # hashed while it arrived: verified for this process
+                self._verified[key] = _identity(os.lstat(path))
+        log.debug("cached %s (sha256 %s...)", path, sha256[:12])
         return path
 
     def abandon(self, part: str) -> None:
@@ -269,22 +287,24 @@ class ShardCache:
             os.unlink(part)
 
     def check_ready(self, key: str, size: int, sha256: str) -> bool:
-        """True when the ready file is the manifest's shard: size and stamp intact (else hashed again; a
-        file that fails is removed, so the next acquire fetches it)."""
+        """True when the ready file is the manifest's shard. Its bytes are hashed the first time this process
+        uses it (size and mtime can be kept by whoever changed it); afterwards it is trusted while its identity
+        (inode, size, mtime and ctime, which no user can set back) stays the one hashed. A file that fails is
+        removed, so the next acquire fetches it."""
         path = self.data_path(key)
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except FileNotFoundError:
             return False
-        if st.st_size == size and int(st.st_mtime) == stamp_of(sha256):
+        if self._verified.get(key) == _identity(st):
             return True
-        got = file_digest(path)
+        got = _digest_regular(path)
         if got == (size, sha256):
-            with contextlib.suppress(OSError):
-                os.utime(path, (st.st_atime, stamp_of(sha256)))
+            self._verified[key] = _identity(st)
             return True
         log.warning("cached %s does not match the manifest (changed behind the cache's back): fetching it again",
                     path)
+        self._verified.pop(key, None)
         with self.locked(), contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return False
