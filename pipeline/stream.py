@@ -25,7 +25,7 @@ import weakref
 from converters.util.errors import IntegrityError, TfpipeError
 from converters.util.units import format_size
 
-from .fetch import Aborted, RetryPolicy, fetch_verified
+from converters.storage.download import Aborted, RetryPolicy, fetch_verified
 from .streamcache import ShardCache
 from .streamopts import StreamOptions
 

@@ -16,7 +16,7 @@ from pipeline_data import labels_of, write_indexed_set
 from bench.netlink import Link
 from converters.storage.s3 import S3Storage
 from converters.util.errors import TfpipeError
-from pipeline.fetch import fetch_verified
+from converters.storage.download import fetch_verified
 from pipeline import PipelineSpec, build_dataset
 from pipeline.stream import STREAMS
 from pipeline.streamcache import cache_bytes, partial_files
