@@ -35,7 +35,9 @@ __all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", 
 log = logging.getLogger(__name__)
 
 WAIT_TIMEOUT = 600.0     # seconds a reader waits for room in the cache or for another reader's download
-_POLL = 0.02
+_POLL = 0.02             # first pause between two looks at the cache while waiting; then 1.5x, up to _POLL_MAX
+_POLL_MAX = 0.5
+WAIT_LOG_EVERY = 10.0    # seconds between "still waiting" lines
 
 
 # -- pure planning ---------------------------------------------------------------------------------------
@@ -128,8 +130,8 @@ def _cache_for(opts: StreamOptions) -> ShardCache:
         cache = _CACHES.get(key)
         if cache is None:
             cache = _CACHES[key] = ShardCache(opts.cache_dir, opts.cache_limit)
-        elif opts.cache_limit is not None and (cache.limit is None or opts.cache_limit < cache.limit):
-            cache.limit = opts.cache_limit
+        else:
+            cache.lower_limit(opts.cache_limit)  # under the cache's own lock: never mid-reservation
         return cache
 
 
@@ -180,6 +182,7 @@ class ShardStream:
 
     def _acquire(self, ref, where: str, deadline: float, abort: threading.Event) -> str:
         leased, damaged = False, 0
+        pause, said = _POLL, time.monotonic()
         while True:
             got = self.cache.try_acquire(ref.key, ref.bytes, leased=leased)
             leased = True
@@ -202,20 +205,29 @@ class ShardStream:
                 self.stats["fetched"] += 1
                 self.stats["bytes_fetched"] += ref.bytes
                 return self.cache.commit(got.path, ref.key, ref.sha256)
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise TfpipeError(f"{where}: waited {self.wait_timeout:.0f} s for the stream cache in "
                                   f"{self.opts.cache_dir} ({got.why}); is cache_limit too small for the readers "
                                   f"sharing it?")
-            if abort.wait(_POLL):
+            if now - said >= WAIT_LOG_EVERY:
+                said = now
+                log.warning("%s: waiting %.0f s so far for the stream cache in %s (%s)", where,
+                            now - (deadline - self.wait_timeout), self.opts.cache_dir, got.why)
+            with self._lock:  # woken at once by a release in this process, else polled with a growing pause
+                self._lock.wait(pause)
+            if abort.is_set():
                 raise Aborted(where)
+            pause = min(_POLL_MAX, pause * 1.5)
 
     # -- tickets: shards handed to TensorFlow ---------------------------------------------------------
     def release(self, ticket: int) -> None:
         with self._lock:
             entry = self._tickets.pop(int(ticket), None)
-            self._lock.notify_all()
         if entry is not None:
             self.cache.release(entry[1])
+        with self._lock:  # a fetch thread waiting for room looks again now
+            self._lock.notify_all()
 
     def _release_session(self, session) -> None:
         with self._lock:

@@ -30,49 +30,23 @@ import re
 import stat
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
+from converters.storage.owners import OWNER_RE as _OWNER
+from converters.storage.owners import Owners
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
 from .streamopts import CACHE_SUBDIR
 
-__all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", "PART_PREFIX",
+__all__ = ["ShardCache", "Acquired", "cache_bytes", "CACHE_SUBDIR", "PART_PREFIX",
            "partial_files"]
 
 log = logging.getLogger(__name__)
 
 PART_PREFIX = ".part."                            # downloads in progress, beside the finished shards
 _KEY = re.compile(r"^[0-9a-f]{32}-[^/]+$")      # ShardRef.key: <sha256[:32]>-<name>
-_OWNER = re.compile(r"^[0-9]+-[0-9]+$")         # owner_id(): <pid>-<start time>
-
-
-def _start_time(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return "0"
-
-
-def owner_id(pid: int | None = None) -> str:
-    """``<pid>-<start time>``: who holds a lease or a part (a reused pid has another start time)."""
-    pid = os.getpid() if pid is None else pid
-    return f"{pid}-{_start_time(pid)}"
-
-
-def _alive(owner: str) -> bool:
-    pid_s, _, start = owner.partition("-")
-    try:
-        pid = int(pid_s)
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (ValueError, OverflowError):
-        return False
-    return start in ("0", _start_time(pid))
 
 
 def _identity(st: os.stat_result) -> tuple:
@@ -123,6 +97,18 @@ class Acquired:
     why: str = ""
 
 
+_LIVE: "weakref.WeakSet[ShardCache]" = weakref.WeakSet()
+
+
+def _after_fork() -> None:  # a thread of the parent may have held a handle's lock at the fork
+    for cache in list(_LIVE):
+        cache._tlock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class ShardCache:
     """One process's handle on a host's cache directory (thread-safe; leases counted per process)."""
 
@@ -131,31 +117,46 @@ class ShardCache:
         check_writable(self.cache_dir)
         self.root = os.path.join(self.cache_dir, CACHE_SUBDIR)
         self.limit = limit
-        for sub in ("data", "lease"):
+        for sub in ("data", "lease", "owners"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self._lock_path = os.path.join(self.root, "lock")
         self._tlock = threading.RLock()
         self._fd = None
+        self._pid = -1
         self._counts: dict[str, int] = {}
         self._verified: dict[str, tuple] = {}  # key -> identity of the file this process hashed
-        self.owner = owner_id()
+        self._owners = Owners(os.path.join(self.root, "owners"))
         self.evicted = 0
+        self.scans = 0
+        _LIVE.add(self)
+
+    @property
+    def owner(self) -> str:
+        """This process's owner id (``<pid>-<random>``), alive while it holds ``owners/<owner>`` locked."""
+        return self._owners.owner
+
+    def lower_limit(self, limit: int | None) -> None:
+        """Another spec in this process reads through this directory: the smallest limit holds."""
+        with self._tlock:
+            if limit is not None and (self.limit is None or limit < self.limit):
+                self.limit = limit
 
     # -- the host-wide lock ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def locked(self):
         with self._tlock:
-            if self._fd is None or self._owner_changed():
-                self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-                self.owner = owner_id()
+            if self._pid != os.getpid():  # first use, or a forked child: its own lock, owner and leases
+                if self._fd is not None:
+                    os.close(self._fd)  # the parent's descriptor (closing it keeps the parent's lock)
+                self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                self._pid = os.getpid()
+                self._counts = {}
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
+                self._owners.ensure()
                 yield
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def _owner_changed(self) -> bool:  # a forked child gets its own lock and identity
-        return not self.owner.startswith(f"{os.getpid()}-")
 
     def data_path(self, key: str) -> str:
         return os.path.join(self.root, "data", key)
@@ -164,14 +165,15 @@ class ShardCache:
     def _scan(self) -> tuple[dict[str, int], dict[str, tuple[str, str]], set[str]]:
         """(data sizes by key, live parts by key -> (owner, path), leased keys); stale parts and leases removed."""
         data, parts, reserved = {}, {}, 0
+        self.scans += 1
         for e in os.scandir(os.path.join(self.root, "data")):
             if e.name.startswith(PART_PREFIX):
                 owner, _, rest = e.name[len(PART_PREFIX):].partition(".")
                 size_s, _, key = rest.partition(".")
                 if not _KEY.match(key) or not size_s.isdigit() or not _OWNER.match(owner):
                     continue  # not one of ours: never touched
-                if not _alive(owner):
-                    log.info("removing a partial download left by a dead reader: %s", e.path)
+                if not self._owners.alive(owner):
+                    log.info("removing a partial download left by a reader that is gone: %s", e.path)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(e.path)
                     continue
@@ -188,11 +190,14 @@ class ShardCache:
             owner, _, key = e.name.partition(".")
             if not _KEY.match(key) or not _OWNER.match(owner):
                 continue
-            if owner != self.owner and not _alive(owner):
+            if not self._owners.alive(owner):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(e.path)
                 continue
             leased.add(key)
+        for e in os.scandir(os.path.join(self.root, "owners")):  # gone owners' files, once their leases are
+            if _OWNER.match(e.name) and not self._owners.alive(e.name):
+                self._owners.forget(e.name)
         self._reserved = reserved
         return data, parts, leased
 
@@ -217,7 +222,7 @@ class ShardCache:
         """Drop one use of ``key`` by this process; the last one removes the lease and marks the shard used now."""
         with self._tlock:
             n = self._counts.get(key, 0)
-            if n <= 0:
+            if n <= 0 or self._pid != os.getpid():  # a forked child holds none of its parent's leases
                 return
             if n > 1:
                 self._counts[key] = n - 1
