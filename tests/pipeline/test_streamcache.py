@@ -228,3 +228,12 @@ def test_specs_with_different_limits_on_one_directory(tmp_path):
     for i in range(3):
         _fill(first, _key(i), b"q" * 100)
     assert first.try_acquire(_key(9), 100).state == "wait"  # 300 bytes leased: no room under the smaller limit
+
+
+def test_a_planted_part_with_a_live_pid_and_start_time_0_is_not_waited_for(tmp_path):
+    cache = ShardCache(str(tmp_path), None)
+    key = _key(3)
+    planted = tmp_path / "tfpipe-stream" / "data" / f".part.{os.getpid()}-0.100.{key}"  # this pid, alive
+    planted.write_bytes(b"")
+    assert cache.try_acquire(key, 100).state == "download"  # nobody holds its owner's lock: not a reader
+    assert not planted.exists()
