@@ -34,7 +34,7 @@ import weakref
 from dataclasses import dataclass
 
 from converters.storage.owners import OWNER_RE as _OWNER
-from converters.storage.owners import Owners
+from converters.storage.owners import Owners, fault
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
@@ -47,6 +47,30 @@ log = logging.getLogger(__name__)
 
 PART_PREFIX = ".part."                            # downloads in progress, beside the finished shards
 _KEY = re.compile(r"^[0-9a-f]{32}-[^/]+$")      # ShardRef.key: <sha256[:32]>-<name>
+
+
+_SUBDIRS = ("data", "lease", "owners")
+
+
+def _real_dir(path: str) -> None:
+    """Create ``path`` if missing; refuse it (one line) when it is a link or not a directory."""
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise fault(path, exc) from None
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        raise fault(path, OSError(errno.ELOOP, "link"))
+    if not stat.S_ISDIR(mode):
+        raise fault(path, OSError(errno.ENOTDIR, "not a directory"))
+
+
+def _fault_of(exc: OSError, default: str):
+    """The ``CacheFault`` of an OS error inside the cache, naming the path it concerns."""
+    path = exc.filename2 if exc.errno == errno.EISDIR and exc.filename2 else exc.filename
+    return fault(os.fsdecode(path) if path else default, exc)
 
 
 def _identity(st: os.stat_result) -> tuple:
@@ -117,8 +141,9 @@ class ShardCache:
         check_writable(self.cache_dir)
         self.root = os.path.join(self.cache_dir, CACHE_SUBDIR)
         self.limit = limit
-        for sub in ("data", "lease", "owners"):
-            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        _real_dir(self.root)
+        for sub in _SUBDIRS:
+            _real_dir(os.path.join(self.root, sub))
         self._lock_path = os.path.join(self.root, "lock")
         self._tlock = threading.RLock()
         self._fd = None
@@ -144,19 +169,33 @@ class ShardCache:
     # -- the host-wide lock ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def locked(self):
+        """The host-wide lock, with the cache's layout checked (real directories, no links); an OS error inside
+        becomes one line naming the path (``CacheFault``)."""
         with self._tlock:
             if self._pid != os.getpid():  # first use, or a forked child: its own lock, owner and leases
                 if self._fd is not None:
                     os.close(self._fd)  # the parent's descriptor (closing it keeps the parent's lock)
-                self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                    self._fd = None
+                try:
+                    self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+                except OSError as exc:
+                    raise fault(self._lock_path, exc) from None
                 self._pid = os.getpid()
                 self._counts = {}
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
+                self._layout()
                 self._owners.ensure()
                 yield
+            except OSError as exc:
+                raise _fault_of(exc, self.root) from None
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _layout(self) -> None:
+        """``tfpipe-stream`` and its folders are directories of their own, never links to somewhere else."""
+        for path in (self.root, *(os.path.join(self.root, sub) for sub in _SUBDIRS)):
+            _real_dir(path)
 
     def data_path(self, key: str) -> str:
         return os.path.join(self.root, "data", key)
@@ -214,8 +253,7 @@ class ShardCache:
     def _take_lease(self, key: str) -> None:
         n = self._counts.get(key, 0)
         if n == 0:
-            with open(self._lease_path(key), "ab"):
-                pass
+            os.close(os.open(self._lease_path(key), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644))
         self._counts[key] = n + 1
 
     def release(self, key: str) -> None:
@@ -230,9 +268,9 @@ class ShardCache:
             del self._counts[key]
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._lease_path(key))
-            with contextlib.suppress(OSError):
-                st = os.stat(self.data_path(key))
-                os.utime(self.data_path(key), ns=(time.time_ns(), st.st_mtime_ns))
+            with contextlib.suppress(OSError, NotImplementedError):
+                st = os.lstat(self.data_path(key))
+                os.utime(self.data_path(key), ns=(time.time_ns(), st.st_mtime_ns), follow_symlinks=False)
 
     # -- acquire / commit ------------------------------------------------------------------------------
     def try_acquire(self, key: str, size: int, *, leased: bool = False) -> Acquired:
@@ -242,6 +280,8 @@ class ShardCache:
                 self._take_lease(key)
             data, parts, leases = self._scan()
             path = self.data_path(key)
+            if key not in data and os.path.isdir(path):  # never fetched to be refused at the rename
+                raise fault(path, OSError(errno.EISDIR, "is a directory"))
             if key in data:
                 return Acquired("ready", path)
             if key in parts:
@@ -266,7 +306,7 @@ class ShardCache:
             if key in keep:
                 continue
             with contextlib.suppress(OSError):
-                candidates.append((os.stat(self.data_path(key)).st_atime_ns, key))
+                candidates.append((os.lstat(self.data_path(key)).st_atime_ns, key))
         for _, key in sorted(candidates):
             if freed >= need:
                 break
@@ -280,8 +320,13 @@ class ShardCache:
     def commit(self, part: str, key: str, sha256: str) -> str:
         """Give a part checked against ``sha256`` its final name, so other readers see it ready."""
         path = self.data_path(key)
-        with self.locked():
-            os.replace(part, path)
+        try:
+            with self.locked():
+                os.replace(part, path)
+        except BaseException:
+            self.abandon(part)
+            raise
+        with self._tlock:
             with contextlib.suppress(OSError):  # hashed while it arrived: verified for this process
                 self._verified[key] = _identity(os.lstat(path))
         log.debug("cached %s (sha256 %s...)", path, sha256[:12])

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from converters.util.errors import TfpipeError
 from pipeline.stream import check_cache_limit, epoch_order, min_cache_bytes, open_width
-from pipeline.streamcache import ShardCache, cache_bytes
+from pipeline.streamcache import ShardCache, cache_bytes, partial_files
 from pipeline.streamopts import ShardRef, StreamOptions
 
 SHA = "ab" * 32
@@ -237,3 +238,56 @@ def test_a_planted_part_with_a_live_pid_and_start_time_0_is_not_waited_for(tmp_p
     planted.write_bytes(b"")
     assert cache.try_acquire(key, 100).state == "download"  # nobody holds its owner's lock: not a reader
     assert not planted.exists()
+
+
+def _plant(root, case: str, outside) -> None:
+    """One fault under ``root`` (= <cache_dir>/tfpipe-stream, created by a first reader)."""
+    if case == "data_key_dir":
+        (root / "data" / _key(5)).mkdir()
+    elif case == "lock_dir":
+        (root / "lock").unlink(missing_ok=True)
+        (root / "lock").mkdir()
+    elif case == "lease_file":
+        shutil.rmtree(root / "lease")
+        (root / "lease").write_bytes(b"")
+    elif case == "data_link":
+        os.rename(root / "data", outside)
+        os.symlink(outside, root / "data")
+    elif case == "lock_dangling_link":
+        (root / "lock").unlink(missing_ok=True)
+        os.symlink(outside / "made-by-the-cache", root / "lock")
+
+
+@pytest.mark.parametrize("case, match", [
+    ("data_key_dir", r"tfpipe-stream/data/0+5-s5: is a directory, not a file"),
+    ("lock_dir", r"tfpipe-stream/lock: is a directory, not a file"),
+    ("lease_file", r"tfpipe-stream/lease: is not a directory"),
+    ("data_link", r"tfpipe-stream/data: is a symbolic link \(links inside the cache are refused\)"),
+    ("lock_dangling_link", r"tfpipe-stream/lock: is a symbolic link"),
+])
+def test_cache_faults_are_one_line_naming_the_path(tmp_path, case, match):
+    from converters.storage.owners import CacheFault
+
+    cache_dir, outside = tmp_path / "c", tmp_path / "outside"
+    _fill(ShardCache(str(cache_dir), None), _key(1), b"a" * 10)  # a cache in use
+    if case != "data_link":
+        outside.mkdir()
+    _plant(cache_dir / "tfpipe-stream", case, outside)
+    before = sorted(os.listdir(outside))
+    with pytest.raises(CacheFault, match=match) as info:
+        ShardCache(str(cache_dir), None).try_acquire(_key(5), 10)
+    assert "\n" not in str(info.value) and "cache_dir" in str(info.value)
+    assert sorted(os.listdir(outside)) == before  # nothing written (or evicted) outside the cache
+    assert not partial_files(str(cache_dir))
+
+
+def test_a_filled_cache_remounted_read_only_is_one_line(tmp_path, mounted):
+    from converters.storage.owners import CacheFault
+
+    cache_dir = tmp_path / "c"
+    cache_dir.mkdir()
+    _fill(ShardCache(str(cache_dir), None), _key(1), b"a" * 10)
+    mounted(["--bind", str(cache_dir)], cache_dir)
+    mounted(["-o", "remount,bind,ro"], cache_dir)
+    with pytest.raises(CacheFault, match=r"tfpipe-stream/lock: read-only file system"):
+        ShardCache(str(cache_dir), None).try_acquire(_key(5), 10)
