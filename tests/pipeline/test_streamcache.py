@@ -215,7 +215,7 @@ def test_waiting_readers_use_little_cpu(tmp_path):
     print("idle", idle, "waiters", waiters)
     for w in waiters:
         assert w["wall"] >= secs * 0.9
-        assert w["scans"] <= 4 * secs, w  # looks at the cache a few times a second at most (50/s before)
+        assert w["scans"] <= 6 * secs, w  # looks at the cache a few times a second at most (50/s before)
         assert w["cpu"] - idle["cpu"] < 0.05 * w["wall"], (w, idle)  # under 5 % of a core more than idling
 
 
