@@ -145,6 +145,8 @@ class ShardStream:
             raise ValueError("StreamOptions has no shards to stream (use PipelineSpec.from_manifest)")
         self.opts, self.width, self.seed, self.shuffle = opts, width, seed, shuffle
         self.cache = _cache_for(opts)
+        with self.cache.locked():  # a faulty cache (a link, a file for a folder, read-only) is one line, now
+            pass
         self.policy = policy or RetryPolicy(request_timeout=opts.request_timeout, stall_timeout=opts.stall_timeout,
                                             shard_timeout=opts.shard_timeout)
         self.wait_timeout = wait_timeout

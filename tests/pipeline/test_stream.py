@@ -313,3 +313,16 @@ def test_a_cached_shard_that_stays_damaged_is_refused_by_name(remote, tmp_path):
     with pytest.raises(IntegrityError, match=rf"{m.shards[0].name}: sha256 .* \(fetched twice\)"):
         stream.acquire(0, threading.Event())
     assert not partial_files(opts.cache_dir) and not os.path.exists(opts.local_paths()[0])
+
+
+def test_a_cache_fault_is_one_line_before_tensorflow_reads(remote, tmp_path):
+    from converters.storage.owners import CacheFault
+
+    m, url, _ = remote
+    cache = tmp_path / "c"
+    spec = PipelineSpec.from_manifest(url, 200, cache_dir=str(cache))
+    (cache / "tfpipe-stream").mkdir(parents=True)
+    os.symlink(tmp_path, cache / "tfpipe-stream" / "data")
+    with pytest.raises(CacheFault, match=r"^stream cache .*/tfpipe-stream/data: is a symbolic link") as info:
+        build_dataset(spec)
+    assert "\n" not in str(info.value)
