@@ -274,3 +274,30 @@ def test_room_check_sees_problems(tmp_path):
     problems = room_problems("bench", flat, {"bench/__init__.py"})
     assert any("at most" in p for p in problems) and any("sub-packages" in p for p in problems)
     assert any("bench/m0.py is not named" in p for p in problems)
+OBJECT_READS = {"get_object", "download_file", "download_fileobj", "get_stream"}  # boto3 reads, and ours
+
+
+def object_reads(module: str) -> list[str]:
+    """``module``'s calls that read a remote object's bytes other than through ``converters.storage``: the
+    boto3 reads (``client.get_object``, ``download_file``, ``download_fileobj``), S3Storage's raw
+    ``get_stream``, and ``.open(...)`` of a boto3 resource's object."""
+    tree = ast.parse(MODULES[module].read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name in OBJECT_READS or (name == "open" and "Object" in ast.unparse(node.func.value)):
+                found.append(f"{module}:{node.lineno} {ast.unparse(node.func)}")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("converters.storage")))
+def test_no_s3_object_read_outside_storage(module):
+    assert not object_reads(module), "read remote objects through converters.storage (download.py)"
+
+
+def test_object_read_finder_finds_one(monkeypatch, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(c):\n    return c.get_object(Bucket='b', Key='k')['Body'].read()\n")
+    monkeypatch.setitem(MODULES, "bad", bad)
+    assert object_reads("bad") == ["bad:2 c.get_object"]

@@ -95,7 +95,7 @@ def _summary(values: list[float]) -> dict:
 
 
 def _one_link(url, local, m, rate, runs, read_ahead, batch_size, tmp, say) -> dict:
-    from pipeline.remote.fetch import fetch_verified
+    from converters.storage.download import fetch_verified
     from pipeline import PipelineSpec
     from converters.storage.s3 import S3Storage
 

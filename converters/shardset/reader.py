@@ -9,6 +9,7 @@ import stat
 from typing import Callable
 
 from ..storage import is_s3, open_storage
+from ..storage.download import read_object
 from ..util.digest import file_digest
 from ..util.errors import IntegrityError, TfpipeError
 from ..util.fs import file_kind
@@ -74,13 +75,13 @@ def read_manifest_raw(path: str | os.PathLike, **storage_options) -> tuple[Manif
     where = f"{base.rstrip('/')}/{name}"
     storage = open_storage(base, **storage_options)
     try:
-        raw = storage.read_bytes(name)
+        raw = read_object(storage, name)
     except FileNotFoundError:
         raise TfpipeError(f"no manifest at {where}: not a tfpipe shard set "
                           "(or its conversion did not finish)") from None
     except OSError as exc:
         raise TfpipeError(f"cannot read the manifest {where}: {exc.strerror or exc}") from None
-    return parse_manifest(raw, where, location=base, read_part=storage.read_bytes), raw
+    return parse_manifest(raw, where, location=base, read_part=lambda n: read_object(storage, n)), raw
 
 
 def read_manifest(path: str | os.PathLike, **storage_options) -> Manifest:

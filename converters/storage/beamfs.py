@@ -76,6 +76,16 @@ class BeamFSStorage:
         except Exception as exc:  # noqa: BLE001
             raise self._errors("read", name, exc) from exc
 
+    def open_read(self, name: str):
+        """The object as a seekable file, not decompressed (for the downloader)."""
+        fs, raw = _fs()
+        if not fs.exists(self._p(name)):
+            raise FileNotFoundError(f"{self._p(name)}: no such file")
+        try:
+            return fs.open(self._p(name), compression_type=raw)
+        except Exception as exc:  # noqa: BLE001
+            raise self._errors("read", name, exc) from exc
+
     def read_range(self, name: str, start: int, stop: int) -> bytes:
         """Bytes ``[start, stop)`` of a file (seek, then read)."""
         fs, raw = _fs()

@@ -38,6 +38,10 @@ class LocalStorage:
         with open_regular(self._p(name)) as f:
             return f.read()
 
+    def open_read(self, name: str):
+        """The file for reading (a regular file only; for the downloader)."""
+        return open_regular(self._p(name))
+
     def read_range(self, name: str, start: int, stop: int) -> bytes:
         """Bytes ``[start, stop)`` of a regular file."""
         with open_regular(self._p(name)) as f:

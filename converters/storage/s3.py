@@ -29,6 +29,7 @@ from typing import Callable, Iterator
 
 from ..util.errors import InputError, TfpipeError
 from ..util.units import format_size
+from .download import TRANSIENT_CODES
 
 __all__ = ["S3Storage", "parse_s3_url", "s3_endpoint", "sagemaker_endpoint", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_PART_SIZE", "DEFAULT_CONNECT_TIMEOUT",
            "DEFAULT_READ_TIMEOUT"]
@@ -40,8 +41,7 @@ DEFAULT_CONNECT_TIMEOUT = 5.0  # seconds to open a connection
 DEFAULT_READ_TIMEOUT = 10.0    # seconds a socket read may stall (not a bound on a whole transfer)
 DEFAULT_PART_SIZE = 64 << 20  # 64 MiB multipart threshold and part size
 _PRECONDITION = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
-_THROTTLE = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
-             "RequestThrottled", "ServiceUnavailable", "503", "InternalError", "500"}
+
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -199,7 +199,7 @@ class S3Storage:
             if code in ("AccessDenied", "403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
                 return TfpipeError(f"cannot {action} {where}: access denied ({code}); check the credentials "
                                    "and the bucket policy")
-            if code in _THROTTLE or (status and status >= 500):
+            if code in TRANSIENT_CODES or (status and status >= 500):
                 return TfpipeError(f"cannot {action} {where}: S3 kept failing ({code or status}) after "
                                    f"{self.max_attempts} attempts with retries; try again later")
             return TfpipeError(f"cannot {action} {where}: {code or status}: {err.get('Message', cause)}")
@@ -276,6 +276,18 @@ class S3Storage:
         with self._errors("read", name):
             return self.client.get_object(Bucket=self.bucket, Key=self._key(name),
                                           Range=f"bytes={start}-{stop - 1}", **extra)["Body"].read()
+
+    def get_stream(self, name: str, start: int = 0, if_match: str | None = None):
+        """One GET of ``name`` from byte ``start`` (only of ETag ``if_match`` when given), for the downloader
+        (``storage.download``, which classifies the errors): ``(body, etag, ranged, content length)``."""
+        args = {"Bucket": self.bucket, "Key": self._key(name)}
+        if start:
+            args["Range"] = f"bytes={start}-"
+        if if_match:
+            args["IfMatch"] = if_match
+        resp = self.client.get_object(**args)
+        length = resp.get("ContentLength")
+        return resp["Body"], resp.get("ETag"), bool(resp.get("ContentRange")), None if length is None else int(length)
 
     def write_bytes_atomic(self, name: str, data: bytes) -> None:
         """One PUT: S3 makes an object visible only once complete."""

@@ -222,6 +222,7 @@ def download_shards(base: str, names: list[str], by_name: dict, cache_dir: str) 
     from a validated manifest: plain file names (or ``label=<v>/<name>`` in a group), so every file lands
     inside ``cache_dir``."""
     from converters.storage import open_storage
+    from converters.storage.download import fetch_verified
 
     storage = open_storage(base)
     os.makedirs(cache_dir, exist_ok=True)
@@ -244,9 +245,9 @@ def download_shards(base: str, names: list[str], by_name: dict, cache_dir: str) 
                                       f"replaced ({err.strerror}): remove it, or pass another cache_dir") from None
         tmp = f"{local}.{os.getpid()}-{secrets.token_hex(4)}.part"  # concurrent ranks never share one
         log.info("fetching %s/%s -> %s", where, name, local)
-        try:
-            storage.fetch(name, tmp)
-            check_file(tmp, by_name[name], where)
+        info = by_name[name]
+        try:  # the one downloader: retries, deadlines, at most the manifest's bytes, checked (size, sha256)
+            fetch_verified(storage, name, tmp, info.bytes, info.sha256, where=f"{where}/{name}")
             os.replace(tmp, local)
         finally:
             if os.path.exists(tmp):

@@ -22,10 +22,10 @@ import threading
 import time
 import weakref
 
-from converters.util.errors import TfpipeError
+from converters.util.errors import IntegrityError, TfpipeError
 from converters.util.units import format_size
 
-from .fetch import Aborted, RetryPolicy, fetch_verified
+from converters.storage.download import Aborted, RetryPolicy, fetch_verified
 from .streamcache import ShardCache
 from ..spec.streamopts import StreamOptions
 
@@ -35,7 +35,9 @@ __all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", 
 log = logging.getLogger(__name__)
 
 WAIT_TIMEOUT = 600.0     # seconds a reader waits for room in the cache or for another reader's download
-_POLL = 0.02
+_POLL = 0.02             # first pause between two looks at the cache while waiting; then 1.5x, up to _POLL_MAX
+_POLL_MAX = 0.5
+WAIT_LOG_EVERY = 10.0    # seconds between "still waiting" lines
 
 
 # -- pure planning ---------------------------------------------------------------------------------------
@@ -128,8 +130,8 @@ def _cache_for(opts: StreamOptions) -> ShardCache:
         cache = _CACHES.get(key)
         if cache is None:
             cache = _CACHES[key] = ShardCache(opts.cache_dir, opts.cache_limit)
-        elif opts.cache_limit is not None and (cache.limit is None or opts.cache_limit < cache.limit):
-            cache.limit = opts.cache_limit
+        else:
+            cache.lower_limit(opts.cache_limit)  # under the cache's own lock: never mid-reservation
         return cache
 
 
@@ -143,7 +145,10 @@ class ShardStream:
             raise ValueError("StreamOptions has no shards to stream (use PipelineSpec.from_manifest)")
         self.opts, self.width, self.seed, self.shuffle = opts, width, seed, shuffle
         self.cache = _cache_for(opts)
-        self.policy = policy or RetryPolicy()
+        with self.cache.locked():  # a faulty cache (a link, a file for a folder, read-only) is one line, now
+            pass
+        self.policy = policy or RetryPolicy(request_timeout=opts.request_timeout, stall_timeout=opts.stall_timeout,
+                                            shard_timeout=opts.shard_timeout)
         self.wait_timeout = wait_timeout
         self._storage = storage
         self._storage_lock = threading.Lock()
@@ -179,7 +184,8 @@ class ShardStream:
             raise
 
     def _acquire(self, ref, where: str, deadline: float, abort: threading.Event) -> str:
-        leased = False
+        leased, damaged = False, 0
+        pause, said = _POLL, time.monotonic()
         while True:
             got = self.cache.try_acquire(ref.key, ref.bytes, leased=leased)
             leased = True
@@ -187,6 +193,10 @@ class ShardStream:
                 if self.cache.check_ready(ref.key, ref.bytes, ref.sha256):
                     self.stats["reused"] += 1
                     return got.path
+                damaged += 1
+                if damaged > 1:  # fetched again and damaged again before it could be read
+                    raise IntegrityError(f"{got.path}: the cached copy of {where} does not match the manifest's "
+                                         f"size and sha256 (fetched again, damaged again): refusing it")
                 continue
             if got.state == "download":
                 try:
@@ -198,20 +208,29 @@ class ShardStream:
                 self.stats["fetched"] += 1
                 self.stats["bytes_fetched"] += ref.bytes
                 return self.cache.commit(got.path, ref.key, ref.sha256)
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise TfpipeError(f"{where}: waited {self.wait_timeout:.0f} s for the stream cache in "
                                   f"{self.opts.cache_dir} ({got.why}); is cache_limit too small for the readers "
                                   f"sharing it?")
-            if abort.wait(_POLL):
+            if now - said >= WAIT_LOG_EVERY:
+                said = now
+                log.warning("%s: waiting %.0f s so far for the stream cache in %s (%s)", where,
+                            now - (deadline - self.wait_timeout), self.opts.cache_dir, got.why)
+            with self._lock:  # woken at once by a release in this process, else polled with a growing pause
+                self._lock.wait(pause)
+            if abort.is_set():
                 raise Aborted(where)
+            pause = min(_POLL_MAX, pause * 1.5)
 
     # -- tickets: shards handed to TensorFlow ---------------------------------------------------------
     def release(self, ticket: int) -> None:
         with self._lock:
             entry = self._tickets.pop(int(ticket), None)
-            self._lock.notify_all()
         if entry is not None:
             self.cache.release(entry[1])
+        with self._lock:  # a fetch thread waiting for room looks again now
+            self._lock.notify_all()
 
     def _release_session(self, session) -> None:
         with self._lock:

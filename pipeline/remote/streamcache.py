@@ -3,9 +3,10 @@
 Everything the cache creates lives under ``<cache_dir>/tfpipe-stream/`` and it deletes nothing else:
 
 * ``lock`` — an ``fcntl`` lock held for a few file operations at a time (the kernel drops it with its process);
-* ``data/<key>`` — verified shards (``key`` = ``<sha256[:32]>-<name>``), what TensorFlow opens; the file's
-  mtime is a stamp derived from its sha256, so a file changed behind the cache's back is hashed again; its
-  atime is the last use (eviction order);
+* ``data/<key>`` — verified shards (``key`` = ``<sha256[:32]>-<name>``), what TensorFlow opens; a process
+  hashes a shard before its first use of it (unless it downloaded it itself), so a file changed behind the
+  cache's back — even with its size and mtime kept — is fetched again; its atime is the last use (eviction
+  order);
 * ``data/.part.<owner>.<bytes>.<key>`` — a download in progress; its name holds the bytes it reserved and its
   owner (``<pid>-<process start time>``), so the space is counted before the bytes arrive and a part whose owner
   died is removed by the next reader. It sits beside the finished shards, so one directory listing sees a
@@ -22,61 +23,74 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import logging
 import os
 import re
+import stat
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
-from converters.util.digest import file_digest
+from converters.storage.owners import OWNER_RE as _OWNER
+from converters.storage.owners import Owners, fault
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
 from ..spec.streamopts import CACHE_SUBDIR
 
-__all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", "stamp_of", "PART_PREFIX",
+__all__ = ["ShardCache", "Acquired", "cache_bytes", "CACHE_SUBDIR", "PART_PREFIX",
            "partial_files"]
 
 log = logging.getLogger(__name__)
 
 PART_PREFIX = ".part."                            # downloads in progress, beside the finished shards
 _KEY = re.compile(r"^[0-9a-f]{32}-[^/]+$")      # ShardRef.key: <sha256[:32]>-<name>
-_OWNER = re.compile(r"^[0-9]+-[0-9]+$")         # owner_id(): <pid>-<start time>
-_STAMP_BASE = 1_000_000_000  # 2001-09-09: stamps are seconds after it, taken from the sha256
 
 
-def stamp_of(sha256: str) -> int:
-    """The mtime (whole seconds) the cache gives a verified shard: fixed by its content."""
-    return _STAMP_BASE + int(sha256[:5], 16)
+_SUBDIRS = ("data", "lease", "owners")
 
 
-def _start_time(pid: int) -> str:
+def _real_dir(path: str) -> None:
+    """Create ``path`` if missing; refuse it (one line) when it is a link or not a directory."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return "0"
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise fault(path, exc) from None
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        raise fault(path, OSError(errno.ELOOP, "link"))
+    if not stat.S_ISDIR(mode):
+        raise fault(path, OSError(errno.ENOTDIR, "not a directory"))
 
 
-def owner_id(pid: int | None = None) -> str:
-    """``<pid>-<start time>``: who holds a lease or a part (a reused pid has another start time)."""
-    pid = os.getpid() if pid is None else pid
-    return f"{pid}-{_start_time(pid)}"
+def _fault_of(exc: OSError, default: str):
+    """The ``CacheFault`` of an OS error inside the cache, naming the path it concerns."""
+    path = exc.filename2 if exc.errno == errno.EISDIR and exc.filename2 else exc.filename
+    return fault(os.fsdecode(path) if path else default, exc)
 
 
-def _alive(owner: str) -> bool:
-    pid_s, _, start = owner.partition("-")
+def _identity(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _digest_regular(path: str) -> tuple[int, str] | None:
+    """``(bytes, sha256)`` of a regular file (never through a link, never blocking on a FIFO); None otherwise."""
     try:
-        pid = int(pid_s)
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (ValueError, OverflowError):
-        return False
-    return start in ("0", _start_time(pid))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        sha, n = hashlib.sha256(), 0
+        while chunk := f.read(8 << 20):
+            sha.update(chunk)
+            n += len(chunk)
+        return n, sha.hexdigest()
 
 
 def cache_bytes(cache_dir: str) -> int:
@@ -107,6 +121,18 @@ class Acquired:
     why: str = ""
 
 
+_LIVE: "weakref.WeakSet[ShardCache]" = weakref.WeakSet()
+
+
+def _after_fork() -> None:  # a thread of the parent may have held a handle's lock at the fork
+    for cache in list(_LIVE):
+        cache._tlock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class ShardCache:
     """One process's handle on a host's cache directory (thread-safe; leases counted per process)."""
 
@@ -115,30 +141,61 @@ class ShardCache:
         check_writable(self.cache_dir)
         self.root = os.path.join(self.cache_dir, CACHE_SUBDIR)
         self.limit = limit
-        for sub in ("data", "lease"):
-            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        _real_dir(self.root)
+        for sub in _SUBDIRS:
+            _real_dir(os.path.join(self.root, sub))
         self._lock_path = os.path.join(self.root, "lock")
         self._tlock = threading.RLock()
         self._fd = None
+        self._pid = -1
         self._counts: dict[str, int] = {}
-        self.owner = owner_id()
+        self._verified: dict[str, tuple] = {}  # key -> identity of the file this process hashed
+        self._owners = Owners(os.path.join(self.root, "owners"))
         self.evicted = 0
+        self.scans = 0
+        _LIVE.add(self)
+
+    @property
+    def owner(self) -> str:
+        """This process's owner id (``<pid>-<random>``), alive while it holds ``owners/<owner>`` locked."""
+        return self._owners.owner
+
+    def lower_limit(self, limit: int | None) -> None:
+        """Another spec in this process reads through this directory: the smallest limit holds."""
+        with self._tlock:
+            if limit is not None and (self.limit is None or limit < self.limit):
+                self.limit = limit
 
     # -- the host-wide lock ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def locked(self):
+        """The host-wide lock, with the cache's layout checked (real directories, no links); an OS error inside
+        becomes one line naming the path (``CacheFault``)."""
         with self._tlock:
-            if self._fd is None or self._owner_changed():
-                self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-                self.owner = owner_id()
+            if self._pid != os.getpid():  # first use, or a forked child: its own lock, owner and leases
+                if self._fd is not None:
+                    os.close(self._fd)  # the parent's descriptor (closing it keeps the parent's lock)
+                    self._fd = None
+                try:
+                    self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+                except OSError as exc:
+                    raise fault(self._lock_path, exc) from None
+                self._pid = os.getpid()
+                self._counts = {}
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
+                self._layout()
+                self._owners.ensure()
                 yield
+            except OSError as exc:
+                raise _fault_of(exc, self.root) from None
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def _owner_changed(self) -> bool:  # a forked child gets its own lock and identity
-        return not self.owner.startswith(f"{os.getpid()}-")
+    def _layout(self) -> None:
+        """``tfpipe-stream`` and its folders are directories of their own, never links to somewhere else."""
+        for path in (self.root, *(os.path.join(self.root, sub) for sub in _SUBDIRS)):
+            _real_dir(path)
 
     def data_path(self, key: str) -> str:
         return os.path.join(self.root, "data", key)
@@ -147,14 +204,15 @@ class ShardCache:
     def _scan(self) -> tuple[dict[str, int], dict[str, tuple[str, str]], set[str]]:
         """(data sizes by key, live parts by key -> (owner, path), leased keys); stale parts and leases removed."""
         data, parts, reserved = {}, {}, 0
+        self.scans += 1
         for e in os.scandir(os.path.join(self.root, "data")):
             if e.name.startswith(PART_PREFIX):
                 owner, _, rest = e.name[len(PART_PREFIX):].partition(".")
                 size_s, _, key = rest.partition(".")
                 if not _KEY.match(key) or not size_s.isdigit() or not _OWNER.match(owner):
                     continue  # not one of ours: never touched
-                if not _alive(owner):
-                    log.info("removing a partial download left by a dead reader: %s", e.path)
+                if not self._owners.alive(owner):
+                    log.info("removing a partial download left by a reader that is gone: %s", e.path)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(e.path)
                     continue
@@ -171,11 +229,14 @@ class ShardCache:
             owner, _, key = e.name.partition(".")
             if not _KEY.match(key) or not _OWNER.match(owner):
                 continue
-            if owner != self.owner and not _alive(owner):
+            if not self._owners.alive(owner):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(e.path)
                 continue
             leased.add(key)
+        for e in os.scandir(os.path.join(self.root, "owners")):  # gone owners' files, once their leases are
+            if _OWNER.match(e.name) and not self._owners.alive(e.name):
+                self._owners.forget(e.name)
         self._reserved = reserved
         return data, parts, leased
 
@@ -192,15 +253,14 @@ class ShardCache:
     def _take_lease(self, key: str) -> None:
         n = self._counts.get(key, 0)
         if n == 0:
-            with open(self._lease_path(key), "ab"):
-                pass
+            os.close(os.open(self._lease_path(key), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644))
         self._counts[key] = n + 1
 
     def release(self, key: str) -> None:
         """Drop one use of ``key`` by this process; the last one removes the lease and marks the shard used now."""
         with self._tlock:
             n = self._counts.get(key, 0)
-            if n <= 0:
+            if n <= 0 or self._pid != os.getpid():  # a forked child holds none of its parent's leases
                 return
             if n > 1:
                 self._counts[key] = n - 1
@@ -208,9 +268,9 @@ class ShardCache:
             del self._counts[key]
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._lease_path(key))
-            with contextlib.suppress(OSError):
-                st = os.stat(self.data_path(key))
-                os.utime(self.data_path(key), ns=(time.time_ns(), st.st_mtime_ns))
+            with contextlib.suppress(OSError, NotImplementedError):
+                st = os.lstat(self.data_path(key))
+                os.utime(self.data_path(key), ns=(time.time_ns(), st.st_mtime_ns), follow_symlinks=False)
 
     # -- acquire / commit ------------------------------------------------------------------------------
     def try_acquire(self, key: str, size: int, *, leased: bool = False) -> Acquired:
@@ -220,6 +280,8 @@ class ShardCache:
                 self._take_lease(key)
             data, parts, leases = self._scan()
             path = self.data_path(key)
+            if key not in data and os.path.isdir(path):  # never fetched to be refused at the rename
+                raise fault(path, OSError(errno.EISDIR, "is a directory"))
             if key in data:
                 return Acquired("ready", path)
             if key in parts:
@@ -244,7 +306,7 @@ class ShardCache:
             if key in keep:
                 continue
             with contextlib.suppress(OSError):
-                candidates.append((os.stat(self.data_path(key)).st_atime_ns, key))
+                candidates.append((os.lstat(self.data_path(key)).st_atime_ns, key))
         for _, key in sorted(candidates):
             if freed >= need:
                 break
@@ -256,12 +318,18 @@ class ShardCache:
         return freed
 
     def commit(self, part: str, key: str, sha256: str) -> str:
-        """Give a verified part its final name (stamped), so other readers see it ready."""
-        stamp = stamp_of(sha256)
-        os.utime(part, (time.time(), stamp))
+        """Give a part checked against ``sha256`` its final name, so other readers see it ready."""
         path = self.data_path(key)
-        with self.locked():
-            os.replace(part, path)
+        try:
+            with self.locked():
+                os.replace(part, path)
+        except BaseException:
+            self.abandon(part)
+            raise
+        with self._tlock:
+            with contextlib.suppress(OSError):  # hashed while it arrived: verified for this process
+                self._verified[key] = _identity(os.lstat(path))
+        log.debug("cached %s (sha256 %s...)", path, sha256[:12])
         return path
 
     def abandon(self, part: str) -> None:
@@ -269,22 +337,24 @@ class ShardCache:
             os.unlink(part)
 
     def check_ready(self, key: str, size: int, sha256: str) -> bool:
-        """True when the ready file is the manifest's shard: size and stamp intact (else hashed again; a
-        file that fails is removed, so the next acquire fetches it)."""
+        """True when the ready file is the manifest's shard. Its bytes are hashed the first time this process
+        uses it (size and mtime can be kept by whoever changed it); afterwards it is trusted while its identity
+        (inode, size, mtime and ctime, which no user can set back) stays the one hashed. A file that fails is
+        removed, so the next acquire fetches it."""
         path = self.data_path(key)
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except FileNotFoundError:
             return False
-        if st.st_size == size and int(st.st_mtime) == stamp_of(sha256):
+        if self._verified.get(key) == _identity(st):
             return True
-        got = file_digest(path)
+        got = _digest_regular(path)
         if got == (size, sha256):
-            with contextlib.suppress(OSError):
-                os.utime(path, (st.st_atime, stamp_of(sha256)))
+            self._verified[key] = _identity(st)
             return True
         log.warning("cached %s does not match the manifest (changed behind the cache's back): fetching it again",
                     path)
+        self._verified.pop(key, None)
         with self.locked(), contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return False

@@ -5,7 +5,9 @@ cache — one frozen option group embedded in :class:`~pipeline.PipelineSpec` as
 everything it creates under ``cache_dir/tfpipe-stream/``); ``cache_limit``: the most bytes the cache keeps
 there (``"200GiB"``, an int, or a string of digits; None: no limit, the whole set may stay); ``read_ahead``:
 shards fetched ahead of the ones being read; ``local_readers``: processes on this host sharing ``cache_dir``
-(None: this host's workers from the topology, 1 outside a cluster). ``url`` and ``shards`` — where the set
+(None: this host's workers from the topology, 1 outside a cluster); ``request_timeout``,
+``stall_timeout``, ``shard_timeout``: the downloader's deadlines in seconds (one request, which is cut and
+resumed past it; no byte at all across retries; one whole shard), each failing the read naming the shard. ``url`` and ``shards`` — where the set
 lives and the manifest's ``(name, bytes, sha256)`` of every file this rank reads, in ``files`` order — are
 filled by ``PipelineSpec.from_manifest``. No I/O here.
 """
@@ -17,9 +19,11 @@ from dataclasses import dataclass, replace
 from converters.util.fs import is_sha256
 from converters.util.units import parse_size
 
-__all__ = ["StreamOptions", "ShardRef", "DEFAULT_READ_AHEAD", "CACHE_SUBDIR", "is_remote", "stream_options"]
+__all__ = ["StreamOptions", "ShardRef", "DEFAULT_READ_AHEAD", "DEFAULT_TIMEOUTS", "CACHE_SUBDIR", "is_remote", "stream_options"]
 
 DEFAULT_READ_AHEAD = 2
+# seconds: one request (cut and resumed past it), no byte at all (across retries), one whole shard
+DEFAULT_TIMEOUTS = {"request_timeout": 120.0, "stall_timeout": 30.0, "shard_timeout": 1800.0}
 CACHE_SUBDIR = "tfpipe-stream"   # everything the cache creates lives under <cache_dir>/tfpipe-stream/
 
 
@@ -65,6 +69,9 @@ class StreamOptions:
     cache_limit: int | str | None = None
     read_ahead: int = DEFAULT_READ_AHEAD
     local_readers: int | None = None
+    request_timeout: float = DEFAULT_TIMEOUTS["request_timeout"]
+    stall_timeout: float = DEFAULT_TIMEOUTS["stall_timeout"]
+    shard_timeout: float = DEFAULT_TIMEOUTS["shard_timeout"]
     url: str | None = None
     shards: tuple[ShardRef, ...] = ()
 
@@ -77,6 +84,10 @@ class StreamOptions:
         lr = self.local_readers
         if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int) or lr < 1):
             raise ValueError(f"local_readers must be a positive integer or None (from the topology), got {lr!r}")
+        for name in DEFAULT_TIMEOUTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         object.__setattr__(self, "shards", tuple(self.shards))
         if any(not isinstance(s, ShardRef) for s in self.shards):
             raise ValueError("shards must be ShardRef entries (filled by PipelineSpec.from_manifest)")

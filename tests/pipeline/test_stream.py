@@ -16,7 +16,7 @@ from pipeline_data import labels_of, write_indexed_set
 from bench.infra.netlink import Link
 from converters.storage.s3 import S3Storage
 from converters.util.errors import TfpipeError
-from pipeline.remote.fetch import fetch_verified
+from converters.storage.download import fetch_verified
 from pipeline import PipelineSpec, build_dataset
 from pipeline.remote.stream import STREAMS
 from pipeline.remote.streamcache import cache_bytes, partial_files
@@ -252,3 +252,77 @@ def test_two_local_ranks_download_a_shard_they_both_need_once(remote, link, tmp_
     got = [json.load(open(out)) for _, out in procs]
     assert sorted(got[0] + got[1]) == list(range(36_000))
     assert m.total_bytes <= ln.bytes_down < 1.2 * m.total_bytes  # every shard crossed the link once
+
+
+def _frames(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) of every TFRecord frame (length, crc, data, crc) in ``data``."""
+    import struct
+
+    out, pos = [], 0
+    while pos < len(data):
+        n = struct.unpack("<Q", data[pos:pos + 8])[0]
+        out.append((pos, pos + 16 + n))
+        pos += 16 + n
+    return out
+
+
+def _tamper(path: str, how: str) -> None:
+    """Change a cached shard in place, keeping its size and its mtime."""
+    st = os.stat(path)
+    data = bytearray(open(path, "rb").read())
+    if how == "swap":  # two same-length records trade places: every record's CRC still holds
+        (a0, a1), (b0, b1) = _frames(bytes(data))[:2]
+        assert a1 - a0 == b1 - b0
+        data[a0:b1] = data[b0:b1] + data[a0:a1]
+    else:
+        data[len(data) // 2] ^= 0x01
+    with open(path, "r+b") as f:
+        f.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_mtime_ns == st.st_mtime_ns
+
+
+@pytest.mark.parametrize("how", ["swap", "flip"])
+def test_a_cached_shard_changed_with_size_and_mtime_kept_is_fetched_again(remote, link, tmp_path, how):
+    m, url, local = remote
+    link()
+    spec = PipelineSpec.from_manifest(url, 200, cache_dir=str(tmp_path / "c"))
+    expected = labels_of(build_dataset(PipelineSpec.from_manifest(local, 200)))
+    assert labels_of(build_dataset(spec)) == expected
+    cached = spec.stream.local_paths()[0]
+    _tamper(cached, how)
+    assert labels_of(build_dataset(spec)) == expected  # never different data, never DataLossError: healed
+    assert open(cached, "rb").read() == open(os.path.join(local, m.shards[0].name), "rb").read()
+
+
+def test_a_cached_shard_that_stays_damaged_is_refused_by_name(remote, tmp_path):
+    from converters.storage import open_storage
+    from converters.util.errors import IntegrityError
+    from pipeline.remote.stream import ShardStream
+
+    m, url, local = remote
+    spec = PipelineSpec.from_manifest(url, 200, cache_dir=str(tmp_path / "c"))
+    opts = spec.stream
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for s in m.shards:
+        data = bytearray(open(os.path.join(local, s.name), "rb").read())
+        data[50] ^= 0xFF
+        (bad / s.name).write_bytes(bytes(data))
+    stream = ShardStream(opts, width=1, seed=None, shuffle=False, storage=open_storage(str(bad)))
+    with pytest.raises(IntegrityError, match=rf"{m.shards[0].name}: sha256 .* \(fetched twice\)"):
+        stream.acquire(0, threading.Event())
+    assert not partial_files(opts.cache_dir) and not os.path.exists(opts.local_paths()[0])
+
+
+def test_a_cache_fault_is_one_line_before_tensorflow_reads(remote, tmp_path):
+    from converters.storage.owners import CacheFault
+
+    m, url, _ = remote
+    cache = tmp_path / "c"
+    spec = PipelineSpec.from_manifest(url, 200, cache_dir=str(cache))
+    (cache / "tfpipe-stream").mkdir(parents=True)
+    os.symlink(tmp_path, cache / "tfpipe-stream" / "data")
+    with pytest.raises(CacheFault, match=r"^stream cache .*/tfpipe-stream/data: is a symbolic link") as info:
+        build_dataset(spec)
+    assert "\n" not in str(info.value)
