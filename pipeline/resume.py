@@ -15,6 +15,7 @@ import json
 import os
 from typing import Any
 
+from converters.util.checks import as_int
 from converters.util.errors import TfpipeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "check_resumable", "fingerprint", "global_batch",
@@ -90,8 +91,7 @@ def epoch_steps(spec) -> int:
 
 def advance(spec, steps: int, start: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """(epoch, position) after ``steps`` more steps of ``spec`` from ``start`` (pure)."""
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    steps = as_int(steps, "steps", minimum=0, must="an integer >= 0")
     epoch, pos = start
     first = steps_for(spec, epoch_records(spec) - pos)
     if steps < first:

@@ -143,6 +143,35 @@ def test_quickstart_runs_and_reruns(tmp_path, capsys):
     assert read_manifest(out / "shards").records == 700
 
 
+# what the README's first command leaves out: `pip install -e '.[tf]'` must be enough for the quickstart
+_NOT_IN_TF_EXTRA = ("apache_beam", "boto3", "botocore", "moto", "sklearn", "matplotlib", "tokenizers", "hypothesis",
+                    "pytest", "pynvml", "sagemaker_tensorflow")
+_BLOCK = """
+import sys
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ImportError("blocked: " + name + " is not in tfpipe's base or [tf] dependencies")
+sys.meta_path.insert(0, _Block())
+from converters.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_quickstart_needs_only_the_tf_extra(tmp_path):
+    """The README's first command installs ``.[tf]``: the quickstart imports nothing of the other extras (tried
+    with them blocked, in a fresh process; numba's and numpy's optional imports are not blocked)."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    first = next(ln for ln in readme.splitlines() if "tfpipe quickstart" in ln and "pip install" in ln)
+    assert "pip install -e '.[tf]' && tfpipe quickstart" in first
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", _BLOCK.format(blocked=_NOT_IN_TF_EXTRA), "quickstart", "--out",
+                        str(tmp_path / "q"), "--lines", "300", "--no-progress"], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "4. verified" in r.stdout
+
+
 def test_quickstart_refuses_a_directory_it_did_not_make(files, capsys):
     assert main(["quickstart", "--out", str(files / "taken"), "--lines", "100"]) == 3
     assert "not made by quickstart" in capsys.readouterr().err
