@@ -98,7 +98,7 @@ def test_convert_argv_table(files, capsys, argv, code, out_has, err_has):
         assert not manifest.exists()
         if "every line has" in err or "TFRecord" in err:  # advice that cannot work is not given
             assert "--on-error skip" not in err
-        if "{d}/o" in argv:  # a failed run leaves no --out it created behind
+        if str(files / "o") in argv:  # a failed run leaves no --out it created behind
             assert not (files / "o").exists()
     elif "taken" not in argv:
         assert read_manifest(files / "o").records == int(out.split(" written")[0].split()[-1])
