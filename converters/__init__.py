@@ -13,6 +13,7 @@ from .tfrecord.schema import FeatureSpec, Schema
 from .util.errors import (
     InputError,
     IntegrityError,
+    MissingInputError,
     OutputError,
     OutputExistsError,
     OutputInUseError,
@@ -39,6 +40,7 @@ __all__ = [
     "FeatureSpec",
     "TfpipeError",
     "InputError",
+    "MissingInputError",
     "IntegrityError",
     "OutputExistsError",
     "OutputInUseError",

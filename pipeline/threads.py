@@ -20,6 +20,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from converters.util.checks import set_int
 from converters.util.errors import TfpipeError
 from converters.util.system import cpu_count
 
@@ -39,9 +40,7 @@ class ThreadConfig:
 
     def __post_init__(self):
         for name in ("intra", "inter", "omp"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} threads must be a positive integer, got {v!r}")
+            set_int(self, name, name=f"{name} threads", minimum=1)
 
 
 def default_threads(intra: int | None = None, inter: int | None = None, omp: int | None = None,

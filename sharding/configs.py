@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from converters.util.checks import as_int
+
 from .plan import ShardPlan
 from .topology import INPUT_MODES, MAX_CHANNELS, Topology
 
@@ -37,8 +39,7 @@ def sagemaker_distribution(kind: str, *, processes_per_host: int | None = None, 
         if processes_per_host is None:
             raise ValueError(f"{kind}: processes_per_host is required (one process per GPU of a host, e.g. 8 on "
                              "ml.p3.16xlarge)")
-        if not isinstance(processes_per_host, int) or processes_per_host < 1:
-            raise ValueError(f"processes_per_host must be a positive integer, got {processes_per_host!r}")
+        processes_per_host = as_int(processes_per_host, "processes_per_host", minimum=1)
         mpi: dict[str, Any] = {"enabled": True, "processes_per_host": processes_per_host}
         if custom_mpi_options:
             mpi["custom_mpi_options"] = custom_mpi_options
@@ -79,8 +80,7 @@ def pipe_channels(plan_or_workers: ShardPlan | int, s3_uri: str, *, name: str = 
         entries = [(ch, "ManifestFile", f"{manifests_uri}/{ch}.manifest") for ch in plan_or_workers.channels]
     else:
         wph = plan_or_workers
-        if not isinstance(wph, int) or wph < 1:
-            raise ValueError(f"workers per host must be a positive integer, got {wph!r}")
+        wph = as_int(wph, "workers per host", minimum=1)
         entries = [(f"{name}_{k}", "S3Prefix", f"{base}/{name}_{k}/") for k in range(wph)]
     if len(entries) > MAX_CHANNELS:
         raise ValueError(f"{len(entries)} channels: a SageMaker training job has at most {MAX_CHANNELS}")

@@ -30,6 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from converters.util.checks import as_int, set_int
 from converters.util.errors import TfpipeError
 
 from .topology import MAX_CHANNELS, Topology
@@ -58,10 +59,9 @@ class RankPlan:
     steps: int
 
     def __post_init__(self):
-        if self.rank < 0 or self.local_rank < 0:
-            raise ValueError(f"rank and local_rank must be >= 0, got {self.rank}, {self.local_rank}")
-        if self.steps < 0:
-            raise ValueError(f"rank {self.rank}: steps must be >= 0, got {self.steps}")
+        set_int(self, "rank", minimum=0, name="rank and local_rank", must=">= 0")
+        set_int(self, "local_rank", minimum=0, name="rank and local_rank", must=">= 0")
+        set_int(self, "steps", minimum=0, name=f"rank {self.rank}: steps", must=">= 0")
         if self.files is not None:
             object.__setattr__(self, "files", tuple(self.files))
         if self.shard is not None:
@@ -95,8 +95,7 @@ class ShardPlan:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if self.remainder not in REMAINDERS:
             raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, got {self.remainder!r}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        set_int(self, "batch_size", minimum=1, must=">= 1")
         object.__setattr__(self, "ranks", tuple(self.ranks))
         for k, r in enumerate(self.ranks):
             if r.rank != k:
@@ -181,8 +180,7 @@ def plan(manifest: Any, topology: Topology, *, batch_size: int, pipe: bool | Non
     ``channel`` (channel per worker when channels ``<channel>_0 ... <channel>_<wph-1>`` exist).
     ``record_sharding`` makes plain File mode use ``shard(world_size, rank)`` instead of per-rank files.
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    batch_size = as_int(batch_size, "batch_size", minimum=1)
     if remainder not in REMAINDERS:
         raise ValueError(f"remainder must be one of {', '.join(REMAINDERS)}, got {remainder!r}")
     H, W = topology.num_hosts, topology.workers_per_host

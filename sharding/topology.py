@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from converters.util.checks import is_integral, set_int
 from converters.util.errors import TfpipeError
 
 __all__ = ["ChannelConfig", "Topology", "INPUT_MODES", "S3_DISTRIBUTIONS", "MAX_CHANNELS",
@@ -78,12 +79,10 @@ class Topology:
             dup = sorted({h for h in hosts if hosts.count(h) > 1})
             raise ValueError(f"hosts must be unique, {', '.join(dup)} repeated")
         object.__setattr__(self, "hosts", hosts)
-        if not isinstance(self.workers_per_host, int) or self.workers_per_host < 1:
-            raise ValueError(f"workers_per_host must be a positive integer, got {self.workers_per_host!r}")
+        set_int(self, "workers_per_host", minimum=1)
         world = len(hosts) * self.workers_per_host
-        if not isinstance(self.rank, int) or not 0 <= self.rank < world:
-            raise ValueError(f"rank must be in [0, {world}) for {len(hosts)} host(s) x {self.workers_per_host} "
-                             f"worker(s), got {self.rank!r}")
+        set_int(self, "rank", minimum=0, maximum=world - 1,
+                must=f"in [0, {world}) for {len(hosts)} host(s) x {self.workers_per_host} worker(s)")
         host_index, local = divmod(self.rank, self.workers_per_host)
         if self.current_host is None:
             object.__setattr__(self, "current_host", hosts[host_index])
@@ -91,8 +90,9 @@ class Topology:
             raise ValueError(f"current_host {self.current_host!r} is not one of hosts {list(hosts)}")
         if self.local_rank is None:
             object.__setattr__(self, "local_rank", local)
-        elif not isinstance(self.local_rank, int) or not 0 <= self.local_rank < self.workers_per_host:
-            raise ValueError(f"local_rank must be in [0, {self.workers_per_host}), got {self.local_rank!r}")
+        else:
+            set_int(self, "local_rank", minimum=0, maximum=self.workers_per_host - 1,
+                    must=f"in [0, {self.workers_per_host})")
         if self.local_rank != local or hosts.index(self.current_host) != host_index:
             raise ValueError(
                 f"rank {self.rank} with {self.workers_per_host} worker(s) per host belongs to host "
@@ -107,9 +107,7 @@ class Topology:
                 raise ValueError(f"channel {name!r}: expected a ChannelConfig, got {cfg!r}")
         object.__setattr__(self, "channels", dict(sorted(channels.items())))
         for attr in ("gpus_per_host", "cpus_per_host"):
-            v = getattr(self, attr)
-            if v is not None and (not isinstance(v, int) or v < 0):
-                raise ValueError(f"{attr} must be a non-negative integer or None, got {v!r}")
+            set_int(self, attr, minimum=0, none=True)
 
     __hash__ = None  # channels is a dict
 
@@ -218,7 +216,8 @@ _FIELDS = {"hosts", "current_host", "workers_per_host", "rank", "local_rank", "c
 
 def _host_names(hosts: Any) -> tuple[str, ...]:
     """A host count becomes SageMaker-style names ``algo-1 .. algo-N``; a name or list of names a tuple."""
-    if isinstance(hosts, int) and not isinstance(hosts, bool):
+    if is_integral(hosts):
+        hosts = int(hosts)
         if hosts < 1:
             raise ValueError(f"hosts must be a positive count or a list of names, got {hosts}")
         return tuple(f"algo-{i + 1}" for i in range(hosts))

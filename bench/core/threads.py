@@ -16,6 +16,8 @@ import subprocess
 import sys
 from typing import Sequence
 
+from converters.util.checks import set_int
+
 __all__ = ["ThreadCombo", "ThreadResult", "candidate_combos", "run_combo", "tune", "best", "parse_combos"]
 
 log = logging.getLogger(__name__)
@@ -33,11 +35,8 @@ class ThreadCombo:
 
     def __post_init__(self):
         for name in ("intra", "inter"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"ThreadCombo.{name} must be an int >= 0, got {v!r}")
-        if self.omp is not None and (isinstance(self.omp, bool) or not isinstance(self.omp, int) or self.omp < 1):
-            raise ValueError(f"ThreadCombo.omp must be an int >= 1 or None, got {self.omp!r}")
+            set_int(self, name, name=f"ThreadCombo.{name}", minimum=0, must="an int >= 0")
+        set_int(self, "omp", name="ThreadCombo.omp", minimum=1, none=True, must="an int >= 1 or None")
 
     @property
     def label(self) -> str:

@@ -48,7 +48,8 @@ def _cmd_quickstart(args) -> int:
 
     t0 = time.perf_counter()
     nbytes = write_criteo_libsvm(sample, n, field_size=39, seed=0)
-    print(f"1. wrote a Criteo-like LibSVM sample: {n:,} lines, 39 fields, {format_size(nbytes)}\n   {sample}")
+    print(f"1. wrote a Criteo-like LibSVM sample: {n:,} lines, 39 fields, {format_size(nbytes)}\n   {sample}",
+          flush=True)  # (shown before the parser's first compile, also when stdout is a pipe)
 
     t1, c1 = time.perf_counter(), compile_seconds()
     m = convert_libsvm([sample], shards, field_size=39, shard_size=max(64 << 10, nbytes // 3),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..sources import compression_of, input_size, read_range
+from ..util.checks import as_int
 from ..util.errors import InputError
 
 __all__ = ["Unit", "InputFile", "plan_units", "input_files", "read_unit", "DEFAULT_UNIT_BYTES"]
@@ -63,8 +64,7 @@ def plan_units(files: Sequence[InputFile], unit_size: int) -> list[Unit]:
     """Pure: cut each splittable file into byte ranges of ``unit_size`` (the last one shorter), keep the others
     whole. An empty splittable file gets one empty unit, so every input has at least one unit (and its
     accounting)."""
-    if isinstance(unit_size, bool) or not isinstance(unit_size, int) or unit_size < 1:
-        raise ValueError(f"unit_size must be a positive number of bytes, got {unit_size!r}")
+    unit_size = as_int(unit_size, "unit_size", minimum=1, must="a positive number of bytes")
     units: list[Unit] = []
     for i, f in enumerate(files):
         if not f.splittable:

@@ -27,11 +27,13 @@ from ..prep.writer import PrepWriter
 from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..sources import compression_of, expand_inputs, input_size, refuse_inputs_in
+from ..util.checks import as_int
 from ..util.errors import InputError
 from ..util.progress import progress_bar
 from ..util.system import cap_workers, cpu_count
 from ..util.units import DEFAULT_SHARD_BYTES
 from .options import LibsvmOptions
+from .reasons import field_size_hint, first_bad_message
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
 __all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "empty_input", "nothing_written",
@@ -92,11 +94,8 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
     if workers is None:
         workers = cpu_count()
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    workers = cap_workers(workers, "parser workers")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    workers = cap_workers(as_int(workers, "workers", minimum=1), "parser workers")
+    block_size = as_int(block_size, "block_size", minimum=1)
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     if prep is not None and prep.needs_labels and options.multilabel:
@@ -140,7 +139,7 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
         with progress_bar(progress, desc="convert libsvm", total=total) as bar:
             for path, _, res in results:
                 if res.bad and raise_on_bad:
-                    raise _bad_line(path, res.bad[0])
+                    raise _bad_line(path, res)
                 dropped = writer.write(res.framed, res.lengths, res.labels)
                 account(stats[path], res.written, res.skipped, res.blank, res.bad, path, unordered=res.unordered)
                 if dropped:
@@ -197,9 +196,10 @@ class RowTotals:
                 "nonzeros": {"min": self.min, "mean": mean, "max": self.max, "total": self.nonzeros}}
 
 
-def _bad_line(path: str, b) -> InputError:
-    """The first bad line, as ``--on-error raise`` reports it."""
-    return InputError(f"{b.reason}: {b.message} (use --on-error skip to skip bad lines)", path=path, line=b.line,
+def _bad_line(path: str, res) -> InputError:
+    """The block's first bad line, as ``--on-error raise`` reports it (``res``: the block's result)."""
+    b = res.bad[0]
+    return InputError(first_bad_message(res.bad, res.skipped, res.written), path=path, line=b.line,
                       reason=b.reason)
 
 
@@ -208,7 +208,7 @@ def _count_labels(writer: PrepWriter, results, raise_on_bad: bool, progress: boo
         with progress_bar(progress, desc="count labels", total=total) as bar:
             for path, _, res in results:
                 if res.bad and raise_on_bad:
-                    raise _bad_line(path, res.bad[0])
+                    raise _bad_line(path, res)
                 if res.labels is not None and res.labels.shape[0]:
                     writer.count(res.labels)
                 bar.update(res.nbytes)
@@ -244,7 +244,13 @@ def nothing_written(stats, what: str = "the input holds no valid line") -> str:
     if sampled:
         return (f"no records to write: --balance sampled out all {sampled} valid record(s) ({blank} blank/comment "
                 f"line(s), {read - sampled} bad line(s) skipped); give the labels rates above 0")
-    return f"no records to write: {what} ({blank} blank/comment line(s), {read} bad line(s) skipped)"
+    skipped: dict[str, int] = {}
+    for st in stats:
+        for k, v in st.skipped.items():
+            skipped[k] = skipped.get(k, 0) + v
+    hint = field_size_hint(skipped, 0, [e for st in stats for e in st.examples])
+    return (f"no records to write: {what} ({blank} blank/comment line(s), {read} bad line(s) skipped)"
+            f"{': ' + hint if hint else ''}")
 
 
 def log_totals(stats, read: int, fallback: int) -> None:

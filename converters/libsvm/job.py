@@ -43,12 +43,13 @@ from ..prep.records import take_records
 from ..shardset.manifest import MAX_EXAMPLES, InputStats
 from ..sources import expand_inputs, iter_blocks
 from ..tfrecord.examples import column_payloads, framed_lengths
+from ..util.checks import as_int
 from ..util.errors import InputError, TfpipeError
 from .block import has_zero_index, parse, serialize_parsed
 from .convert import DEFAULT_BLOCK_BYTES, RowTotals, account, empty_input, log_totals
 from .jobprep import PreparedUnits
 from .options import LibsvmOptions
-from .reasons import BadLine
+from .reasons import BadLine, first_bad_message
 from .sparse import SparseBlock, row_stats
 
 __all__ = ["LibsvmJob", "LibsvmContext", "LibsvmPrepass", "LibsvmSummary", "LibsvmPiece"]
@@ -114,10 +115,9 @@ class LibsvmPiece:
         return self.keep is not None or self.label is not None
 
 
-def _check_sizes(unit_size, block_size) -> None:
-    for name, v in (("unit_size", unit_size), ("block_size", block_size)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive number of bytes, got {v!r}")
+def _check_sizes(unit_size, block_size) -> tuple[int, int]:
+    return (as_int(unit_size, "unit_size", minimum=1, must="a positive number of bytes"),
+            as_int(block_size, "block_size", minimum=1, must="a positive number of bytes"))
 
 
 def _check_prep(prep: PrepOptions | None, options: LibsvmOptions) -> None:
@@ -130,10 +130,9 @@ def _labels(pb) -> np.ndarray | None:
     return None if getattr(pb, "label_splits", None) is not None else pb.label
 
 
-def _bad_error(b: BadLine, path: str) -> ErrorRecord:
-    """The local converter's error for the first bad line (``--on-error raise``)."""
-    return ErrorRecord(f"{b.reason}: {b.message} (use --on-error skip to skip bad lines)", path, b.line,
-                       reason=b.reason)
+def _bad_error(bad: list[BadLine], skipped: dict[str, int], written: int, path: str) -> ErrorRecord:
+    """The local converter's error for a unit's first bad line (``--on-error raise``)."""
+    return ErrorRecord(first_bad_message(bad, skipped, written), path, bad[0].line, reason=bad[0].reason)
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,9 @@ class LibsvmJob:
         if not isinstance(self.options, LibsvmOptions):
             raise TypeError(f"options must be a LibsvmOptions, got {type(self.options).__name__}")
         object.__setattr__(self, "paths", tuple(self.paths))
-        _check_sizes(self.unit_size, self.block_size)
+        sizes = _check_sizes(self.unit_size, self.block_size)
+        object.__setattr__(self, "unit_size", sizes[0])
+        object.__setattr__(self, "block_size", sizes[1])
         if self.prep is not None and not self.prep.active:
             object.__setattr__(self, "prep", None)
         _check_prep(self.prep, self.options)
@@ -167,7 +168,7 @@ class LibsvmJob:
         write-time preparation, as the local converter's."""
         if not isinstance(options, LibsvmOptions):
             raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
-        _check_sizes(unit_size, block_size)
+        unit_size, block_size = _check_sizes(unit_size, block_size)
         _check_prep(prep, options)
         paths = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
@@ -258,6 +259,7 @@ class LibsvmJob:
                     s.skipped[k] = s.skipped.get(k, 0) + v
                 s.bad.extend(pb.bad[:MAX_EXAMPLES - len(s.bad)])
                 if stop_on_bad and pb.bad:
+                    s.records += pb.n  # (the error's field-size hint asks whether any line was valid)
                     break  # the run stops at this line
                 ln = self._lengths(pb)
                 if rows is not None:
@@ -306,7 +308,7 @@ class LibsvmJob:
             shift = lines_before[i]
             bad = [BadLine(b.line + shift, b.reason, b.token) for b in s.bad] if shift else s.bad
             if raise_on_bad and bad:
-                return Plan.failed(_bad_error(bad[0], path))
+                return Plan.failed(_bad_error(bad, s.skipped, s.records, path))
             if s.error is not None:
                 return Plan.failed(s.error)
             account(stats[i], s.records, s.skipped, s.blank, bad, path, unordered=s.unordered)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..util.checks import as_int, is_integral, set_int
 from ..shardset.options import ShardOutputOptions
 from ..tfrecord.schema import FeatureSpec, Schema
 
@@ -37,15 +38,16 @@ def _check_layout(field_size, sparse, pad, truncate, multilabel, keep_qid) -> No
         return
     if field_size is None:
         raise ValueError("give field_size (pairs per line) or sparse=True (any number of pairs per line)")
-    if not isinstance(field_size, int) or isinstance(field_size, bool) or field_size <= 0:
-        raise ValueError(f"field_size must be a positive integer, got {field_size!r}")
+    as_int(field_size, "field_size", minimum=1)
     if multilabel or keep_qid:
         raise ValueError(f"{'multilabel' if multilabel else 'keep_qid'} needs sparse=True (variable-length rows)")
 
 
-def _check_max_index(v) -> None:
-    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-        raise ValueError(f"max_index must be a non-negative integer or None, got {v!r}")
+def _check_counts(options) -> None:
+    """``field_size`` and ``max_index`` (any integral type) stored as plain ints."""
+    if options.field_size is not None:
+        set_int(options, "field_size", minimum=1)
+    set_int(options, "max_index", minimum=0, none=True)
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,9 @@ class ParseOptions:
 
     def __post_init__(self):
         _check_layout(self.field_size, self.sparse, self.pad, self.truncate, self.multilabel, self.keep_qid)
-        if self.index_base not in (0, 1) or isinstance(self.index_base, bool):
+        if self.index_base not in (0, 1) or not is_integral(self.index_base):
             raise ValueError(f"index_base must be 0 or 1 here, got {self.index_base!r}")
-        _check_max_index(self.max_index)
+        _check_counts(self)
         if not isinstance(self.strict_ids, bool):
             raise ValueError(f"strict_ids must be True or False, got {self.strict_ids!r}")
 
@@ -118,13 +120,15 @@ class LibsvmOptions:
             object.__setattr__(self, "index_base", "auto" if self.sparse else "asis")
         elif isinstance(base, str) and base in ("0", "1"):
             object.__setattr__(self, "index_base", int(base))
-        elif base not in INDEX_BASES or isinstance(base, bool):
+        elif base not in INDEX_BASES or not (isinstance(base, str) or is_integral(base)):
             raise ValueError(f"index_base must be 'asis', 'auto', 0 or 1, got {base!r}")
+        elif is_integral(base):
+            object.__setattr__(self, "index_base", int(base))
         if not isinstance(self.strict_ids, bool):
             raise ValueError(f"strict_ids must be True or False, got {self.strict_ids!r}")
         if self.strict_ids and self.sparse:
             raise ValueError("strict_ids applies to fixed-width rows (field_size): sparse rows are always strict")
-        _check_max_index(self.max_index)
+        _check_counts(self)
         for k in (*self.keys[:3], self.qid_key):
             if not isinstance(k, str) or not k:
                 raise ValueError(f"feature names must be non-empty strings, got {k!r}")

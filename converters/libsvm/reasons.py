@@ -2,9 +2,12 @@
 codes the compiled kernel reports (named constants, one per reason), and ``BadLine``."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Iterable
 
-__all__ = ["REASONS", "REASON_TEXT", "CODE", "BadLine", "pair_count_token", "NUL_BYTE", "NON_ASCII", "BAD_LABEL",
+__all__ = ["REASONS", "REASON_TEXT", "CODE", "BadLine", "pair_count_token", "field_size_hint",
+           "first_bad_message", "NUL_BYTE", "NON_ASCII", "BAD_LABEL",
            "BAD_TOKEN", "MISSING_INDEX", "BAD_INDEX", "NEGATIVE_INDEX", "INDEX_ZERO", "UNSORTED_INDEX",
            "DUPLICATE_INDEX", "INDEX_TOO_LARGE", "MISSING_VALUE", "BAD_VALUE", "NONFINITE", "PAIR_COUNT", "BAD_QID",
            "MISSING_QID"]
@@ -76,3 +79,36 @@ class BadLine:
 def pair_count_token(k: int, field_size: int) -> bytes:
     """The 'token' shown for a pair-count error, which has no single culprit token."""
     return f"{k} pairs, field_size {field_size}".encode()
+
+
+_PAIRS = re.compile(r"(\d+) pairs, field_size (\d+)'?\)?$")
+
+
+def field_size_hint(skipped: dict[str, int], written: int, examples: Iterable[BadLine | str]) -> str | None:
+    """"every line has K pairs: did you mean --field-size K?" when nothing was valid and every rejected line
+    seen (``examples``: BadLines, or their ``describe`` strings as a manifest keeps them) has the same pair count
+    K: the option, not the data, is wrong. None otherwise (a few odd lines are bad data, not a wrong option)."""
+    if written or set(skipped) != {"pair_count"}:
+        return None
+    counts = set()
+    for ex in examples:
+        text = ex.token.decode("ascii", "replace") if isinstance(ex, BadLine) else ex
+        m = _PAIRS.search(text)
+        if m is None:
+            return None
+        counts.add(int(m.group(1)))
+    if len(counts) != 1:
+        return None
+    (k,) = counts
+    return f"every line has {k} pairs: did you mean --field-size {k}?"
+
+
+def first_bad_message(bad: list[BadLine], skipped: dict[str, int], written: int) -> str:
+    """The error of ``--on-error raise`` for a block's first bad line (``bad``: its first bad lines, ``skipped``:
+    its counts by reason, ``written``: its valid lines): a wrong ``--field-size`` when the block says so
+    (``field_size_hint``), else the reason and the way to skip such lines."""
+    b = bad[0]
+    hint = field_size_hint(skipped, written, bad)
+    if hint is not None:
+        return f"{b.reason}: {b.message}: {hint}"
+    return f"{b.reason}: {b.message} (use --on-error skip to skip bad lines)"

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from ..util.checks import set_int
 from ..util.errors import InputError
 from .keys import record_keys
 from .labels import bits_label, bits_name, label_bits, label_name, label_order
@@ -42,8 +43,7 @@ class BalanceOptions:
     def __post_init__(self):
         if self.mode not in ("equal", "rates"):
             raise ValueError(f"balance mode must be 'equal' or 'rates', got {self.mode!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"balance seed must be a non-negative integer, got {self.seed!r}")
+        set_int(self, "seed", minimum=0, name="balance seed")
         if self.mode == "rates":
             if not self.rates:
                 raise ValueError("balance by rates needs at least one LABEL=RATE")

@@ -32,6 +32,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..util.checks import set_int
 from ..util.errors import OutputError
 from ..util.fs import make_dirs
 from ..util.units import format_size
@@ -62,10 +63,8 @@ class ShuffleOptions:
     tmp_dir: str | None = None
 
     def __post_init__(self):
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"shuffle seed must be a non-negative integer, got {self.seed!r}")
-        if isinstance(self.memory, bool) or not isinstance(self.memory, int) or self.memory < (1 << 20):
-            raise ValueError(f"shuffle memory must be at least 1 MiB, got {self.memory!r}")
+        set_int(self, "seed", minimum=0, name="shuffle seed")
+        set_int(self, "memory", minimum=1 << 20, name="shuffle memory", must="at least 1 MiB")
 
     def to_json(self) -> dict:
         return {"seed": self.seed, "method": METHOD}

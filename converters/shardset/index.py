@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from ..storage import is_s3, open_storage
 from ..tfrecord.reader import gzip_head, iter_record_chunks
-from ..util.errors import InputError, IntegrityError, OutputExistsError, OverlapError, TfpipeError
+from ..util.checks import as_int
+from ..util.errors import InputError, IntegrityError, MissingInputError, OutputExistsError, OverlapError, TfpipeError
 from ..util.fs import HashingReader
 from ..util.progress import progress_bar
 from .infer import SchemaTally
@@ -131,8 +132,9 @@ def resolve_set(target: str, **storage_options) -> tuple[str, list[str]]:
                          "(index each folder on its own)", reason="bad_set")
     base = f"{scheme}{sep}{head}" if sep else (head or ".")
     if not is_s3(base) and not os.path.isdir(base):
-        raise InputError(f"{base}: no such directory" if not os.path.exists(base) else
-                         f"{base}: not a directory: give the folder that holds the TFRecord files (or a glob)",
+        if not os.path.exists(base):
+            raise MissingInputError(f"{base}: no such directory", reason="bad_set")
+        raise InputError(f"{base}: not a directory: give the folder that holds the TFRecord files (or a glob)",
                          reason="bad_set")
     listed = _storage(base, storage_options).list()
     if last:
@@ -159,8 +161,7 @@ def index_set(target: str | os.PathLike, *, overwrite: bool = False, workers: in
 
     ``label``: the feature taken as the label when the records have it. Refused: an existing manifest (unless
     ``overwrite``), bad names, damaged files, gzip and plain files mixed."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    workers = as_int(workers, "workers", minimum=1)
     try:
         return _index(str(target), overwrite, workers, progress, label, storage_options)
     finally:

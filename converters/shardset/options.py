@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..util.checks import set_int
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 from .naming import ShardName
 
@@ -45,8 +46,7 @@ class ShardOutputOptions:
             except ValueError:
                 raise ValueError(f"shard_size must be a positive number of bytes or a size such as '256MiB' or "
                                  f"'1GiB', got {self.shard_size!r}") from None
-        if isinstance(self.shard_size, bool) or not isinstance(self.shard_size, int) or self.shard_size <= 0:
-            raise ValueError(f"shard_size must be a positive number of bytes, got {self.shard_size!r}")
+        set_int(self, "shard_size", minimum=1, must="a positive number of bytes")
         object.__setattr__(self, "compression", normalize_compression(self.compression))
         ShardName(self.prefix)  # validates the prefix
         check_on_error(self.on_error)

@@ -11,7 +11,7 @@ from typing import Callable
 from ..storage import is_s3, open_storage
 from ..storage.download import read_object
 from ..util.digest import file_digest
-from ..util.errors import IntegrityError, TfpipeError
+from ..util.errors import IntegrityError, MissingInputError, TfpipeError
 from ..util.fs import file_kind
 from .group import GroupManifest, is_group, union
 from .manifest import MANIFEST_NAME, Manifest, ShardInfo
@@ -77,8 +77,8 @@ def read_manifest_raw(path: str | os.PathLike, **storage_options) -> tuple[Manif
     try:
         raw = read_object(storage, name)
     except FileNotFoundError:
-        raise TfpipeError(f"no manifest at {where}: not a tfpipe shard set "
-                          "(or its conversion did not finish)") from None
+        raise MissingInputError(f"no manifest at {where}: not a tfpipe shard set "
+                                "(or its conversion did not finish)") from None
     except OSError as exc:
         raise TfpipeError(f"cannot read the manifest {where}: {exc.strerror or exc}") from None
     return parse_manifest(raw, where, location=base, read_part=lambda n: read_object(storage, n)), raw

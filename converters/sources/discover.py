@@ -17,9 +17,10 @@ import stat
 from typing import Iterable
 
 from ..storage.objects import is_url, list_objects
-from ..util.errors import TfpipeError
+from ..util.errors import MissingInputError, TfpipeError
 from ..util.fs import file_kind
-from .streams import compression_of
+from .sniff import refuse_tfrecords
+from .streams import COMPRESSED_SUFFIXES, compression_of
 
 __all__ = ["expand_inputs", "refuse_inputs_in"]
 
@@ -48,14 +49,13 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, .
             st = None
         except OSError as exc:
             raise TfpipeError(f"input {item!r}: cannot access it: {exc.strerror}") from None
+        listed: list[str] = []
         if st is not None and stat.S_ISDIR(st.st_mode):
-            found = []
             for root, dirs, files in os.walk(item):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.extend(os.path.join(root, f) for f in files if not f.startswith("."))
-            found.sort()
-            if suffixes:
-                found = [f for f in found if _matches(f, suffixes)]
+                listed.extend(os.path.join(root, f) for f in files if not f.startswith("."))
+            listed.sort()
+            found = [f for f in listed if _matches(f, suffixes)] if suffixes else listed
             found = _regular_only(found, skipped)
         elif st is not None and stat.S_ISREG(st.st_mode):
             found = [item]
@@ -63,19 +63,21 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, .
             raise TfpipeError(f"input {item!r} is {file_kind(st.st_mode)}, not a regular file: tfpipe reads "
                               "regular files only")
         elif os.path.islink(item):
-            raise TfpipeError(f"input {item!r} is a broken symbolic link (it leads to {os.readlink(item)!r}, "
-                              "which does not exist)")
+            raise MissingInputError(f"input {item!r} is a broken symbolic link (it leads to "
+                                    f"{os.readlink(item)!r}, which does not exist)")
         elif any(c in item for c in "*?["):
             found = _regular_only(sorted(glob.glob(item, recursive=True)), skipped, dirs_too=False)
             if not found:
-                raise TfpipeError(f"input pattern {item!r} matches no files")
+                raise MissingInputError(f"input pattern {item!r} matches no files")
         else:
-            raise TfpipeError(f"input {item!r} does not exist")
+            raise MissingInputError(f"input {item!r} does not exist")
         note = _describe(skipped)
         if note:
             log.warning("input %s: %s", item, note)
         if not found:
-            raise TfpipeError(f"input directory {item!r} holds no input files{f' ({note})' if note else ''}")
+            raise MissingInputError(no_input_files(item, [os.path.relpath(f, item) for f in listed], suffixes,
+                                                   note))
+        refuse_tfrecords(found)
         for f in found:
             key = os.path.abspath(f)
             if key not in seen:
@@ -91,7 +93,7 @@ def _expand_url(item: str, suffixes: tuple[str, ...] | None) -> list[str]:
         raise TfpipeError(f"input {item!r}: patterns are not supported in URLs; name an object or a prefix")
     found = [url for url, _ in list_objects(item)]
     if not found:
-        raise TfpipeError(f"input {item!r} does not exist")
+        raise MissingInputError(f"input {item!r} does not exist")
     if found == [item]:
         return found
     base = item.rstrip("/") + "/"
@@ -100,12 +102,11 @@ def _expand_url(item: str, suffixes: tuple[str, ...] | None) -> list[str]:
         log.warning("input %s: %d object(s) not converted: their keys cannot name a file (a '.' or '..' part, an "
                     "empty part, or a trailing '/' on an object that holds data): %s%s; rename them to convert them",
                     item, len(odd), ", ".join(odd[:5]), ", ..." if len(odd) > 5 else "")
-    found = [u for u in found if u not in set(odd)
-             and not any(part.startswith(".") for part in u[len(base):].split("/"))]
-    if suffixes:
-        found = [u for u in found if _matches(u, suffixes)]
+    listed = [u for u in found if u not in set(odd)
+              and not any(part.startswith(".") for part in u[len(base):].split("/"))]
+    found = [u for u in listed if _matches(u, suffixes)] if suffixes else listed
     if not found:
-        raise TfpipeError(f"input directory {item!r} holds no input files")
+        raise MissingInputError(no_input_files(item, [u[len(base):] for u in listed], suffixes, ""))
     return found
 
 
@@ -132,6 +133,21 @@ def refuse_inputs_in(paths: list[str], out: str) -> None:
             real = os.path.join(real_dirs[head], tail)
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
             raise TfpipeError(f"input {p!r} is inside the output {out}: choose an output outside the inputs")
+
+
+def no_input_files(item: str, listed: list[str], suffixes: tuple[str, ...] | None, note: str) -> str:
+    """Why directory ``item`` gave no input: what it holds (a count, the first few names, relative to it) and
+    the suffixes the format accepts."""
+    shown = ", ".join(listed[:_SHOWN]) + (", ..." if len(listed) > _SHOWN else "")
+    holds = f"it holds {len(listed)} file(s) ({shown})" if listed else "it holds no files"
+    if listed and suffixes:
+        accepted = ", ".join(f"*{s}" for s in suffixes)
+        packed = "/".join(COMPRESSED_SUFFIXES)
+        holds += f", none named like an input of this format ({accepted}, each also as {packed})"
+    return f"input directory {item!r} holds no input files: {holds}{f' ({note})' if note else ''}"
+
+
+_SHOWN = 5  # names listed in an error
 
 
 def _regular_only(paths: list[str], skipped: dict[str, int], *, dirs_too: bool = True) -> list[str]:

@@ -86,8 +86,9 @@ class Claim:
         self.holder = Holder.me(run)
         local = storage.local_path(CLAIM_NAME)
         if local is not None:
+            made = _missing_dirs(os.path.dirname(local))
             fd = _claim_local(local, storage.url, self.holder)
-            self._finalizer = weakref.finalize(self, _release_local, local, fd, os.getpid())
+            self._finalizer = weakref.finalize(self, _release_local, local, fd, os.getpid(), made)
         else:
             etag = _claim_s3(storage, self.holder)
             self._finalizer = weakref.finalize(self, _release_s3, storage, etag, os.getpid())
@@ -108,20 +109,37 @@ class Claim:
 
 def claim_output(storage: Storage, run: str) -> Claim:
     """Claim ``storage`` for the run ``run`` or raise OutputInUseError naming the holder. Creates a local
-    output directory if needed (OSError if it cannot be)."""
+    output directory if needed (OSError if it cannot be); the directories it created are removed again on
+    release when they are empty (a run that failed leaves no empty ``--out`` behind; one that existed before,
+    or holds anything, is kept)."""
     return Claim(storage, run)
 
 
 # -- local directory ---------------------------------------------------------------------------------------
 
+def _missing_dirs(path: str) -> list[str]:
+    """``path`` and those of its parents that do not exist yet, deepest first (what ``makedirs`` will create)."""
+    missing = []
+    path = os.path.abspath(path)
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
 def _claim_local(path: str, where: str, me: Holder) -> int:
     import fcntl
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     for _ in range(20):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             created = True
+        except FileNotFoundError:
+            continue  # the directory was removed meanwhile (a failed run releasing it): make it again
         except FileExistsError:
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
@@ -164,7 +182,7 @@ def _same_file(fd: int, path: str) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _release_local(path: str, fd: int, owner: int) -> None:
+def _release_local(path: str, fd: int, owner: int, made: list[str]) -> None:
     if os.getpid() != owner:  # a forked child never releases its parent's claim
         return
     try:
@@ -174,6 +192,11 @@ def _release_local(path: str, fd: int, owner: int) -> None:
         log.warning("could not remove the claim %s: %s", path, exc)
     finally:
         os.close(fd)
+    for d in made:  # the directories the claim created, deepest first, if nothing was left in them
+        try:
+            os.rmdir(d)
+        except OSError:  # not empty (a set was written, or something else is there), or gone: kept
+            break
 
 
 # -- s3 ------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..sources import compression_of, expand_inputs, input_size, refuse_inputs_in
 from ..tfrecord.examples import serialize_batch
+from ..util.checks import as_int
 from ..util.errors import TfpipeError
 from ..util.ordered import ordered_map
 from ..util.progress import progress_bar
@@ -85,9 +86,7 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
         raise TypeError(f"options must be a TextOptions, got {type(opts).__name__}")
     if workers is None:
         workers = min(cpu_count(), 16)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    workers = cap_workers(workers, "tokenizer threads")
+    workers = cap_workers(as_int(workers, "workers", minimum=1), "tokenizer threads")
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)

@@ -43,6 +43,7 @@ from ..prep.options import PrepOptions
 from ..shardset.manifest import InputStats
 from ..sources import expand_inputs
 from ..tfrecord.examples import framed_lengths, serialize_batch, varint_lengths
+from ..util.checks import as_int
 from ..util.errors import InputError, TfpipeError
 from .convert import count_subsets
 from .options import FEATURE, TextOptions, text_schema
@@ -140,8 +141,7 @@ class TextJob:
         windows' write-time preparation (``--shuffle`` only, as locally)."""
         if not isinstance(options, TextOptions):
             raise TypeError(f"options must be a TextOptions, got {type(options).__name__}")
-        if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
-            raise ValueError(f"chunk_tokens must be a positive integer, got {chunk_tokens!r}")
+        chunk_tokens = as_int(chunk_tokens, "chunk_tokens", minimum=1)
         _check_prep(prep)
         files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs,
                               suffixes=INPUT_SUFFIXES)

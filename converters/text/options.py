@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import numpy as np
 
+from ..util.checks import set_int
 from ..shardset.naming import check_plain_name
 from ..shardset.options import ShardOutputOptions
 from ..tfrecord.schema import FeatureSpec, Schema
@@ -36,8 +36,7 @@ class TextOptions:
     output: ShardOutputOptions = field(default_factory=ShardOutputOptions)
 
     def __post_init__(self):
-        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, (int, np.integer)) or self.seq_len < 1:
-            raise ValueError(f"seq_len must be a positive integer, got {self.seq_len!r}")
+        set_int(self, "seq_len", minimum=1)
         for name in ("include_subsets", "exclude_subsets"):
             object.__setattr__(self, name, subset_names(name, getattr(self, name)))
         if not isinstance(self.output, ShardOutputOptions):

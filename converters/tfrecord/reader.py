@@ -20,7 +20,7 @@ from ..util.jit import njit
 from .crc import CRC_TABLE, FRAME_OVERHEAD, _crc_update, _mask, read_header
 
 __all__ = ["ScanResult", "RecordChunk", "iter_record_chunks", "scan_file", "iter_framed", "read_records",
-           "open_shard_reader", "is_gzip", "gzip_head", "FRAME_OVERHEAD", "MAX_RECORD_BYTES"]
+           "open_shard_reader", "is_gzip", "gzip_head", "is_record_header", "FRAME_OVERHEAD", "MAX_RECORD_BYTES"]
 
 _CHUNK = 16 << 20  # 16 MiB read size
 MAX_RECORD_BYTES = 1 << 28  # 256 MiB: the longest record a header may claim (a tf.Example is far smaller)
@@ -88,6 +88,19 @@ def is_gzip(path: str | os.PathLike) -> bool:
     """``gzip_head`` of the file at ``path``."""
     with open(path, "rb") as f:
         return gzip_head(f.read(12))
+
+
+def is_record_header(head: bytes) -> bool:
+    """True when ``head`` starts with a TFRecord record header: 8 bytes of length (little-endian) and 4 of its
+    masked CRC32C, matching (a text line passes by chance once in 2**32). Pure Python: no kernel to compile."""
+    if len(head) < 12:
+        return False
+    crc = 0xFFFFFFFF
+    for byte in head[:8]:
+        crc = int(CRC_TABLE[0, (crc ^ byte) & 0xFF]) ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    masked = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    return masked == int.from_bytes(head[8:12], "little")
 
 
 def open_shard_reader(path: str | os.PathLike) -> BinaryIO:

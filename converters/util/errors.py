@@ -5,7 +5,7 @@ spelling (``--overwrite``) while ``str()`` uses the Python keyword (``overwrite=
 ``cli_message`` where there is one."""
 from __future__ import annotations
 
-__all__ = ["USAGE_EXIT", "TfpipeError", "InputError", "OutputExistsError", "OutputInUseError", "OutputError",
+__all__ = ["USAGE_EXIT", "TfpipeError", "InputError", "MissingInputError", "OutputExistsError", "OutputInUseError", "OutputError",
            "IntegrityError", "OverlapError"]
 
 USAGE_EXIT = 64  # the command line cannot be parsed (sysexits' EX_USAGE); bad input is 2, see docs/architecture.md
@@ -37,6 +37,11 @@ class InputError(TfpipeError):
                 where += f" at byte {offset}"
             where += ": "
         super().__init__(where + message)
+
+
+class MissingInputError(InputError):
+    """The input a command reads is not there: no such file, directory, object or pattern match, or no
+    ``index.json`` where a shard set should be. Every command gives it the same exit code as bad input (2)."""
 
 
 class OutputExistsError(TfpipeError):

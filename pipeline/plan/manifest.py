@@ -16,6 +16,7 @@ import secrets
 from typing import Any
 
 from converters.shardset.reader import check_file
+from converters.util.checks import is_real
 from converters.util.errors import IntegrityError, TfpipeError
 from converters.util.system import cache_root
 
@@ -167,7 +168,7 @@ def _weighted_parts(manifest, label_weights: dict) -> tuple[list[str], tuple[tup
             key = label_name(float(k))
         except (TypeError, ValueError):
             raise ValueError(f"label_weights keys must be labels (numbers), got {k!r}") from None
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < math.inf:
+        if not is_real(w) or not 0 <= w < math.inf:
             raise ValueError(f"label_weights values must be finite numbers >= 0, got {w!r} for label {k!r}")
         given[key] = float(w)
     labels = [p.label for p in manifest.parts]

@@ -21,6 +21,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from converters.util.checks import set_int
 from converters.util.units import format_size
 
 from ..spec.options import DEFAULT_BUFFER_BYTES  # re-exported: the read buffer when buffer_size is None
@@ -53,9 +54,7 @@ class ReadConfig:
         if self.read not in STRATEGIES:
             raise ValueError(f"read must be one of {STRATEGIES}, got {self.read!r}")
         for name in ("parallelism", "chunk_records", "parse_parallelism", "buffer_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise ValueError(f"ReadConfig.{name} must be an integer, got {v!r}")
+            set_int(self, name, name=f"ReadConfig.{name}", must="an integer")
         if self.parallelism < 1 or (self.read == "sequential" and self.parallelism != 1):
             raise ValueError(f"parallelism must be >= 1 (1 for sequential), got {self.parallelism!r}")
         if self.chunk_records < 0 or self.buffer_size < 0:

@@ -17,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
+from converters.util.checks import as_int
 from converters.util.errors import IntegrityError, TfpipeError
 
 from .offsets import OFFSET_BYTES, cache_dir, ensure_index
@@ -58,8 +59,7 @@ def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
     from converters.storage import is_s3
     from converters.util.progress import progress_bar
 
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive number, got {workers!r}")
+    workers = as_int(workers, "workers", minimum=1, must="a positive number")
     if is_s3(str(set_path)) or "://" in str(set_path):
         raise TfpipeError(f"{set_path}: record offsets are indexed for the files of a local set: give the set's "
                           "local directory")

@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 import os
 
+from converters.util.checks import as_int
+
 from .offsets import offset_of
 from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
@@ -77,10 +79,8 @@ def _seek(path: str, offset: int, buffer_size: int):
 
 def _check_args(path, k, compression_type, buffer_size, records) -> tuple[str, str, int]:
     path = os.fspath(path)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be a record number >= 0, got {k!r}")
-    if records is not None and (isinstance(records, bool) or not isinstance(records, int) or records < 0):
-        raise ValueError(f"records must be the file's record count (>= 0) or None, got {records!r}")
+    k = as_int(k, "k", minimum=0, must="a record number >= 0")
+    records = as_int(records, "records", minimum=0, none=True, must="the file's record count (>= 0) or None")
     if records is not None and k > records:
         raise ValueError(f"k={k} is past the end of {path}, which has {records} records")
     ctype = _COMPRESSION.get(str(compression_type or "").upper())

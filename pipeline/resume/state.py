@@ -15,6 +15,7 @@ import json
 import os
 from typing import Any
 
+from converters.util.checks import as_int
 from converters.util.errors import TfpipeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "check_resumable", "fingerprint", "global_batch",
@@ -94,8 +95,7 @@ def epoch_steps(spec) -> int:
 
 def advance(spec, steps: int, start: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """(epoch, position) after ``steps`` more steps of ``spec`` from ``start`` (pure)."""
-    if not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps < MAX_COUNT:
-        raise ValueError(f"steps must be an integer from 0 to 2^62 - 1, got {steps!r}")
+    steps = as_int(steps, "steps", minimum=0, maximum=MAX_COUNT - 1, must="an integer from 0 to 2^62 - 1")
     epoch, pos = start
     first = steps_for(spec, epoch_records(spec) - pos)
     if steps < first:

@@ -30,6 +30,7 @@ from typing import Any
 
 from converters.shardset.options import normalize_compression
 from converters.util.fs import is_sha256
+from converters.util.checks import is_integral, set_int, set_real
 from converters.util.system import cpu_count
 from .streamopts import StreamOptions
 
@@ -52,7 +53,7 @@ MAX_PARALLEL = 1024                    # files read / parse calls at once (10**9
 
 
 def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    return is_integral(v)
 
 
 @dataclass(frozen=True)
@@ -86,13 +87,11 @@ class SourceOptions:
         else:
             if not self.channel or "/" in self.channel:
                 raise ValueError(f"pipe mode needs a channel name without '/', got {self.channel!r}")
-            if self.first_epoch < 0:
-                raise ValueError(f"first_epoch must be >= 0, got {self.first_epoch!r}")
-        if not self.pipe_timeout or self.pipe_timeout <= 0:
-            raise ValueError(f"pipe_timeout must be > 0 seconds, got {self.pipe_timeout!r}")
+        set_int(self, "first_epoch", minimum=0, must=">= 0")
+        set_real(self, "pipe_timeout", above=0, finite=False, must="> 0 seconds")
         object.__setattr__(self, "compression", normalize_compression(self.compression))
-        if self.records is not None and self.records < 0:
-            raise ValueError(f"records must be >= 0, got {self.records!r}")
+        set_int(self, "records", minimum=0, none=True, must=">= 0")
+        set_int(self, "total_bytes", minimum=0, none=True, must="a byte count >= 0 or None")
         self._check_parts()
         if self.stream is not None and (not isinstance(self.stream, StreamOptions) or self.mode != "file"
                                         or len(self.stream.shards) != len(self.files) or self.part_weights):
@@ -128,23 +127,20 @@ class ReadOptions:
     def __post_init__(self):
         if self.read not in READ_STRATEGIES:
             raise ValueError(f"read must be one of {READ_STRATEGIES}, got {self.read!r}")
-        if self.num_parallel_reads is not None and self.num_parallel_reads < 1:
-            raise ValueError(f"num_parallel_reads must be >= 1 or None, got {self.num_parallel_reads!r}")
-        if self.buffer_size is not None and self.buffer_size < 0:
-            raise ValueError(f"buffer_size must be >= 0 bytes or None, got {self.buffer_size!r}")
+        set_int(self, "num_parallel_reads", minimum=1, none=True, must=">= 1 or None")
+        set_int(self, "buffer_size", minimum=0, none=True, must=">= 0 bytes or None")
         if (self.buffer_size or 0) > MAX_BUFFER_BYTES:
             raise ValueError(f"buffer_size must be at most {MAX_BUFFER_BYTES} bytes (1 GiB), got {self.buffer_size!r}")
-        if self.chunk_records is not None and self.chunk_records < 0:
-            raise ValueError(f"chunk_records must be >= 0 (0: no chunks) or None, got {self.chunk_records!r}")
-        if self.parse_parallelism is not None and self.parse_parallelism != -1 and self.parse_parallelism < 1:
+        set_int(self, "chunk_records", minimum=0, none=True, must=">= 0 (0: no chunks) or None")
+        set_int(self, "parse_parallelism", minimum=-1, none=True, must=">= 1, -1 (AUTOTUNE) or None")
+        if self.parse_parallelism == 0:
             raise ValueError(f"parse_parallelism must be >= 1, -1 (AUTOTUNE) or None, got {self.parse_parallelism!r}")
         for name in ("num_parallel_reads", "parse_parallelism"):
             if (getattr(self, name) or 0) > MAX_PARALLEL:
                 raise ValueError(f"{name} must be at most {MAX_PARALLEL}, got {getattr(self, name)!r}")
         if self.tune not in TUNE_POLICIES:
             raise ValueError(f"tune must be one of {TUNE_POLICIES}, got {self.tune!r}")
-        if self.cores < 1:
-            raise ValueError(f"cores must be >= 1, got {self.cores!r}")
+        set_int(self, "cores", minimum=1, must=">= 1")
 
 
 @dataclass(frozen=True)
@@ -155,10 +151,8 @@ class ShuffleOptions:
     seed: int | None = None
 
     def __post_init__(self):
-        if self.shuffle_buffer < 0:
-            raise ValueError(f"shuffle_buffer must be >= 0, got {self.shuffle_buffer!r}")
-        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
-            raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+        set_int(self, "shuffle_buffer", minimum=0, must=">= 0")
+        set_int(self, "seed", minimum=0, none=True, must="a non-negative integer or None")
 
 
 @dataclass(frozen=True)
@@ -172,12 +166,9 @@ class ShardingOptions:
     equal_steps: bool = True
 
     def __post_init__(self):
-        if self.num_shards < 1:
-            raise ValueError(f"num_shards must be >= 1, got {self.num_shards!r}")
-        if not 0 <= self.shard_index < self.num_shards:
-            raise ValueError(f"shard_index must be in [0, {self.num_shards}), got {self.shard_index!r}")
-        if self.steps is not None and self.steps <= 0:
-            raise ValueError(f"steps must be a positive integer or None, got {self.steps!r}")
+        set_int(self, "num_shards", minimum=1, must=">= 1")
+        set_int(self, "shard_index", minimum=0, maximum=self.num_shards - 1, must=f"in [0, {self.num_shards})")
+        set_int(self, "steps", minimum=1, none=True, must="a positive integer or None")
 
 
 @dataclass(frozen=True)
@@ -192,8 +183,7 @@ class CacheOptions:
         c = self.cache
         if not (isinstance(c, str) and (c in ("auto", "memory", "none") or (c.startswith("file:") and len(c) > 5))):
             raise ValueError(f"cache must be one of auto|memory|none|file:PATH, got {c!r}")
-        if self.memory_bytes is not None and (not _is_int(self.memory_bytes) or self.memory_bytes < 1):
-            raise ValueError(f"memory_bytes must be a positive number of bytes or None, got {self.memory_bytes!r}")
+        set_int(self, "memory_bytes", minimum=1, none=True, must="a positive number of bytes or None")
 
 
 @dataclass(frozen=True)
@@ -208,12 +198,9 @@ class BatchOptions:
     deterministic: bool = True
 
     def __post_init__(self):
-        if not _is_int(self.batch_size) or self.batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-        if self.epochs is not None and (not _is_int(self.epochs) or self.epochs <= 0):
-            raise ValueError(f"epochs must be a positive integer or None (forever), got {self.epochs!r}")
-        if self.prefetch is not None and self.prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0 or None (AUTOTUNE), got {self.prefetch!r}")
+        set_int(self, "batch_size", minimum=1, must="a positive integer")
+        set_int(self, "epochs", minimum=1, none=True, must="a positive integer or None (forever)")
+        set_int(self, "prefetch", minimum=0, none=True, must=">= 0 or None (AUTOTUNE)")
 
 
 @dataclass(frozen=True)
@@ -235,6 +222,8 @@ class ParsingOptions:
             raise ValueError(f"sparse_as must be one of {SPARSE_AS}, got {self.sparse_as!r}")
         if self.sparse_features is not None:
             object.__setattr__(self, "sparse_features", tuple(self.sparse_features))
+        if is_integral(self.num_features):
+            set_int(self, "num_features")
 
 
 @dataclass(frozen=True)
@@ -255,7 +244,7 @@ class ResumeOptions:
         counts = tuple(self.file_records)
         if any(not _is_int(n) or n < 0 for n in counts):
             raise ValueError(f"file_records must be record counts (integers >= 0), got {self.file_records!r}")
-        object.__setattr__(self, "file_records", counts)
+        object.__setattr__(self, "file_records", tuple(int(n) for n in counts))
         digests = tuple(self.file_sha256) if not isinstance(self.file_sha256, str) else (self.file_sha256,)
         bad = next((d for d in digests if not is_sha256(d)), None)
         if bad is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from converters.util.checks import is_integral, is_real, set_int
 from converters.util.fs import is_sha256
 from converters.util.units import parse_size
 
@@ -38,8 +39,7 @@ class ShardRef:
     def __post_init__(self):
         if not self.name or self.name.startswith("/") or ".." in self.name.split("/"):
             raise ValueError(f"shard name must be relative and stay inside the set, got {self.name!r}")
-        if isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0:
-            raise ValueError(f"shard {self.name}: bytes must be an integer >= 0, got {self.bytes!r}")
+        set_int(self, "bytes", name=f"shard {self.name}: bytes", minimum=0, must="an integer >= 0")
         if not is_sha256(self.sha256):
             raise ValueError(f"shard {self.name}: sha256 must be 64 lowercase hex digits, got {self.sha256!r}")
 
@@ -53,6 +53,8 @@ class ShardRef:
 def _limit(value) -> int | None:
     if value is None:
         return None
+    if is_integral(value):
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(f"cache_limit must be a size such as '200GiB', a byte count or None, got {value!r}")
     try:
@@ -79,14 +81,11 @@ class StreamOptions:
         if not isinstance(self.cache_dir, str) or not self.cache_dir:
             raise ValueError(f"cache_dir must be a non-empty path, got {self.cache_dir!r}")
         object.__setattr__(self, "cache_limit", _limit(self.cache_limit))
-        if isinstance(self.read_ahead, bool) or not isinstance(self.read_ahead, int) or self.read_ahead < 0:
-            raise ValueError(f"read_ahead must be an integer >= 0 (shards fetched ahead), got {self.read_ahead!r}")
-        lr = self.local_readers
-        if lr is not None and (isinstance(lr, bool) or not isinstance(lr, int) or lr < 1):
-            raise ValueError(f"local_readers must be a positive integer or None (from the topology), got {lr!r}")
+        set_int(self, "read_ahead", minimum=0, must="an integer >= 0 (shards fetched ahead)")
+        set_int(self, "local_readers", minimum=1, none=True, must="a positive integer or None (from the topology)")
         for name in DEFAULT_TIMEOUTS:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            if not is_real(value) or not 0 < value < float("inf"):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         object.__setattr__(self, "shards", tuple(self.shards))
         if any(not isinstance(s, ShardRef) for s in self.shards):

@@ -37,6 +37,25 @@ def test_a_dropped_claim_is_released(tmp_path):
     assert not (tmp_path / CLAIM_NAME).exists()
 
 
+@pytest.mark.parametrize("existing,added,kept", [
+    ("", None, ""),                   # out/sub made by the claim: both removed on release
+    ("out", None, "out"),             # out existed: kept; out/sub removed
+    ("out/sub", None, "out/sub"),     # existed before: kept, empty as it was
+    ("", "out/sub/shard", "out/sub"), # something written there (a committed set, a user's file): all kept
+    ("", "out/note", "out"),          # out holds a file: out kept, the empty out/sub removed
+])
+def test_release_removes_only_the_empty_directories_the_claim_made(tmp_path, existing, added, kept):
+    if existing:
+        (tmp_path / existing).mkdir(parents=True)
+    c = claim_output(LocalStorage(tmp_path / "out" / "sub"), "run")
+    if added:
+        (tmp_path / added).write_text("data")
+    c.release()
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_dir())
+    want = [] if not kept else ["out", "out/sub"][:kept.count("/") + 1]
+    assert left == want
+
+
 _HOLD = ("import sys; from converters.storage import LocalStorage, claim_output; "
          "c = claim_output(LocalStorage(sys.argv[1]), 'child'); print('held', flush=True); sys.stdin.read()")
 

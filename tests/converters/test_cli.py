@@ -21,8 +21,8 @@ def shard_set(tmp_path_factory):
     (["inspect", "{set}"], 0, ["records     200", "ids", "(label)"], []),
     (["inspect", "{set}/index.json", "--json"], 0, ['"records": 200'], []),
     (["verify", "{set}", "--no-progress"], 0, ["OK", "200 records"], []),
-    (["inspect", "{missing}"], 1, [], ["tfpipe: error: no manifest"]),
-    (["verify", "{missing}"], 1, [], ["tfpipe: error: no manifest"]),
+    (["inspect", "{missing}"], 2, [], ["tfpipe: error: no manifest"]),
+    (["verify", "{missing}"], 2, [], ["tfpipe: error: no manifest"]),
 ])
 def test_argv_table(shard_set, tmp_path, capsys, argv, code, out_has, err_has):
     argv = [a.format(set=shard_set, missing=tmp_path / "nope") for a in argv]
@@ -35,6 +35,33 @@ def test_argv_table(shard_set, tmp_path, capsys, argv, code, out_has, err_has):
     assert "Traceback" not in err
     if err_has:
         assert len(err.strip().splitlines()) == 1
+
+
+# every command that reads a path: a missing one is exit code 2 (bad input; docs/architecture.md's table), one line
+MISSING_PATH = [
+    ["inspect", "{m}"], ["verify", "{m}"], ["index", "{m}"], ["inspect", "{m}/index.json"],
+    ["convert", "libsvm", "{m}", "--out", "{t}/o", "--field-size", "2"],
+    ["convert", "libsvm", "{m}/*.libsvm", "--out", "{t}/o", "--sparse"],
+    ["convert", "text", "{m}", "--out", "{t}/o", "--seq-len", "8"],
+    ["reshard", "{m}", "--out", "{t}/o", "--num-shards", "2"],
+    ["upload", "{m}", "s3://bucket/never-reached"],
+    ["shard", "plan", "{m}", "--batch-size", "8"],
+    ["pipeline", "explain", "{m}", "--batch-size", "8"],
+    ["pipeline", "tune", "{m}", "--batch-size", "8"],
+    ["pipeline", "offsets", "{m}"],
+    ["tokenizer", "train", "{m}", "--out", "{t}/tok.json", "--vocab-size", "300"],
+]
+
+
+@pytest.mark.parametrize("argv", MISSING_PATH, ids=lambda a: " ".join(a[:2]))
+def test_a_missing_path_is_exit_code_2_on_every_command(tmp_path, capsys, argv):
+    missing = tmp_path / "nope"
+    code = main([a.format(m=missing, t=tmp_path) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    last = err.strip().splitlines()[-1]  # (pipeline tune first says what it is about to do)
+    assert last.startswith("tfpipe: error: ") and str(missing) in last and "Traceback" not in err
+    assert err.count("error") == 1 and not (tmp_path / "o").exists()
 
 
 def test_inspect_json_is_the_manifest(shard_set, capsys):

@@ -11,11 +11,22 @@ from converters.shardset.reader import read_manifest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _tfrecord() -> bytes:
+    from converters.tfrecord.crc import masked_crc32c
+
+    payload = b"not an Example, but framed as a record"
+    length = len(payload).to_bytes(8, "little")
+    return length + masked_crc32c(length).to_bytes(4, "little") + payload + masked_crc32c(payload).to_bytes(4, "little")
+
+
 @pytest.fixture
 def files(tmp_path):
     (tmp_path / "good.txt").write_bytes(b"1 1:0.5 2:1\n0 1:1 3:2\n# c\n\n")
     (tmp_path / "bad.txt").write_bytes(b"1 1:1 2:1\n\n1 2:1 1:1\nabc 1:1 2:2\n")
     (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "mixed.txt").write_bytes(b"1 1:1 2:1\n0 1:1 2:1 3:1\n")
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / "part.tfrecord").write_bytes(_tfrecord())
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("x")
     return tmp_path
@@ -47,7 +58,19 @@ CASES = [
     (["{d}/good.txt", "--out", "{d}/o", "--field-size", "2", "--index-base", "asis"], 0, ["index base asis"], []),
     (["{d}/good.txt", "--out", "{d}/o", "--sparse"], 0, ["index base 1", "ids: sparse vector"], []),
     (["{d}/empty.txt", "--out", "{d}/o", "--field-size", "2"], 2, [], ["no records to write"]),
-    (["{d}/missing.txt", "--out", "{d}/o", "--field-size", "2"], 1, [], ["does not exist"]),
+    (["{d}/missing.txt", "--out", "{d}/o", "--field-size", "2"], 2, [], ["does not exist"]),
+    # a wrong --field-size: every line has the same other pair count -> the option is named, not --on-error skip
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "13"], 2, [],
+     ["good.txt:1: pair_count: ", "every line has 2 pairs: did you mean --field-size 2?"]),
+    (["{d}/good.txt", "--out", "{d}/o", "--field-size", "13", "--on-error", "skip"], 2, [],
+     ["no records to write", "2 bad line(s) skipped): every line has 2 pairs: did you mean --field-size 2?"]),
+    (["{d}/mixed.txt", "--out", "{d}/o", "--field-size", "4"], 2, [],  # counts differ: bad data, not the option
+     ["mixed.txt:1: pair_count: ", "(use --on-error skip to skip bad lines)"]),
+    # a TFRecord file is named as one, with the command that adopts it, whatever --on-error says
+    (["{d}/shards/part.tfrecord", "--out", "{d}/o", "--field-size", "39"], 2, [],
+     ["{d}/shards/part.tfrecord is a TFRecord file", "`tfpipe index {d}/shards/part.tfrecord`"]),
+    (["{d}/shards", "--out", "{d}/o", "--field-size", "39", "--on-error", "skip"], 2, [],
+     ["{d}/shards/part.tfrecord is a TFRecord file", "`tfpipe index {d}/shards/part.tfrecord`"]),
     (["{d}/good.txt", "--out", "{d}/taken", "--field-size", "2"], 3, [], ["is not empty", "--overwrite"]),
     (["{d}/good.txt", "--out", "{d}/taken", "--field-size", "2", "--overwrite"], 3, [], ["did not write"]),
     (["{d}/good.txt", "--out", "{d}/o", "--sparse"], 0,
@@ -73,6 +96,10 @@ def test_convert_argv_table(files, capsys, argv, code, out_has, err_has):
     if code:
         assert len(err.strip().splitlines()) == 1
         assert not manifest.exists()
+        if "every line has" in err or "TFRecord" in err:  # advice that cannot work is not given
+            assert "--on-error skip" not in err
+        if str(files / "o") in argv:  # a failed run leaves no --out it created behind
+            assert not (files / "o").exists()
     elif "taken" not in argv:
         assert read_manifest(files / "o").records == int(out.split(" written")[0].split()[-1])
 
@@ -114,6 +141,35 @@ def test_quickstart_runs_and_reruns(tmp_path, capsys):
     # quickstart may replace its own output
     assert main(["quickstart", "--out", str(out), "--lines", "700"]) == 0
     assert read_manifest(out / "shards").records == 700
+
+
+# what the README's first command leaves out: `pip install -e '.[tf]'` must be enough for the quickstart
+_NOT_IN_TF_EXTRA = ("apache_beam", "boto3", "botocore", "moto", "sklearn", "matplotlib", "tokenizers", "hypothesis",
+                    "pytest", "pynvml", "sagemaker_tensorflow")
+_BLOCK = """
+import sys
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ImportError("blocked: " + name + " is not in tfpipe's base or [tf] dependencies")
+sys.meta_path.insert(0, _Block())
+from converters.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_quickstart_needs_only_the_tf_extra(tmp_path):
+    """The README's first command installs ``.[tf]``: the quickstart imports nothing of the other extras (tried
+    with them blocked, in a fresh process; numba's and numpy's optional imports are not blocked)."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    first = next(ln for ln in readme.splitlines() if "tfpipe quickstart" in ln and "pip install" in ln)
+    assert "pip install -e '.[tf]' && tfpipe quickstart" in first
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", _BLOCK.format(blocked=_NOT_IN_TF_EXTRA), "quickstart", "--out",
+                        str(tmp_path / "q"), "--lines", "300", "--no-progress"], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "4. verified" in r.stdout
 
 
 def test_quickstart_refuses_a_directory_it_did_not_make(files, capsys):

@@ -9,6 +9,7 @@ import pytest
 from converters.cli import main
 from converters.shardset.reader import read_manifest
 from converters.text.synthetic import write_pile_jsonl
+from converters.tfrecord.crc import masked_crc32c
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -18,6 +19,9 @@ def files(tmp_path):
     write_pile_jsonl(tmp_path / "pile.jsonl.zst", 40, seed=5, mean_words=30)
     (tmp_path / "bad.jsonl").write_bytes(b'{"text": "ok"}\n{"text": 3}\n\n{oops\n{"text": ""}\n')
     (tmp_path / "doc.txt").write_text("one\ntwo\n\nthree\n")
+    length = (4).to_bytes(8, "little")
+    (tmp_path / "part.tfrecord").write_bytes(length + masked_crc32c(length).to_bytes(4, "little") + b"abcd"
+                                             + masked_crc32c(b"abcd").to_bytes(4, "little"))
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("x")
     return tmp_path
@@ -46,7 +50,9 @@ CASES = [
     (["{d}/pile.jsonl.zst", "--out", "{d}/taken", "--seq-len", "8"], 3, [], ["is not empty", "--overwrite"]),
     (["{d}/pile.jsonl.zst", "--out", "{d}/o", "--seq-len", "8", "--tokenizer", "gpt9"], 1, [],
      ["unknown tokenizer 'gpt9'"]),
-    (["{d}/missing.jsonl", "--out", "{d}/o", "--seq-len", "8"], 1, [], ["does not exist"]),
+    (["{d}/missing.jsonl", "--out", "{d}/o", "--seq-len", "8"], 2, [], ["does not exist"]),
+    (["{d}/part.tfrecord", "--out", "{d}/o", "--seq-len", "8", "--on-error", "skip"], 2, [],
+     ["{d}/part.tfrecord is a TFRecord file", "`tfpipe index {d}/part.tfrecord`"]),
     (["{d}/taken/notes.txt", "--out", "{d}/o", "--seq-len", "8", "--eod-token", "x"], 2, [],
      ["applies to a tokenizer.json"]),
 ]

@@ -94,7 +94,7 @@ def test_bad_libsvm_raise_via_cli(data, tmp_path, clean_cwd, capsys):
     assert code_l == code_b == 2
     assert out_b.err == out_l.err == (f"tfpipe: error: {data['bad'][2]}:1200: unsorted_index: indices are not "
                                       "sorted in increasing order ('1:1') (use --on-error skip to skip bad lines)\n")
-    assert os.listdir(tmp_path / "beam") == [] and list(clean_cwd.iterdir()) == []
+    assert not (tmp_path / "beam").exists() and list(clean_cwd.iterdir()) == []
 
 
 def test_bad_libsvm_skip_same_counts(data, tmp_path):

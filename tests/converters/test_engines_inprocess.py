@@ -110,7 +110,7 @@ def test_libsvm_first_bad_line_in_input_order(inputs, tmp_path):
     two = _error(lambda: run_job(LibsvmJob.create(files, spoil_free / "two", opts, unit_size=4096)))
     assert str(two) == str(local) and (two.path, two.line, two.reason) == (local.path, local.line, local.reason)
     assert two.line == 3
-    assert os.listdir(spoil_free / "two") == []  # no shard, no manifest, no temporary area
+    assert not (spoil_free / "two").exists()  # no shard, no manifest, no temporary area
 
 
 def test_libsvm_bad_line_deep_in_a_file(inputs, tmp_path):
@@ -120,7 +120,7 @@ def test_libsvm_bad_line_deep_in_a_file(inputs, tmp_path):
     local = _error(lambda: libsvm_local([path], tmp_path / "local", opts, workers=1))
     two = _error(lambda: run_job(LibsvmJob.create([path], tmp_path / "two", opts, unit_size=10_000)))
     assert str(two) == str(local) and two.line == 2222
-    assert os.listdir(tmp_path / "two") == []
+    assert not (tmp_path / "two").exists()
 
 
 @pytest.mark.parametrize("case, base", [("truncated_gz", "auto"), ("truncated_gz", 1), ("empty", "auto"),
@@ -142,7 +142,7 @@ def test_libsvm_file_errors_as_local(inputs, tmp_path, case, base):
     local = _error(lambda: libsvm_local(files, tmp_path / "local", opts, workers=1))
     two = _error(lambda: run_job(LibsvmJob.create(files, tmp_path / "two", opts, unit_size=20_000)))
     assert str(two) == str(local) and two.reason == local.reason
-    assert os.listdir(tmp_path / "two") == []
+    assert not (tmp_path / "two").exists()
 
 
 def test_refuses_non_empty_output_and_overwrite_clears_leftovers(inputs, tmp_path):
@@ -207,4 +207,4 @@ def test_text_bad_records(inputs, tmp_path):
     e_local = _error(lambda: text_local(files, str(tmp_path / "l2"), raise_, workers=1))
     e_two = _error(lambda: run_job(TextJob.create(files, tmp_path / "t2", raise_)))
     assert str(e_two) == str(e_local) and e_two.line == 4 and e_two.path == inputs["badtext"][0]
-    assert os.listdir(tmp_path / "t2") == []
+    assert not (tmp_path / "t2").exists()

@@ -160,7 +160,7 @@ def test_balance_naming_a_missing_label_fails_as_locally(inputs, tmp_path):
     with pytest.raises(InputError) as two:
         run_job(LibsvmJob.create(inputs["plain"], tmp_path / "two", _opts(), prep=prep))
     assert str(two.value) == str(local.value) and two.value.reason == "balance_label"
-    assert os.listdir(tmp_path / "two") == []
+    assert not (tmp_path / "two").exists()
 
 
 def test_bad_line_stops_a_prepared_run_as_locally(inputs, tmp_path):
@@ -170,7 +170,7 @@ def test_bad_line_stops_a_prepared_run_as_locally(inputs, tmp_path):
     with pytest.raises(InputError) as two:
         run_job(LibsvmJob.create(inputs["bad"], tmp_path / "two", _opts(), prep=prep, unit_size=4096))
     assert str(two.value) == str(local.value) and two.value.line == 3
-    assert os.listdir(tmp_path / "two") == []
+    assert not (tmp_path / "two").exists()
 
 
 # -- the planner's cuts (pure) -----------------------------------------------------------------------------

@@ -146,7 +146,7 @@ class _Terminal:
 
 
 @pytest.mark.parametrize("tty", [True, False])
-def test_cli_notice_once_on_a_terminal(monkeypatch, tty):
+def test_cli_notice_once_terminal_or_not(monkeypatch, tty):
     from converters.cli.notices import COMPILE_NOTICE, announce_compiles
 
     err = _Terminal(tty)
@@ -163,7 +163,54 @@ def test_cli_notice_once_on_a_terminal(monkeypatch, tty):
         return x + 12
 
     assert first(1) == 12 and second(1) == 13  # two compiles
-    assert err.text == (COMPILE_NOTICE + "\n" if tty else "")
+    assert err.text == COMPILE_NOTICE + "\n"  # also when stderr is captured: a log must not sit silent
+
+
+def _timed_lines(cmd: list[str], env: dict, timeout: float) -> tuple[int, list[tuple[float, str, str]]]:
+    """Run ``cmd``; every line of its stdout and stderr with the moment it arrived (seconds since the start)."""
+    import threading
+
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    events: list[tuple[float, str, str]] = []
+
+    def read(stream, name):
+        for line in iter(stream.readline, b""):
+            events.append((time.monotonic() - t0, name, line.decode("utf-8", "replace").rstrip()))
+
+    readers = [threading.Thread(target=read, args=(p.stdout, "out")),
+               threading.Thread(target=read, args=(p.stderr, "err"))]
+    for r in readers:
+        r.start()
+    try:
+        rc = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        pytest.fail(f"{cmd} did not finish in {timeout:.0f}s")
+    for r in readers:
+        r.join()
+    events.append((time.monotonic() - t0, "exit", ""))
+    return rc, sorted(events)
+
+
+@pytest.mark.slow
+def test_quickstart_says_it_compiles_before_the_wait(tmp_path):
+    """With an empty kernel cache (``NUMBA_CACHE_DIR``), the notice is on stderr before the longest silence of
+    the run (the compile), read from a pipe as a log or CI job would: not only afterwards in the summary."""
+    from converters.cli.notices import COMPILE_NOTICE
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    rc, events = _timed_lines([sys.executable, "-m", "converters.cli", "quickstart", "--out", str(tmp_path / "q"),
+                               "--lines", "2000", "--no-progress"], env, timeout=900)
+    assert rc == 0, events
+    notice = [t for t, kind, line in events if kind == "err" and line == COMPILE_NOTICE]
+    assert len(notice) == 1, events
+    gaps = [(b[0] - a[0], a[0]) for a, b in zip([(0.0, "start", "")] + events, events)]
+    longest, began = max(gaps)
+    assert notice[0] <= began, (f"the longest silence ({longest:.1f}s from {began:.1f}s) came before the compile "
+                                f"notice (at {notice[0]:.1f}s): {events}")
+    assert any("compiling the parser, first run on this machine only" in line for _, _, line in events), events
 
 
 @pytest.mark.parametrize("seconds,compiling,want", [

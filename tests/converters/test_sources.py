@@ -7,7 +7,7 @@ import pytest
 import zstandard
 
 from converters.sources import expand_inputs, iter_blocks, open_input
-from converters.util.errors import InputError, TfpipeError
+from converters.util.errors import InputError, MissingInputError, TfpipeError
 
 TEXT = b"1 1:2\n0 3:4\n\n1 5:6"
 
@@ -75,6 +75,69 @@ def test_expand_inputs_errors(inputs, match):
         expand_inputs(inputs)
 
 
+@pytest.mark.parametrize("item", ["/nonexistent/x", "/nonexistent/*.txt", "{d}/dangling"])
+def test_a_missing_input_is_a_missing_input_error(tmp_path, item):
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(MissingInputError) as exc:
+        expand_inputs([item.format(d=tmp_path)])
+    assert exc.value.exit_code == 2  # the one exit code of a missing input, every command
+
+
+@pytest.mark.parametrize("names,suffixes,want", [
+    (["a.csv", "b.dat"], (".jsonl", ".txt"),
+     "holds no input files: it holds 2 file(s) (a.csv, b.dat), none named like an input of this format "
+     "(*.jsonl, *.txt, each also as .gz/.bz2/.zst)"),
+    ([f"f{i}.csv" for i in range(7)], (".txt",), "it holds 7 file(s) (f0.csv, f1.csv, f2.csv, f3.csv, f4.csv, ...)"),
+    ([".hidden"], None, "holds no input files: it holds no files"),
+    ([], (".txt",), "holds no input files: it holds no files"),
+])
+def test_a_directory_without_inputs_says_what_it_holds(tmp_path, names, suffixes, want):
+    d = tmp_path / "d"
+    d.mkdir()
+    for n in names:
+        (d / n).write_text("x\n")
+    with pytest.raises(MissingInputError) as exc:
+        expand_inputs([d], suffixes=suffixes)
+    assert want in str(exc.value)
+
+
+def _tfrecord(n: int = 3) -> bytes:
+    from converters.tfrecord.crc import masked_crc32c
+
+    out = b""
+    for i in range(n):
+        payload = f"record {i}".encode()
+        length = len(payload).to_bytes(8, "little")
+        out += (length + masked_crc32c(length).to_bytes(4, "little") + payload
+                + masked_crc32c(payload).to_bytes(4, "little"))
+    return out
+
+
+@pytest.mark.parametrize("name,pack,kind", [
+    ("part-0.tfrecord", None, "a TFRecord file"),
+    ("part-0.tfrecord", gzip.compress, "a gzip-compressed TFRecord file"),  # gzip without the suffix
+    ("part-0.tfrecord.gz", gzip.compress, "a gzip-compressed TFRecord file"),
+    ("data.txt", None, "a TFRecord file"),  # whatever its name
+])
+def test_a_tfrecord_file_is_refused_with_the_command_that_adopts_it(tmp_path, name, pack, kind):
+    data = _tfrecord()
+    (tmp_path / name).write_bytes(pack(data) if pack else data)
+    for item in (tmp_path / name, tmp_path):  # named, or found in a directory
+        with pytest.raises(InputError) as exc:
+            expand_inputs([item])
+        assert str(exc.value) == (f"{tmp_path / name} is {kind}, not lines of text: adopt it as a shard set with "
+                                  f"`tfpipe index {tmp_path / name}` (or the folder that holds it)")
+
+
+@pytest.mark.parametrize("data", [
+    b"1 1:0.5 2:0.25\n" * 3, b"", b"\x00" * 12, _tfrecord()[:11],  # text, empty, NULs (crc of 0 is not 0), short
+    gzip.compress(b"1 1:0.5\n") , b"\x1f\x8b not gzip at all",
+])
+def test_other_files_are_not_taken_for_tfrecords(tmp_path, data):
+    (tmp_path / "a.txt").write_bytes(data)
+    assert expand_inputs([tmp_path / "a.txt"]) == [str(tmp_path / "a.txt")]
+
+
 def test_open_missing_file():
     with pytest.raises(InputError, match="cannot open"):
         open_input("/nonexistent/file.gz")
@@ -94,7 +157,8 @@ def test_directory_walk_takes_regular_files_only(tmp_path, caplog):
     assert [p.rsplit("/", 1)[1] for p in got] == ["a.txt", "linked.txt"]
     assert ("skipped 3 entries that are not regular files (FIFO (named pipe): 1, broken symbolic link: 1, "
             "character device: 1)") in caplog.text
-    with pytest.raises(TfpipeError, match=r"holds no input files \(skipped 1 entry"):
+    with pytest.raises(TfpipeError,
+                       match=r"holds no input files: it holds 1 file\(s\) \(pipe.txt\) \(skipped 1 entry"):
         os.unlink(d / "a.txt")
         os.unlink(d / "linked.txt")
         os.unlink(d / "zero.txt")

@@ -74,6 +74,53 @@ def test_validation(kw, msg):
     assert msg in str(e.value)
 
 
+NUMPY_COUNTS = [  # every count the spec takes, given as a NumPy integer: accepted, stored as a plain int
+    ("batch_size", "int64", 512), ("shuffle_buffer", "int32", 1000), ("seed", "uint64", 3), ("epochs", "int16", 2),
+    ("num_shards", "int64", 4), ("steps", "int64", 7), ("num_parallel_reads", "int8", 2),
+    ("buffer_size", "int64", 1 << 20), ("chunk_records", "int32", 64), ("parse_parallelism", "int64", -1),
+    ("prefetch", "int64", 2), ("memory_bytes", "int64", 1 << 30), ("cores", "int32", 2), ("records", "int64", 10),
+]
+
+
+@pytest.mark.parametrize("name,dtype,value", NUMPY_COUNTS)
+def test_numpy_integers_are_counts(name, dtype, value):
+    import json
+
+    import numpy as np
+
+    s = _spec(**{name: np.dtype(dtype).type(value)})
+    got = getattr(s, name)
+    assert got == value and type(got) is int  # a plain int: the spec stays hashable and serializable
+    hash(s.batching), hash(s.shuffling), hash(s.sharding), json.dumps(got)
+    assert s == _spec(**{name: value})
+    with pytest.raises(ValueError, match=f"{name} must be .*, got (np.)?True"):
+        _spec(**{name: np.bool_(True) if dtype == "int8" else True})  # a bool is not a count
+
+
+def test_numpy_reals_are_reals():
+    import numpy as np
+
+    s = _spec(pipe_timeout=np.float32(2.5))
+    assert s.pipe_timeout == 2.5 and type(s.pipe_timeout) is float
+    with pytest.raises(ValueError, match="pipe_timeout must be > 0 seconds, got True"):
+        _spec(pipe_timeout=True)
+
+
+def test_from_manifest_with_numpy_integers_yields_a_batch(tmp_path):
+    import numpy as np
+
+    write_indexed_set(tmp_path, 1100)
+    s = PipelineSpec.from_manifest(str(tmp_path), np.int64(512), shuffle_buffer=np.int32(1000), seed=np.int64(3))
+    assert (s.batch_size, s.shuffle_buffer, s.seed) == (512, 1000, 3)
+    assert all(type(v) is int for v in (s.batch_size, s.shuffle_buffer, s.seed))
+    from pipeline.build import build_dataset
+
+    features, label = next(iter(build_dataset(s.with_(tune="off"))))
+    assert label.shape[0] == 512 and features["ids"].shape == (512, 3)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got True"):
+        PipelineSpec.from_manifest(str(tmp_path), True)
+
+
 def test_sparse_fields():
     spec = _spec(schema=libsvm_schema(None), sparse_features=["ids", "values"], num_features=9)
     assert spec.sparse_features == ("ids", "values")

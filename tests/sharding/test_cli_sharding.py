@@ -116,7 +116,7 @@ def test_usage_errors(argv, capsys):
 
 def test_plan_missing_manifest(tmp_path, capsys):
     code, _, err = run(["shard", "plan", str(tmp_path), "--batch-size", "8"], capsys)
-    assert code == 1 and "no manifest at" in err
+    assert code == 2 and "no manifest at" in err  # a missing input: 2, as every command
 
 
 def test_reshard_cli(sets, tmp_path, capsys):

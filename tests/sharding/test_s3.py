@@ -259,7 +259,7 @@ def test_download_checks_sha256_and_writes_no_manifest_on_mismatch(s3, tmp_path,
 
 @pytest.mark.parametrize("argv, code, message", [
     (["download", "s3://no-such-bucket-xyz/p", "{tmp}/o"], 1, "bucket 'no-such-bucket-xyz' does not exist"),
-    (["download", "{url}/empty", "{tmp}/o"], 1, "no manifest at"),
+    (["download", "{url}/empty", "{tmp}/o"], 2, "no manifest at"),
     (["upload", "{tmp}", "{tmp}/o"], 1, "upload destination must be an s3:// URL"),
     (["download", "{tmp}", "{tmp}/o"], 1, "download source must be an s3:// URL"),
 ])

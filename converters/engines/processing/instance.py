@@ -23,6 +23,7 @@ from converters.shardset.manifest import Manifest
 from converters.shardset.overlap import check_disjoint
 from converters.shardset.reader import read_manifest
 from converters.storage import open_storage
+from converters.util.checks import as_real
 from converters.util.errors import OutputInUseError, TfpipeError
 
 from .job import ConvertJob, input_files
@@ -65,8 +66,7 @@ def one_line(exc: BaseException) -> str:
 
 
 def _check_positive(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    as_real(value, name, above=0, finite=False, must="a positive number of seconds")
 
 
 def run_instance(job: ConvertJob, *, config_dir: str = PROCESSING_CONFIG_DIR,
