@@ -8,7 +8,6 @@ import os
 import zlib
 
 from ..storage.objects import is_url
-from ..tfrecord.reader import is_record_header
 from ..util.errors import InputError
 
 __all__ = ["refuse_tfrecords", "tfrecord_kind"]
@@ -20,6 +19,8 @@ _HEAD = 1 << 12  # compressed bytes read to find the first 12 bytes of a gzip st
 def tfrecord_kind(path: str) -> str | None:
     """"TFRecord" or "gzip-compressed TFRecord" when the local file ``path`` starts like one, else None (also
     when it cannot be read: the reader reports that with its own error)."""
+    from ..tfrecord.reader import is_record_header  # lazily: the reader loads numba, which `tfpipe --help` must not
+
     try:
         with open(path, "rb") as f:
             head = f.read(_HEAD)
