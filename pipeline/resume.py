@@ -18,7 +18,7 @@ from typing import Any
 from converters.util.errors import TfpipeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "check_resumable", "fingerprint", "global_batch",
-           "epoch_records", "steps_for", "epoch_steps", "input_state", "resume_position", "advance"]
+           "epoch_records", "steps_for", "epoch_steps", "input_state", "resume_position", "advance", "locate"]
 
 STATE_FORMAT = "tfpipe.input_state/1"
 MAX_STATE_BYTES = 1024
@@ -38,8 +38,6 @@ def check_resumable(spec) -> None:
     if spec.mode != "file":
         raise ResumeError("Pipe mode cannot resume mid-epoch: SageMaker restarts each channel's FIFO from its "
                           "first record; restart at an epoch boundary with first_epoch=E, or use File mode")
-    if spec.part_weights:
-        raise ResumeError("resumable=True does not apply to label_weights (the sampled stream has no positions)")
     if spec.shuffle_buffer and spec.seed is None:
         raise ResumeError("resumable=True with shuffle_buffer > 0 needs a seed: the order must be a pure "
                           "function of (seed, epoch, position)")
@@ -68,6 +66,10 @@ def global_batch(spec) -> int:
 
 def epoch_records(spec) -> int:
     """Records of an epoch's global order that steps use at most (all, or ``steps`` global batches)."""
+    if spec.part_weights:   # a balanced group's endless sampled stream: an epoch is whole global batches
+        from .weighted import epoch_steps as sampled_steps
+
+        return sampled_steps(spec) * global_batch(spec)
     total = sum(spec.file_records)
     return total if spec.steps is None else min(total, spec.steps * global_batch(spec))
 
@@ -146,7 +148,20 @@ def resume_position(spec, state: Any) -> tuple[int, int]:
             raise ResumeError(f"input state is from another {key.replace('_', ' ')}: {state.get(key)!r}, this "
                               f"spec has {mine!r}")
     epoch, pos = _int(state, "epoch"), _int(state, "position")
-    _int(state, "world_size"), _int(state, "steps")
+    world, _ = _int(state, "world_size"), _int(state, "steps")
+    if spec.part_weights and world != spec.num_shards:
+        raise ResumeError(f"input state is from {world} rank(s) and this spec has {spec.num_shards}: a balanced "
+                          f"group's epoch is whole global batches, so its positions hold for one world size only")
     if pos > epoch_records(spec):
         raise ResumeError(f"input state position {pos} is past the epoch's {epoch_records(spec)} records")
     return epoch, pos
+
+
+def locate(counts: list[int], start: int) -> tuple[int, int]:
+    """(file, record in it) of record ``start`` of the concatenation of files of ``counts`` records (the last
+    file when ``start`` is at or past the end)."""
+    j, k = 0, start
+    while j < len(counts) - 1 and k >= counts[j]:
+        k -= counts[j]
+        j += 1
+    return j, k

@@ -137,9 +137,6 @@ class PipelineSpec:
         if self.source.mode == "pipe" and self.caching.cache not in ("auto", "none"):
             raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
                              f"got {self.caching.cache!r}")
-        if self.resuming.resumable and self.source.stream is not None:
-            raise ValueError("resumable=True reads local shard files and a streamed remote set is fetched as it is "
-                             "read: download the set first (tfpipe download) to resume mid-epoch")
         self._check_sparse()
 
     def _check_sparse(self) -> None:
@@ -269,7 +266,7 @@ class PipelineSpec:
             overrides["part_weights"] = weights
         if manifest.schema.raw:  # an adopted set of records that are not tf.train.Example: their bytes
             overrides.setdefault("parse", False)
-        if mode == "file" and label_weights is None:   # per-file counts: a resumable order seeks by them
+        if mode == "file":   # per-file counts: a resumable order seeks by them (a group's: in part order)
             overrides["file_records"] = tuple(by_name[n].records for n in names)
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
             overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
