@@ -15,6 +15,10 @@ whole files before it are skipped by the manifest's record counts (never opened)
 middle only through :func:`enter`. Those records refill the delay order's waiting records in one step, and it
 emits from the position's chunk on. Later epochs are one generic graph over the epoch number. Everything runs
 in tf.data ops: nothing in Python per record.
+
+A streamed remote set reads the same order through ``pipeline.resumestream`` (its shards fetched in that
+order, from the entry point on); a balanced group (``label_weights``) is one endless sampled stream of its
+parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resumeweighted``).
 """
 from __future__ import annotations
 
@@ -228,7 +232,9 @@ def resumable_stages(spec) -> list[Stage]:
         Stage("source", True, {"mode": "file", "files": len(spec.files), "read": "sequential", "resumable": True,
                                "file_order": f"permuted per epoch (seed={spec.seed})" if shuffle else "manifest order"},
               "resumable: one global order, a pure function of (manifest, seed, epoch); a resume skips whole "
-              "files by their record counts and enters one mid-file"),
+              "files by their record counts and enters one mid-file"
+              + ("; streamed in that order: a resume never fetches the shards before its entry point" if stream
+                 else "")),
         Stage("shuffle", shuffle, {"buffer": spec.shuffle_buffer, "seed": spec.seed, "order": "random-delay",
                                    "chunk": chunk_size(spec.shuffle_buffer) if shuffle else 0,
                                    "max_delay": max_delay(spec.shuffle_buffer) if shuffle else 0},

@@ -111,3 +111,28 @@ def test_uncached_shard_is_read_from_its_start(tmp_path, monkeypatch):
     m = write_indexed_set(tmp_path / "s", 500, shard_bytes=SHARD)
     shard = m.shards[0]
     assert entry(str(tmp_path / "s" / shard.name), 7, shard.records, shard.sha256, compressed=False) == (0, 7)
+
+
+def test_ranks_on_two_hosts_resume_from_rank_0s_state_and_a_new_world_size_keeps_the_order(remote, tmp_path):
+    """Two hosts share nothing but the bucket (a cache each); rank 0's state resumes both; one rank resumes a
+    state of two: the rest of the epoch is the same records in the same global order."""
+    m, url, local, rec = remote
+    local_runs = [batches_of(build_dataset(PipelineSpec.from_manifest(local, BATCH, num_shards=2, shard_index=i,
+                                                                      **KW))) for i in range(2)]
+    assert len(local_runs[0]) == 46                                  # 23 steps an epoch on each of 2 ranks
+    hosts = [_streamed(url, m, tmp_path / f"host{i}", num_shards=2, shard_index=i) for i in range(2)]
+    state = input_state(hosts[0], 40)                                # saved by rank 0 (epoch 1)
+    assert state == input_state(hosts[1], 40)                        # every rank computes the same state
+    want = _entry_files(hosts[0], m, state)
+    assert len(want) < len(m.shards)
+    for i, host in enumerate(hosts):
+        rec.gets.clear()
+        assert batches_of(build_dataset(host, resume=state)) == local_runs[i][40:]
+        assert rec.gets == want                                      # each host fetches from the entry point on
+        assert 0 < cache_bytes(str(tmp_path / f"host{i}")) <= host.stream.cache_limit
+    one = PipelineSpec.from_manifest(local, BATCH, **KW)
+    order = [x for b in batches_of(build_dataset(one)) for x in b]  # epoch 0's global order, then epoch 1's
+    early = input_state(hosts[0], 10)                                # 1,280 records of epoch 0 consumed
+    resumed = _streamed(url, m, tmp_path / "host2")                  # a third host, one rank
+    got = [x for b in batches_of(build_dataset(resumed, resume=early)) for x in b]
+    assert got == order[10 * 2 * BATCH:]
