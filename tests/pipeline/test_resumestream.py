@@ -1,10 +1,14 @@
 """pipeline.resumestream: ``resumable=True`` on a set streamed from S3 (moto's server, fixtures ``s3`` /
 ``moto_endpoint``) through a cache smaller than the set: the uninterrupted streamed run equals the local one,
 a resume in the first and in the second epoch equals the uninterrupted run batch for batch, and the S3
-server never sees a request for a shard before the entry point (requests recorded by a proxy in front of it)."""
+server never sees a request for a shard before the entry point (requests recorded by a proxy in front of it);
+ranks on two simulated hosts (a cache each) resume from rank 0's state, and one rank resumes a state of two."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -19,6 +23,7 @@ from pipeline.resume import locate
 from pipeline.resumestream import entry
 from pipeline.streamcache import cache_bytes
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N, BATCH, SHARD = 3000, 64, 16 << 10      # 16 shards of ~16 KiB; 47 steps an epoch (the last one 56 records)
 KW = dict(shuffle_buffer=100, seed=7, epochs=2, resumable=True)
 
@@ -136,3 +141,33 @@ def test_ranks_on_two_hosts_resume_from_rank_0s_state_and_a_new_world_size_keeps
     resumed = _streamed(url, m, tmp_path / "host2")                  # a third host, one rank
     got = [x for b in batches_of(build_dataset(resumed, resume=early)) for x in b]
     assert got == order[10 * 2 * BATCH:]
+
+
+RANK = """
+import json, sys
+from pipeline import PipelineSpec, build_dataset
+a = json.loads(sys.argv[1])
+spec = PipelineSpec.from_manifest(a["url"], a["batch"], cache_dir=a["cache_dir"], cache_limit=a["limit"],
+                                  read_ahead=1, num_shards=2, shard_index=a["rank"], **a["kw"])
+out = [[int(x) for x in label.numpy()] for _, label in build_dataset(spec, resume=a["state"])]
+open(a["out"], "w").write(json.dumps(out))
+"""
+
+
+def test_two_rank_processes_on_two_hosts_resume_together(remote, tmp_path):
+    """Two processes, a cache directory each (two hosts sharing only the bucket), started together on rank 0's
+    state, read their uninterrupted batches."""
+    m, url, local, _ = remote
+    local_runs = [batches_of(build_dataset(PipelineSpec.from_manifest(local, BATCH, num_shards=2, shard_index=i,
+                                                                      **KW))) for i in range(2)]
+    state = input_state(_streamed(url, m, tmp_path / "saver", num_shards=2, shard_index=0), 15)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
+    limit = 3 * max(s.bytes for s in m.shards)
+    procs = [subprocess.Popen([sys.executable, "-c", RANK, json.dumps(
+        {"url": url, "batch": BATCH, "cache_dir": str(tmp_path / f"host{i}"), "limit": limit, "rank": i,
+         "kw": KW, "state": state, "out": str(tmp_path / f"rank{i}.json")})], env=env) for i in range(2)]
+    for p in procs:
+        assert p.wait(timeout=600) == 0
+    for i in range(2):
+        assert json.loads((tmp_path / f"rank{i}.json").read_text()) == local_runs[i][15:]
+        assert 0 < cache_bytes(str(tmp_path / f"host{i}")) <= limit
