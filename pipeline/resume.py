@@ -66,10 +66,12 @@ def global_batch(spec) -> int:
 
 def epoch_records(spec) -> int:
     """Records of an epoch's global order that steps use at most (all, or ``steps`` global batches)."""
-    if spec.part_weights:   # a balanced group's endless sampled stream: an epoch is whole global batches
-        from .weighted import epoch_steps as sampled_steps
-
-        return sampled_steps(spec) * global_batch(spec)
+    if spec.part_weights:   # a balanced group's endless sampled stream: as many records as the group per rank,
+        group = spec.records if spec.records is not None else sum(spec.file_records)   # (as without resumable)
+        per_rank = group // spec.num_shards                                            # in whole batches
+        steps = spec.steps if spec.steps is not None else (
+            per_rank // spec.batch_size if spec.drop_remainder else -(-per_rank // spec.batch_size))
+        return steps * global_batch(spec)
     total = sum(spec.file_records)
     return total if spec.steps is None else min(total, spec.steps * global_batch(spec))
 
