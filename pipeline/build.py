@@ -37,12 +37,12 @@ log = logging.getLogger(__name__)
 
 def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
     """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
-    if spec.part_weights:
-        return weighted_stages(spec)
     if spec.resumable:
         from .resume.resumable import resumable_stages
 
         return resumable_stages(spec)
+    if spec.part_weights:
+        return weighted_stages(spec)
     stages: list[Stage] = []
     sharded = spec.num_shards > 1
     plan = None

@@ -128,7 +128,7 @@ class PipelineSpec(PipelineSpecBase):
             overrides["part_weights"] = weights
         if manifest.schema.raw:  # an adopted set of records that are not tf.train.Example: their bytes
             overrides.setdefault("parse", False)
-        if mode == "file" and label_weights is None:   # per-file counts: a resumable order seeks by them
+        if mode == "file":   # per-file counts: a resumable order seeks by them (a group's: in part order)
             overrides["file_records"] = tuple(by_name[n].records for n in names)
             overrides["file_sha256"] = tuple(by_name[n].sha256 for n in names)
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set

@@ -30,7 +30,7 @@ from .streamcache import ShardCache
 from ..spec.streamopts import StreamOptions
 
 __all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", "local_readers", "ShardStream",
-           "stream_source", "WAIT_TIMEOUT"]
+           "stream_source", "released_after", "WAIT_TIMEOUT"]
 
 log = logging.getLogger(__name__)
 
@@ -239,23 +239,26 @@ class ShardStream:
             self.release(t)
 
     # -- one epoch -----------------------------------------------------------------------------------
-    def session(self):
-        """Generator of ``(path, ticket)`` for the next epoch, fetching ``read_ahead`` shards ahead."""
-        epoch = next(self._epochs)
+    def session(self, order=None, start: int = 0):
+        """Generator of ``(path, ticket)`` for the next epoch, fetching ``read_ahead`` shards ahead. ``order``:
+        the shard numbers to read instead (an epoch order planned elsewhere, e.g. the resumable one), from its
+        ``start``-th entry on: the shards before it are never fetched."""
         with self._lock:  # a new epoch: whatever an earlier one left leased is no longer read
             stale = {s for s, _ in self._tickets.values()}
         for s in stale:
             self._release_session(s)
-        order = epoch_order(len(self.opts.shards), self.seed, epoch, self.shuffle)
+        if order is None:
+            order = epoch_order(len(self.opts.shards), self.seed, next(self._epochs), self.shuffle)
+        order = [int(i) for i in order]
         session = object()
         abort = threading.Event()
         # one download at a time, in read order: the shard needed next never shares the link with later ones
         pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfpipe-stream")
         futures: dict[int, cf.Future] = {}
-        handed = 0
+        handed = int(start)
         finished = False
         try:
-            for pos in range(len(order)):
+            for pos in range(int(start), len(order)):
                 for ahead in range(pos, min(len(order), pos + 1 + self.opts.read_ahead)):
                     if ahead not in futures:
                         futures[ahead] = pool.submit(self.acquire, order[ahead], abort)
@@ -282,6 +285,22 @@ def _release_all(cache: ShardCache, tickets: dict) -> None:
     tickets.clear()
 
 
+def released_after(stream: ShardStream, records, ticket):
+    """``records`` (of one leased file; scalars or vectors of records) followed by nothing but the call of
+    ``stream.release(ticket)`` once they have all been read: the lease lasts exactly while TensorFlow may read
+    the file (one Python call per shard)."""
+    import tensorflow as tf
+
+    def release(t):
+        stream.release(int(t.numpy()))
+        return t
+
+    spec = records.element_spec
+    empty = tf.zeros([0 if d is None else d for d in spec.shape.as_list()], spec.dtype)
+    tail = tf.data.Dataset.from_tensors(ticket).map(lambda t: tf.py_function(release, [t], tf.int64))
+    return records.concatenate(tail.filter(lambda t: False).map(lambda t: empty))
+
+
 def stream_source(spec, config, shuffle_files: bool):
     """The File-mode source of a streamed spec: records (``batched`` False) or per-file chunks of records
     (``batched`` True), like ``build._file_source``, over local paths handed out as shards become ready."""
@@ -296,18 +315,11 @@ def stream_source(spec, config, shuffle_files: bool):
     batched = config.read == "interleave"
     chunk = config.chunk_records or spec.batch_size
 
-    def release(ticket):
-        stream.release(int(ticket.numpy()))
-        return ticket
-
-    empty = tf.zeros([0], tf.string) if batched else tf.constant("", tf.string)
-
     def per_file(path, ticket):
         recs = tf.data.TFRecordDataset(path, ctype, config.buffer_size)
         if batched:  # a prefetch per file: the cycle's files are read side by side
             recs = recs.batch(chunk).prefetch(1)
-        tail = tf.data.Dataset.from_tensors(ticket).map(lambda t: tf.py_function(release, [t], tf.int64))
-        return recs.concatenate(tail.filter(lambda t: False).map(lambda t: empty))
+        return released_after(stream, recs, ticket)
 
     sig = (tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.int64))
     paths = tf.data.Dataset.from_generator(stream.session, output_signature=sig)

@@ -15,6 +15,10 @@ whole files before it are skipped by the manifest's record counts (never opened)
 middle only through :func:`enter`. Those records refill the delay order's waiting records in one step, and it
 emits from the position's chunk on. Later epochs are one generic graph over the epoch number. Everything runs
 in tf.data ops: nothing in Python per record.
+
+A streamed remote set reads the same order through ``pipeline.resume.resumestream`` (its shards fetched in that
+order, from the entry point on); a balanced group (``label_weights``) is one endless sampled stream of its
+parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.resumeweighted``).
 """
 from __future__ import annotations
 
@@ -22,9 +26,12 @@ from ..graph.parse import spec_parse_fn
 from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
 from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point
-from .state import check_resumable, epoch_records, epoch_steps, resume_position, steps_for
+from .state import check_resumable, epoch_records, epoch_steps, locate, resume_position, steps_for
+from .seek import seek_pays
+from .resumeweighted import BLOCK_KEY, block_size, part_counts, part_spec, sampled_stages, sampled_steps
 
-__all__ = ["build_resumable", "resumable_stages", "enter", "FILE_KEY", "CHUNK_KEY"]
+__all__ = ["build_resumable", "resumable_stages", "enter", "order_from", "order_of", "sampled_batches", "FILE_KEY",
+           "CHUNK_KEY"]
 
 FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
 CHUNK_KEY = (1 << 32) - 2    # folded into (seed, epoch) for the key of the delays (delayorder.delay_key)
@@ -40,12 +47,6 @@ def _seed(seed, epoch, what):
     return fold(fold(base, tf.cast(epoch, tf.int64)), tf.cast(what, tf.int64))
 
 
-# Below this many bytes before the entry point, reading through them (TensorFlow's ``skip``, ~0.7 GB/s from the
-# page cache) costs less than a first index walk (loading numba and its kernel: ~1 s once per process), so an
-# index is built only for deeper entries or used when already cached (``tfpipe pipeline offsets SET``).
-SKIP_BELOW_BYTES = 256 << 20
-
-
 def enter(path: str, k: int, compression_type, buffer_size, records: int | None = None,
           sha256: str | None = None):
     """The records of ``path`` from its record ``k`` (the one place a file is entered in the middle): a seek
@@ -53,21 +54,12 @@ def enter(path: str, k: int, compression_type, buffer_size, records: int | None 
     ``k`` are many, else ``skip`` (GZIP files and a TensorFlow without the seek op always read through).
     ``records``, ``sha256``: the file's record count and digest from the manifest (the digest is the key the
     index is cached under, by ``tfpipe pipeline offsets`` too)."""
-    import os
-
-    from .offsets import has_cached_index
     from .seek import records_from
 
-    if k > 0 and "://" not in path and not compression_type:
-        try:
-            cached = has_cached_index(path, sha256=sha256)
-            before = os.path.getsize(path) * k // records if records else os.path.getsize(path)
-        except (OSError, ValueError):
-            cached, before = True, 0             # let records_from report or fall back
-        if not cached and before < SKIP_BELOW_BYTES:
-            import tensorflow as tf
+    if k > 0 and "://" not in path and not compression_type and not seek_pays(path, k, records, sha256):
+        import tensorflow as tf
 
-            return tf.data.TFRecordDataset(path, compression_type, buffer_size).skip(k)
+        return tf.data.TFRecordDataset(path, compression_type, buffer_size).skip(k)
     return records_from(path, k, compression_type=compression_type, buffer_size=buffer_size, records=records,
                         sha256=sha256)
 
@@ -104,62 +96,119 @@ def _read_from(spec, names: list[str], counts: list[int], start: int, digests: l
     import tensorflow as tf
 
     ctype, buf = _io(spec)
-    j, k = 0, start
-    while j < len(names) - 1 and k >= counts[j]:
-        k -= counts[j]
-        j += 1
+    j, k = locate(counts, start)
     recs = enter(names[j], k, ctype, buf, counts[j], digests[j])
     if j + 1 < len(names):
         recs = recs.concatenate(tf.data.TFRecordDataset(names[j + 1:], ctype, buf))
     return recs
 
 
-def _first_epoch(spec, e, pos, steps):
-    """Epoch ``e`` from output position ``pos``, planned eagerly: where reading starts (file, record) is Python
-    ints, and a file is entered in the middle only through :func:`enter`."""
+def order_from(spec, e, pos, source=None):
+    """The records of epoch ``e``'s order from output position ``pos``, planned eagerly: where reading starts (file, record) is Python
+    ints, and a file is entered in the middle only through :func:`enter` (or, streamed, by ``source``: a
+    ``resumestream.StreamedShards``)."""
     total = sum(spec.file_records)
     order = [int(x) for x in _file_order(spec, e).numpy()]
     names = [spec.files[f] for f in order]
     counts = [spec.file_records[f] for f in order]
     digests = [spec.file_sha256[f] if spec.file_sha256 else None for f in order]
     if spec.shuffle_buffer <= 0:
-        return _batches(spec, _read_from(spec, names, counts, min(pos, total), digests), steps)
+        if source is not None:
+            return source.read_from(order, min(pos, total))
+        return _read_from(spec, names, counts, min(pos, total), digests)
     key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
     q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
     c = chunk_size(spec.shuffle_buffer)
+    if source is not None:
+        # one read from record q0·c on (a stream fetches each shard once): the delay order started afresh at
+        # chunk q0 emits, from chunk m on, exactly what the epoch's order does (every record before q0·c has
+        # left by chunk m), and pos - q0·c records before that
+        recs = delay_order(source.read_from(order, q0 * c), key, spec.shuffle_buffer, total, q0)
+        return recs.skip(pos - q0 * c)
     rebuild = None
     if q0 < m:      # the records that may still wait at chunk m: one read, one refill, no output
         rebuild = _read_from(spec, names, counts, q0 * c, digests).take((m - q0) * c)
     recs = delay_order(_read_from(spec, names, counts, m * c, digests), key, spec.shuffle_buffer, total, m, rebuild, q0)
-    return _batches(spec, recs.skip(drop), steps)
+    return recs.skip(drop)
 
 
-def _epoch(spec, e, steps):
-    """Epoch ``e`` (a tensor) from its start: a generic graph for the epochs after the first."""
+def order_of(spec, e, source=None):
+    """The records of epoch ``e``'s order (``e`` a tensor): a generic graph for the epochs after the first."""
     import tensorflow as tf
 
     ctype, buf = _io(spec)
-    names = tf.gather(tf.constant(list(spec.files)), _file_order(spec, e))
-    recs = tf.data.TFRecordDataset(names, ctype, buf)
+    if source is not None:
+        recs = source.records(_file_order(spec, e))
+    else:
+        recs = tf.data.TFRecordDataset(tf.gather(tf.constant(list(spec.files)), _file_order(spec, e)), ctype, buf)
     if spec.shuffle_buffer > 0:
         key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
         recs = delay_order(recs, key, spec.shuffle_buffer, sum(spec.file_records))
-    return _batches(spec, recs, steps)
+    return recs
+
+
+def _epochs(spec, e0, pos, last, first_steps, per_epoch):
+    """The rank's batches of epochs ``e0`` (from ``pos``) .. ``last - 1``."""
+    import tensorflow as tf
+
+    source = None
+    if spec.stream is not None:     # a remote set: its shards fetched in this order, from the entry point on
+        from .resumestream import StreamedShards
+
+        source = StreamedShards(spec)
+    first = _batches(spec, order_from(spec, e0, pos, source), first_steps)
+    ds = first if e0 < last else first.take(0)
+    if e0 + 1 < last:               # later epochs: one generic graph over the epoch number
+        later = tf.autograph.experimental.do_not_convert(
+            lambda e: _batches(spec, order_of(spec, e, source), per_epoch))
+        ds = ds.concatenate(tf.data.Dataset.range(e0 + 1, last).flat_map(later))
+    return ds
+
+
+def _endless(part, start: int):
+    """A part's records (``part``: its one-rank spec) from its position ``start``, over its part-epochs, endlessly."""
+    import tensorflow as tf
+
+    e, pos = divmod(start, sum(part.file_records))
+    later = tf.data.Dataset.range(e + 1, 1 << 62).flat_map(
+        tf.autograph.experimental.do_not_convert(lambda x: order_of(part, x)))
+    return order_from(part, e, pos).concatenate(later)
+
+
+def sampled_batches(spec, e0: int, pos: int):
+    """The rank's batches of the sampled stream from epoch ``e0``, position ``pos`` (before the parse)."""
+    import tensorflow as tf
+
+    weights = [w for _, w in spec.part_weights]
+    size = block_size(weights)
+    counts = part_counts(weights, size)
+    block, skip = divmod(e0 * epoch_records(spec) + pos, size)
+    parts = tuple(_endless(part_spec(spec, k), block * c).batch(c, drop_remainder=True)
+                  for k, c in enumerate(counts))
+    seed = spec.seed or 0
+
+    @tf.autograph.experimental.do_not_convert
+    def arrange(b, chunks):
+        perm = tf.random.experimental.index_shuffle(tf.range(size, dtype=tf.int64), _seed(seed, b, BLOCK_KEY),
+                                                    tf.constant(size - 1, tf.int64))
+        return tf.gather(tf.concat(list(chunks), 0), perm)
+
+    recs = tf.data.Dataset.zip(parts).enumerate(block).map(arrange).unbatch().skip(skip)
+    ds = recs.batch(spec.batch_size, drop_remainder=True)
+    if spec.num_shards > 1:
+        ds = ds.shard(spec.num_shards, spec.shard_index)
+    return ds.take(sampled_steps(spec, e0, pos))
 
 
 def build_resumable(spec, resume: dict | None = None):
     """The resumable graph for ``spec`` (from the start, or from the input state ``resume``)."""
-    import tensorflow as tf
-
     check_resumable(spec)
     e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
-    last = spec.epochs if spec.epochs is not None else 1 << 62
-    per_epoch = epoch_steps(spec)
-    first = _first_epoch(spec, e0, pos, steps_for(spec, epoch_records(spec) - pos))
-    ds = first if e0 < last else first.take(0)
-    if e0 + 1 < last:               # later epochs: one generic graph over the epoch number
-        later = tf.autograph.experimental.do_not_convert(lambda e: _epoch(spec, e, per_epoch))
-        ds = ds.concatenate(tf.data.Dataset.range(e0 + 1, last).flat_map(later))
+    if spec.part_weights:           # a group read balanced: one endless sampled stream (pipeline.resume.resumeweighted)
+        ds = sampled_batches(spec, e0, pos)
+    else:
+        last = spec.epochs if spec.epochs is not None else 1 << 62
+        ds = _epochs(spec, e0, pos, last, steps_for(spec, epoch_records(spec) - pos), epoch_steps(spec))
     if spec.parse:
         calls = AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
         # always in order: deterministic=False could swap batches, and a resume must find them where they were
@@ -172,13 +221,25 @@ def build_resumable(spec, resume: dict | None = None):
 def resumable_stages(spec) -> list[Stage]:
     """What ``describe`` shows for a resumable spec."""
     check_resumable(spec)
+    if spec.part_weights:
+        return sampled_stages(spec)
     n = spec.num_shards
     shuffle = spec.shuffle_buffer > 0
+    stream = []
+    if spec.stream is not None:
+        from types import SimpleNamespace
+
+        from .stream import stream_stage
+
+        stream = [stream_stage(spec, SimpleNamespace(read="sequential", parallelism=1), shuffle)]
     return [
+        *stream,
         Stage("source", True, {"mode": "file", "files": len(spec.files), "read": "sequential", "resumable": True,
                                "file_order": f"permuted per epoch (seed={spec.seed})" if shuffle else "manifest order"},
               "resumable: one global order, a pure function of (manifest, seed, epoch); a resume skips whole "
-              "files by their record counts and enters one mid-file"),
+              "files by their record counts and enters one mid-file"
+              + ("; streamed in that order: a resume never fetches the shards before its entry point" if stream
+                 else "")),
         Stage("shuffle", shuffle, {"buffer": spec.shuffle_buffer, "seed": spec.seed, "order": "random-delay",
                                    "chunk": chunk_size(spec.shuffle_buffer) if shuffle else 0,
                                    "max_delay": max_delay(spec.shuffle_buffer) if shuffle else 0},

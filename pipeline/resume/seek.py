@@ -23,15 +23,20 @@ import os
 
 from converters.util.checks import as_int
 
-from .offsets import offset_of
+from .offsets import has_cached_index, index_path, offset_of
 from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
-__all__ = ["records_from", "has_seek_op"]
+__all__ = ["records_from", "records_at", "has_seek_op", "seek_pays", "SKIP_BELOW_BYTES"]
 
 log = logging.getLogger(__name__)
 
 _COMPRESSION = {"": "", "NONE": "", "GZIP": "GZIP", "ZLIB": "ZLIB"}
 _classes: dict[str, type] = {}
+
+# Below this many bytes before the entry point, reading through them (TensorFlow's ``skip``, ~0.7 GB/s from the
+# page cache) costs less than a first index walk (loading numba and its kernel: ~1 s once per process), so an
+# index is built only for deeper entries or used when already cached (``tfpipe pipeline offsets SET``).
+SKIP_BELOW_BYTES = 256 << 20
 
 
 def has_seek_op() -> bool:
@@ -75,6 +80,13 @@ def _seek(path: str, offset: int, buffer_size: int):
     start = tf.data.Dataset.from_tensors((tf.constant(path, tf.string), tf.constant(offset, tf.int64)))
     # (no autograph: converting this one-line function would cost more than the rest of the first element)
     return start.flat_map(tf.autograph.experimental.do_not_convert(lambda name, at: source(name, at, buffer_size)))
+
+
+def records_at(path, offset, buffer_size: int):
+    """The records of an uncompressed TFRecord file from byte ``offset`` (a record's start; ``path`` and
+    ``offset`` may be tensors). Only inside a dataset function (``flat_map``, ...): see the module docstring;
+    needs :func:`has_seek_op`."""
+    return _source_class()(path, offset, buffer_size)
 
 
 def _check_args(path, k, compression_type, buffer_size, records) -> tuple[str, str, int]:
@@ -128,3 +140,14 @@ def records_from(path: str, k: int, *, compression_type: str = "", buffer_size: 
         return plain().skip(k)
     log.debug("%s: entering record %d at byte %d", path, k, offset)
     return _seek(path, offset, buf)
+
+
+def seek_pays(path: str, k: int, records: int | None, sha256: str | None = None) -> bool:
+    """Whether entering the local file ``path`` at record ``k`` should seek by its record-offset index: the
+    index is cached (under ``sha256`` when given), or more than ``SKIP_BELOW_BYTES`` precede record ``k``."""
+    try:
+        cached = has_cached_index(path, sha256=sha256)
+        before = os.path.getsize(path) * k // records if records else os.path.getsize(path)
+    except (OSError, ValueError):
+        return True                              # let the seek report or fall back
+    return cached or before >= SKIP_BELOW_BYTES

@@ -19,7 +19,7 @@ from converters.util.checks import as_int
 from converters.util.errors import TfpipeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "check_resumable", "fingerprint", "global_batch",
-           "epoch_records", "steps_for", "epoch_steps", "input_state", "resume_position", "advance"]
+           "epoch_records", "steps_for", "epoch_steps", "input_state", "resume_position", "advance", "locate"]
 
 STATE_FORMAT = "tfpipe.input_state/1"
 MAX_STATE_BYTES = 1024
@@ -40,8 +40,6 @@ def check_resumable(spec) -> None:
     if spec.mode != "file":
         raise ResumeError("Pipe mode cannot resume mid-epoch: SageMaker restarts each channel's FIFO from its "
                           "first record; restart at an epoch boundary with first_epoch=E, or use File mode")
-    if spec.part_weights:
-        raise ResumeError("resumable=True does not apply to label_weights (the sampled stream has no positions)")
     if spec.shuffle_buffer and spec.seed is None:
         raise ResumeError("resumable=True with shuffle_buffer > 0 needs a seed: the order must be a pure "
                           "function of (seed, epoch, position)")
@@ -73,6 +71,12 @@ def global_batch(spec) -> int:
 
 def epoch_records(spec) -> int:
     """Records of an epoch's global order that steps use at most (all, or ``steps`` global batches)."""
+    if spec.part_weights:   # a balanced group's endless sampled stream: as many records as the group per rank,
+        group = spec.records if spec.records is not None else sum(spec.file_records)   # (as without resumable)
+        per_rank = group // spec.num_shards                                            # in whole batches
+        steps = spec.steps if spec.steps is not None else (
+            per_rank // spec.batch_size if spec.drop_remainder else -(-per_rank // spec.batch_size))
+        return steps * global_batch(spec)
     total = sum(spec.file_records)
     return total if spec.steps is None else min(total, spec.steps * global_batch(spec))
 
@@ -170,6 +174,19 @@ def resume_position(spec, state: Any) -> tuple[int, int]:
             raise ResumeError(f"input state is from another {key.replace('_', ' ')}: {state.get(key)!r}, this "
                               f"spec has {mine!r}")
     epoch, pos, steps = _int(state, "epoch"), _int(state, "position"), _int(state, "steps")
-    _int(state, "world_size", least=1)
+    world = _int(state, "world_size", least=1)
+    if spec.part_weights and world != spec.num_shards:
+        raise ResumeError(f"input state is from {world} rank(s) and this spec has {spec.num_shards}: a balanced "
+                          f"group's epoch is whole global batches, so its positions hold for one world size only")
     _check_counts(spec, epoch, pos, steps)
     return epoch, pos
+
+
+def locate(counts: list[int], start: int) -> tuple[int, int]:
+    """(file, record in it) of record ``start`` of the concatenation of files of ``counts`` records (the last
+    file when ``start`` is at or past the end)."""
+    j, k = 0, start
+    while j < len(counts) - 1 and k >= counts[j]:
+        k -= counts[j]
+        j += 1
+    return j, k

@@ -112,9 +112,6 @@ class PipelineSpecBase:
         if self.source.mode == "pipe" and self.caching.cache not in ("auto", "none"):
             raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
                              f"got {self.caching.cache!r}")
-        if self.resuming.resumable and self.source.stream is not None:
-            raise ValueError("resumable=True reads local shard files and a streamed remote set is fetched as it is "
-                             "read: download the set first (tfpipe download) to resume mid-epoch")
         self._check_sparse()
 
     def _check_sparse(self) -> None:
