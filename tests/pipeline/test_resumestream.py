@@ -14,7 +14,7 @@ import threading
 import pytest
 from pipeline_data import batches_of, write_indexed_set
 
-from bench.netlink import Link
+from bench.infra.netlink import Link
 from pipeline import PipelineSpec, build_dataset, input_state
 from pipeline.resume.delayorder import chunk_size, delay_key, resume_point
 from pipeline.resume.offsets import compute_offsets, ensure_index
