@@ -13,7 +13,8 @@ from converters.util.lazy import lazy_exports
 __all__ = ["PipelineSpec", "build_dataset", "describe", "plan_stages", "lint", "Finding", "configure_threads",
            "parse_fn", "feature_spec", "keras_dataset", "distributed_dataset_fn", "tune", "read_plan", "SourceOptions",
            "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions", "ParsingOptions",
-           "ResumeOptions", "input_state", "ResumeError", "InputStateCallback", "save_input_state", "restore_input_state"]
+           "ResumeOptions", "input_state", "ResumeError", "InputStateCallback", "save_input_state", "restore_input_state",
+           "fit_calls"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "PipelineSpec": ".spec", "build_dataset": ".build", "plan_stages": ".build", "parse_fn": ".build",
@@ -21,6 +22,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "configure_threads": ".threads", "keras_dataset": ".helpers", "distributed_dataset_fn": ".helpers",
     "tune": ".helpers", "read_plan": ".read", "input_state": ".resume", "ResumeError": ".resume",
     "InputStateCallback": ".resumesave", "save_input_state": ".resumesave", "restore_input_state": ".resumesave",
+    "fit_calls": ".resumesave",
     **{name: ".options" for name in ("SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
                                      "CacheOptions", "BatchOptions", "ParsingOptions", "ResumeOptions")},
 }, globals())
