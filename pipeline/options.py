@@ -240,10 +240,13 @@ class ResumeOptions:
     """``resumable=True``: File mode reads one global, seeded record order that is a pure function of (manifest,
     seed, epoch, position), so ``pipeline.input_state`` can save a position and ``build_dataset(spec,
     resume=state)`` continue from it (``pipeline.resumable``). ``file_records``: records per file, in
-    ``files`` order (``from_manifest`` fills it from the manifest)."""
+    ``files`` order (``from_manifest`` fills it from the manifest). ``plan_fingerprint``: the sharding plan whose
+    per-rank file list ``files`` is (``from_manifest(plan=...)`` fills it; ``pipeline.resume.plan_fingerprint``):
+    a state then holds only under that plan."""
 
     resumable: bool = False
     file_records: tuple[int, ...] = ()
+    plan_fingerprint: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.resumable, bool):
@@ -252,6 +255,9 @@ class ResumeOptions:
         if any(not _is_int(n) or n < 0 for n in counts):
             raise ValueError(f"file_records must be record counts (integers >= 0), got {self.file_records!r}")
         object.__setattr__(self, "file_records", counts)
+        if self.plan_fingerprint is not None and (not isinstance(self.plan_fingerprint, str)
+                                                  or not self.plan_fingerprint):
+            raise ValueError(f"plan_fingerprint must be None or a non-empty string, got {self.plan_fingerprint!r}")
 
 
 # attribute of PipelineSpec -> its class, in the spec's field order. Add a new group here (and as a field).

@@ -137,6 +137,10 @@ class PipelineSpec:
         if self.source.mode == "pipe" and self.caching.cache not in ("auto", "none"):
             raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
                              f"got {self.caching.cache!r}")
+        if self.resuming.resumable and self.caching.cache not in ("auto", "none"):
+            raise ValueError(f"resumable=True reads each epoch's files in its own seeded order: cache="
+                             f"{self.caching.cache!r} would freeze one; use cache='auto' or 'none' (the OS page "
+                             f"cache keeps recently read shards)")
         if self.resuming.resumable and self.source.stream is not None:
             raise ValueError("resumable=True reads local shard files and a streamed remote set is fetched as it is "
                              "read: download the set first (tfpipe download) to resume mid-epoch")
@@ -233,9 +237,10 @@ class PipelineSpec:
             entry = _rank_entry(plan, rank)
             if getattr(entry, "files", None) is not None:
                 names = [_shard_name(f, by_name) for f in entry.files]
-                if overrides.get("resumable"):
-                    raise ValueError("resumable=True reads one global order of the whole set and gives each rank "
-                                     "its batches: use num_shards/shard_index, not a plan's per-rank file lists")
+                if overrides.get("resumable"):   # each rank's own order; a state names the plan it holds under
+                    from .resume import plan_fingerprint
+
+                    overrides["plan_fingerprint"] = plan_fingerprint(plan)
             shard = getattr(entry, "shard", None)
             if shard is not None:
                 num_shards, shard_index = int(shard[0]), int(shard[1])
