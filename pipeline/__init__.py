@@ -13,7 +13,8 @@ from converters.util.lazy import lazy_exports
 __all__ = ["PipelineSpec", "build_dataset", "describe", "plan_stages", "lint", "Finding", "configure_threads",
            "parse_fn", "feature_spec", "keras_dataset", "distributed_dataset_fn", "tune", "read_plan", "SourceOptions",
            "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions", "ParsingOptions",
-           "ResumeOptions", "input_state", "ResumeError", "InputStateCallback", "save_input_state", "restore_input_state"]
+           "ResumeOptions", "input_state", "ResumeError", "InputStateCallback", "save_input_state", "restore_input_state",
+           "fit_calls"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "PipelineSpec": ".plan.manifest", "build_dataset": ".build", "plan_stages": ".build", "parse_fn": ".build",
@@ -22,6 +23,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "tune": ".training", "read_plan": ".plan.readplan", "input_state": ".resume.state",
     "ResumeError": ".resume.state", "InputStateCallback": ".resume.checkpoint",
     "save_input_state": ".resume.checkpoint", "restore_input_state": ".resume.checkpoint",
+    "fit_calls": ".resume.checkpoint",
     **{name: ".spec.options" for name in ("SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
                                           "CacheOptions", "BatchOptions", "ParsingOptions", "ResumeOptions")},
 }, globals())

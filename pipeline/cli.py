@@ -124,6 +124,11 @@ def _explain(args: argparse.Namespace) -> int:
         read=args.read, sparse_as=args.sparse_as, tune=args.tune, cache_dir=args.cache_dir,
         cache_limit=args.cache_limit, read_ahead=args.read_ahead, **extra)
     print(describe(spec))
+    if args.resumable:
+        from .resume import RESUME_LIMITS
+
+        print("cannot resume mid-epoch (each refused with one line):")
+        print("\n".join(f"  - {limit}" for limit in RESUME_LIMITS))
     return 0
 
 

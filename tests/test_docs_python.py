@@ -69,6 +69,9 @@ model.compile(optimizer="sgd", loss="mse")
 PROVIDED = [
     ("docs/pipeline.md", "model", _CRITEO_MODEL,
      "the page trains 'your model'; a tiny Keras model over the set's ids and values stands in"),
+    ("docs/pipeline.md", "make_model", "def make_model():\n" + "".join(f"    {line}\n" for line in
+                                                                     _CRITEO_MODEL.strip().splitlines())
+     + "    return model\n", "the resume example builds 'your model' on a first run; the tiny model above"),
     ("docs/pipeline.md", "train_step", "def train_step(features, label):\n    pass\n",
      "the custom loop calls 'your' train step; a no-op stands in"),
     ("docs/pipeline.md", "my_plan",

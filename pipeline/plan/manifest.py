@@ -92,9 +92,10 @@ class PipelineSpec(PipelineSpecBase):
             entry = _rank_entry(plan, rank)
             if getattr(entry, "files", None) is not None:
                 names = [_shard_name(f, by_name) for f in entry.files]
-                if overrides.get("resumable"):
-                    raise ValueError("resumable=True reads one global order of the whole set and gives each rank "
-                                     "its batches: use num_shards/shard_index, not a plan's per-rank file lists")
+                if overrides.get("resumable"):   # each rank's own order; a state names the plan it holds under
+                    from .rankplan import plan_fingerprint
+
+                    overrides["plan_fingerprint"] = plan_fingerprint(plan)
             shard = getattr(entry, "shard", None)
             if shard is not None:
                 num_shards, shard_index = int(shard[0]), int(shard[1])

@@ -16,9 +16,9 @@ middle only through :func:`enter`. Those records refill the delay order's waitin
 emits from the position's chunk on. Later epochs are one generic graph over the epoch number. Everything runs
 in tf.data ops: nothing in Python per record.
 
-A streamed remote set reads the same order through ``pipeline.resume.resumestream`` (its shards fetched in that
+A streamed remote set reads the same order through ``pipeline.resume.state.resumestream`` (its shards fetched in that
 order, from the entry point on); a balanced group (``label_weights``) is one endless sampled stream of its
-parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.resumeweighted``).
+parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.state.resumeweighted``).
 """
 from __future__ import annotations
 
@@ -204,7 +204,7 @@ def build_resumable(spec, resume: dict | None = None):
     """The resumable graph for ``spec`` (from the start, or from the input state ``resume``)."""
     check_resumable(spec)
     e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
-    if spec.part_weights:           # a group read balanced: one endless sampled stream (pipeline.resume.resumeweighted)
+    if spec.part_weights:           # a group read balanced: one endless sampled stream (pipeline.resume.state.resumeweighted)
         ds = sampled_batches(spec, e0, pos)
     else:
         last = spec.epochs if spec.epochs is not None else 1 << 62

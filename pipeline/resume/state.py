@@ -7,6 +7,11 @@ records of it, rank ``i`` the ``i``-th ``batch_size`` of them. So the position a
 :func:`input_state` turns it into a small JSON-able dict; :func:`resume_position` checks a state against a
 spec (another shard set, seed, shuffle buffer or batch size is refused with one line saying which) and gives
 the position back. Seeds are explicit; per-epoch seeds derive from (seed, epoch). Pure: no TensorFlow here.
+
+A sharding plan's per-rank file lists (``from_manifest(plan=p, rank=r)``) resume too: each rank's order is the
+order of its own files, and the plan's equal steps make (epoch, position) the same on every rank, so rank 0's
+state serves all; the state names the plan (:func:`plan_fingerprint`) and holds only under it.
+:data:`RESUME_LIMITS` lists what cannot resume (``tfpipe pipeline explain --resumable`` prints it).
 """
 from __future__ import annotations
 
@@ -18,18 +23,37 @@ from typing import Any
 from converters.util.checks import as_int
 from converters.util.errors import TfpipeError
 
-__all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "check_resumable", "fingerprint", "global_batch",
-           "epoch_records", "steps_for", "epoch_steps", "input_state", "resume_position", "advance", "locate"]
+from ..plan.rankplan import plan_fingerprint
+from ..spec.options import ResumeError
+
+__all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "RESUME_LIMITS", "check_resumable",
+           "fingerprint", "plan_fingerprint", "global_batch", "epoch_records", "steps_for", "epoch_steps", "input_state",
+           "resume_position", "advance", "locate"]
 
 STATE_FORMAT = "tfpipe.input_state/1"
 MAX_STATE_BYTES = 1024
 MAX_COUNT = 1 << 62          # epochs, positions, steps and ranks a state may hold: below int64's end, as tf.data counts
 _KEYS = ("format", "fingerprint", "seed", "shuffle_buffer", "batch_size", "drop_remainder", "records", "epoch",
-         "position", "world_size", "steps")
+         "position", "world_size", "steps", "plan")
+
+# What cannot resume mid-epoch, each with its way out: `tfpipe pipeline explain --resumable` prints these, and
+# docs/pipeline.md's Known limits lists them (a test keeps the three in step with the refusals).
+RESUME_LIMITS = (
+    "Pipe mode: resumes only at an epoch boundary (first_epoch=E); SageMaker restarts a channel's FIFO from its "
+    "first record",
+    "shuffle_buffer > 0 without a seed: the order must be a pure function of (seed, epoch, position)",
+    "a spec without per-file record counts (file_records): build it with PipelineSpec.from_manifest",
+    "several ranks and an epoch smaller than one global batch (batch_size x ranks)",
+    "cache='memory' or 'file:...': each epoch reads its files in its own seeded order (use cache='auto' or "
+    "'none'; the OS page cache keeps recently read shards)",
+    "a plan's per-rank file lists given as one rank's entry: pass the whole plan (plan=p, rank=r)",
+    "a plan whose ranks run different (or no) steps per epoch, or whose steps need more records than a rank's "
+    "files hold (remainder='pad'): plan with remainder='drop'",
+    "a state saved under another plan's per-rank file lists (another number of ranks): resume with the same "
+    "plan, or use num_shards/shard_index (one global order) to change the number of ranks",
+)
 
 
-class ResumeError(TfpipeError, ValueError):
-    """A spec that cannot be resumed, or an input state that does not belong to this spec."""
 
 
 def check_resumable(spec) -> None:
@@ -53,6 +77,16 @@ def check_resumable(spec) -> None:
     if spec.steps is None and spec.num_shards > 1 and epoch_records(spec) < global_batch(spec):
         raise ResumeError(f"an epoch of {epoch_records(spec)} records is less than one global batch "
                           f"({spec.batch_size} x {spec.num_shards} ranks)")
+    if spec.resuming.plan_fingerprint and spec.steps is not None and epoch_steps(spec) < spec.steps:
+        raise ResumeError(f"this rank's {sum(spec.file_records)} records make {epoch_steps(spec)} steps per epoch, "
+                          f"fewer than the plan's {spec.steps}: a plan with remainder='pad' repeats a rank's records "
+                          f"to fill its steps, which the resumable order does not; plan with remainder='drop'")
+
+
+
+def _records(spec) -> int:
+    """The record count a state holds: the set's (files) or, under a plan, the records every rank's epoch uses."""
+    return epoch_records(spec) if spec.resuming.plan_fingerprint else sum(spec.file_records)
 
 
 def fingerprint(spec) -> str:
@@ -120,8 +154,10 @@ def input_state(spec, steps: int, start: dict | None = None) -> dict[str, Any]:
     done = (start or {}).get("steps", 0) + steps
     state = {"format": STATE_FORMAT, "fingerprint": fingerprint(spec), "seed": spec.seed,
              "shuffle_buffer": spec.shuffle_buffer, "batch_size": spec.batch_size,
-             "drop_remainder": bool(spec.drop_remainder), "records": sum(spec.file_records), "epoch": epoch,
+             "drop_remainder": bool(spec.drop_remainder), "records": _records(spec), "epoch": epoch,
              "position": pos, "world_size": spec.num_shards, "steps": done}
+    if spec.resuming.plan_fingerprint:
+        state["plan"] = spec.resuming.plan_fingerprint
     return state
 
 
@@ -167,9 +203,14 @@ def resume_position(spec, state: Any) -> tuple[int, int]:
     if state.get("fingerprint") != fingerprint(spec):
         raise ResumeError(f"input state is from another shard set (fingerprint {str(state.get('fingerprint'))[:16]}"
                           f"... vs this set's {fingerprint(spec)[:16]}...)")
+    mine = spec.resuming.plan_fingerprint
+    if state.get("plan") != mine:
+        raise ResumeError(f"input state is from another sharding plan ({state.get('plan') or 'no plan'} vs this "
+                          f"spec's {mine or 'no plan'}): per-rank file lists resume only under the plan they were "
+                          f"saved with; to change the number of ranks use num_shards/shard_index (one global order)")
     for key, mine in (("seed", spec.seed), ("shuffle_buffer", spec.shuffle_buffer),
                       ("batch_size", spec.batch_size), ("drop_remainder", bool(spec.drop_remainder)),
-                      ("records", sum(spec.file_records))):
+                      ("records", _records(spec))):
         if state.get(key) != mine:
             raise ResumeError(f"input state is from another {key.replace('_', ' ')}: {state.get(key)!r}, this "
                               f"spec has {mine!r}")

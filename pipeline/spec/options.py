@@ -29,12 +29,13 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from converters.shardset.options import normalize_compression
+from converters.util.errors import TfpipeError
 from converters.util.fs import is_sha256
 from converters.util.checks import is_integral, set_int, set_real
 from converters.util.system import cpu_count
 from .streamopts import StreamOptions
 
-__all__ = ["SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
+__all__ = ["ResumeError", "SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
            "ParsingOptions", "ResumeOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES",
            "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR",
            "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
@@ -226,17 +227,24 @@ class ParsingOptions:
             set_int(self, "num_features")
 
 
+class ResumeError(TfpipeError, ValueError):
+    """A spec that cannot be resumed, or an input state that does not belong to this spec."""
+
+
 @dataclass(frozen=True)
 class ResumeOptions:
     """``resumable=True``: File mode reads one global, seeded record order that is a pure function of (manifest,
     seed, epoch, position), so ``pipeline.input_state`` can save a position and ``build_dataset(spec,
     resume=state)`` continue from it (``pipeline.resume.resumable``). ``file_records``: records per file, in
     ``files`` order; ``file_sha256``: each file's sha256, the key of its record-offset index (the one
-    ``tfpipe pipeline offsets`` caches); ``from_manifest`` fills both from the manifest."""
+    ``tfpipe pipeline offsets`` caches); ``from_manifest`` fills both from the manifest. ``plan_fingerprint``:
+    the sharding plan whose per-rank file list ``files`` is (``from_manifest(plan=...)`` fills it;
+    ``pipeline.resume.state.plan_fingerprint``): a state then holds only under that plan."""
 
     resumable: bool = False
     file_records: tuple[int, ...] = ()
     file_sha256: tuple[str, ...] = ()
+    plan_fingerprint: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.resumable, bool):
@@ -251,6 +259,9 @@ class ResumeOptions:
             raise ValueError(f"file_sha256 must be sha256 digests (64 lowercase hex digits, as manifests write "
                              f"them), got {bad!r}")
         object.__setattr__(self, "file_sha256", digests)
+        if self.plan_fingerprint is not None and (not isinstance(self.plan_fingerprint, str)
+                                                  or not self.plan_fingerprint):
+            raise ValueError(f"plan_fingerprint must be None or a non-empty string, got {self.plan_fingerprint!r}")
 
 
 # attribute of PipelineSpec -> its class, in the spec's field order. Add a new group here (and as a field).

@@ -373,11 +373,11 @@ def test_resumable_graphs_lint_clean_and_describe_themselves(spec):
     assert "resumable=True" in text and "rank i takes batches i, i+n" in text
 
 
-def test_plan_with_per_rank_files_is_refused(data):
+def test_one_ranks_plan_entry_with_files_is_refused(data):
     from types import SimpleNamespace
 
     entry = SimpleNamespace(files=["train-00000-of-00021.tfrecord"], shard=None, steps=None, channel=None)
-    with pytest.raises(ValueError, match="not a plan's per-rank file lists"):
+    with pytest.raises(ValueError, match="needs the whole plan"):
         PipelineSpec.from_manifest(data, BATCH, plan=entry, resumable=True)
 
 
