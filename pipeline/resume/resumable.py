@@ -18,11 +18,11 @@ in tf.data ops: nothing in Python per record.
 """
 from __future__ import annotations
 
-from ..graph.parse import spec_parse_fn
+from ..graph.tail import graph_tail, tail_stages
 from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
 from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point
-from .state import check_resumable, epoch_records, epoch_steps, resume_position, steps_for
+from .state import check_resumable, epoch_records, order_epoch_steps, resume_position, steps_for
 
 __all__ = ["build_resumable", "resumable_stages", "enter", "FILE_KEY", "CHUNK_KEY"]
 
@@ -82,7 +82,7 @@ def _file_order(spec, e):
 
 
 def _io(spec):
-    return ("GZIP" if spec.compression == "gzip" else ""), (spec.buffer_size or DEFAULT_BUFFER_BYTES)
+    return spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
 
 
 def _batches(spec, recs, steps):
@@ -149,19 +149,18 @@ def build_resumable(spec, resume: dict | None = None):
     check_resumable(spec)
     e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
     last = spec.epochs if spec.epochs is not None else 1 << 62
-    per_epoch = epoch_steps(spec)
+    per_epoch = order_epoch_steps(spec)
     first = _first_epoch(spec, e0, pos, steps_for(spec, epoch_records(spec) - pos))
     ds = first if e0 < last else first.take(0)
     if e0 + 1 < last:               # later epochs: one generic graph over the epoch number
         later = tf.autograph.experimental.do_not_convert(lambda e: _epoch(spec, e, per_epoch))
         ds = ds.concatenate(tf.data.Dataset.range(e0 + 1, last).flat_map(later))
-    if spec.parse:
-        calls = AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
-        # always in order: deterministic=False could swap batches, and a resume must find them where they were
-        ds = ds.map(spec_parse_fn(spec), num_parallel_calls=calls, deterministic=True)
-    if spec.prefetch != 0:
-        ds = ds.prefetch(AUTOTUNE if spec.prefetch is None else spec.prefetch)
-    return ds
+    # parse always in order: deterministic=False could swap batches, and a resume must find them where they were
+    return graph_tail(ds, spec, calls=_parse_calls(spec), deterministic=True)
+
+
+def _parse_calls(spec) -> int:
+    return AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
 
 
 def resumable_stages(spec) -> list[Stage]:
@@ -185,11 +184,8 @@ def resumable_stages(spec) -> list[Stage]:
         Stage("shard", n > 1, {"num_shards": n, "index": spec.shard_index},
               "rank i takes batches i, i+n, ... of the global order: positions are global" if n > 1
               else "single rank"),
-        Stage("take", True, {"steps": epoch_steps(spec)}, "steps per epoch from the global order"),
+        Stage("take", True, {"steps": order_epoch_steps(spec)}, "steps per epoch from the global order"),
         Stage("cache", False, {"policy": "none"}, "resumable order reads the files every epoch"),
-        Stage("parse", spec.parse, {"fn": "tf.io.parse_example"}, "vectorized parse from the manifest's schema"),
-        Stage("repeat", spec.epochs != 1, {"epochs": spec.epochs if spec.epochs else "forever"},
-              "one order per epoch, from (seed, epoch)"),
-        Stage("prefetch", spec.prefetch != 0, {"buffer": "AUTOTUNE" if spec.prefetch is None else spec.prefetch},
-              "last: overlaps input with the training step"),
+        *tail_stages(spec, calls=_parse_calls(spec), deterministic=True,
+                     repeat_why="one order per epoch, from (seed, epoch)"),
     ]
