@@ -35,8 +35,7 @@ from converters.util.units import format_size
 
 from ..spec.streamopts import CACHE_SUBDIR
 
-__all__ = ["ShardCache", "Acquired", "cache_bytes", "owner_id", "CACHE_SUBDIR", "stamp_of", "PART_PREFIX",
-           "partial_files"]
+__all__ = ["ShardCache", "Acquired", "owner_id", "CACHE_SUBDIR", "stamp_of", "PART_PREFIX"]
 
 log = logging.getLogger(__name__)
 
@@ -77,24 +76,6 @@ def _alive(owner: str) -> bool:
     except (ValueError, OverflowError):
         return False
     return start in ("0", _start_time(pid))
-
-
-def cache_bytes(cache_dir: str) -> int:
-    """Bytes of all regular files under ``cache_dir`` (what a disk-usage check sees, directories aside)."""
-    total = 0
-    for root, _, files in os.walk(cache_dir):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, f)).st_size
-    return total
-
-
-def partial_files(cache_dir: str) -> list[str]:
-    """Names of the downloads in progress (or left by dead readers) in a cache directory."""
-    try:
-        return sorted(n for n in os.listdir(os.path.join(cache_dir, CACHE_SUBDIR, "data")) if n.startswith(PART_PREFIX))
-    except FileNotFoundError:
-        return []
 
 
 @dataclass

@@ -8,7 +8,7 @@ file mapped in memory: it touches only the headers, so a file of big records cos
 and no Python runs per record. (Shards are never rewritten in place: like any memory map, one truncated by
 another process during its walk would fault this one.)
 
-``ensure_index`` computes an index once and caches it under ``cache_dir()`` (``$TFPIPE_CACHE/offsets``, else
+``ensure_index`` computes an index once and caches it under ``index_dir()`` (``$TFPIPE_CACHE/offsets``, else
 ``~/.cache/tfpipe/offsets``), keyed by the shard's sha256 from the manifest when known (the same bytes have the
 same index wherever they lie), else by absolute path, size and mtime; written atomically (temp, fsync,
 rename), read back only when it is a regular file of 8 × records bytes. A cache directory that cannot be
@@ -32,7 +32,7 @@ from converters.util.errors import IntegrityError
 from converters.util.fs import is_sha256, write_atomic
 from converters.util.system import cache_root
 
-__all__ = ["OFFSET_BYTES", "IndexResult", "cache_dir", "index_path", "compute_offsets", "ensure_index", "offset_of",
+__all__ = ["OFFSET_BYTES", "IndexResult", "index_dir", "index_path", "compute_offsets", "ensure_index", "offset_of",
            "masked_length_crc"]
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class IndexResult:
     offsets: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
-def cache_dir() -> str:
+def index_dir() -> str:
     """Where indexes are cached: ``$TFPIPE_CACHE/offsets``, else ``~/.cache/tfpipe/offsets``."""
     return os.path.join(cache_root(), "offsets")
 
@@ -68,7 +68,7 @@ def index_path(path: str, *, sha256: str | None = None, directory: str | None = 
                st: os.stat_result | None = None) -> str:
     """The cache file of ``path``'s index: named by ``sha256`` (the shard's, from its manifest) when given,
     else by a hash of the absolute path, size and mtime (a rewritten file gets a new name)."""
-    directory = directory if directory is not None else cache_dir()
+    directory = directory if directory is not None else index_dir()
     if sha256 is not None:
         if not is_sha256(sha256):
             raise ValueError(f"sha256 must be 64 lowercase hex digits (the manifest's), got {sha256!r}")

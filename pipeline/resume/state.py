@@ -18,7 +18,7 @@ from typing import Any
 from converters.util.errors import TfpipeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "check_resumable", "fingerprint", "global_batch",
-           "epoch_records", "steps_for", "epoch_steps", "input_state", "resume_position", "advance"]
+           "epoch_records", "steps_for", "order_epoch_steps", "input_state", "resume_position", "advance"]
 
 STATE_FORMAT = "tfpipe.input_state/1"
 MAX_STATE_BYTES = 1024
@@ -83,7 +83,7 @@ def steps_for(spec, remaining: int) -> int:
     return -(-remaining // spec.batch_size)
 
 
-def epoch_steps(spec) -> int:
+def order_epoch_steps(spec) -> int:
     """Steps in a whole epoch."""
     return steps_for(spec, epoch_records(spec))
 
@@ -97,7 +97,7 @@ def advance(spec, steps: int, start: tuple[int, int] = (0, 0)) -> tuple[int, int
     if steps < first:
         return epoch, pos + steps * global_batch(spec)
     steps -= first
-    per_epoch = epoch_steps(spec)
+    per_epoch = order_epoch_steps(spec)
     if per_epoch == 0:
         raise ResumeError(f"an epoch of {epoch_records(spec)} records makes no step of {global_batch(spec)}")
     return epoch + 1 + steps // per_epoch, (steps % per_epoch) * global_batch(spec)

@@ -7,10 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from pipeline_data import cache_bytes
 
 from converters.util.errors import TfpipeError
 from pipeline.remote.stream import check_cache_limit, epoch_order, min_cache_bytes, open_width
-from pipeline.remote.streamcache import ShardCache, cache_bytes, owner_id
+from pipeline.remote.streamcache import ShardCache, owner_id
 from pipeline.spec.streamopts import ShardRef, StreamOptions
 
 SHA = "ab" * 32
