@@ -23,7 +23,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "tune": ".training", "read_plan": ".plan.readplan", "input_state": ".resume.state",
     "ResumeError": ".resume.state", "InputStateCallback": ".resume.checkpoint",
     "save_input_state": ".resume.checkpoint", "restore_input_state": ".resume.checkpoint",
-    "fit_calls": ".resume.checkpoint",
+    "fit_calls": ".training",
     **{name: ".spec.options" for name in ("SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions",
                                           "CacheOptions", "BatchOptions", "ParsingOptions", "ResumeOptions")},
 }, globals())

@@ -23,7 +23,8 @@ from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
 from .graph.buffernotice import absorb_buffer_notice
-from .graph.parse import feature_spec, parse_fn, spec_parse_fn
+from .graph.parse import feature_spec, parse_fn
+from .graph.tail import graph_tail, parse_batches, tail_stages
 from .graph.weighted import build_weighted, weighted_stages
 from .plan.cachepolicy import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache, total_memory
 from .plan.readplan import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
@@ -89,7 +90,7 @@ def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
                else f"rebatch of {each} of {plan.config.chunk_records} records")
     stages.append(Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder,
                                         "how": how}, "batch before parse: one vectorized parse call per batch"))
-    steps = spec.epoch_steps
+    steps = spec.take_steps
     if steps is not None:
         why = ("explicit steps" if spec.steps is not None else
                f"equal steps on every rank so allreduce never waits: the smallest rank has "
@@ -98,36 +99,9 @@ def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
             kept = min(spec.rank_records, steps * spec.batch_size)
             why += f"; this rank uses {kept} of its {spec.rank_records} records per epoch"
         stages.append(Stage("take", True, {"steps": steps}, why))
-    calls = _parse_calls(spec, plan)
-    settings = {"fn": "tf.io.parse_example", "num_parallel_calls": "AUTOTUNE" if calls == AUTOTUNE else calls,
-                "deterministic": spec.deterministic, "output": spec.output}
-    why = "vectorized parse from the manifest's schema" if spec.parse else "off: serialized batches"
-    if spec.parse and spec.schema.varlen:
-        kind = "SparseTensor" if spec.sparse_as == "sparse" else "RaggedTensor"
-        settings["varlen"] = f"{','.join(spec.schema.varlen)} as tf.{kind}"
-        why += "; " + _varlen_why(spec)
-    stages.append(Stage("parse", spec.parse, settings, why))
-    repeat = spec.epochs != 1
-    stages.append(Stage("repeat", repeat, {"epochs": spec.epochs if spec.epochs else "forever"},
-                        ("next epoch = next FIFO" if spec.mode == "pipe" else "after cache, so memory does not grow")
-                        if repeat else "one epoch"))
-    stages.append(Stage("prefetch", spec.prefetch != 0,
-                        {"buffer": "AUTOTUNE" if spec.prefetch is None else spec.prefetch},
-                        "last: overlaps input with the training step" if spec.prefetch != 0 else "off (prefetch=0)"))
+    why = "next epoch = next FIFO" if spec.mode == "pipe" else "after cache, so memory does not grow"
+    stages += tail_stages(spec, calls=_parse_calls(spec, plan), deterministic=spec.deterministic, repeat_why=why)
     return stages
-
-
-def _varlen_why(spec: PipelineSpecBase) -> str:
-    """How ``describe`` explains the variable-length features."""
-    if spec.sparse_as == "ragged":
-        return (f"variable-length {', '.join(spec.schema.varlen)} as tf.RaggedTensor [batch, None] "
-                f"(sparse_as='ragged')")
-    if spec.sparse_features:
-        ids, values = spec.sparse_features
-        return (f"{ids}/{values} as tf.SparseTensor [batch, {spec.num_features}] with indices [row, id] "
-                f"(num_features from the manifest): ready for tf.sparse.sparse_dense_matmul({values}, W) and "
-                f"tf.nn.embedding_lookup_sparse(table, {ids}, {values})")
-    return f"variable-length {', '.join(spec.schema.varlen)} as tf.SparseTensor [batch, longest row]"
 
 
 def _file_shuffle(spec: PipelineSpecBase) -> bool:
@@ -159,7 +133,7 @@ def _file_source(spec: PipelineSpecBase, plan: ReadPlan):
 
         return stream_source(spec, cfg, _file_shuffle(spec))
     files = list(spec.files)
-    ctype = "GZIP" if spec.compression == "gzip" else ""
+    ctype = spec.compression_type
     names = tf.data.Dataset.from_tensor_slices(files)
     if _file_shuffle(spec):
         names = names.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
@@ -193,7 +167,7 @@ def _pipe_epochs(spec: PipelineSpecBase):
 
     from .graph.pipesource import pipe_records_dataset, sagemaker_pipe_dataset
 
-    steps = spec.epoch_steps
+    steps = spec.take_steps
     if spec.use_sagemaker_pipe:
         ds = sagemaker_pipe_dataset(spec)
         if spec.num_shards > 1:
@@ -208,8 +182,7 @@ def _pipe_epochs(spec: PipelineSpecBase):
         if parse_chunks:
             # parse each stream chunk (thousands of records) in one call, then cut the parsed tensors into
             # batches: cheaper than cutting strings first (measured ~+20% on 2 cores)
-            ds = ds.map(spec_parse_fn(spec), num_parallel_calls=_parse_calls(spec, None),
-                        deterministic=spec.deterministic)
+            ds = parse_batches(ds, spec, _parse_calls(spec, None), spec.deterministic)
             ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
         else:
             seed = None
@@ -248,23 +221,16 @@ def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
             if not batched:
                 ds = ds.batch(plan.config.chunk_records)
             if spec.parse:
-                ds = ds.map(spec_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
-                            deterministic=spec.deterministic)
+                ds = parse_batches(ds, spec, _parse_calls(spec, plan), spec.deterministic)
                 parsed = True
             ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
         else:
             ds = _shuffle_batch(ds, spec, batched)
-        steps = spec.epoch_steps
+        steps = spec.take_steps
         if steps is not None:
             ds = ds.take(steps)
-    if spec.parse and not parsed:
-        ds = ds.map(spec_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
-                    deterministic=spec.deterministic)
-    if repeat_left and spec.epochs != 1:
-        ds = ds.repeat(spec.epochs)
-    if spec.prefetch != 0:
-        ds = ds.prefetch(AUTOTUNE if spec.prefetch is None else spec.prefetch)
-    return ds
+    return graph_tail(ds, spec, calls=_parse_calls(spec, plan), deterministic=spec.deterministic, parsed=parsed,
+                      repeat=repeat_left)
 
 
 def _tune_on_first_use(spec: PipelineSpecBase) -> PipelineSpec:

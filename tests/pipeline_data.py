@@ -1,6 +1,9 @@
 """Shared by the pipeline tests: small shard sets whose records are identifiable (label = record index)."""
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
 
 from converters.libsvm.options import libsvm_schema
@@ -35,3 +38,23 @@ def labels_of(dataset) -> list[int]:
 
 def batches_of(dataset) -> list[list[int]]:
     return [[int(x) for x in label.numpy()] for _, label in dataset]
+
+
+def cache_bytes(cache_dir: str) -> int:
+    """Bytes of all regular files under ``cache_dir`` (what a disk-usage check sees, directories aside)."""
+    total = 0
+    for root, _, files in os.walk(cache_dir):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total
+
+
+def partial_files(cache_dir: str) -> list[str]:
+    """Names of the stream cache's downloads in progress (or left by dead readers) in ``cache_dir``."""
+    from pipeline.remote.streamcache import CACHE_SUBDIR, PART_PREFIX
+
+    try:
+        return sorted(n for n in os.listdir(os.path.join(cache_dir, CACHE_SUBDIR, "data")) if n.startswith(PART_PREFIX))
+    except FileNotFoundError:
+        return []

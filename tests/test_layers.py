@@ -1,34 +1,44 @@
 """The architecture rule, read from the code: every import of every module (top level and inside functions)
 is parsed with ``ast`` and must go down the layers, never form a cycle, and no module is over 450 lines.
 
-Layers, lowest first: ``converters`` < ``sharding`` < ``pipeline`` < ``bench``. Inside ``converters``:
-``util`` < ``tfrecord`` < ``storage`` < ``shardset`` < ``sources``, ``prep`` < ``registry`` < ``engines`` < formats
-(``libsvm``, ``text``: neither imports the other; each builds its two-pass job on ``engines``, which find a format
-by name through ``registry`` and never import one) < ``cli``. Inside ``bench``: ``infra`` < ``core`` < ``report``
-< ``commands`` < ``suite`` < ``cli``. A package ``__init__`` may import its own submodules (re-exports).
+Layers, lowest first: ``converters`` < ``sharding`` < ``pipeline`` < ``bench``. Inside a package with a table in
+``LAYERS`` each sub-package (or top module) has a rank and imports only from its own layer and the ones below:
 
-A package in ``ROOMED`` is kept in rooms: at most ``MAX_TOP_MODULES`` modules at its top, at least ``MIN_ROOMS``
-sub-packages, each with a docstring, and every module named in ``docs/architecture.md``'s trees.
+- ``converters``: ``util`` < ``tfrecord`` < ``storage`` < ``shardset`` < ``sources``, ``prep`` < ``registry`` <
+  ``engines`` < formats (``libsvm``, ``text``: neither imports the other; each builds its two-pass job on
+  ``engines``, which find a format by name through ``registry`` and never import one) < ``cli``.
+- ``pipeline``: ``spec`` (pure) < ``remote`` < ``plan`` < ``graph`` < ``resume`` < the front on top (``build``,
+  ``describe``, ``training``, ``lint``, ``threads``, ``cli``: one layer, ``TOP``).
+- ``bench``: ``infra`` < ``core`` < ``report`` < ``commands`` < ``suite`` < ``cli`` (``TOP``).
+
+No module outside ``converters/storage`` reads an S3 object (one downloader, one retry policy).
+
+A package ``__init__`` may import its own submodules (re-exports). For the packages in ``ROOMS``: at most
+``max_top`` modules at the top of the package, at least ``min_subpackages`` sub-packages, no import cycle
+between its sub-packages, and every module named in ``docs/architecture.md``'s tree of the package. No module
+imports another package's private names (``from x import _y`` with ``x`` in another folder).
 """
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("converters", "sharding", "pipeline", "bench")
-# package -> its sub-packages (and top modules) in layers, lowest first; one layer imports only from lower ones
-SUBPACKAGE_LAYERS = {
-    "converters": {"util": 0, "tfrecord": 1, "storage": 2, "shardset": 3, "sources": 4, "prep": 4, "registry": 5,
-                   "engines": 6, "libsvm": 7, "text": 7, "cli": 8},
-    "bench": {"infra": 0, "core": 1, "report": 2, "commands": 3, "suite": 4, "cli": 5},
-}
-CONVERTERS_LAYERS = SUBPACKAGE_LAYERS["converters"]
-ROOMED = ("bench",)
-MAX_TOP_MODULES = 8
-MIN_ROOMS = 3
+CONVERTERS_LAYERS = {"util": 0, "tfrecord": 1, "storage": 2, "shardset": 3, "sources": 4, "prep": 4, "registry": 5,
+                     "engines": 6, "libsvm": 7, "text": 7, "cli": 8}
+PIPELINE_LAYERS = {"spec": 0, "remote": 1, "plan": 2, "graph": 3, "resume": 4}
+TOP = "(top)"   # the layer of a package's top modules named in TOPS
+# per package: its layers (a sub-package or top module -> rank) and the top modules that share one layer
+BENCH_LAYERS = {"infra": 0, "core": 1, "report": 2, "commands": 3, "suite": 4}
+LAYERS = {"converters": CONVERTERS_LAYERS, "pipeline": {**PIPELINE_LAYERS, TOP: 5}, "bench": {**BENCH_LAYERS, TOP: 5}}
+TOPS = {"pipeline": ("build", "describe", "training", "lint", "threads", "cli"), "bench": ("cli",)}
+# packages kept in rooms: most modules at the top (``__init__`` included), fewest sub-packages
+ROOMS = {"pipeline": {"max_top": 8, "min_subpackages": 3}, "bench": {"max_top": 8, "min_subpackages": 3}}
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 MAX_LINES = 450
 
 
@@ -92,28 +102,28 @@ GRAPH = {m: imports_of(m) for m in MODULES}
 
 
 def layer(module: str) -> tuple[int, str | None]:
-    """(package rank, its sub-package in ``SUBPACKAGE_LAYERS`` or None)."""
+    """(package rank, the module's layer inside its package or None: a sub-package, or TOP for a top module)."""
     parts = module.split(".")
     rank = PACKAGES.index(parts[0])
-    layers = SUBPACKAGE_LAYERS.get(parts[0], {})
-    sub = parts[1] if len(parts) > 1 and parts[1] in layers else None
-    return rank, sub
+    if parts[0] not in LAYERS or len(parts) < 2:
+        return rank, None
+    if parts[1] in TOPS.get(parts[0], ()):
+        return rank, TOP
+    return rank, parts[1] if parts[1] in LAYERS[parts[0]] and parts[1] != TOP else None
 
 
 def upward(src: str, dst: str) -> str | None:
     (rs, ss), (rd, sd) = layer(src), layer(dst)
-    if rd > rs:
-        return f"{src} imports {dst}: {PACKAGES[rd]} sits above {PACKAGES[rs]}"
     pkg = PACKAGES[rs]
-    if rs != rd or pkg not in SUBPACKAGE_LAYERS:
-        return None
-    layers = SUBPACKAGE_LAYERS[pkg]
-    if src != pkg and dst != pkg:
+    if rd > rs:
+        return f"{src} imports {dst}: {PACKAGES[rd]} sits above {pkg}"
+    if rs == rd and pkg in LAYERS and src != pkg and dst != pkg:
+        table = LAYERS[pkg]
         if ss is None or sd is None:
-            return f"{src} -> {dst}: every {pkg} module belongs to a layer {sorted(layers)}"
-        if ss != sd and layers[sd] >= layers[ss]:
+            return f"{src} -> {dst}: every {pkg} module belongs to a layer {sorted(table)}"
+        if ss != sd and table[sd] >= table[ss]:
             return f"{src} imports {dst}: {pkg}.{sd} is not below {pkg}.{ss}"
-    if dst == pkg and src != pkg:
+    if rs == rd and pkg in LAYERS and dst == pkg and src != pkg:
         return f"{src} imports the {pkg} package __init__ (import the defining module instead)"
     return None
 
@@ -124,7 +134,6 @@ def test_the_import_graph_is_not_empty():
     assert "converters.util.errors" in GRAPH["sharding.plan"]
     assert "converters.shardset.writer" in GRAPH["converters.prep.writer"]
     assert "converters.libsvm.block" in GRAPH["converters.libsvm.workers"]  # relative, inside a function too
-    assert "bench.infra.nvml" in GRAPH["bench.core.measure"]  # bench: relative, two levels, inside a function
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -188,6 +197,16 @@ def test_cycle_finder_finds_a_cycle(monkeypatch):
     ("converters.engines.beam", "converters.registry", False),
     ("converters.engines.beam", "converters.libsvm.job", True),
     ("converters.registry", "converters.engines.core", True),
+    ("pipeline.spec.pipelinespec", "pipeline.plan.readplan", True),      # the spec does no I/O and plans nothing
+    ("pipeline.spec.pipelinespec", "pipeline.spec.options", False),
+    ("pipeline.remote.stream", "pipeline.plan.readplan", True),
+    ("pipeline.plan.manifest", "pipeline.remote.stream", False),
+    ("pipeline.graph.weighted", "pipeline.resume.resumable", True),
+    ("pipeline.resume.resumable", "pipeline.graph.tail", False),
+    ("pipeline.resume.seek", "pipeline.build", True),
+    ("pipeline.describe", "pipeline.build", False),                       # the top modules share one layer
+    ("pipeline.build", "pipeline.resume.resumable", False),
+    ("pipeline.graph.parse", "pipeline", True),                           # the package __init__
     ("bench.core.measure", "bench.infra.nvml", False),
     ("bench.infra.nvml", "bench.core.measure", True),
     ("bench.core.compare", "bench.report.tables", True),
@@ -206,74 +225,157 @@ def test_module_size(module):
     assert lines <= MAX_LINES, f"{MODULES[module].relative_to(ROOT)} has {lines} lines: split it along its seams"
 
 
-# -- rooms: few modules at a package's top, its sub-packages named and documented ------------------------------
+# -- rooms: packages in sub-packages by concern -------------------------------------------------------------
 
-ARCHITECTURE = ROOT / "docs" / "architecture.md"
+def top_modules(pkg: str) -> list[str]:
+    return sorted(p.name for p in (ROOT / pkg).glob("*.py"))
 
 
-def tree_paths(markdown: str) -> set[str]:
-    """Paths drawn in a page's code blocks as indented trees (``bench/``, then ``  core/``, then
-    ``    measure.py   what it holds``): each line's first word, joined to the folders above it by indentation."""
-    found: set[str] = set()
-    in_block = False
-    stack: list[tuple[int, str]] = []
-    for line in markdown.splitlines():
-        if line.startswith("```"):
-            in_block, stack = not in_block, []
+def subpackages(pkg: str) -> list[str]:
+    return sorted(p.parent.name for p in (ROOT / pkg).glob("*/__init__.py"))
+
+
+@pytest.mark.parametrize("pkg", sorted(ROOMS))
+def test_few_modules_at_the_top(pkg):
+    top = top_modules(pkg)
+    assert len(top) <= ROOMS[pkg]["max_top"], f"{pkg}/ has {len(top)} top modules {top}: give them a room"
+    assert sorted(m[:-3] for m in top if m != "__init__.py") == sorted(TOPS.get(pkg, ())), \
+        f"the top modules of {pkg}/ and TOPS[{pkg!r}] differ"
+
+
+@pytest.mark.parametrize("pkg", sorted(ROOMS))
+def test_subpackages_have_a_layer_and_a_docstring(pkg):
+    subs = subpackages(pkg)
+    assert len(subs) >= ROOMS[pkg]["min_subpackages"], f"{pkg}/ has sub-packages {subs}"
+    assert sorted(subs) == sorted(k for k in LAYERS[pkg] if k != TOP), f"sub-packages of {pkg}/ and LAYERS differ"
+    for sub in subs:
+        doc = ast.get_docstring(ast.parse((ROOT / pkg / sub / "__init__.py").read_text()))
+        assert doc and len(doc.splitlines()) == 1, f"{pkg}/{sub}/__init__.py needs a one-line docstring"
+
+
+def room_of(module: str) -> str:
+    """A module's room: ``pkg.sub`` for a sub-package's module, else the module itself."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def room_cycle(pkg: str, graph: dict[str, set[str]] | None = None) -> list[str] | None:
+    """One import cycle between the rooms (sub-packages and top modules) of ``pkg``, or None."""
+    graph = GRAPH if graph is None else graph
+    edges: dict[str, set[str]] = {}
+    for src, dsts in graph.items():
+        if not src.startswith(pkg + "."):
             continue
-        if not in_block or not line.strip():
+        for dst in dsts:
+            a, b = room_of(src), room_of(dst)
+            if dst.startswith(pkg + ".") and a != b and not _own_reexport(src, dst):
+                edges.setdefault(a, set()).add(b)
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> list[str] | None:
+        state[n] = 1
+        for d in sorted(edges.get(n, ())):
+            if state.get(d) == 1:
+                return path[path.index(d):] + [d] if d in path else [n, d]
+            if d not in state and (found := visit(d, path + [d])):
+                return found
+        state[n] = 2
+        return None
+
+    for n in sorted(edges):
+        if n not in state and (found := visit(n, [n])):
+            return found
+    return None
+
+
+@pytest.mark.parametrize("pkg", sorted(ROOMS))
+def test_no_import_cycle_between_rooms(pkg):
+    cycle = room_cycle(pkg)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_room_cycle_finder_finds_one():
+    graph = {"pipeline.spec.options": {"pipeline.plan.readplan"}, "pipeline.plan.readplan": {"pipeline.spec.stage"},
+             "pipeline.spec.stage": set()}
+    cycle = room_cycle("pipeline", graph)
+    assert cycle is not None and set(cycle) == {"pipeline.spec", "pipeline.plan"} and cycle[0] == cycle[-1]
+    assert room_cycle("pipeline", {**graph, "pipeline.spec.options": set()}) is None
+
+
+def private_imports(module: str) -> list[str]:
+    """``from x import _y`` in ``module`` where ``x`` lives in another folder (another package's private name)."""
+    src = MODULES[module]
+    tree = ast.parse(src.read_text(), filename=str(src))
+    package = module if is_package(module) else module.rpartition(".")[0]
+    bad = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
             continue
-        indent = len(line) - len(line.lstrip())
-        word = line.split()[0]
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        path = "".join(name for _, name in stack) + word
-        found.add(path)
-        if word.endswith("/"):
-            stack.append((indent, word))
-    return found
+        if node.level:
+            base = package.split(".")
+            base = base[:len(base) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        owner = resolve(target)
+        if owner is None:
+            continue
+        folder = MODULES[owner].parent
+        for alias in node.names:
+            private = alias.name.startswith("_") and not alias.name.startswith("__")
+            if private and folder != src.parent:
+                bad.append(f"{module} imports {alias.name} from {owner}: make it public where it lives")
+    return bad
 
 
-def room_problems(pkg: str, modules: dict[str, pathlib.Path], documented: set[str]) -> list[str]:
-    """What keeps ``pkg`` from reading as a house: too many top modules, too few sub-packages, a sub-package
-    without a docstring or outside ``SUBPACKAGE_LAYERS``, a module no tree of the architecture page names."""
-    mods = {m: p for m, p in modules.items() if m == pkg or m.startswith(pkg + ".")}
-    top = sorted(m for m, p in mods.items() if m.count(".") <= 1 and p.name != "__init__.py" or m == pkg)
-    rooms = sorted(m for m, p in mods.items() if m.count(".") == 1 and p.name == "__init__.py")
-    problems = []
-    if len(top) > MAX_TOP_MODULES:
-        problems.append(f"{pkg}/ has {len(top)} modules at its top (at most {MAX_TOP_MODULES}): {top}")
-    if len(rooms) < MIN_ROOMS:
-        problems.append(f"{pkg}/ has {len(rooms)} sub-packages (at least {MIN_ROOMS})")
-    layers = SUBPACKAGE_LAYERS.get(pkg, {})
-    for room in rooms:
-        if room.split(".")[1] not in layers:
-            problems.append(f"{room} has no layer in SUBPACKAGE_LAYERS[{pkg!r}]")
-        if not ast.get_docstring(ast.parse(mods[room].read_text())):
-            problems.append(f"{room}/__init__.py has no docstring saying what lives there")
-    for m, p in sorted(mods.items()):
-        rel = p.relative_to(ROOT).as_posix()
-        if m in rooms:  # a sub-package is named by its folder
-            rel = rel.removesuffix("__init__.py")
-        if rel not in documented:
-            problems.append(f"{rel} is not named in docs/architecture.md")
-    return problems
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_of_another_package(module):
+    bad = private_imports(module)
+    assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("pkg", ROOMED)
-def test_rooms(pkg):
-    problems = room_problems(pkg, MODULES, tree_paths(ARCHITECTURE.read_text()))
-    assert not problems, "\n".join(problems)
+def test_private_import_check_sees_one(tmp_path, monkeypatch):
+    fake = tmp_path / "emit.py"
+    fake.write_text("from ..tfrecord.examples import _put_varint, __version__\nfrom .block import _x\n")
+    monkeypatch.setitem(MODULES, "converters.libsvm.fake", fake)
+    monkeypatch.setitem(MODULES, "converters.libsvm.block", tmp_path / "block.py")
+    assert private_imports("converters.libsvm.fake") == [
+        "converters.libsvm.fake imports _put_varint from converters.tfrecord.examples: make it public where it lives"]
 
 
-def test_room_check_sees_problems(tmp_path):
-    doc = "```\nbench/\n  __init__.py   api\n  core/\n    measure.py   x\n```\n"
-    assert tree_paths(doc) == {"bench/", "bench/__init__.py", "bench/core/", "bench/core/measure.py"}
-    flat = {"bench": ROOT / "bench" / "__init__.py",
-            **{f"bench.m{i}": ROOT / "bench" / f"m{i}.py" for i in range(MAX_TOP_MODULES)}}
-    problems = room_problems("bench", flat, {"bench/__init__.py"})
-    assert any("at most" in p for p in problems) and any("sub-packages" in p for p in problems)
-    assert any("bench/m0.py is not named" in p for p in problems)
+def documented_tree(pkg: str, text: str) -> set[str]:
+    """The file paths drawn in the ``## Inside `pkg/``` section's tree block (two spaces per level)."""
+    section = re.search(rf"^## Inside `{pkg}/`\n(.*?)(?=^## )", text, re.S | re.M)
+    assert section, f"docs/architecture.md has no '## Inside `{pkg}/`' section"
+    block = re.search(r"^```\n(.*?)^```", section.group(1), re.S | re.M)
+    assert block, f"the '## Inside `{pkg}/`' section has no tree block"
+    paths, stack = set(), []
+    for line in block.group(1).splitlines():
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        name = line.split()[0]
+        stack[depth:] = [name.rstrip("/")]
+        if name.endswith("/"):
+            paths.add("/".join(stack) + "/__init__.py")
+        else:
+            paths.add("/".join(stack))
+    return paths
+
+
+@pytest.mark.parametrize("pkg", sorted(ROOMS))
+def test_every_module_is_named_in_the_architecture_page(pkg):
+    drawn = documented_tree(pkg, ARCHITECTURE.read_text())
+    actual = {str(p.relative_to(ROOT)) for p in (ROOT / pkg).rglob("*.py")}
+    assert not actual - drawn, f"not in docs/architecture.md's tree of {pkg}/: {sorted(actual - drawn)}"
+    assert not drawn - actual, f"docs/architecture.md names {pkg} modules that do not exist: {sorted(drawn - actual)}"
+
+
+def test_the_tree_reader_reads_paths():
+    text = "## Inside `p/`\n\n```\np/\n  __init__.py   x\n  a/            y\n    b.py        z\n  c.py\n```\n\n## Next\n"
+    assert documented_tree("p", text) == {"p/__init__.py", "p/a/__init__.py", "p/a/b.py", "p/c.py"}
+
+
 OBJECT_READS = {"get_object", "download_file", "download_fileobj", "get_stream"}  # boto3 reads, and ours
 
 

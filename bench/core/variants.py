@@ -61,10 +61,6 @@ def _parse(spec):
     return parse_fn(spec.schema)
 
 
-def _ctype(spec) -> str:
-    return "GZIP" if spec.compression == "gzip" else ""
-
-
 def naive(manifest_path: str, batch_size: int, **kw: Any):
     import tensorflow as tf
 
@@ -78,7 +74,7 @@ def naive(manifest_path: str, batch_size: int, **kw: Any):
         d = tf.io.parse_single_example(x, fs)
         return (d, d.pop(label)) if label else d
 
-    return tf.data.TFRecordDataset(list(spec.files), _ctype(spec)).map(parse_one).batch(batch_size)
+    return tf.data.TFRecordDataset(list(spec.files), spec.compression_type).map(parse_one).batch(batch_size)
 
 
 def vectorized(manifest_path: str, batch_size: int, **kw: Any):
@@ -91,7 +87,7 @@ def sequential_batch_parse_prefetch(manifest_path: str, batch_size: int, **kw: A
     import tensorflow as tf
 
     spec = _manifest(manifest_path)
-    ds = tf.data.TFRecordDataset(list(spec.files), _ctype(spec), _BUFFER).batch(batch_size)
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).batch(batch_size)
     return ds.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
@@ -99,7 +95,7 @@ def map_and_batch_vectorized(manifest_path: str, batch_size: int, **kw: Any):
     import tensorflow as tf
 
     spec = _manifest(manifest_path)
-    ds = tf.data.TFRecordDataset(list(spec.files), _ctype(spec), _BUFFER).batch(batch_size)
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).batch(batch_size)
     ds = ds.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
     return ds.prefetch(tf.data.AUTOTUNE)
 
@@ -108,7 +104,7 @@ def parallel_reads_autotune(manifest_path: str, batch_size: int, **kw: Any):
     import tensorflow as tf
 
     spec = _manifest(manifest_path)
-    ds = tf.data.TFRecordDataset(list(spec.files), _ctype(spec), _BUFFER, num_parallel_reads=tf.data.AUTOTUNE)
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER, num_parallel_reads=tf.data.AUTOTUNE)
     return ds.batch(batch_size).map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
@@ -116,7 +112,7 @@ def interleave_per_file_batched(manifest_path: str, batch_size: int, **kw: Any):
     import tensorflow as tf
 
     spec = _manifest(manifest_path)
-    ctype = _ctype(spec)
+    ctype = spec.compression_type
     cycle = kw.get("cycle_length") or max(1, min(len(spec.files), spec.cores))
     ds = tf.data.Dataset.from_tensor_slices(list(spec.files)).interleave(
         lambda f: tf.data.TFRecordDataset(f, ctype, _BUFFER).batch(batch_size), cycle_length=cycle,
@@ -137,7 +133,7 @@ def cache_after_parse(manifest_path: str, batch_size: int, **kw: Any):
     import tensorflow as tf
 
     spec = _manifest(manifest_path)
-    ds = tf.data.TFRecordDataset(list(spec.files), _ctype(spec), _BUFFER).batch(batch_size)
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).batch(batch_size)
     ds = ds.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).cache().repeat(kw.get("epochs", 2))
     return ds.prefetch(tf.data.AUTOTUNE)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, frame_into, load_u64
-from ..tfrecord.examples import _put_varint, _varint_len
+from ..tfrecord.examples import put_varint, varint_len
 from ..util.jit import njit
 
 __all__ = ["serialize_fixed", "max_record_bytes"]
@@ -67,7 +67,7 @@ def max_record_bytes(keys: tuple[str, str, str], field_size: int) -> int:
 def _vlen(v):
     if 0 <= v < 2097152:  # the common ids: no loop
         return 1 if v < 128 else 2 if v < 16384 else 3
-    return _varint_len(v)
+    return varint_len(v)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -83,7 +83,7 @@ def _put(out, q, v):
         out[q + 1] = np.uint8(((v >> 7) & 0x7F) | 0x80)
         out[q + 2] = np.uint8(v >> 14)
         return q + 3
-    return _put_varint(out, q, v)
+    return put_varint(out, q, v)
 
 
 @njit(cache=True, nogil=True, inline="always")

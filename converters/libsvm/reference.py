@@ -27,9 +27,6 @@ class LineError(ValueError):
 # Python reference (exact by construction): used for the lines the kernel hands over, and by the tests.
 
 
-_PY_WS = b" \t\r\x0b\x0c\n"
-
-
 def parse_line(line: bytes, opts: ParseOptions) -> tuple[float, list[int], list[float], bool] | None:
     """Parse one line (without its newline) into a fixed-width row. Returns None for a blank/comment-only
     line, else ``(label32, ids, values32, unordered)`` with ids shifted by the index base and padded/truncated

@@ -29,8 +29,6 @@ _BIN_SHIFT = np.uint64(48)         # top 16 bits of a key select its histogram b
 _CHUNK = 1 << 20                   # records per streamed chunk
 
 
-_bits = label_bits
-
 
 @dataclass(frozen=True)
 class BalanceOptions:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..util.jit import intrinsic, njit
 
-__all__ = ["CRC_TABLE", "crc32c", "masked_crc32c", "frame_into", "frame_size", "FRAME_OVERHEAD", "HARDWARE_CRC",
+__all__ = ["CRC_TABLE", "crc32c", "masked_crc32c", "frame_into", "FRAME_OVERHEAD", "HARDWARE_CRC",
            "read_header"]
 
 FRAME_OVERHEAD = 16  # bytes of framing per TFRecord record
@@ -183,10 +183,6 @@ def _frame_many(table, data, offsets, out):
         out[pos + 12:pos + 12 + ln] = data[a:b]
         pos = frame_into(table, out, pos, pos + 12, ln)
     return pos
-
-
-def frame_size(payload_len: int) -> int:
-    return payload_len + FRAME_OVERHEAD
 
 
 def crc32c(data: bytes | np.ndarray) -> int:

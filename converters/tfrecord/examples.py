@@ -19,10 +19,11 @@ from ..util.jit import njit
 from .crc import CRC_TABLE, FRAME_OVERHEAD, frame_into
 from .schema import FeatureSpec, Schema
 
-__all__ = ["FeatureSpec", "Schema", "serialize_batch", "varint_lengths", "column_payloads", "framed_lengths"]
+__all__ = ["FeatureSpec", "Schema", "serialize_batch", "varint_lengths", "column_payloads", "framed_lengths", "varint_len",
+           "put_varint"]
 
 @njit(cache=True, nogil=True)
-def _varint_len(v):
+def varint_len(v):
     if v < 0:
         return 10
     n = 1
@@ -33,7 +34,7 @@ def _varint_len(v):
 
 
 @njit(cache=True, nogil=True)
-def _put_varint(out, pos, v):
+def put_varint(out, pos, v):
     u = np.uint64(v)
     while u >= np.uint64(128):
         out[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
@@ -46,7 +47,7 @@ def _put_varint(out, pos, v):
 @njit(cache=True, nogil=True, inline="always")
 def _list_len(p):
     """FloatList/Int64List: one packed field 1, omitted when empty (as protobuf does)."""
-    return 0 if p == 0 else 1 + _varint_len(p) + p
+    return 0 if p == 0 else 1 + varint_len(p) + p
 
 
 @njit(cache=True, nogil=True)
@@ -67,20 +68,20 @@ def _sizes(ints, vints, vsplits, kinds, starts, ends, keylens, n):
             elif kind == 0:
                 p = 0
                 for c in range(starts[f], ends[f]):
-                    p += _varint_len(ints[r, c])
+                    p += varint_len(ints[r, c])
             elif kind == 3:
                 p = 4 * (vsplits[starts[f], r + 1] - vsplits[starts[f], r])
             else:
                 p = 0
                 for c in range(vsplits[starts[f], r], vsplits[starts[f], r + 1]):
-                    p += _varint_len(vints[c])
+                    p += varint_len(vints[c])
             payload[r, f] = p
             lst = _list_len(p)
-            feat = 1 + _varint_len(lst) + lst       # Feature: oneof field 2 (float) or 3 (int64)
-            entry = 1 + _varint_len(keylens[f]) + keylens[f] + 1 + _varint_len(feat) + feat
-            total += 1 + _varint_len(entry) + entry  # Features.feature map entry, field 1
+            feat = 1 + varint_len(lst) + lst       # Feature: oneof field 2 (float) or 3 (int64)
+            entry = 1 + varint_len(keylens[f]) + keylens[f] + 1 + varint_len(feat) + feat
+            total += 1 + varint_len(entry) + entry  # Features.feature map entry, field 1
         features[r] = total
-        ex[r] = 1 + _varint_len(total) + total      # Example.features, field 1
+        ex[r] = 1 + varint_len(total) + total      # Example.features, field 1
     return ex, features, payload
 
 
@@ -94,43 +95,43 @@ def _write(table, ints, fbytes, vints, vfbytes, vsplits, kinds, starts, ends, ke
         data_start = pos + 12
         q = data_start
         out[q] = 0x0A
-        q = _put_varint(out, q + 1, features[r])
+        q = put_varint(out, q + 1, features[r])
         for f in range(nf):
             p = payload[r, f]
             kind = kinds[f]
             klen = keyoffs[f + 1] - keyoffs[f]
             lst = _list_len(p)
-            feat = 1 + _varint_len(lst) + lst
-            entry = 1 + _varint_len(klen) + klen + 1 + _varint_len(feat) + feat
+            feat = 1 + varint_len(lst) + lst
+            entry = 1 + varint_len(klen) + klen + 1 + varint_len(feat) + feat
             out[q] = 0x0A
-            q = _put_varint(out, q + 1, entry)
+            q = put_varint(out, q + 1, entry)
             out[q] = 0x0A
-            q = _put_varint(out, q + 1, klen)
+            q = put_varint(out, q + 1, klen)
             for k in range(klen):
                 out[q + k] = keys[keyoffs[f] + k]
             q += klen
             out[q] = 0x12
-            q = _put_varint(out, q + 1, feat)
+            q = put_varint(out, q + 1, feat)
             out[q] = 0x12 if kind == 1 or kind == 3 else 0x1A
-            q = _put_varint(out, q + 1, lst)
+            q = put_varint(out, q + 1, lst)
             if p == 0:
                 continue
             out[q] = 0x0A
-            q = _put_varint(out, q + 1, p)
+            q = put_varint(out, q + 1, p)
             if kind == 1:
                 b0 = 4 * starts[f]
                 out[q:q + p] = fbytes[r, b0:b0 + p]
                 q += p
             elif kind == 0:
                 for c in range(starts[f], ends[f]):
-                    q = _put_varint(out, q, ints[r, c])
+                    q = put_varint(out, q, ints[r, c])
             elif kind == 3:
                 b0 = 4 * vsplits[starts[f], r]
                 out[q:q + p] = vfbytes[b0:b0 + p]
                 q += p
             else:
                 for c in range(vsplits[starts[f], r], vsplits[starts[f], r + 1]):
-                    q = _put_varint(out, q, vints[c])
+                    q = put_varint(out, q, vints[c])
         pos = frame_into(table, out, pos, data_start, q - data_start)
     return pos
 
@@ -240,7 +241,7 @@ def _row_varint_bytes(a):
     for r in range(n):
         total = 0
         for c in range(k):
-            total += _varint_len(a[r, c])
+            total += varint_len(a[r, c])
         out[r] = total
     return out
 

@@ -15,14 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.cachepolicy import cache_dataset, choose_cache
+from ..plan.readplan import AUTOTUNE
 from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
-from .parse import spec_parse_fn
+from .tail import graph_tail, tail_stages
 
-__all__ = ["weighted_stages", "build_weighted", "epoch_steps"]
+__all__ = ["weighted_stages", "build_weighted", "sampled_epoch_steps"]
 
 
-def epoch_steps(spec: PipelineSpecBase) -> int | None:
+def sampled_epoch_steps(spec: PipelineSpecBase) -> int | None:
     """Batches in one epoch of a weighted group (see the module docstring)."""
     if spec.steps is not None:
         return spec.steps
@@ -44,7 +45,7 @@ def weighted_stages(spec: PipelineSpecBase) -> list[Stage]:
     """The stages ``build_weighted`` builds, with settings and reasons (pure)."""
     parts = _parts(spec)
     policy, path, why = choose_cache(spec)
-    steps = epoch_steps(spec)
+    steps = sampled_epoch_steps(spec)
     return [
         Stage("source", True, {"mode": "file", "parts": len(parts), "files": [len(f) for f, _ in parts],
                                "read": "sequential per part", "compression": spec.compression},
@@ -62,10 +63,7 @@ def weighted_stages(spec: PipelineSpecBase) -> list[Stage]:
               "batch before parse: one vectorized parse call per batch"),
         Stage("take", steps is not None, {"steps_per_epoch": steps, "epochs": spec.epochs or "forever"},
               "an epoch holds as many records as the group (per rank); the stream itself never ends"),
-        Stage("parse", spec.parse, {"fn": "tf.io.parse_example", "num_parallel_calls": "AUTOTUNE",
-                                    "output": spec.output}, "vectorized parse from the manifest's schema"),
-        Stage("prefetch", spec.prefetch != 0, {"buffer": "AUTOTUNE" if spec.prefetch is None else spec.prefetch},
-              "last: overlaps input with the training step"),
+        *tail_stages(spec, calls=AUTOTUNE, deterministic=spec.deterministic),
     ]
 
 
@@ -73,7 +71,7 @@ def build_weighted(spec: PipelineSpecBase) -> Any:
     """The tf.data graph for a spec with ``part_weights``."""
     import tensorflow as tf
 
-    ctype = "GZIP" if spec.compression == "gzip" else ""
+    ctype = spec.compression_type
     datasets, weights = [], []
     for k, (files, weight) in enumerate(_parts(spec)):
         ds = tf.data.TFRecordDataset(list(files), ctype, spec.buffer_size)
@@ -87,11 +85,7 @@ def build_weighted(spec: PipelineSpecBase) -> Any:
     if spec.shuffle_buffer:
         ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
     ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
-    steps = epoch_steps(spec)
+    steps = sampled_epoch_steps(spec)
     if steps is not None and spec.epochs is not None:
         ds = ds.take(steps * spec.epochs)
-    if spec.parse:
-        ds = ds.map(spec_parse_fn(spec), num_parallel_calls=tf.data.AUTOTUNE, deterministic=spec.deterministic)
-    if spec.prefetch != 0:
-        ds = ds.prefetch(tf.data.AUTOTUNE if spec.prefetch is None else spec.prefetch)
-    return ds
+    return graph_tail(ds, spec, calls=AUTOTUNE, deterministic=spec.deterministic)

@@ -311,7 +311,7 @@ def stream_source(spec, config, shuffle_files: bool):
     check_cache_limit(opts, [s.bytes for s in opts.shards], width)
     stream = ShardStream(opts, width=width, seed=spec.seed, shuffle=shuffle_files)
     stream.storage  # noqa: B018 - opened now (credentials, client) rather than on the first shard's clock
-    ctype = "GZIP" if spec.compression == "gzip" else ""
+    ctype = spec.compression_type
     batched = config.read == "interleave"
     chunk = config.chunk_records or spec.batch_size
 

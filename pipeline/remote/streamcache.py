@@ -40,8 +40,7 @@ from converters.util.units import format_size
 
 from ..spec.streamopts import CACHE_SUBDIR
 
-__all__ = ["ShardCache", "Acquired", "cache_bytes", "CACHE_SUBDIR", "PART_PREFIX",
-           "partial_files"]
+__all__ = ["ShardCache", "Acquired", "CACHE_SUBDIR", "PART_PREFIX"]
 
 log = logging.getLogger(__name__)
 
@@ -91,24 +90,6 @@ def _digest_regular(path: str) -> tuple[int, str] | None:
             sha.update(chunk)
             n += len(chunk)
         return n, sha.hexdigest()
-
-
-def cache_bytes(cache_dir: str) -> int:
-    """Bytes of all regular files under ``cache_dir`` (what a disk-usage check sees, directories aside)."""
-    total = 0
-    for root, _, files in os.walk(cache_dir):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, f)).st_size
-    return total
-
-
-def partial_files(cache_dir: str) -> list[str]:
-    """Names of the downloads in progress (or left by dead readers) in a cache directory."""
-    try:
-        return sorted(n for n in os.listdir(os.path.join(cache_dir, CACHE_SUBDIR, "data")) if n.startswith(PART_PREFIX))
-    except FileNotFoundError:
-        return []
 
 
 @dataclass

@@ -18,9 +18,9 @@ from typing import Any
 from converters.util.fs import write_atomic
 from converters.util.safe_json import read_bounded_json
 
-from .state import MAX_STATE_BYTES, input_state, resume_position
+from .state import MAX_STATE_BYTES, input_state
 
-__all__ = ["STATE_FILE", "save_input_state", "restore_input_state", "InputStateCallback", "fit_calls"]
+__all__ = ["STATE_FILE", "save_input_state", "restore_input_state", "InputStateCallback"]
 
 STATE_FILE = "input_state.json"
 
@@ -98,43 +98,3 @@ def InputStateCallback(spec, directory: str | os.PathLike, *, start: dict | None
     return _callback_class()(spec, directory, start, save_freq)
 
 
-def _count(name: str, value: Any, least: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    return value
-
-
-def fit_calls(spec, state: dict | None, *, epochs: int, steps_per_epoch: int) -> list[dict[str, Any]]:
-    """The ``model.fit(**call, callbacks=...)`` calls that train Keras epochs ``0 .. epochs - 1`` of
-    ``steps_per_epoch`` steps each, going on from ``state`` (``None``: a first run) — exactly the steps and
-    batches the uninterrupted run has left, whatever step the state was saved at.
-
-    Each call is ``{"x": dataset, "epochs", "initial_epoch", "steps_per_epoch"}``. A state saved at an epoch
-    end (or none) makes one call. A state saved ``k`` steps into Keras epoch ``e`` (``save_freq`` not a multiple
-    of ``steps_per_epoch``) makes two: epoch ``e``'s other ``steps_per_epoch - k`` steps as a short epoch of its
-    own, then epochs ``e + 1 ..`` from the state after it; so epoch ends (and what runs there: epoch-end
-    checkpoints, schedules, logs) fall on the uninterrupted run's steps. ``initial_epoch = steps //
-    steps_per_epoch`` alone would train the partial epoch again on new batches. No call once all steps are
-    done. Give every call the same callbacks: ``InputStateCallback`` and ``ModelCheckpoint`` count steps
-    across calls. Use ``epochs=None`` in the spec, so the data outlasts any number of Keras epochs."""
-    from .build import build_dataset
-
-    _count("epochs", epochs, 0)
-    _count("steps_per_epoch", steps_per_epoch, 1)
-    done = 0
-    if state is not None:
-        resume_position(spec, state)        # refuses a state of another set, seed, ... before any call
-        done = state["steps"]
-    epoch, into = divmod(done, steps_per_epoch)
-    calls: list[dict[str, Any]] = []
-    if epoch >= epochs:
-        return calls
-    if into:
-        rest = steps_per_epoch - into
-        calls.append({"x": build_dataset(spec, resume=state), "epochs": epoch + 1, "initial_epoch": epoch,
-                      "steps_per_epoch": rest})
-        state, epoch = input_state(spec, rest, start=state), epoch + 1
-    if epoch < epochs:
-        calls.append({"x": build_dataset(spec, resume=state), "epochs": epochs, "initial_epoch": epoch,
-                      "steps_per_epoch": steps_per_epoch})
-    return calls

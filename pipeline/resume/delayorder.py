@@ -29,7 +29,7 @@ scan goes on from chunk ``m`` and ``P - count(m)`` records of its output are dro
 """
 from __future__ import annotations
 
-__all__ = ["chunk_size", "max_delay", "delay_key", "range_keys", "chunk_keys", "delay_order", "resume_point"]
+__all__ = ["chunk_size", "max_delay", "delay_key", "range_keys", "delay_order", "resume_point"]
 
 CHUNKS_PER_BUFFER = 2      # c = B / 2: the unit of the keys and of a resume (a multiple of it is a step)
 STEP_CHUNKS = 2            # chunks a scan step takes in (s = 2c ≈ B): 1.15-1.45x the records per CPU-second of 1
@@ -71,11 +71,6 @@ def range_keys(key, first_chunk, chunks, buffer: int, total):
     r = tf.minimum(tf.cast(float(buffer) * z * z, tf.int64), max_delay(buffer) - 1)     # >= 0: cast = floor
     i = tf.reshape(q * c + tf.range(tf.shape(z, out_type=tf.int64)[0] * c, dtype=tf.int64), [-1, c])
     return tf.minimum(i + r, tf.cast(total, tf.int64) - 1)
-
-
-def chunk_keys(key, chunk, n, buffer: int, total):
-    """Keys of the first ``n`` records of chunk ``chunk`` (int64 ``[n]``; a short last chunk takes a prefix)."""
-    return range_keys(key, chunk, 1, buffer, total)[0, :n]
 
 
 def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, rebuild_chunk=0):

@@ -8,7 +8,7 @@ file mapped in memory: it touches only the headers, so a file of big records cos
 and no Python runs per record. (Shards are never rewritten in place: like any memory map, one truncated by
 another process during its walk would fault this one.)
 
-``ensure_index`` computes an index once and caches it under ``cache_dir()`` (``$TFPIPE_CACHE/offsets``, else
+``ensure_index`` computes an index once and caches it under ``index_dir()`` (``$TFPIPE_CACHE/offsets``, else
 ``~/.cache/tfpipe/offsets``), keyed by the shard's sha256 from the manifest when known (the same bytes have the
 same index wherever they lie: ``tfpipe pipeline offsets SET`` and a resume both look it up so), else by absolute
 path, size and mtime; written atomically (temp, fsync, rename). A cache file holds the offsets and a trailer:
@@ -40,7 +40,7 @@ from converters.util.errors import IntegrityError
 from converters.util.fs import NotRegularFileError, file_kind, is_sha256, open_regular, write_atomic
 from converters.util.system import cache_root
 
-__all__ = ["OFFSET_BYTES", "TRAILER_BYTES", "IndexResult", "cache_dir", "index_path", "has_cached_index",
+__all__ = ["OFFSET_BYTES", "TRAILER_BYTES", "IndexResult", "index_dir", "index_path", "has_cached_index",
            "compute_offsets", "encode_index", "ensure_index", "offset_of", "masked_length_crc"]
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class IndexResult:
     offsets: np.ndarray = field(compare=False, repr=False)
 
 
-def cache_dir() -> str:
+def index_dir() -> str:
     """Where indexes are cached: ``$TFPIPE_CACHE/offsets``, else ``~/.cache/tfpipe/offsets``."""
     return os.path.join(cache_root(), "offsets")
 
@@ -80,7 +80,7 @@ def index_path(path: str, *, sha256: str | None = None, directory: str | None = 
                st: os.stat_result | None = None) -> str:
     """The cache file of ``path``'s index: named by ``sha256`` (the shard's, from its manifest) when given,
     else by a hash of the absolute path, size and mtime (a rewritten file gets a new name)."""
-    directory = directory if directory is not None else cache_dir()
+    directory = directory if directory is not None else index_dir()
     if sha256 is not None:
         if not is_sha256(sha256):
             raise ValueError(f"sha256 must be 64 lowercase hex digits (the manifest's), got {sha256!r}")

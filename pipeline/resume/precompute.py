@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from converters.util.checks import as_int
 from converters.util.errors import IntegrityError, TfpipeError
 
-from .offsets import OFFSET_BYTES, cache_dir, ensure_index
+from .offsets import OFFSET_BYTES, index_dir, ensure_index
 
 __all__ = ["OffsetsReport", "index_offsets", "format_offsets_report"]
 
@@ -43,7 +43,7 @@ class OffsetsReport:
     gzip: int
     index_bytes: int
     seconds: float
-    cache_dir: str
+    index_dir: str
 
     def to_json(self) -> dict:
         return {**asdict(self), "seconds": round(self.seconds, 3)}
@@ -52,7 +52,7 @@ class OffsetsReport:
 def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
                   directory: str | None = None) -> OffsetsReport:
     """Index every shard of the local shard set ``set_path`` (a directory or its ``index.json``) into the
-    offsets cache (``directory``, default ``pipeline.resume.offsets.cache_dir()``), ``workers`` shards at a time.
+    offsets cache (``directory``, default ``pipeline.resume.offsets.index_dir()``), ``workers`` shards at a time.
     A shard that is not a regular file of its manifest's size, is damaged or has another record count is one
     warning naming it; the others are indexed, then an ``IntegrityError`` says how many were left out."""
     from converters.shardset.reader import read_manifest
@@ -63,7 +63,7 @@ def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
     if is_s3(str(set_path)) or "://" in str(set_path):
         raise TfpipeError(f"{set_path}: record offsets are indexed for the files of a local set: give the set's "
                           "local directory")
-    directory = directory if directory is not None else cache_dir()
+    directory = directory if directory is not None else index_dir()
     start = time.perf_counter()
     manifest = read_manifest(set_path)
     shards = list(zip(manifest.shards, manifest.shard_paths()))
@@ -125,6 +125,6 @@ def format_offsets_report(r: OffsetsReport) -> str:
                      + (f", {r.uncached} computed but not cached (the cache directory cannot be written)"
                         if r.uncached else "")
                      + f" in {r.seconds:.2f} s")
-        lines.append(f"  cache {os.path.abspath(r.cache_dir)} ({format_size(r.index_bytes)} of indexes for this set, "
+        lines.append(f"  cache {os.path.abspath(r.index_dir)} ({format_size(r.index_bytes)} of indexes for this set, "
                      "8 bytes a record)")
     return "\n".join(lines)

@@ -16,17 +16,17 @@ middle only through :func:`enter`. Those records refill the delay order's waitin
 emits from the position's chunk on. Later epochs are one generic graph over the epoch number. Everything runs
 in tf.data ops: nothing in Python per record.
 
-A streamed remote set reads the same order through ``pipeline.resume.state.resumestream`` (its shards fetched in that
+A streamed remote set reads the same order through ``pipeline.resume.resumestream`` (its shards fetched in that
 order, from the entry point on); a balanced group (``label_weights``) is one endless sampled stream of its
-parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.state.resumeweighted``).
+parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.resumeweighted``).
 """
 from __future__ import annotations
 
-from ..graph.parse import spec_parse_fn
+from ..graph.tail import graph_tail, tail_stages
 from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
 from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point
-from .state import check_resumable, epoch_records, epoch_steps, locate, resume_position, steps_for
+from .state import check_resumable, epoch_records, order_epoch_steps, locate, resume_position, steps_for
 from .seek import seek_pays
 from .resumeweighted import BLOCK_KEY, block_size, part_counts, part_spec, sampled_stages, sampled_steps
 
@@ -77,7 +77,7 @@ def _file_order(spec, e):
 
 
 def _io(spec):
-    return ("GZIP" if spec.compression == "gzip" else ""), (spec.buffer_size or DEFAULT_BUFFER_BYTES)
+    return spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
 
 
 def _batches(spec, recs, steps):
@@ -204,18 +204,17 @@ def build_resumable(spec, resume: dict | None = None):
     """The resumable graph for ``spec`` (from the start, or from the input state ``resume``)."""
     check_resumable(spec)
     e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
-    if spec.part_weights:           # a group read balanced: one endless sampled stream (pipeline.resume.state.resumeweighted)
+    if spec.part_weights:           # a group read balanced: one endless sampled stream (resume.resumeweighted)
         ds = sampled_batches(spec, e0, pos)
     else:
         last = spec.epochs if spec.epochs is not None else 1 << 62
-        ds = _epochs(spec, e0, pos, last, steps_for(spec, epoch_records(spec) - pos), epoch_steps(spec))
-    if spec.parse:
-        calls = AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
-        # always in order: deterministic=False could swap batches, and a resume must find them where they were
-        ds = ds.map(spec_parse_fn(spec), num_parallel_calls=calls, deterministic=True)
-    if spec.prefetch != 0:
-        ds = ds.prefetch(AUTOTUNE if spec.prefetch is None else spec.prefetch)
-    return ds
+        ds = _epochs(spec, e0, pos, last, steps_for(spec, epoch_records(spec) - pos), order_epoch_steps(spec))
+    # parse always in order: deterministic=False could swap batches, and a resume must find them where they were
+    return graph_tail(ds, spec, calls=_parse_calls(spec), deterministic=True)
+
+
+def _parse_calls(spec) -> int:
+    return AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
 
 
 def resumable_stages(spec) -> list[Stage]:
@@ -229,7 +228,7 @@ def resumable_stages(spec) -> list[Stage]:
     if spec.stream is not None:
         from types import SimpleNamespace
 
-        from .stream import stream_stage
+        from ..remote.stream import stream_stage
 
         stream = [stream_stage(spec, SimpleNamespace(read="sequential", parallelism=1), shuffle)]
     return [
@@ -251,11 +250,8 @@ def resumable_stages(spec) -> list[Stage]:
         Stage("shard", n > 1, {"num_shards": n, "index": spec.shard_index},
               "rank i takes batches i, i+n, ... of the global order: positions are global" if n > 1
               else "single rank"),
-        Stage("take", True, {"steps": epoch_steps(spec)}, "steps per epoch from the global order"),
+        Stage("take", True, {"steps": order_epoch_steps(spec)}, "steps per epoch from the global order"),
         Stage("cache", False, {"policy": "none"}, "resumable order reads the files every epoch"),
-        Stage("parse", spec.parse, {"fn": "tf.io.parse_example"}, "vectorized parse from the manifest's schema"),
-        Stage("repeat", spec.epochs != 1, {"epochs": spec.epochs if spec.epochs else "forever"},
-              "one order per epoch, from (seed, epoch)"),
-        Stage("prefetch", spec.prefetch != 0, {"buffer": "AUTOTUNE" if spec.prefetch is None else spec.prefetch},
-              "last: overlaps input with the training step"),
+        *tail_stages(spec, calls=_parse_calls(spec), deterministic=True,
+                     repeat_why="one order per epoch, from (seed, epoch)"),
     ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .state import epoch_records, epoch_steps, steps_for
+from .state import epoch_records, order_epoch_steps, steps_for
 from ..spec.stage import Stage
 
 __all__ = ["BLOCK_KEY", "block_size", "part_counts", "part_spec", "sampled_steps", "sampled_stages"]
@@ -75,7 +75,7 @@ def sampled_steps(spec, e0: int, pos: int) -> int:
         return -1
     if e0 >= spec.epochs:
         return 0
-    return steps_for(spec, epoch_records(spec) - pos) + (spec.epochs - e0 - 1) * epoch_steps(spec)
+    return steps_for(spec, epoch_records(spec) - pos) + (spec.epochs - e0 - 1) * order_epoch_steps(spec)
 
 
 def sampled_stages(spec) -> list[Stage]:
@@ -99,7 +99,7 @@ def sampled_stages(spec) -> list[Stage]:
               "full batches of the endless stream"),
         Stage("shard", n > 1, {"num_shards": n, "index": spec.shard_index},
               "rank i takes batches i, i+n, ... of the stream" if n > 1 else "single rank"),
-        Stage("take", True, {"steps_per_epoch": epoch_steps(spec), "epochs": spec.epochs or "forever"},
+        Stage("take", True, {"steps_per_epoch": order_epoch_steps(spec), "epochs": spec.epochs or "forever"},
               "an epoch holds as many records as the group (per rank), in full batches"),
         Stage("parse", spec.parse, {"fn": "tf.io.parse_example"}, "vectorized parse from the manifest's schema"),
         Stage("prefetch", spec.prefetch != 0, {"buffer": "AUTOTUNE" if spec.prefetch is None else spec.prefetch},

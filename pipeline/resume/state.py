@@ -27,7 +27,7 @@ from ..plan.rankplan import plan_fingerprint
 from ..spec.options import ResumeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "RESUME_LIMITS", "check_resumable",
-           "fingerprint", "plan_fingerprint", "global_batch", "epoch_records", "steps_for", "epoch_steps", "input_state",
+           "fingerprint", "plan_fingerprint", "global_batch", "epoch_records", "steps_for", "order_epoch_steps", "input_state",
            "resume_position", "advance", "locate"]
 
 STATE_FORMAT = "tfpipe.input_state/1"
@@ -77,8 +77,8 @@ def check_resumable(spec) -> None:
     if spec.steps is None and spec.num_shards > 1 and epoch_records(spec) < global_batch(spec):
         raise ResumeError(f"an epoch of {epoch_records(spec)} records is less than one global batch "
                           f"({spec.batch_size} x {spec.num_shards} ranks)")
-    if spec.resuming.plan_fingerprint and spec.steps is not None and epoch_steps(spec) < spec.steps:
-        raise ResumeError(f"this rank's {sum(spec.file_records)} records make {epoch_steps(spec)} steps per epoch, "
+    if spec.resuming.plan_fingerprint and spec.steps is not None and order_epoch_steps(spec) < spec.steps:
+        raise ResumeError(f"this rank's {sum(spec.file_records)} records make {order_epoch_steps(spec)} steps per epoch, "
                           f"fewer than the plan's {spec.steps}: a plan with remainder='pad' repeats a rank's records "
                           f"to fill its steps, which the resumable order does not; plan with remainder='drop'")
 
@@ -126,7 +126,7 @@ def steps_for(spec, remaining: int) -> int:
     return -(-remaining // spec.batch_size)
 
 
-def epoch_steps(spec) -> int:
+def order_epoch_steps(spec) -> int:
     """Steps in a whole epoch."""
     return steps_for(spec, epoch_records(spec))
 
@@ -139,7 +139,7 @@ def advance(spec, steps: int, start: tuple[int, int] = (0, 0)) -> tuple[int, int
     if steps < first:
         return epoch, pos + steps * global_batch(spec)
     steps -= first
-    per_epoch = epoch_steps(spec)
+    per_epoch = order_epoch_steps(spec)
     if per_epoch == 0:
         raise ResumeError(f"an epoch of {epoch_records(spec)} records makes no step of {global_batch(spec)}")
     return epoch + 1 + steps // per_epoch, (steps % per_epoch) * global_batch(spec)

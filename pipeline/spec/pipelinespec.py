@@ -8,6 +8,7 @@ The public ``pipeline.PipelineSpec`` is this class plus its constructor from a s
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -40,12 +41,12 @@ if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so 
     from converters.tfrecord.schema import Schema
 
 __all__ = ["PipelineSpecBase", "MODES", "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS",
-           "TUNE_POLICIES", "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "equal_steps",
+           "TUNE_POLICIES", "DEFAULT_PIPE_DIR", "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "smallest_rank_steps",
            "SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
            "ParsingOptions", "ResumeOptions"]
 
 
-def equal_steps(records: int, num_shards: int, batch_size: int, drop_remainder: bool) -> int:
+def smallest_rank_steps(records: int, num_shards: int, batch_size: int, drop_remainder: bool) -> int:
     """Steps per epoch every rank can run under record-level ``shard(n, i)``: the smallest rank's count."""
     smallest = records // num_shards
     return smallest // batch_size if drop_remainder else -(-smallest // batch_size)
@@ -148,13 +149,24 @@ class PipelineSpecBase:
         return shard_count(self.records, self.num_shards, self.shard_index)
 
     @property
-    def epoch_steps(self) -> int | None:
+    def take_steps(self) -> int | None:
         """The per-epoch ``take(steps)``: explicit ``steps``, or equal steps across ranks when sharded."""
         if self.steps is not None:
             return self.steps
         if self.num_shards > 1 and self.equal_steps and self.records is not None:
-            return equal_steps(self.records, self.num_shards, self.batch_size, self.drop_remainder)
+            return smallest_rank_steps(self.records, self.num_shards, self.batch_size, self.drop_remainder)
         return None
+
+    @property
+    def epoch_steps(self) -> int | None:
+        """The old name of :attr:`take_steps` (hidden: it also named two other step counts); warns."""
+        warnings.warn("spec.epoch_steps is now spec.take_steps", DeprecationWarning, stacklevel=2)
+        return self.take_steps
+
+    @property
+    def compression_type(self) -> str:
+        """The ``compression_type`` a ``TFRecordDataset`` of this set's files takes: ``"GZIP"`` or ``""``."""
+        return "GZIP" if self.compression == "gzip" else ""
 
     def with_(self, **changes: Any) -> "PipelineSpecBase":
         """A copy with some options changed (flat names or whole groups; validated again)."""

@@ -78,7 +78,7 @@ def test_equal_steps_per_rank(data, ranks):
         steps.append(len(batches))
         counts.append(sum(len(b) for b in batches))
         seen.update(x for b in batches for x in b)
-    assert len(set(steps)) == 1 and steps[0] == spec.epoch_steps
+    assert len(set(steps)) == 1 and steps[0] == spec.take_steps
     assert max(seen.values()) == 1                         # no duplicates
     smallest = N // ranks
     assert N - sum(counts) <= ranks * (smallest % B or B)  # only remainders dropped
@@ -198,7 +198,7 @@ def test_plan_steps_take(data):
     plan = SimpleNamespace(ranks=[SimpleNamespace(rank=r, host="h", local_rank=r, channel=None, files=None,
                                                   shard=(2, r), steps=3) for r in range(2)])
     spec = PipelineSpec.from_manifest(data, B, plan=plan, rank=1)
-    assert (spec.num_shards, spec.shard_index, spec.epoch_steps) == (2, 1, 3)
+    assert (spec.num_shards, spec.shard_index, spec.take_steps) == (2, 1, 3)
     assert len(batches_of(build_dataset(spec))) == 3
 
 

@@ -8,8 +8,12 @@ import pytest
 from pipeline_data import batches_of, write_indexed_set
 
 from pipeline import PipelineSpec, build_dataset
-from pipeline.resume.delayorder import (chunk_keys, chunk_size, delay_key, delay_order, max_delay, range_keys,
-                                        resume_point)
+from pipeline.resume.delayorder import chunk_size, delay_key, delay_order, max_delay, range_keys, resume_point
+
+
+def chunk_keys(key, chunk, n, buffer: int, total):
+    """Keys of the first ``n`` records of chunk ``chunk`` (int64 ``[n]``; a short last chunk takes a prefix)."""
+    return range_keys(key, chunk, 1, buffer, total)[0, :n]
 
 
 def _key():

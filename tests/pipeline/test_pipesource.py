@@ -88,7 +88,7 @@ def test_pipe_equal_steps_two_epochs(data, tmp_path):
     simulate_channel(str(tmp_path), "train", _files(data), epochs=2)
     spec = _pipe_spec(data, tmp_path, epochs=2, num_shards=3, shard_index=0)
     batches = batches_of(build_dataset(spec))
-    assert len(batches) == 2 * spec.epoch_steps
+    assert len(batches) == 2 * spec.take_steps
 
 
 def test_first_epoch_offset(data, tmp_path):

@@ -12,7 +12,7 @@ import sys
 import threading
 
 import pytest
-from pipeline_data import batches_of, write_indexed_set
+from pipeline_data import batches_of, cache_bytes, write_indexed_set
 
 from bench.infra.netlink import Link
 from pipeline import PipelineSpec, build_dataset, input_state
@@ -21,7 +21,6 @@ from pipeline.resume.offsets import compute_offsets, ensure_index
 from pipeline.resume.resumable import CHUNK_KEY, _file_order, _seed
 from pipeline.resume.state import locate
 from pipeline.resume.resumestream import entry
-from pipeline.remote.streamcache import cache_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N, BATCH, SHARD = 3000, 64, 16 << 10      # 16 shards of ~16 KiB; 47 steps an epoch (the last one 56 records)

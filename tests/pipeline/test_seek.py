@@ -50,7 +50,7 @@ def test_the_op_is_there():
 
 @pytest.mark.parametrize("k", [0, 1, 2, 37, 199, 200, 398, 399, 400])
 def test_the_records_from_k_are_those_of_skip(mixed, tmp_path, k):
-    got = listed(records_from(mixed, k, records=400, cache_dir=str(tmp_path)))
+    got = listed(records_from(mixed, k, records=400, index_dir=str(tmp_path)))
     assert got == skipped(mixed, k) and len(got) == 400 - k
     entries = list(tmp_path.iterdir())
     if k in (0, 400):
@@ -60,9 +60,9 @@ def test_the_records_from_k_are_those_of_skip(mixed, tmp_path, k):
 
 
 def test_without_a_count_past_the_end_is_empty(mixed, tmp_path):
-    assert listed(records_from(mixed, 401, cache_dir=str(tmp_path))) == [] == skipped(mixed, 401)
-    assert listed(records_from(mixed, 400, cache_dir=str(tmp_path))) == []
-    assert listed(records_from(mixed, 399, cache_dir=str(tmp_path))) == skipped(mixed, 399)
+    assert listed(records_from(mixed, 401, index_dir=str(tmp_path))) == [] == skipped(mixed, 401)
+    assert listed(records_from(mixed, 400, index_dir=str(tmp_path))) == []
+    assert listed(records_from(mixed, 399, index_dir=str(tmp_path))) == skipped(mixed, 399)
 
 
 def test_records_of_zero_bytes_and_bigger_than_the_read_buffer(tmp_path):
@@ -71,18 +71,18 @@ def test_records_of_zero_bytes_and_bigger_than_the_read_buffer(tmp_path):
     write_payloads(path, payloads)
     for k in range(len(payloads) + 1):
         for buf in (None, 1 << 16):
-            got = listed(records_from(str(path), k, buffer_size=buf, cache_dir=str(tmp_path / "c")))
+            got = listed(records_from(str(path), k, buffer_size=buf, index_dir=str(tmp_path / "c")))
             assert got == payloads[k:]
         assert got == skipped(path, k)
 
 
 def test_a_second_file_through_a_pipeline_graph(mixed, tmp_path):
     """Inside another dataset's function (as the resumable graph builds it) and after a concatenate."""
-    ds = records_from(mixed, 390, records=400, cache_dir=str(tmp_path)).concatenate(
+    ds = records_from(mixed, 390, records=400, index_dir=str(tmp_path)).concatenate(
         tf.data.TFRecordDataset(mixed).take(2))
     assert listed(ds.batch(4).unbatch()) == skipped(mixed, 390) + skipped(mixed, 0)[:2]
     nested = tf.data.Dataset.range(2).flat_map(lambda i: records_from(mixed, 398, records=400,
-                                                                        cache_dir=str(tmp_path)))
+                                                                        index_dir=str(tmp_path)))
     assert listed(nested) == skipped(mixed, 398) * 2
 
 
@@ -93,7 +93,7 @@ def test_a_damaged_header_is_a_clear_error(tmp_path):
     raw[starts[12]] ^= 0x04
     path.write_bytes(bytes(raw))
     with pytest.raises(IntegrityError, match=f"{path}: corrupt record header .* at byte {starts[12]}"):
-        records_from(str(path), 5, cache_dir=str(tmp_path / "c"))
+        records_from(str(path), 5, index_dir=str(tmp_path / "c"))
 
 
 @pytest.mark.parametrize("signed", [False, True])
@@ -108,7 +108,7 @@ def test_a_wrong_cached_index_warns_and_the_records_are_right(mixed, tmp_path, c
     entry = cache / f"{sha}.offsets"
     entry.write_bytes(encode_index(str(entry), wrong, os.path.getsize(mixed)) if signed else wrong.tobytes())
     with caplog.at_level(logging.WARNING):
-        got = listed(records_from(mixed, 250, records=400, sha256=sha, cache_dir=str(cache)))
+        got = listed(records_from(mixed, 250, records=400, sha256=sha, index_dir=str(cache)))
     assert got == skipped(mixed, 250)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and ("does not match the file" in warned[0] or "is not used" in warned[0]), warned
@@ -119,7 +119,7 @@ def test_a_cache_dir_that_cannot_be_written_works_and_warns_once(mixed, tmp_path
     cache = str(tmp_path / "file" / "offsets")
     with caplog.at_level(logging.WARNING):
         for k in (3, 200, 399):
-            assert listed(records_from(mixed, k, records=400, cache_dir=cache)) == skipped(mixed, k)
+            assert listed(records_from(mixed, k, records=400, index_dir=cache)) == skipped(mixed, k)
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "cannot cache record-offset indexes" in warned[0].getMessage()
 
@@ -133,7 +133,7 @@ def test_a_read_only_cache_dir(mixed, tmp_path, mounted, caplog):
         cache.chmod(0o555)
     with caplog.at_level(logging.WARNING):
         for k in (100, 399):
-            assert listed(records_from(mixed, k, records=400, cache_dir=str(cache))) == skipped(mixed, k)
+            assert listed(records_from(mixed, k, records=400, index_dir=str(cache))) == skipped(mixed, k)
     assert list(cache.iterdir()) == []
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and warned[0].startswith(f"cannot cache record-offset indexes in {cache}")
@@ -148,13 +148,13 @@ def test_compressed_files_skip_through(tmp_path, ctype):
             w.write(p)
     for k in (0, 1, 30, 59, 60):
         assert listed(records_from(path, k, compression_type=ctype.lower(), records=60,
-                                   cache_dir=str(tmp_path / "c"))) == payloads[k:] == skipped(path, k, ctype)
+                                   index_dir=str(tmp_path / "c"))) == payloads[k:] == skipped(path, k, ctype)
     assert not (tmp_path / "c").exists()      # no index computed for compressed data
 
 
 def test_without_the_op_it_skips_through(mixed, tmp_path, monkeypatch):
     monkeypatch.setattr(seek, "has_seek_op", lambda: False)    # as on a TensorFlow without TFRecordDatasetV2
-    assert listed(records_from(mixed, 321, records=400, cache_dir=str(tmp_path))) == skipped(mixed, 321)
+    assert listed(records_from(mixed, 321, records=400, index_dir=str(tmp_path))) == skipped(mixed, 321)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -197,12 +197,12 @@ def test_the_seek_is_faster_than_reading_through(tmp_path, capsys):
     try:
         cache = str(tmp_path / "c")
         t = time.perf_counter()
-        x = next(iter(records_from(str(path), k, records=n, cache_dir=cache))).numpy()     # builds the index
+        x = next(iter(records_from(str(path), k, records=n, index_dir=cache))).numpy()     # builds the index
         cold = time.perf_counter() - t
         assert int.from_bytes(x[:8], "little") == k
         runs = {"seek": [], "skip": [], "fresh": []}
         for _ in range(5):
-            runs["seek"].append(phases(lambda: records_from(str(path), k, records=n, cache_dir=cache)))
+            runs["seek"].append(phases(lambda: records_from(str(path), k, records=n, index_dir=cache)))
             runs["skip"].append(phases(lambda: tf.data.TFRecordDataset(str(path)).skip(k)))
             runs["fresh"].append(phases(lambda: tf.data.TFRecordDataset(str(path))))
         assert {r[3] for r in runs["seek"] + runs["skip"]} == {x}
@@ -224,7 +224,15 @@ def test_an_unreadable_file_is_left_to_tensorflow(tmp_path, caplog):
     """No index can be made: one warning, and TensorFlow reports the missing file when the records are read."""
     missing = str(tmp_path / "gone.tfrecord")
     with caplog.at_level(logging.WARNING):
-        ds = records_from(missing, 3, cache_dir=str(tmp_path / "c"))
+        ds = records_from(missing, 3, index_dir=str(tmp_path / "c"))
     assert "cannot index the record offsets of" in caplog.text
     with pytest.raises(tf.errors.NotFoundError):
         listed(ds)
+
+
+def test_the_old_cache_dir_keyword_still_works_and_names_the_new_one(mixed, tmp_path):
+    with pytest.warns(DeprecationWarning, match=r"records_from\(index_dir=\.\.\.\)"):
+        got = listed(records_from(mixed, 250, records=400, cache_dir=str(tmp_path / "c")))
+    assert got == skipped(mixed, 250)
+    with pytest.raises(TypeError, match="'cache_dri'"):
+        records_from(mixed, 250, cache_dri=str(tmp_path))

@@ -16,7 +16,7 @@ from converters.shardset.reader import read_manifest
 from converters.util.errors import TfpipeError
 from pipeline import PipelineSpec
 from pipeline.plan.manifest import download_shards
-from pipeline.spec.pipelinespec import equal_steps
+from pipeline.spec.pipelinespec import smallest_rank_steps
 from sharding.plan import shard_count
 
 SCHEMA = libsvm_schema(3)
@@ -173,7 +173,7 @@ def test_plan_entry_files_and_unknown_file(data):
     names = [s.name for s in read_manifest(data).shards]
     entry = NS(rank=0, host="algo-1", local_rank=0, channel=None, files=tuple(names[:2]), shard=None, steps=4)
     s = PipelineSpec.from_manifest(data, 8, plan=entry)
-    assert [os.path.basename(f) for f in s.files] == names[:2] and s.epoch_steps == 4
+    assert [os.path.basename(f) for f in s.files] == names[:2] and s.take_steps == 4
     assert s.records == sum(x.records for x in read_manifest(data).shards[:2])
     with pytest.raises(TfpipeError, match="not a shard of this manifest"):
         PipelineSpec.from_manifest(data, 8, plan=NS(files=("nope.tfrecord",), shard=None, steps=1, channel=None))
@@ -183,7 +183,7 @@ def test_plan_channel_for_pipe(data):
     plan = NS(ranks=[NS(rank=r, host="algo-1", local_rank=r, channel=f"train_{r}", files=None, shard=None,
                         steps=5) for r in range(2)])
     s = PipelineSpec.from_manifest(data, 8, mode="pipe", plan=plan, rank=1)
-    assert s.channel == "train_1" and s.epoch_steps == 5
+    assert s.channel == "train_1" and s.take_steps == 5
     with pytest.raises(ValueError, match="no entry for rank 7"):
         PipelineSpec.from_manifest(data, 8, plan=plan, rank=7)
 
@@ -192,7 +192,7 @@ def test_plan_channel_for_pipe(data):
 def test_equal_steps_fit_every_rank(records, n, b, drop):
     counts = [shard_count(records, n, i) for i in range(n)]
     assert sum(counts) == records and max(counts) - min(counts) <= 1
-    steps = equal_steps(records, n, b, drop)
+    steps = smallest_rank_steps(records, n, b, drop)
     for c in counts:       # every rank can produce `steps` batches
         assert (c // b if drop else -(-c // b)) >= steps
 
@@ -377,3 +377,18 @@ def test_download_shards_never_reads_a_hostile_cache_entry(data, tmp_path, kind)
         return
     out = download_shards(data, [name], by_name, str(cache))
     assert open(out[0], "rb").read() == open(m.shard_paths()[0], "rb").read()
+
+
+def test_take_steps_and_its_old_name(data):
+    s = PipelineSpec.from_manifest(data, 32, num_shards=2, shard_index=1)
+    assert s.take_steps == smallest_rank_steps(s.records, 2, 32, False)
+    with pytest.warns(DeprecationWarning, match="spec.epoch_steps is now spec.take_steps"):
+        assert s.epoch_steps == s.take_steps
+    assert s.with_(steps=3).take_steps == 3 and PipelineSpec.from_manifest(data, 32).take_steps is None
+
+
+def test_compression_type(data):
+    s = PipelineSpec.from_manifest(data, 32)
+    assert s.compression_type == ("GZIP" if s.compression == "gzip" else "")
+    assert s.with_(compression="gzip").compression_type == "GZIP"
+    assert s.with_(compression=None).compression_type == ""

@@ -11,15 +11,15 @@ import threading
 import time
 
 import pytest
-from pipeline_data import labels_of, write_indexed_set
+from pipeline_data import cache_bytes, labels_of, partial_files, write_indexed_set
 
 from bench.infra.netlink import Link
 from converters.storage.s3 import S3Storage
 from converters.util.errors import TfpipeError
 from converters.storage.download import fetch_verified
 from pipeline import PipelineSpec, build_dataset
+from pipeline.remote.fetch import fetch_verified
 from pipeline.remote.stream import STREAMS
-from pipeline.remote.streamcache import cache_bytes, partial_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARD = 256 << 10

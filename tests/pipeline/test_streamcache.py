@@ -11,10 +11,11 @@ import sys
 import time
 
 import pytest
+from pipeline_data import cache_bytes, partial_files
 
 from converters.util.errors import TfpipeError
 from pipeline.remote.stream import check_cache_limit, epoch_order, min_cache_bytes, open_width
-from pipeline.remote.streamcache import ShardCache, cache_bytes, partial_files
+from pipeline.remote.streamcache import ShardCache
 from pipeline.spec.streamopts import ShardRef, StreamOptions
 
 SHA = "ab" * 32
