@@ -329,7 +329,7 @@ def test_a_deep_resume_over_fifos_in_the_offsets_cache(data, spec, tmp_path):
     for d in spec.file_sha256:
         os.mkfifo(offsets / f"{d}.offsets")
     code = f"""
-import pipeline.resume.resumable as r
+import pipeline.resume.seek as r
 r.SKIP_BELOW_BYTES = 0      # enter files by their index whatever their size (as deep into 1 GiB shards)
 from pipeline import PipelineSpec, build_dataset, input_state
 spec = PipelineSpec.from_manifest({data!r}, {BATCH}, shuffle_buffer=100, seed=7, epochs=2, resumable=True)

@@ -18,7 +18,6 @@ from converters.storage.s3 import S3Storage
 from converters.util.errors import TfpipeError
 from converters.storage.download import fetch_verified
 from pipeline import PipelineSpec, build_dataset
-from pipeline.remote.fetch import fetch_verified
 from pipeline.remote.stream import STREAMS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
