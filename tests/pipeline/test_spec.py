@@ -392,3 +392,49 @@ def test_compression_type(data):
     assert s.compression_type == ("GZIP" if s.compression == "gzip" else "")
     assert s.with_(compression="gzip").compression_type == "GZIP"
     assert s.with_(compression=None).compression_type == ""
+
+
+def _wide_set(tmp_path, keys: int):
+    """A TFRecord file whose one Example has ``keys`` float features (and a label), adopted with ``index``."""
+    import tensorflow as tf
+
+    from converters.shardset.index import index_set
+
+    feats = {f"k{i}": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)])) for i in range(keys)}
+    feats["label"] = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0]))
+    ex = tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+    d = tmp_path / "wide"
+    d.mkdir()
+    with tf.io.TFRecordWriter(str(d / "part-00000-of-00001.tfrecord")) as w:
+        for _ in range(3):
+            w.write(ex)
+    index_set(str(d))
+    return d
+
+
+def test_a_set_with_more_features_than_a_parse_can_take_is_refused_with_the_number(tmp_path):
+    """Issue 29.10: an adopted set with 50,000 feature keys built a parse graph for minutes and GBs; now the spec
+    is refused at once with the number, and parse=False still reads its records."""
+    from pipeline.spec.pipelinespec import MAX_PARSED_FEATURES
+
+    keys = MAX_PARSED_FEATURES + 1
+    d = _wide_set(tmp_path, keys)
+    with pytest.raises(ValueError, match=f"the schema has {keys + 1} features.*parse=False"):
+        PipelineSpec.from_manifest(str(d), 2)
+    from pipeline import build_dataset
+
+    spec = PipelineSpec.from_manifest(str(d), 2, parse=False)
+    batches = [b.numpy() for b in build_dataset(spec)]
+    assert [len(b) for b in batches] == [2, 1]
+
+
+def test_a_set_at_the_feature_limit_is_parsed(tmp_path):
+    from pipeline.spec.pipelinespec import MAX_PARSED_FEATURES
+
+    d = _wide_set(tmp_path, 50)
+    spec = PipelineSpec.from_manifest(str(d), 3, output="dict")
+    from pipeline import build_dataset
+
+    (batch,) = list(build_dataset(spec))
+    assert len(batch) == 51 and float(batch["k49"].numpy().ravel()[0]) == 49.0
+    assert MAX_PARSED_FEATURES >= 1000        # wide CTR schemas (hundreds of features) stay well inside it
