@@ -125,7 +125,7 @@ def _explain(args: argparse.Namespace) -> int:
         cache_limit=args.cache_limit, read_ahead=args.read_ahead, **extra)
     print(describe(spec))
     if args.resumable:
-        from .resume import RESUME_LIMITS
+        from .resume.state import RESUME_LIMITS
 
         print("cannot resume mid-epoch (each refused with one line):")
         print("\n".join(f"  - {limit}" for limit in RESUME_LIMITS))

@@ -8,7 +8,7 @@ from converters.util.checks import as_int
 
 from .build import build_dataset
 from .plan.manifest import PipelineSpec
-from .resume.state import resume_position
+from .resume.state import input_state, resume_position
 
 __all__ = ["keras_dataset", "distributed_dataset_fn", "tune", "fit_calls"]
 
