@@ -89,7 +89,8 @@ def plan_stages(spec: PipelineSpec) -> list[Stage]:
         if spec.parse and _parse_chunks(spec, plan):
             how = f"{each} of {plan.config.chunk_records} records parsed in one call each, then rebatched"
         else:
-            how = (f"{each} of {plan.config.chunk_records} records rebatched, then parsed per batch" if spec.parse
+            how = (f"{each} of {plan.config.chunk_records} records read as batches, parsed per batch" +
+                   (", then rebatched" if strategy == "interleave" else "") if spec.parse
                    else f"rebatch of {each} of {plan.config.chunk_records} records")
     stages.append(Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder,
                                         "how": how}, "batch before parse: one vectorized parse call per batch"))
@@ -156,6 +157,16 @@ def _parse_chunks(spec: PipelineSpec, plan: ReadPlan) -> bool:
     return plan.source != "rule" or spec.chunk_records is not None
 
 
+def _read_unit(spec: PipelineSpec, plan: ReadPlan) -> tuple[int, int]:
+    """(records per element of a per-file reader, elements taken from a file in turn). A chunk parsed per batch
+    is read as ``chunk / batch_size`` consecutive batches of one file: the same records in the same order as
+    chunks, but small elements from the reader on (no chunk of strings to cut and copy)."""
+    chunk = plan.config.chunk_records or spec.batch_size
+    if not _parse_chunks(spec, plan) and chunk % spec.batch_size == 0:
+        return spec.batch_size, chunk // spec.batch_size
+    return chunk, 1
+
+
 def _parse_calls(spec: PipelineSpec, plan: ReadPlan | None) -> int:
     """num_parallel_calls of the parse map (-1: AUTOTUNE): the read plan's, or the spec's in Pipe mode."""
     if plan is not None:
@@ -181,11 +192,11 @@ def _file_source(spec: PipelineSpec, plan: ReadPlan):
         if spec.num_shards > 1:
             raise TfpipeError("read='interleave' cannot apply a record-level shard(n, i); use read='sequential' "
                               "or per-rank file lists (plan)")
-        b = cfg.chunk_records or spec.batch_size
+        b, block = _read_unit(spec, plan)
         # the cycle (which fixes the record order) as planned; its threads no more than this process's vCPUs
         calls = max(1, min(cfg.parallelism, process_cpus()))
         return names.interleave(lambda f: tf.data.TFRecordDataset(f, ctype, cfg.buffer_size).batch(b),
-                                cycle_length=cfg.parallelism, num_parallel_calls=calls,
+                                cycle_length=cfg.parallelism, block_length=block, num_parallel_calls=calls,
                                 deterministic=spec.deterministic), True
     npr = cfg.parallelism if cfg.read == "parallel_reads" else None
     return tf.data.TFRecordDataset(names, ctype, cfg.buffer_size, num_parallel_reads=npr), False
@@ -260,14 +271,16 @@ def build_dataset(spec: PipelineSpec, resume: dict | None = None):
         ds = cache_dataset(ds, spec)
         if _chunked(spec, plan):
             # read in chunks; asked-for or tuned chunks are parsed in one call each (less CPU per record), the
-            # rule's are rebatched first and parsed per batch (holds its share of the CPU on a busy host)
-            if not batched:
-                ds = ds.batch(plan.config.chunk_records)
-            if spec.parse and _parse_chunks(spec, plan):
+            # rule's are read as runs of batches and parsed per batch (holds its share of the CPU on a busy host)
+            unit, _ = _read_unit(spec, plan)
+            if not batched:  # one sequential stream: batches of the unit are uniform already
+                ds = ds.batch(unit, drop_remainder=spec.drop_remainder and unit == spec.batch_size)
+            if spec.parse:
                 ds = ds.map(spec_parse_fn(spec), num_parallel_calls=_parse_calls(spec, plan),
                             deterministic=spec.deterministic)
                 parsed = True
-            ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
+            if batched or unit != spec.batch_size:  # per-file batches end short at file ends: re-cut them
+                ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
         else:
             ds = _shuffle_batch(ds, spec, batched)
         steps = spec.epoch_steps
