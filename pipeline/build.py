@@ -149,11 +149,11 @@ def _chunked(spec: PipelineSpec, plan: ReadPlan) -> bool:
 
 def _parse_chunks(spec: PipelineSpec, plan: ReadPlan) -> bool:
     """Parse whole chunks (then rebatch the parsed tensors) only when a chunk size was asked for or tuned on
-    this machine. The built-in rule reads in chunks but rebatches the serialized records and parses each batch:
-    a chunk parse saves some CPU per record, but each element then holds thousands of records in one call, and
-    beside other multi-threaded processes (a host's other ranks, other TensorFlow jobs) that coarse, in-order
-    handover left the graph at about a quarter of a core (records/s over its CPU-seconds: 0.21-0.27 in 4 of 4
-    rounds at load ~14 on 2 cores, against 0.26-0.56 parsing per batch — the same records, order and batches)."""
+    this machine. The built-in rule keeps the files' turns of one chunk each but reads them as runs of batches
+    and parses each batch: a chunk parse saves some CPU per record, but each element then holds thousands of
+    records, and beside other multi-threaded processes (a host's other ranks, other TensorFlow jobs) that
+    coarse, in-order handover left the graph at about a quarter of a core (records/s over its CPU-seconds:
+    0.20-0.41 in 9 of 9 rounds at load 13-16 on 2 cores, against 0.22-0.57 parsing per batch)."""
     return plan.source != "rule" or spec.chunk_records is not None
 
 

@@ -113,7 +113,7 @@ def rule_config(spec) -> tuple[ReadConfig, str]:
     """The built-in rule: (config, why) from record size, file count, cores, shuffle and sharding."""
     files, cores, rb = len(spec.files), spec.cores, spec.record_bytes
     chunk = 0 if spec.shuffle_buffer else chunk_for(spec, CHUNK_BYTES)
-    chunk_why = (f", read in chunks of {chunk} records (~{format_size(CHUNK_BYTES)}), rebatched, parsed per batch"
+    chunk_why = (f", in turns of {chunk} records (~{format_size(CHUNK_BYTES)}) read and parsed per batch"
                  if chunk else "")
     if files < 2 or cores < 2:
         return ReadConfig("sequential", chunk_records=chunk), (

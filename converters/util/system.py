@@ -65,8 +65,8 @@ def idle_cpus(own: float = 1.0) -> int:
 
 def cap_workers(workers: int, what: str = "workers") -> int:
     """``workers`` capped at ``WORKERS_PER_CPU`` times the vCPUs, and, when other processes keep some vCPUs
-    busy, at the vCPUs they leave idle (:func:`idle_cpus`): a worker with no core of its own only adds handovers, and on a busy 2-core host two
-    workers ran at 0.8× one. Each cap is logged."""
+    busy, at the vCPUs they leave idle (:func:`idle_cpus`): a worker with no core of its own only adds
+    handovers (on a busy 2-core host two workers ran at 0.8× one). Each cap is logged."""
     limit = WORKERS_PER_CPU * cpu_count()
     if workers > limit:
         log.warning("%d %s asked for, but this machine has %d vCPU(s): using %d (%d per vCPU)", workers, what,
