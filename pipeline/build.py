@@ -18,6 +18,7 @@ matrix) or ``RaggedFeature`` (``tf.RaggedTensor``), as ``spec.sparse_as`` says.
 from __future__ import annotations
 
 import logging
+import os
 
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
@@ -30,6 +31,7 @@ from .plan.cachepolicy import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache
 from .plan.readplan import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
 from .spec.pipelinespec import PipelineSpecBase
 from .spec.stage import Stage
+from .threads import process_cpus
 
 __all__ = ["Stage", "plan_stages", "choose_read", "read_plan", "choose_cache", "build_dataset", "feature_spec",
            "parse_fn", "LARGE_RECORD_BYTES", "MEMORY_CACHE_FRACTION", "total_memory"]
@@ -86,8 +88,12 @@ def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
         how = "each stream chunk parsed in one call, then rebatched" if spec.parse else "rebatch of stream chunks"
     elif plan is not None and _chunked(spec, plan):
         each = "per-file chunks" if strategy == "interleave" else "chunks"
-        how = (f"{each} of {plan.config.chunk_records} records parsed in one call each, then rebatched" if spec.parse
-               else f"rebatch of {each} of {plan.config.chunk_records} records")
+        if spec.parse and _parse_chunks(spec, plan):
+            how = f"{each} of {plan.config.chunk_records} records parsed in one call each, then rebatched"
+        else:
+            how = (f"{each} of {plan.config.chunk_records} records read as batches, parsed per batch" +
+                   (", then rebatched" if strategy == "interleave" else "") if spec.parse
+                   else f"rebatch of {each} of {plan.config.chunk_records} records")
     stages.append(Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder,
                                         "how": how}, "batch before parse: one vectorized parse call per batch"))
     steps = spec.take_steps
@@ -116,6 +122,26 @@ def _chunked(spec: PipelineSpecBase, plan: ReadPlan) -> bool:
     return not spec.shuffle_buffer and (plan.config.read == "interleave" or plan.config.chunk_records > 0)
 
 
+def _parse_chunks(spec: PipelineSpecBase, plan: ReadPlan) -> bool:
+    """Parse whole chunks (then rebatch the parsed tensors) only when a chunk size was asked for or tuned on
+    this machine. The built-in rule keeps the files' turns of one chunk each but reads them as runs of batches
+    and parses each batch: a chunk parse saves some CPU per record, but each element then holds thousands of
+    records, and beside other multi-threaded processes (a host's other ranks, other TensorFlow jobs) that
+    coarse, in-order handover left the graph at about a quarter of a core (records/s over its CPU-seconds:
+    0.20-0.41 in 9 of 9 rounds at load 13-16 on 2 cores, against 0.22-0.57 parsing per batch)."""
+    return plan.source != "rule" or spec.chunk_records is not None
+
+
+def _read_unit(spec: PipelineSpecBase, plan: ReadPlan) -> tuple[int, int]:
+    """(records per element of a per-file reader, elements taken from a file in turn). A chunk parsed per batch
+    is read as ``chunk / batch_size`` consecutive batches of one file: the same records in the same order as
+    chunks, but small elements from the reader on (no chunk of strings to cut and copy)."""
+    chunk = plan.config.chunk_records or spec.batch_size
+    if not _parse_chunks(spec, plan) and chunk % spec.batch_size == 0:
+        return spec.batch_size, chunk // spec.batch_size
+    return chunk, 1
+
+
 def _parse_calls(spec: PipelineSpecBase, plan: ReadPlan | None) -> int:
     """num_parallel_calls of the parse map (-1: AUTOTUNE): the read plan's, or the spec's in Pipe mode."""
     if plan is not None:
@@ -141,9 +167,11 @@ def _file_source(spec: PipelineSpecBase, plan: ReadPlan):
         if spec.num_shards > 1:
             raise TfpipeError("read='interleave' cannot apply a record-level shard(n, i); use read='sequential' "
                               "or per-rank file lists (plan)")
-        b = cfg.chunk_records or spec.batch_size
+        b, block = _read_unit(spec, plan)
+        # the cycle (which fixes the record order) as planned; its threads no more than this process's vCPUs
+        calls = max(1, min(cfg.parallelism, process_cpus()))
         return names.interleave(lambda f: tf.data.TFRecordDataset(f, ctype, cfg.buffer_size).batch(b),
-                                cycle_length=cfg.parallelism, num_parallel_calls=cfg.parallelism,
+                                cycle_length=cfg.parallelism, block_length=block, num_parallel_calls=calls,
                                 deterministic=spec.deterministic), True
     npr = cfg.parallelism if cfg.read == "parallel_reads" else None
     return tf.data.TFRecordDataset(names, ctype, cfg.buffer_size, num_parallel_reads=npr), False
@@ -216,21 +244,38 @@ def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
             ds = ds.shard(spec.num_shards, spec.shard_index)
         ds = cache_dataset(ds, spec)
         if _chunked(spec, plan):
-            # parse chunks of records in one call each, then cut the parsed tensors into batches: fewer,
-            # larger parse calls cost less CPU per record than one call per batch
-            if not batched:
-                ds = ds.batch(plan.config.chunk_records)
+            # read in chunks; asked-for or tuned chunks are parsed in one call each (less CPU per record), the
+            # rule's are read as runs of batches and parsed per batch (holds its share of the CPU on a busy host)
+            unit, _ = _read_unit(spec, plan)
+            if not batched:  # one sequential stream: batches of the unit are uniform already
+                ds = ds.batch(unit, drop_remainder=spec.drop_remainder and unit == spec.batch_size)
             if spec.parse:
                 ds = parse_batches(ds, spec, _parse_calls(spec, plan), spec.deterministic)
                 parsed = True
-            ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
+            if batched or unit != spec.batch_size:  # per-file batches end short at file ends: re-cut them
+                ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
         else:
             ds = _shuffle_batch(ds, spec, batched)
         steps = spec.take_steps
         if steps is not None:
             ds = ds.take(steps)
-    return graph_tail(ds, spec, calls=_parse_calls(spec, plan), deterministic=spec.deterministic, parsed=parsed,
-                      repeat=repeat_left)
+    return _cpu_share(graph_tail(ds, spec, calls=_parse_calls(spec, plan), deterministic=spec.deterministic,
+                                 parsed=parsed, repeat=repeat_left))
+
+
+def _cpu_share(ds):
+    """Where this process may use fewer vCPUs than the host shows (a cgroup quota, other local ranks), size
+    tf.data's thread pool and autotune's CPU budget to that share, not to every core (records unchanged)."""
+    cpus = process_cpus()
+    if cpus >= (os.cpu_count() or 1):
+        return ds
+    import tensorflow as tf
+
+    opts = tf.data.Options()
+    opts.threading.private_threadpool_size = cpus
+    opts.autotune.cpu_budget = cpus
+    log.info("tf.data sized to this process's %d vCPU(s) of %d", cpus, os.cpu_count())
+    return ds.with_options(opts)
 
 
 def _tune_on_first_use(spec: PipelineSpecBase) -> PipelineSpec:

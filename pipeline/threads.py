@@ -2,8 +2,9 @@
 
 Defaults (starting points, to be confirmed by ``tfpipe bench threads``):
 
-- ``intra`` = all vCPUs (``SM_NUM_CPUS`` on SageMaker, else this process's CPU affinity): one op (a matmul,
-  a batched parse) may use every core.
+- ``intra`` = this process's vCPUs (:func:`process_cpus`: ``SM_NUM_CPUS`` on SageMaker, else the CPU affinity,
+  capped by the cgroup quota, divided among the host's local ranks): one op (a matmul, a batched parse) may
+  use every core that is this rank's share.
 - ``inter`` = half the vCPUs (at least 1) — about the physical cores on hyperthreaded hosts: independent ops
   run side by side without oversubscribing the intra-op pool. tf.data has its own thread pool and is not
   limited by either.
@@ -24,11 +25,30 @@ from converters.util.checks import set_int
 from converters.util.errors import TfpipeError
 from converters.util.system import cpu_count
 
-__all__ = ["ThreadConfig", "default_threads", "configure_threads", "KMP_AFFINITY_DEFAULT"]
+__all__ = ["ThreadConfig", "default_threads", "configure_threads", "process_cpus", "local_ranks",
+           "KMP_AFFINITY_DEFAULT"]
 
 log = logging.getLogger(__name__)
 
 KMP_AFFINITY_DEFAULT = "granularity=fine,compact,1,0"
+
+
+def local_ranks(env=None) -> int:
+    """Data-parallel ranks on this host (SageMaker, Horovod, Open MPI, as ``sharding.topology`` reads them);
+    1 when unknown or the environment is inconsistent (the thread sizes must never stop a job)."""
+    from sharding.topology import Topology
+
+    try:
+        return max(1, Topology.from_env(env).workers_per_host)
+    except (TfpipeError, ValueError, OSError) as exc:
+        log.debug("local ranks unknown (%s): sizing threads for one", exc)
+        return 1
+
+
+def process_cpus(env=None) -> int:
+    """vCPUs this process may use: the affinity/cgroup quota (``cpu_count``) shared among the host's local
+    ranks, at least 1. Thread pools sized to every core in every rank fight over the same cores."""
+    return max(1, cpu_count() // local_ranks(env))
 
 
 @dataclass(frozen=True)
@@ -46,7 +66,7 @@ class ThreadConfig:
 def default_threads(intra: int | None = None, inter: int | None = None, omp: int | None = None,
                     cpus: int | None = None) -> ThreadConfig:
     """The settings ``configure_threads`` would apply (pure, apart from reading the CPU count)."""
-    cpus = cpus or cpu_count()
+    cpus = cpus or process_cpus()
     half = max(1, cpus // 2)
     return ThreadConfig(intra=cpus if intra is None else intra, inter=half if inter is None else inter,
                         omp=half if omp is None else omp,

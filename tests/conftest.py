@@ -7,6 +7,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("TFPIPE_IGNORE_LOAD", "1")  # parallel paths stay parallel on a busy test host (see test_system)
 
 
 # -- a real S3 (and SageMaker) API on 127.0.0.1: moto's server, fake credentials ------------------------------

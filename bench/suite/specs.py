@@ -192,6 +192,31 @@ def _pipeline(smoke: bool) -> dict:
 _STEPS = 40  # measured steps per graph against the simulated step
 
 
+def _pipeline_loaded(smoke: bool) -> dict:
+    """Default vs best hand-tuned beside another TensorFlow reader process (paired rounds), and two local ranks
+    each reading half the set (files alternating; 4 MiB shards so the halves hold about as many records)."""
+    from converters.libsvm.synthetic import write_criteo_shards
+
+    from ..core.loaded import beside_reader, two_ranks
+
+    batch = 128 if smoke else 512
+    tmp = tempfile.mkdtemp(prefix="tfpipe-bench-all-")
+    try:
+        data = os.path.join(tmp, "criteo")
+        write_criteo_shards(data, _records(smoke), shard_bytes=(1 << 20) if smoke else 4 << 20)
+        near = beside_reader(data, batch, rounds=_LOADED_ROUNDS[smoke][0],
+                             max_batches=min(_records(smoke) // batch, 400))
+        ranks = two_ranks(data, batch, rounds=_LOADED_ROUNDS[smoke][1], epochs=1 if smoke else 5)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"beside_reader_vs_best": near["ratio"], "beside_reader_default_rec_s": near["default_rec_s"],
+            "beside_reader_best_rec_s": near["best_rec_s"], "two_ranks_vs_hand_tuned": ranks["ratio"],
+            "two_ranks_default_rec_s": ranks["default_rec_s"], "two_ranks_hand_tuned_rec_s": ranks["hand_tuned_rec_s"]}
+
+
+_LOADED_ROUNDS = {True: (1, 1), False: (5, 3)}  # (paired rounds beside a reader, paired rounds of two ranks)
+
+
 def _small_files(smoke: bool) -> dict:
     from ..commands.small_files import run_benchmark
 
@@ -274,6 +299,22 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
                Row("`tfpipe bench pipeline`, naive and default against the step chosen from their throughputs",
                    ("naive_wait_pct", "default_wait_pct", "step_batch", "step_ms"),
                    lambda s: f"{_records(s):,} records, {6 if s else _STEPS} steps after {2 if s else 5} warmup"))),
+    Benchmark("pipeline-loaded", "tfpipe bench all --only pipeline-loaded",
+              lambda s: f"{_records(s):,} records, batch {128 if s else 512}, no step", _pipeline_loaded,
+              (Metric("beside_reader_vs_best", "default vs best hand-tuned", op=">=", target=0.95),
+               Metric("beside_reader_default_rec_s", "default", "rec/s"),
+               Metric("beside_reader_best_rec_s", "best hand-tuned", "rec/s"),
+               Metric("two_ranks_vs_hand_tuned", "default vs hand-tuned, aggregate", op=">=", target=0.95),
+               Metric("two_ranks_default_rec_s", "default, 2 ranks", "rec/s"),
+               Metric("two_ranks_hand_tuned_rec_s", "hand-tuned, 2 ranks", "rec/s")),
+              (Row("`tfpipe bench pipeline` beside another TensorFlow reader process",
+                   ("beside_reader_vs_best", "beside_reader_default_rec_s", "beside_reader_best_rec_s"),
+                   lambda s: f"{_records(s):,} records, batch {128 if s else 512}, median of "
+                             f"{_LOADED_ROUNDS[s][0]} paired rounds"),
+               Row("`tfpipe bench pipeline` as two local ranks, each reading half the set with its own graph",
+                   ("two_ranks_vs_hand_tuned", "two_ranks_default_rec_s", "two_ranks_hand_tuned_rec_s"),
+                   lambda s: f"{_records(s):,} records, batch {128 if s else 512}, "
+                             f"{1 if s else 5} epoch(s) per rank, median of {_LOADED_ROUNDS[s][1]} paired rounds"))),
     Benchmark("small-files", "tfpipe bench small-files",
               lambda s: f"{60 if s else 20_000:,} LibSVM files of ~2 KB vs one file of the same lines, best of 2",
               _small_files,

@@ -2,34 +2,89 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 
-__all__ = ["cpu_count", "cap_workers", "available_memory", "total_memory", "cache_root", "WORKERS_PER_CPU"]
+__all__ = ["cpu_count", "cpu_quota", "idle_cpus", "cap_workers", "available_memory", "total_memory", "cache_root",
+           "WORKERS_PER_CPU", "IGNORE_LOAD_ENV"]
 
 log = logging.getLogger(__name__)
 
+IGNORE_LOAD_ENV = "TFPIPE_IGNORE_LOAD"  # set (tests, benchmarks of scaling): workers are not capped by the load
 WORKERS_PER_CPU = 4  # more workers than this per vCPU only add memory and switching, never speed
 
 
 def cpu_count() -> int:
-    """vCPUs available to this process: ``SM_NUM_CPUS`` on SageMaker, else the affinity mask."""
+    """vCPUs available to this process: ``SM_NUM_CPUS`` on SageMaker, else the affinity mask, capped by the
+    cgroup's CPU quota (``cpu.max``; a container limited to 1.5 CPUs on a 64-core host counts 2)."""
     env = os.environ.get("SM_NUM_CPUS")
     if env and env.strip().isdigit() and int(env) > 0:
-        return int(env)
+        n = int(env)
+    else:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            n = os.cpu_count() or 1
+    quota = cpu_quota()
+    return max(1, min(n, math.ceil(quota))) if quota is not None else n
+
+
+_QUOTA_FILES = (("/sys/fs/cgroup/cpu.max", None),                      # cgroup v2: "<quota|max> <period>"
+                ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us"))  # cgroup v1
+
+
+def cpu_quota(files=_QUOTA_FILES) -> float | None:
+    """CPUs this process's cgroup may use (quota / period, e.g. 1.5), or None when unlimited or unknown."""
+    for quota_path, period_path in files:
+        try:
+            with open(quota_path) as f:
+                fields = f.read().split()
+            if period_path is not None:
+                with open(period_path) as f:
+                    fields += f.read().split()
+        except OSError:
+            continue
+        if len(fields) >= 2 and fields[0].lstrip("-").isdigit() and fields[1].isdigit():
+            quota, period = int(fields[0]), int(fields[1])
+            return quota / period if quota > 0 and period > 0 else None
+        return None
+    return None
+
+
+def idle_cpus(own: float = 1.0) -> int:
+    """vCPUs not already busy with other processes: :func:`cpu_count` less the 1-minute load average (less
+    ``own``, the runnable threads of this process counted in it), at least 1. A loadavg on a host sees all
+    its processes, so this is an upper bound inside a container."""
+    cpus = cpu_count()
     try:
-        return len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        return cpus
+    return max(1, min(cpus, math.floor(cpus - max(0.0, load - own) + 0.5)))
 
 
 def cap_workers(workers: int, what: str = "workers") -> int:
-    """``workers`` capped at ``WORKERS_PER_CPU`` times the vCPUs, with a warning when capped."""
+    """``workers`` capped at ``WORKERS_PER_CPU`` times the vCPUs, and, when other processes keep some vCPUs
+    busy, at the vCPUs they leave idle (:func:`idle_cpus`): a worker with no core of its own only adds
+    handovers (on a busy 2-core host two workers ran at 0.8× one). Each cap is logged."""
     limit = WORKERS_PER_CPU * cpu_count()
     if workers > limit:
         log.warning("%d %s asked for, but this machine has %d vCPU(s): using %d (%d per vCPU)", workers, what,
                     cpu_count(), limit, WORKERS_PER_CPU)
-        return limit
+        workers = limit
+    idle = idle_cpus()
+    if idle < cpu_count() and workers > idle and not os.environ.get(IGNORE_LOAD_ENV):
+        log.warning("%d %s asked for, but other processes keep all but %d of the %d vCPU(s) busy (1-minute load "
+                    "%.1f): using %d", workers, what, idle, cpu_count(), _load(), idle)
+        workers = idle
     return workers
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
 
 
 def available_memory() -> int | None:

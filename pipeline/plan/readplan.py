@@ -113,8 +113,8 @@ def rule_config(spec) -> tuple[ReadConfig, str]:
     """The built-in rule: (config, why) from record size, file count, cores, shuffle and sharding."""
     files, cores, rb = len(spec.files), spec.cores, spec.record_bytes
     chunk = 0 if spec.shuffle_buffer else chunk_for(spec, CHUNK_BYTES)
-    chunk_why = (f", parsed in chunks of {chunk} records (~{format_size(CHUNK_BYTES)}) then rebatched" if chunk
-                 else "")
+    chunk_why = (f", in turns of {chunk} records (~{format_size(CHUNK_BYTES)}) read and parsed per batch"
+                 if chunk else "")
     if files < 2 or cores < 2:
         return ReadConfig("sequential", chunk_records=chunk), (
             f"{files} file(s), {cores} core(s): one sequential reader{chunk_why}")

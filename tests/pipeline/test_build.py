@@ -426,3 +426,58 @@ def test_read_buffer_notice_is_not_printed_by_tfpipe(data, who):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0 and r.stdout.strip() == f"records {N}", r.stderr[-3000:]
     assert (_NOTICE in r.stderr) == (who == "tensorflow"), r.stderr[-3000:]
+
+
+def test_rule_rebatches_then_parses_per_batch_with_the_same_batches_as_a_chunk_parse(data):
+    """The rule reads in chunks but parses per batch (it holds its CPU share on a busy host); an asked-for
+    chunk is parsed in one call. Both give the same batches in the same order."""
+    rule = PipelineSpec.from_manifest(data, 16)  # small records: chunks of many batches
+    plan = rule.with_()
+    from pipeline.plan.readplan import read_plan
+
+    chunk = read_plan(rule).config.chunk_records
+    assert chunk > 16 and read_plan(rule).source == "rule"
+    asked = rule.with_(chunk_records=chunk)
+    how = {s.name: s for s in plan_stages(rule)}["batch"].settings["how"]
+    assert "read as batches, parsed per batch" in how, how
+    assert "parsed in one call each" in {s.name: s for s in plan_stages(asked)}["batch"].settings["how"]
+    got, want = batches_of(build_dataset(plan)), batches_of(build_dataset(asked))
+    assert got == want and [len(b) for b in got[:-1]] == [16] * (len(got) - 1)
+
+
+@pytest.mark.parametrize("local_size, sized", [("1", False), ("2", True)])
+def test_tf_data_threads_sized_to_this_rank_share(data, monkeypatch, local_size, sized):
+    """With two local ranks on this host, tf.data's pool and autotune's budget are this rank's share of the
+    vCPUs (none of that with one rank on a host whose CPUs are all usable); the records are the same."""
+    import os
+
+    cpus = os.cpu_count()
+    if sized and cpus < 2:
+        pytest.skip("needs 2 vCPUs")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", local_size)
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", local_size)
+    monkeypatch.setattr("pipeline.threads.cpu_count", lambda: cpus)
+    ds = build_dataset(PipelineSpec.from_manifest(data, B))
+    opts = ds.options()
+    want = cpus // int(local_size) if sized else None
+    assert opts.threading.private_threadpool_size == want
+    assert opts.autotune.cpu_budget == want
+    assert sorted(labels_of(ds)) == list(range(N))
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 5])
+@pytest.mark.parametrize("drop", [False, True])
+def test_rule_chunks_read_as_runs_of_batches_keep_the_chunk_order(data, monkeypatch, blocks, drop):
+    """Chunks smaller than a file: the rule's runs of ``blocks`` batches per file give the same batches, in the
+    same order, as chunks of ``blocks × batch`` records parsed whole and rebatched."""
+    import pipeline.plan.readplan as read
+
+    spec = PipelineSpec.from_manifest(data, 16, drop_remainder=drop)
+    monkeypatch.setattr(read, "CHUNK_BYTES", int(spec.record_bytes * 16 * blocks) + 1)
+    chunk = read.read_plan(spec).config.chunk_records if blocks > 1 else None
+    if blocks > 1:
+        assert chunk == 16 * blocks and read.read_plan(spec).config.read == "interleave"
+    got = batches_of(build_dataset(spec))
+    want = batches_of(build_dataset(spec.with_(chunk_records=chunk or 16)))
+    assert got == want and len({len(b) for b in got[:-1]}) == 1
