@@ -91,7 +91,7 @@ def test_every_s3_command_uses_the_s3_endpoint(s3_split, tmp_path, capsys):
     assert code == 0, err
     assert "re/index.json" in keys(s3)
     # the pipeline reads the manifest from s3://
-    spec_mod = pytest.importorskip("pipeline.spec.pipelinespec")
+    spec_mod = pytest.importorskip("pipeline.plan.manifest")
     spec = spec_mod.PipelineSpec.from_manifest(f"{s3.url}/re", 16)
     assert len(spec.files) == 3
 

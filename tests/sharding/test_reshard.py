@@ -101,8 +101,7 @@ def test_damaged_source_fails_without_manifest(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(IntegrityError, match=m.shards[1].name):
         reshard(str(src), str(tmp_path / "out"), num_shards=3)
-    assert not (tmp_path / "out" / "index.json").exists()
-    assert not [f for f in os.listdir(tmp_path / "out") if f.endswith(".tfrecord")]
+    assert not (tmp_path / "out").exists()   # no manifest, no shard: the failed run removed the --out it made
 
 
 @pytest.mark.parametrize("records, n", [(10, 3), (7, 7), (100, 1), (5, 2)])

@@ -383,7 +383,7 @@ def test_convert_libsvm_straight_to_s3(s3, tmp_path):
 
 def test_pipeline_reads_rank_slices_from_s3(s3, tmp_path):
     """Plan two ranks over a set in S3; each rank's pipeline (fetching from s3://) reads its own records."""
-    spec_mod = pytest.importorskip("pipeline.spec.pipelinespec")
+    spec_mod = pytest.importorskip("pipeline.plan.manifest")
     build_mod = pytest.importorskip("pipeline.build")
     if not hasattr(spec_mod.PipelineSpec, "from_manifest") or not hasattr(build_mod, "build_dataset"):
         pytest.skip("pipeline.PipelineSpec.from_manifest / build_dataset not available")
