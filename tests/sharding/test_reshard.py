@@ -1,7 +1,6 @@
 """reshard: N record-balanced shards (or by size), same records in the same order, read back with real TF."""
 from __future__ import annotations
 
-
 import pytest
 
 from converters.libsvm.synthetic import write_criteo_shards
