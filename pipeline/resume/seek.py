@@ -24,7 +24,7 @@ import warnings
 
 from converters.util.checks import as_int
 
-from .offsets import has_cached_index, index_path, offset_of
+from .offsets import has_cached_index, offset_of
 from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
 __all__ = ["records_from", "records_at", "has_seek_op", "seek_pays", "SKIP_BELOW_BYTES"]

@@ -21,7 +21,6 @@ import os
 from typing import Any
 
 from converters.util.checks import as_int
-from converters.util.errors import TfpipeError
 
 from ..plan.rankplan import plan_fingerprint
 from ..spec.options import ResumeError
