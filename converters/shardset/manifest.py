@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..tfrecord.layout import EXAMPLE_LAYOUT, RecordLayout
 from ..tfrecord.schema import Schema
 from ..util.errors import IntegrityError, TfpipeError
 from ..util.fs import is_sha256
@@ -100,6 +101,7 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     location: str | None = field(default=None, compare=False)  # where it was read from (not serialized)
     parts: tuple = ()  # a group read as one set (``group.union``): its parts (``group.PartInfo``), else ()
+    layout: RecordLayout = EXAMPLE_LAYOUT  # how records hold rows (``tfrecord.layout``); records count rows
 
     def __post_init__(self):
         object.__setattr__(self, "compression", normalize_compression(self.compression))
@@ -108,6 +110,7 @@ class Manifest:
             raise ValueError(f"manifest records {self.records} != sum over shards {total}")
         if not self.tfpipe_version:
             object.__setattr__(self, "tfpipe_version", __version__)
+        self.layout.check_schema(self.schema)
 
     @property
     def total_bytes(self) -> int:
@@ -143,7 +146,7 @@ class Manifest:
             "skipped": self.skipped,
             "options": self.options,
             "extra": self.extra,
-        }
+        } | ({"layout": self.layout.to_json()} if self.layout.columnar else {})
 
     @classmethod
     def from_json(cls, data: dict, location: str | None = None) -> "Manifest":
@@ -170,6 +173,7 @@ class Manifest:
                 tfpipe_version=data.get("tfpipe_version", "?"),
                 format_version=version,
                 location=location,
+                layout=RecordLayout.from_json(data.get("layout")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise TfpipeError(f"invalid manifest{where}: {exc!r}") from exc
