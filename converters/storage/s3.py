@@ -27,9 +27,11 @@ import time
 import weakref
 from typing import Callable, Iterator
 
-from ..util.errors import InputError, TfpipeError
+from ..util.errors import InputError, MissingInputError, OutputError, TfpipeError
 from ..util.units import format_size
 from .download import TRANSIENT_CODES
+
+_READ_ACTIONS = ("read", "list", "download")  # what a missing bucket makes a missing input (the rest: output)
 
 __all__ = ["S3Storage", "parse_s3_url", "s3_endpoint", "sagemaker_endpoint", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_PART_SIZE", "DEFAULT_CONNECT_TIMEOUT",
            "DEFAULT_READ_TIMEOUT"]
@@ -194,8 +196,9 @@ class S3Storage:
             if code in ("PreconditionFailed", "412") and action == "read":  # a GET with If-Match
                 return InputError(f"{where} changed during the run (its ETag is no longer the one first seen): "
                                   "convert a stable input (nothing was written)", reason="input_changed")
-            if code == "NoSuchBucket":
-                return TfpipeError(f"cannot {action} {where}: bucket {self.bucket!r} does not exist")
+            if code == "NoSuchBucket":   # reading or listing a missing bucket is a missing input (exit 2)
+                missing = MissingInputError if action in _READ_ACTIONS else OutputError
+                return missing(f"cannot {action} {where}: bucket {self.bucket!r} does not exist")
             if code in ("AccessDenied", "403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
                 return TfpipeError(f"cannot {action} {where}: access denied ({code}); check the credentials "
                                    "and the bucket policy")

@@ -258,14 +258,24 @@ def test_download_checks_sha256_and_writes_no_manifest_on_mismatch(s3, tmp_path,
 
 
 @pytest.mark.parametrize("argv, code, message", [
-    (["download", "s3://no-such-bucket-xyz/p", "{tmp}/o"], 1, "bucket 'no-such-bucket-xyz' does not exist"),
+    # a missing bucket read from is a missing input (exit 2, as a missing path); one written to is an output error
+    (["download", "s3://no-such-bucket-xyz/p", "{tmp}/o"], 2, "bucket 'no-such-bucket-xyz' does not exist"),
+    (["inspect", "s3://no-such-bucket-xyz/p"], 2, "cannot read s3://no-such-bucket-xyz/p/index.json: bucket"),
+    (["index", "s3://no-such-bucket-xyz/p"], 2, "cannot list s3://no-such-bucket-xyz/p: bucket"),
+    (["convert", "libsvm", "s3://no-such-bucket-xyz/x.libsvm", "--out", "{tmp}/o", "--field-size", "2"], 2,
+     "bucket 'no-such-bucket-xyz' does not exist"),
+    (["pipeline", "explain", "s3://no-such-bucket-xyz/p", "--batch-size", "8"], 2, "does not exist"),
+    (["upload", "{tmp}/set", "s3://no-such-bucket-xyz/up"], 1,
+     "cannot write s3://no-such-bucket-xyz/up/.tfpipe-tmp-claim: bucket 'no-such-bucket-xyz' does not exist"),
     (["download", "{url}/empty", "{tmp}/o"], 2, "no manifest at"),
     (["upload", "{tmp}", "{tmp}/o"], 1, "upload destination must be an s3:// URL"),
     (["download", "{tmp}", "{tmp}/o"], 1, "download source must be an s3:// URL"),
 ])
 def test_cli_errors(s3, tmp_path, capsys, argv, code, message):
+    write_criteo_shards(str(tmp_path / "set"), 20)
     argv = [a.format(tmp=tmp_path, url=s3.url) for a in argv]
-    assert run_cli(argv + ["--no-progress"]) == code
+    quiet = ["--no-progress"] if argv[0] in ("download", "upload", "convert") else []
+    assert run_cli(argv + quiet) == code
     err = capsys.readouterr().err
     assert err.startswith("tfpipe: error:") and message in err and "Traceback" not in err
 
