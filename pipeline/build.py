@@ -28,7 +28,7 @@ from .graph.parse import feature_spec, parse_fn
 from .graph.tail import graph_tail, parse_batches, tail_stages
 from .graph.weighted import build_weighted, weighted_stages
 from .plan.cachepolicy import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache, total_memory
-from .plan.readplan import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan
+from .plan.readplan import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan, rule_config
 from .spec.pipelinespec import PipelineSpecBase
 from .spec.stage import Stage
 from .threads import process_cpus
@@ -128,8 +128,11 @@ def _parse_chunks(spec: PipelineSpecBase, plan: ReadPlan) -> bool:
     and parses each batch: a chunk parse saves some CPU per record, but each element then holds thousands of
     records, and beside other multi-threaded processes (a host's other ranks, other TensorFlow jobs) that
     coarse, in-order handover left the graph at about a quarter of a core (records/s over its CPU-seconds:
-    0.20-0.41 in 9 of 9 rounds at load 13-16 on 2 cores, against 0.22-0.57 parsing per batch)."""
-    return plan.source != "rule" or spec.chunk_records is not None
+    0.20-0.41 in 9 of 9 rounds at load 13-16 on 2 cores, against 0.22-0.57 parsing per batch). A stored tuning
+    result whose winner is the rule's own config is the rule: built as the rule, per batch."""
+    if spec.chunk_records is not None or plan.source == "asked":
+        return True
+    return plan.source == "tuned" and plan.config != rule_config(spec)[0]
 
 
 def _read_unit(spec: PipelineSpecBase, plan: ReadPlan) -> tuple[int, int]:

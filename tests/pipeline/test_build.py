@@ -481,3 +481,30 @@ def test_rule_chunks_read_as_runs_of_batches_keep_the_chunk_order(data, monkeypa
     got = batches_of(build_dataset(spec))
     want = batches_of(build_dataset(spec.with_(chunk_records=chunk or 16)))
     assert got == want and len({len(b) for b in got[:-1]}) == 1
+
+
+def test_a_stored_result_that_kept_the_rule_builds_the_rule_and_tune_times_the_rule_as_built(data):
+    """A tuning result whose winner is the rule's config builds the rule's graph (parsed per batch), not a chunk
+    parse of the same config; and `tune` times its rule candidate as build_dataset builds it (no options set)."""
+    from pipeline.plan.readplan import ReadConfig, data_fingerprint, read_plan, rule_config
+    from pipeline.plan.tunestore import TuneLookup
+    from pipeline.plan.tuning import tune_read
+
+    spec = PipelineSpec.from_manifest(data, 16, tune="off")
+    rule = rule_config(spec)[0]
+    kept = spec.with_(tuning=TuneLookup(rule, "kept the rule", tuple(sorted(data_fingerprint(spec).items()))))
+    assert read_plan(kept).source == "tuned" and read_plan(kept).config == rule
+    assert "parsed per batch" in {s.name: s for s in plan_stages(kept)}["batch"].settings["how"]
+    other = spec.with_(tuning=TuneLookup(ReadConfig("sequential", chunk_records=rule.chunk_records * 2),
+                                         "a chunk", tuple(sorted(data_fingerprint(spec).items()))))
+    assert "parsed in one call each" in {s.name: s for s in plan_stages(other)}["batch"].settings["how"]
+    built = []
+
+    def build(s):
+        built.append(s)
+        return build_dataset(s)
+
+    tune_read(spec, build, seconds=1.0, rounds=1, store=False, quick=True)
+    rule_specs = [s for s in built if s.read == "auto"]
+    assert rule_specs and all(s.chunk_records is None and s.num_parallel_reads is None for s in rule_specs)
+    assert "parsed per batch" in {s.name: s for s in plan_stages(rule_specs[0])}["batch"].settings["how"]
