@@ -251,3 +251,16 @@ def test_cli_prints_and_inspect_shows_the_layout(tmp_path, capsys):
     raw = json.loads((tmp_path / "o" / MANIFEST_NAME).read_text())
     assert raw["layout"] == {"kind": "columnar", "block_rows": 16,
                              "stored": {"ids": "int32", "label": "uint8", "values": "float32"}}
+
+
+def test_sharded_by_s3_key_refuses_columnar_before_any_work(tmp_path):
+    from converters.cli.convert_argv import parse_convert
+    from converters.engines.processing.sharded import run_sharded
+    from converters.util.errors import TfpipeError
+
+    (tmp_path / "in.libsvm").write_bytes(criteo_lines(20, seed=1))
+    job = parse_convert(["convert", "libsvm", str(tmp_path / "in.libsvm"), "--out", str(tmp_path / "o"),
+                         "--field-size", "39", "--layout", "columnar"])
+    assert job.options.output.columnar and job.options.output.block_rows == 256
+    with pytest.raises(TfpipeError, match="use FullyReplicated inputs"):
+        run_sharded(job, None, None, [], timeout=1, poll=0.1)
