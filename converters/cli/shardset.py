@@ -105,6 +105,7 @@ def _cmd_verify(args) -> int:
             print(f"FAIL {p}", file=sys.stderr)
         print(f"tfpipe: error: {len(report.problems)} problem(s) in {report.location}", file=sys.stderr)
         return 4
+    blocks = f", {report.blocks:,} columnar blocks well-formed" if report.blocks else ""
     print(f"OK {report.location}: {report.shards} shards, {report.records:,} records, CRCs, counts, "
-          f"sizes and sha256 match the manifest")
+          f"sizes and sha256 match the manifest{blocks}")
     return 0

@@ -29,6 +29,7 @@ class VerifyReport:
     records: int = 0
     bytes: int = 0
     problems: list[str] = field(default_factory=list)
+    blocks: int = 0  # columnar blocks decoded and found well-formed
 
     @property
     def ok(self) -> bool:
@@ -71,23 +72,24 @@ def _not_a_shard(path: str, info: ShardInfo, manifest: Manifest) -> str | None:
     return None
 
 
-def _check_blocks(path: str, info: ShardInfo, manifest: Manifest) -> tuple[int, str | None]:
-    """A columnar shard's rows and the first block that is not a well-formed block of the set's layout (named
-    by its index and byte offset in the uncompressed stream), or None."""
+def _check_blocks(path: str, info: ShardInfo, manifest: Manifest) -> tuple[int, int, str | None]:
+    """A columnar shard's rows, its well-formed blocks and the first block that is not a well-formed block of
+    the set's layout (named by its index and byte offset in the uncompressed stream), or None."""
     layout, rows, offset, last = manifest.layout, 0, 0, None
     for k, record in enumerate(read_records(path)):
         if last is not None and last != layout.block_rows:
-            return rows, (f"{info.name}: block {k - 1} holds {last} rows, only a shard's last block may hold fewer "
+            return rows, k - 1, (f"{info.name}: block {k - 1} holds {last} rows, only a shard's last block may hold fewer "
                           f"than {layout.block_rows}")
         try:
             last = len(next(iter(decode_block(record, manifest.schema, layout).values())))
         except BlockError as exc:
-            return rows, f"{info.name}: block {k} at byte {offset}: {exc}"
+            return rows, k, f"{info.name}: block {k} at byte {offset}: {exc}"
         if last > layout.block_rows:
-            return rows, f"{info.name}: block {k} at byte {offset} holds {last} rows, more than {layout.block_rows}"
+            return rows, k, (f"{info.name}: block {k} at byte {offset} holds {last} rows, more than "
+                             f"{layout.block_rows}")
         rows += last
         offset += len(record) + FRAME_OVERHEAD
-    return rows, None
+    return rows, (0 if last is None else k + 1), None
 
 
 def _scan_problem(res, count: int, info: ShardInfo, manifest: Manifest) -> str | None:
@@ -125,7 +127,8 @@ def _check_one(storage, manifest: Manifest, info: ShardInfo, report: VerifyRepor
             report.bytes += res.bytes
             count, problem = res.records, None
             if manifest.layout.columnar and not res.error:
-                count, problem = _check_blocks(local, info, manifest)
+                count, blocks, problem = _check_blocks(local, info, manifest)
+                report.blocks += blocks
             report.records += count
             problem = problem or _scan_problem(res, count, info, manifest)
     finally:

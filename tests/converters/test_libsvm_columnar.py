@@ -96,6 +96,18 @@ def test_stored_types_are_the_narrowest_exact_ones(tmp_path, rows, stored):
         assert got[k].tobytes() == want[k].tobytes() and got[k].dtype == want[k].dtype, k
 
 
+def test_nonfinite_values_are_kept_as_float32(tmp_path):
+    (tmp_path / "in.libsvm").write_bytes(b"1 1:nan 2:1\n0 1:inf 2:-inf\nnan 1:2 2:3\n")
+    kw = dict(field_size=2, allow_nonfinite=True, workers=1)
+    m = convert_libsvm(str(tmp_path / "in.libsvm"), tmp_path / "col", layout="columnar", **kw)
+    e = convert_libsvm(str(tmp_path / "in.libsvm"), tmp_path / "ex", **kw)
+    assert dict(m.layout.stored) == {"ids": "uint8", "label": "float32", "values": "float32"}
+    got, want = read_columnar(m), read_back(e)
+    for k in want:
+        assert got[k].tobytes() == want[k].tobytes(), k
+    assert verify(str(tmp_path / "col")).blocks == 1
+
+
 @pytest.mark.parametrize("ids, stored", [(255, "uint8"), (256, "uint16"), (65536, "int32"), (2**31, "int64")])
 def test_ids_in_the_narrowest_integer_type(tmp_path, ids, stored):
     (tmp_path / "in.libsvm").write_bytes(f"1 1:1 {ids}:2\n0 3:1 4:1\n".encode())
@@ -248,6 +260,8 @@ def test_cli_prints_and_inspect_shows_the_layout(tmp_path, capsys):
     assert main(["inspect", str(tmp_path / "o")]) == 0
     assert f"layout      {want}\n" in capsys.readouterr().out
     assert main(["verify", str(tmp_path / "o"), "--no-progress"]) == 0
+    assert "100 records, CRCs, counts, sizes and sha256 match the manifest, 7 columnar blocks well-formed" in (
+        capsys.readouterr().out)
     raw = json.loads((tmp_path / "o" / MANIFEST_NAME).read_text())
     assert raw["layout"] == {"kind": "columnar", "block_rows": 16,
                              "stored": {"ids": "int32", "label": "uint8", "values": "float32"}}
