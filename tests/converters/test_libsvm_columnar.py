@@ -275,6 +275,6 @@ def test_sharded_by_s3_key_refuses_columnar_before_any_work(tmp_path):
     (tmp_path / "in.libsvm").write_bytes(criteo_lines(20, seed=1))
     job = parse_convert(["convert", "libsvm", str(tmp_path / "in.libsvm"), "--out", str(tmp_path / "o"),
                          "--field-size", "39", "--layout", "columnar"])
-    assert job.options.output.columnar and job.options.output.block_rows == 256
+    assert job.options.output.columnar and job.options.output.block_rows == 1024  # the default
     with pytest.raises(TfpipeError, match="use FullyReplicated inputs"):
         run_sharded(job, None, None, [], timeout=1, poll=0.1)
