@@ -103,8 +103,8 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     labels or split by label on the way to the shards (balancing reads the input twice).
 
     A columnar set (``options.output.layout``) needs the whole set's value ranges before its first block (the
-    stored types): it runs as the two-pass job in this process (``engines.inprocess``), the very steps every
-    engine runs, so its bytes are every engine's.
+    stored types): it runs as the two-pass job (``engines.inprocess.run_job``, its parallel steps on ``workers``
+    processes), the very steps every engine runs, so its bytes are every engine's.
     """
     if not isinstance(options, LibsvmOptions):
         raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
@@ -118,7 +118,7 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         if allow_empty:
             raise ValueError("a columnar part of a larger conversion has no stored types of its own: convert the "
                              "whole input in one job (--layout columnar)")
-        return run_job(LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_size=block_size, prep=prep))
+        return _run_columnar(inputs, out, options, workers, overwrite, block_size, prep)
     if prep is not None and prep.needs_labels and options.multilabel:
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     paths = expand_inputs(inputs)
@@ -131,6 +131,18 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         finally:
             if pool is not None:
                 pool.close()
+
+
+def _run_columnar(inputs, out, options: LibsvmOptions, workers: int, overwrite: bool, block_size: int,
+                  prep: PrepOptions | None) -> Manifest:
+    """A columnar set: the two-pass job's steps in this process, or on ``workers`` local processes."""
+    pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
+    try:
+        job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_size=block_size, prep=prep)
+        return run_job(job, pmap=pool.map if pool is not None else None)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_size: int,

@@ -278,3 +278,20 @@ def test_sharded_by_s3_key_refuses_columnar_before_any_work(tmp_path):
     assert job.options.output.columnar and job.options.output.block_rows == 1024  # the default
     with pytest.raises(TfpipeError, match="use FullyReplicated inputs"):
         run_sharded(job, None, None, [], timeout=1, poll=0.1)
+
+
+def test_local_workers_write_the_same_bytes(tmp_path):
+    from engines_data import assert_same_output
+
+    from converters.libsvm.convert import run
+    from converters.libsvm.options import LibsvmOptions
+    from converters.shardset.options import ShardOutputOptions
+
+    (tmp_path / "a.libsvm").write_bytes(criteo_lines(3000, seed=5))
+    (tmp_path / "b.libsvm").write_bytes(criteo_lines(20, seed=6))
+    opts = LibsvmOptions(39, output=ShardOutputOptions(shard_size=200_000, layout="columnar", block_rows=100))
+    ins = [str(tmp_path / "a.libsvm"), str(tmp_path / "b.libsvm")]
+    one = run(ins, tmp_path / "one", opts, workers=1)
+    two = run(ins, tmp_path / "two", opts, workers=2, block_size=64 << 10)
+    assert_same_output(tmp_path / "one", tmp_path / "two")
+    assert one == two and len(one.shards) > 2
