@@ -14,6 +14,11 @@ With write-time preparation (``prep``: ``--balance``, ``--shuffle``, ``--split-b
 each unit's labels, the plan is ``jobprep.PreparedUnits``'s, and with ``--shuffle`` a scatter step runs
 between the plan and pass 2 (``scatter(task)``, see ``engines.scatter``).
 
+With ``--layout columnar`` (``output.layout``) pass 1 keeps each feature's value range instead of the lengths,
+the plan chooses the stored types from the whole set's ranges and cuts shards of whole blocks
+(``shardset.blocks``), and pass 2 packs each shard's rows into blocks (the layout travels in ``ShardSpec``
+and ``Plan``); write-time preparation is refused with it.
+
 Parsing and serialization are the local converter's (``libsvm.block.parse``, ``tfrecord.examples``), so the
 bytes are the same.
 """
@@ -56,10 +61,10 @@ from ..util.checks import as_int
 from ..util.errors import InputError, TfpipeError
 from .block import has_zero_index, parse, serialize_parsed
 from .jobprep import PreparedUnits
+from .jobvalues import LibsvmContext, LibsvmPiece, LibsvmPrepass, LibsvmSummary
 from .options import LibsvmOptions
 from .reasons import BadLine, first_bad_message
 from .sparse import SparseBlock, row_stats
-from .jobvalues import LibsvmContext, LibsvmPiece, LibsvmPrepass, LibsvmSummary
 from .totals import DEFAULT_BLOCK_BYTES, RowTotals, account, empty_input, log_totals
 
 __all__ = ["LibsvmJob", "LibsvmContext", "LibsvmPrepass", "LibsvmSummary", "LibsvmPiece"]
