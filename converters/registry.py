@@ -16,8 +16,8 @@ A format subclasses ``Format`` and names, in one place (its ``format.py``):
   top_sub)``, ``options_from_args(args)``), or None for a format offered to Python callers only;
 * ``suffixes`` (input suffixes a directory is expanded to; None: every file), ``extras`` (pip extras a
   Processing instance installs), ``sums`` / ``nested_sums`` (manifest ``extra`` totals that add up over the
-  parts of a ShardedByS3Key run), ``reasons`` (its bad-input reasons) and ``routine`` (skip reasons that are
-  not bad input);
+  parts of a ShardedByS3Key run), ``reasons`` (its bad-input reasons), ``routine`` (skip reasons that are
+  not bad input) and ``layouts`` (the record layouts it writes: ``("example",)`` unless it declares more);
 * and, where the format needs one, the hooks below (``part``, ``empty_error``, ``shared_files``,
   ``scan_round`` / ``scan`` / ``agree``).
 """
@@ -68,6 +68,7 @@ class Format:
     nested_sums: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
     routine: tuple[str, ...] = ()
+    layouts: tuple[str, ...] = ("example",)  # the record layouts it writes (``tfrecord.layout``)
 
     def __repr__(self) -> str:
         return f"<format {self.name!r}>"
@@ -87,6 +88,13 @@ class Format:
     def run(self, inputs, out, options, **kwargs):
         """The local converter (one streaming pass in this process): ``convert(inputs, out, options, ...)``."""
         return self.declared("convert")(inputs, out, options, **kwargs)
+
+    def check_layout(self, options) -> None:
+        """A ValueError in one line when ``options`` ask for a record layout this format does not write."""
+        layout = options.output.layout
+        if layout not in self.layouts:
+            raise ValueError(f"convert {self.name}: --layout {layout} is not available for this format "
+                             f"(layouts: {', '.join(self.layouts)})")
 
     def part(self, files: Sequence[str], out: str, options, *, workers: int | None):
         """Convert ``files`` into a complete shard set at ``out`` (replacing what is there), as one instance's

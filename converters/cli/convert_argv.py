@@ -53,6 +53,7 @@ def parse_convert(argv: Sequence[str]) -> ConvertJob:
 
     prep = prep_options(args)
     options = registry.get(args.format).options_from_args(args)
+    registry.get(args.format).check_layout(options)
     if prep is not None and prep.needs_labels and getattr(options, "multilabel", False):
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     return ConvertJob(args.format, tuple(argv), tuple(args.inputs), args.out, options, args.workers,

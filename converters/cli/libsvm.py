@@ -9,6 +9,7 @@ from .types import (
     add_prep_options,
     add_shard_output_options,
     convert_on_engine,
+    layout_line,
     nonneg_int,
     positive_int,
     print_prep,
@@ -118,6 +119,8 @@ def _cmd_convert(args) -> int:
     where = m.location if is_s3(m.location) else os.path.abspath(m.location)
     print(f"wrote {len(m.shards)} shard(s), {format_size(m.total_bytes)}"
           f"{' GZIP' if m.compression else ''}, in {secs:.1f}s -> {where}")
+    if m.layout.columnar:
+        print(f"layout: {layout_line(m)}")
     if args.sparse:
         nz = m.extra["nonzeros"]
         print(f"sparse: num_features {m.extra['num_features']:,}, nonzeros per row min {nz['min']:,} "

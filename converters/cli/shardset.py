@@ -25,7 +25,7 @@ def register(sub) -> None:
 def _cmd_inspect(args) -> int:
     from ..shardset.reader import read_manifest_raw
     from ..util.units import format_size
-    from .types import print_prep
+    from .types import layout_line, print_prep
 
     m, raw = read_manifest_raw(args.path)
     if args.json:  # the manifest as written (a group's own manifest for a group)
@@ -39,6 +39,7 @@ def _cmd_inspect(args) -> int:
     if m.shards:
         sizes = [s.bytes for s in m.shards]
         print(f"shard size  min {format_size(min(sizes))}, max {format_size(max(sizes))}")
+    print(f"layout      {layout_line(m)}")
     print("schema")
     for f in m.schema.features:
         role = "   (label)" if f.name == m.schema.label else ""
@@ -104,6 +105,7 @@ def _cmd_verify(args) -> int:
             print(f"FAIL {p}", file=sys.stderr)
         print(f"tfpipe: error: {len(report.problems)} problem(s) in {report.location}", file=sys.stderr)
         return 4
+    blocks = f", {report.blocks:,} columnar blocks well-formed" if report.blocks else ""
     print(f"OK {report.location}: {report.shards} shards, {report.records:,} records, CRCs, counts, "
-          f"sizes and sha256 match the manifest")
+          f"sizes and sha256 match the manifest{blocks}")
     return 0

@@ -7,11 +7,12 @@ import os
 import sys
 
 from ..shardset.options import COMPRESSIONS, ON_ERROR, ShardOutputOptions
+from ..tfrecord.layout import DEFAULT_BLOCK_ROWS, EXAMPLE, LAYOUTS
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 from .parser import add_endpoint_option
 
 __all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "nonneg_floats", "size", "names",
-           "add_shard_output_options", "shard_output_options", "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
+           "add_shard_output_options", "shard_output_options", "layout_line", "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
            "print_prep", "convert_on_engine", "use_endpoint"]
 
 
@@ -93,6 +94,12 @@ def add_shard_output_options(p: argparse.ArgumentParser, *, record: str = "line"
     p.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out")
     p.add_argument("--prefix", default="train", help="shard name prefix (default train)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--layout", choices=LAYOUTS, default=EXAMPLE,
+                   help="record layout: example (one tf.train.Example per row, readable by any TensorFlow code; "
+                        "default) or columnar (blocks of rows, each feature a raw little-endian column in the "
+                        "narrowest type that holds the set: the fastest input, read through tfpipe's pipeline)")
+    p.add_argument("--block-rows", type=positive_int, default=None, metavar="N",
+                   help=f"rows per block with --layout columnar (default {DEFAULT_BLOCK_ROWS})")
     add_endpoint_option(p)
 
 
@@ -105,8 +112,11 @@ def use_endpoint(args: argparse.Namespace) -> None:
 
 def shard_output_options(args: argparse.Namespace):
     """The ``ShardOutputOptions`` given by ``add_shard_output_options``'s arguments (validated once, there)."""
+    if args.block_rows is not None and args.layout != "columnar":
+        raise ValueError("--block-rows applies to --layout columnar")
     return ShardOutputOptions(shard_size=args.shard_size or DEFAULT_SHARD_BYTES, compression=args.compression,
-                              prefix=args.prefix, on_error=args.on_error)
+                              prefix=args.prefix, on_error=args.on_error, layout=args.layout,
+                              block_rows=args.block_rows)
 
 
 def add_prep_options(p: argparse.ArgumentParser, *, labels: bool = True) -> None:
@@ -186,6 +196,7 @@ def convert_on_engine(args: argparse.Namespace, options, format_name: str):
     from ..shardset.overlap import check_disjoint
 
     fmt = registry.get(format_name)
+    fmt.check_layout(options)
     beam_options = engine_choice(args)
     prep = prep_options(args)
     use_endpoint(args)
@@ -211,6 +222,16 @@ def beam_module():
             raise TfpipeError("--engine beam needs Apache Beam: pip install 'tfpipe[beam]'") from None
         raise
     return beam
+
+
+def layout_line(manifest) -> str:
+    """A set's record layout in words: ``example (one tf.train.Example per row)`` or ``columnar, blocks of 256
+    rows, stored ids int32, label uint8, values float32``."""
+    lay = manifest.layout
+    if not lay.columnar:
+        return "example (one tf.train.Example per row)"
+    return (f"columnar, blocks of {lay.block_rows:,} rows, stored "
+            + ", ".join(f"{name} {stype}" for name, stype in lay.stored))
 
 
 def print_skips(manifest, noun: str, *, ignore: tuple[str, ...] = (), examples: int = 10) -> None:

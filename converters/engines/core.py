@@ -29,6 +29,7 @@ from ..shardset.manifest import InputStats, Manifest, ShardInfo, manifest_bytes
 from ..shardset.options import ShardOutputOptions
 from ..shardset.shardfile import ShardStream
 from ..shardset.writer import output_errors
+from ..tfrecord.layout import RecordLayout
 from ..tfrecord.schema import Schema
 from ..util.errors import InputError, TfpipeError
 from .area import RunArea
@@ -124,12 +125,14 @@ class ShardSpec:
     records: int
     pieces: tuple = ()
     first: int = 0
+    layout: RecordLayout | None = None  # a columnar set's layout: pass 2 writes blocks of it (records are rows)
 
 
 @dataclass(frozen=True)
 class Plan:
     """The planner's result: the shards to write and the manifest's accounting, or the ``error`` that stops
-    the run before any shard is written. With ``--split-by-label``, ``parts`` lists ``(label, shards)`` per
+    the run before any shard is written; ``layout``: the manifest's record layout entry of a columnar set (its
+    shards' ``records`` count rows). With ``--split-by-label``, ``parts`` lists ``(label, shards)`` per
     part in order (the shards are numbered part after part); with ``--shuffle``, ``scatter`` holds the tasks
     that must all have run before any pass 2 (``engines.scatter``)."""
 
@@ -141,6 +144,7 @@ class Plan:
     error: ErrorRecord | None = None
     parts: tuple[tuple[str, int], ...] = ()
     scatter: tuple = ()
+    layout: dict | None = None  # a columnar set's manifest ``layout`` entry (``RecordLayout.to_json``), else None
 
     @classmethod
     def failed(cls, error: ErrorRecord) -> "Plan":
@@ -223,24 +227,26 @@ class Outcome:
     extra: dict
     results: tuple[ShardResult, ...]
     parts: tuple[tuple[str, int], ...] = ()   # (label, shards) per part of a split by label
+    layout: dict | None = None                # the plan's record layout entry (columnar), else None
 
     @classmethod
     def of(cls, plan: Plan, results: Sequence[ShardResult]) -> "Outcome":
         return cls(plan.error, tuple(s.records for s in plan.shards), plan.records, tuple(plan.inputs),
                    dict(plan.options), dict(plan.extra), tuple(sorted(results, key=lambda r: r.index)),
-                   tuple(plan.parts))
+                   tuple(plan.parts), plan.layout)
 
     def to_json(self) -> dict:
         return {"error": asdict(self.error) if self.error else None, "expected": list(self.expected),
                 "records": self.records, "inputs": [asdict(i) for i in self.inputs], "options": self.options,
                 "extra": self.extra, "results": [asdict(r) for r in self.results],
-                "parts": [list(p) for p in self.parts]}
+                "parts": [list(p) for p in self.parts]} | ({"layout": self.layout} if self.layout else {})
 
     @classmethod
     def from_json(cls, d: dict) -> "Outcome":
         return cls(ErrorRecord(**d["error"]) if d["error"] else None, tuple(d["expected"]), d["records"],
                    tuple(InputStats(**i) for i in d["inputs"]), d["options"], d["extra"],
-                   tuple(ShardResult(**r) for r in d["results"]), tuple((a, b) for a, b in d.get("parts", [])))
+                   tuple(ShardResult(**r) for r in d["results"]), tuple((a, b) for a, b in d.get("parts", [])),
+                   d.get("layout"))
 
     def checked(self, run_id: str, why: str | None = None) -> dict[int, ShardResult]:
         """Raise the plan's error, or check that pass 2 reported every planned shard with its planned count;
@@ -276,7 +282,8 @@ def finalize(area: RunArea, output: ShardOutputOptions, schema: Schema, kind: st
         shards = tuple(ShardInfo(m.final, got[i].records, got[i].bytes, got[i].sha256) for i, m in enumerate(moves))
         manifest = Manifest(records=outcome.records, shards=shards, schema=schema, inputs=outcome.inputs,
                             options=dict(outcome.options), compression=output.compression, kind=kind,
-                            extra=dict(outcome.extra), location=area.out)
+                            extra=dict(outcome.extra), location=area.out,
+                            layout=RecordLayout.from_json(outcome.layout))
         with output_errors(area.out):
             commit_set(area.output(), moves, manifest_bytes(manifest), run_id=area.run_id,
                        before_manifest=area.cleanup, where=area.out)

@@ -26,7 +26,8 @@ order, with the local converter's message), so no shard is written and no manife
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from functools import partial
+from typing import Any, Callable, Protocol, Sequence
 
 from ..shardset.manifest import Manifest
 from .core import Outcome, Plan, ShardResult, ShardSpec
@@ -59,18 +60,24 @@ class TwoPassJob(Protocol):
     def lite(self) -> "TwoPassJob": ...
 
 
-def run_job(job: TwoPassJob) -> Manifest:
+def _serial(fn: Callable, items: Sequence) -> list:
+    return [fn(x) for x in items]
+
+
+def run_job(job: TwoPassJob, *, pmap: Callable[[Callable, Sequence], list] | None = None) -> Manifest:
     """Run every step of ``job`` in this process, in order; returns the manifest (the temporary area is
-    removed on success and on failure)."""
+    removed on success and on failure). ``pmap(fn, items)`` (default: one after the other) runs the parallel
+    steps (pre-pass, pass 1, sizes, scatter, pass 2) and returns their results in order, e.g. on a pool of
+    local processes: the steps are the same, so are the bytes."""
+    pmap = pmap or _serial
     try:
         units = job.units()
-        ctx = job.resolve([job.prepass(u) for u in units] if job.needs_prepass else [])
-        summaries = [job.pass1(u, ctx) for u in units]
-        sizes = [job.sizes(t) for t in job.size_tasks(summaries)]
+        ctx = job.resolve(pmap(job.prepass, units) if job.needs_prepass else [])
+        summaries = pmap(partial(job.pass1, ctx=ctx), units)
+        sizes = pmap(job.sizes, job.size_tasks(summaries))
         plan = job.plan(summaries, sizes, ctx)
-        for task in plan.scatter:
-            job.scatter(task)
-        results = [job.pass2(s) for s in plan.shards]
+        pmap(job.scatter, plan.scatter)
+        results = pmap(job.pass2, plan.shards)
         return finalize_outcome(job.area, job.output, job.schema, job.kind, Outcome.of(plan, results))
     finally:
         job.area.cleanup()

@@ -22,27 +22,36 @@ import logging
 import os
 from typing import Iterable
 
+from ..engines.inprocess import run_job
 from ..prep.options import PrepOptions, prep_from_keywords
 from ..prep.writer import PrepWriter
-from ..shardset.manifest import MAX_EXAMPLES, InputStats, Manifest
+from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..sources import compression_of, expand_inputs, input_size, refuse_inputs_in
+from ..tfrecord.layout import EXAMPLE
 from ..util.checks import as_int
 from ..util.errors import InputError
 from ..util.progress import progress_bar
 from ..util.system import cap_workers, cpu_count
 from ..util.units import DEFAULT_SHARD_BYTES
+from .job import LibsvmJob
 from .options import LibsvmOptions
-from .reasons import field_size_hint, first_bad_message
+from .reasons import first_bad_message
+from .totals import (
+    DEFAULT_BLOCK_BYTES,
+    UNORDERED_NOTE,
+    RowTotals,
+    account,
+    empty_input,
+    log_totals,
+    nothing_written,
+)
 from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
 
 __all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "empty_input", "nothing_written",
            "DEFAULT_BLOCK_BYTES", "UNORDERED_NOTE"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_BLOCK_BYTES = 4 << 20  # 4 MiB of text per parse task
-UNORDERED_NOTE = "ids_unordered"  # InputStats.notes: written rows whose positional ids repeat or do not increase
 
 
 def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, *,
@@ -56,7 +65,8 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
                    multilabel: bool = False, keep_qid: bool = False, qid_key: str = "qid",
                    prep: PrepOptions | None = None, shuffle=False, seed: int | None = None,
                    shuffle_memory: int | str | None = None, tmp_dir: str | None = None, balance=None,
-                   split_by_label: bool = False, strict_ids: bool = False) -> Manifest:
+                   split_by_label: bool = False, strict_ids: bool = False, layout: str = EXAMPLE,
+                   block_rows: int | None = None) -> Manifest:
     """Convert LibSVM text files into a TFRecord shard set with a manifest; returns the Manifest.
 
     The keyword form of :func:`run`: builds a ``LibsvmOptions`` from the arguments (``field_size`` for
@@ -67,11 +77,13 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
     written + skipped). ``shard_size``: bytes or a size such as ``"256MiB"``. Write-time preparation, as the
     command line's flags: ``shuffle=True, seed=S`` (``shuffle_memory``, ``tmp_dir``), ``balance="equal"`` or
     ``"0=0.25,1=1"`` (with ``seed``), ``split_by_label=True`` — or a ready ``prep=PrepOptions(...)``
-    (``converters.prep``; see ``prep_from_keywords``).
+    (``converters.prep``; see ``prep_from_keywords``). ``layout="columnar"`` (fixed width only) writes blocks of
+    ``block_rows`` rows as raw columns (``tfrecord.layout``) instead of one Example per line.
     """
     prep = prep_from_keywords(prep, shuffle=shuffle, seed=seed, shuffle_memory=shuffle_memory, tmp_dir=tmp_dir,
                               balance=balance, split_by_label=split_by_label)
-    output = ShardOutputOptions(shard_size=shard_size, compression=compression, prefix=prefix, on_error=on_error)
+    output = ShardOutputOptions(shard_size=shard_size, compression=compression, prefix=prefix, on_error=on_error,
+                                layout=layout, block_rows=block_rows)
     options = LibsvmOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, label_key, ids_key,
                             values_key, output, sparse, multilabel, keep_qid, qid_key, strict_ids)
     return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
@@ -89,6 +101,10 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     ``allow_empty`` (a part of a larger conversion, such as one Processing instance's share): then the
     manifest lists no shard, only the accounting. ``prep`` (``converters.prep.PrepOptions``): shuffle, balance
     labels or split by label on the way to the shards (balancing reads the input twice).
+
+    A columnar set (``options.output.layout``) needs the whole set's value ranges before its first block (the
+    stored types): it runs as the two-pass job (``engines.inprocess.run_job``, its parallel steps on ``workers``
+    processes), the very steps every engine runs, so its bytes are every engine's.
     """
     if not isinstance(options, LibsvmOptions):
         raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
@@ -98,6 +114,11 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     block_size = as_int(block_size, "block_size", minimum=1)
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
+    if options.output.columnar:
+        if allow_empty:
+            raise ValueError("a columnar part of a larger conversion has no stored types of its own: convert the "
+                             "whole input in one job (--layout columnar)")
+        return _run_columnar(inputs, out, options, workers, overwrite, block_size, prep)
     if prep is not None and prep.needs_labels and options.multilabel:
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     paths = expand_inputs(inputs)
@@ -112,9 +133,16 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
                 pool.close()
 
 
-def empty_input(stats, path: str | None = None, *, what: str = "the input holds no valid line") -> InputError:
-    """The error for a conversion that wrote no record at all (``stats``: InputStats): see ``nothing_written``."""
-    return InputError(nothing_written(stats, what), path=path, reason="empty_input")
+def _run_columnar(inputs, out, options: LibsvmOptions, workers: int, overwrite: bool, block_size: int,
+                  prep: PrepOptions | None) -> Manifest:
+    """A columnar set: the two-pass job's steps in this process, or on ``workers`` local processes."""
+    pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
+    try:
+        job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_size=block_size, prep=prep)
+        return run_job(job, pmap=pool.map if pool is not None else None)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_size: int,
@@ -166,36 +194,6 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
                          extra=extra)
 
 
-class RowTotals:
-    """The sparse layout's manifest figures, summed over blocks (``sparse.row_stats`` of each)."""
-
-    def __init__(self):
-        self.rows = self.nonzeros = 0
-        self.min = self.max = 0
-        self.max_id = -1
-
-    def add(self, s: dict | None) -> None:
-        if not s or not s["rows"]:
-            return
-        self.min = s["min_nonzeros"] if not self.rows else min(self.min, s["min_nonzeros"])
-        self.max = max(self.max, s["max_nonzeros"])
-        self.rows += s["rows"]
-        self.nonzeros += s["nonzeros"]
-        self.max_id = max(self.max_id, s["max_id"])
-
-    def stats(self) -> dict[str, int]:
-        """The totals in ``sparse.row_stats``'s form (so totals of parts add up like blocks)."""
-        return {"rows": self.rows, "nonzeros": self.nonzeros, "min_nonzeros": self.min, "max_nonzeros": self.max,
-                "max_id": self.max_id}
-
-    def extra(self) -> dict:
-        """``num_features``: largest zero-based id + 1 (1 when no row has a feature, as scikit-learn's
-        ``n_features``); ``nonzeros``: per-row min/mean/max and the total."""
-        mean = round(self.nonzeros / self.rows, 4) if self.rows else 0.0
-        return {"num_features": max(self.max_id + 1, 1),
-                "nonzeros": {"min": self.min, "mean": mean, "max": self.max, "total": self.nonzeros}}
-
-
 def _bad_line(path: str, res) -> InputError:
     """The block's first bad line, as ``--on-error raise`` reports it (``res``: the block's result)."""
     b = res.bad[0]
@@ -215,54 +213,3 @@ def _count_labels(writer: PrepWriter, results, raise_on_bad: bool, progress: boo
     finally:
         results.close()
     writer.start()
-
-
-def account(st: InputStats, written: int, skipped: dict[str, int], blank: int, bad, path: str, *,
-            unordered: int = 0) -> None:
-    """Add one block's (or unit's) result to its input file's accounting (read == written + skipped), with the
-    first bad lines as examples and the written rows whose positional ids repeat or do not increase
-    (``unordered``, a note: data, not a skip); every engine adds results this way."""
-    st.note(UNORDERED_NOTE, unordered)
-    st.records_written += written
-    st.records_read += written + sum(skipped.values())
-    st.blank_lines += blank
-    for reason, count in skipped.items():
-        st.skipped[reason] = st.skipped.get(reason, 0) + count
-    for b in bad:
-        if len(st.examples) < MAX_EXAMPLES:
-            st.examples.append(b.describe(path))
-            log.info("skipped %s", b.describe(path))
-
-
-def nothing_written(stats, what: str = "the input holds no valid line") -> str:
-    """Why a run wrote no record (``stats``: InputStats): no valid line, or ``--balance`` sampled out all of
-    them (rows it removed are not bad lines)."""
-    stats = list(stats)
-    blank = sum(st.blank_lines for st in stats)
-    read = sum(st.records_read for st in stats)
-    sampled = sum(st.skipped.get("sampled_out", 0) for st in stats)
-    if sampled:
-        return (f"no records to write: --balance sampled out all {sampled} valid record(s) ({blank} blank/comment "
-                f"line(s), {read - sampled} bad line(s) skipped); give the labels rates above 0")
-    skipped: dict[str, int] = {}
-    for st in stats:
-        for k, v in st.skipped.items():
-            skipped[k] = skipped.get(k, 0) + v
-    hint = field_size_hint(skipped, 0, [e for st in stats for e in st.examples])
-    return (f"no records to write: {what} ({blank} blank/comment line(s), {read} bad line(s) skipped)"
-            f"{': ' + hint if hint else ''}")
-
-
-def log_totals(stats, read: int, fallback: int) -> None:
-    """Log the skipped lines by reason and the lines the exact Python parser took (``stats``: InputStats)."""
-    stats = list(stats)
-    skipped = sum(st.records_skipped for st in stats)
-    if skipped:
-        by_reason: dict[str, int] = {}
-        for st in stats:
-            for k, v in st.skipped.items():
-                by_reason[k] = by_reason.get(k, 0) + v
-        log.info("skipped %d bad line(s) of %d: %s", skipped, read,
-                 ", ".join(f"{k}={v}" for k, v in sorted(by_reason.items())))
-    if fallback:
-        log.info("%d line(s) needed the exact Python number parser", fallback)

@@ -26,6 +26,7 @@ class LibsvmFormat(Format):
     sums = ("blank_lines",)
     reasons = REASONS
     routine = ("sampled_out",)
+    layouts = ("example", "columnar")
 
     def part(self, files: Sequence[str], out: str, options, *, workers: int | None):
         # an instance whose objects hold no valid line still reports their accounting

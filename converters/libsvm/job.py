@@ -14,6 +14,11 @@ With write-time preparation (``prep``: ``--balance``, ``--shuffle``, ``--split-b
 each unit's labels, the plan is ``jobprep.PreparedUnits``'s, and with ``--shuffle`` a scatter step runs
 between the plan and pass 2 (``scatter(task)``, see ``engines.scatter``).
 
+With ``--layout columnar`` (``output.layout``) pass 1 keeps each feature's value range instead of the lengths,
+the plan chooses the stored types from the whole set's ranges and cuts shards of whole blocks
+(``shardset.blocks``), and pass 2 packs each shard's rows into blocks (the layout travels in ``ShardSpec``
+and ``Plan``); write-time preparation is refused with it.
+
 Parsing and serialization are the local converter's (``libsvm.block.parse``, ``tfrecord.examples``), so the
 bytes are the same.
 """
@@ -22,7 +27,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -40,79 +45,35 @@ from ..prep.balance import Thresholds
 from ..prep.labels import label_bits
 from ..prep.options import PrepOptions
 from ..prep.records import take_records
+from ..shardset.blocks import (
+    BlockPacker,
+    choose_layout,
+    column_ranges,
+    merge_ranges,
+    ranges_from_json,
+    ranges_json,
+    shard_row_ranges,
+)
 from ..shardset.manifest import MAX_EXAMPLES, InputStats
 from ..sources import expand_inputs, iter_blocks
 from ..tfrecord.examples import column_payloads, framed_lengths
 from ..util.checks import as_int
 from ..util.errors import InputError, TfpipeError
 from .block import has_zero_index, parse, serialize_parsed
-from .convert import DEFAULT_BLOCK_BYTES, RowTotals, account, empty_input, log_totals
 from .jobprep import PreparedUnits
+from .jobvalues import LibsvmContext, LibsvmPiece, LibsvmPrepass, LibsvmSummary
 from .options import LibsvmOptions
 from .reasons import BadLine, first_bad_message
 from .sparse import SparseBlock, row_stats
+from .totals import DEFAULT_BLOCK_BYTES, RowTotals, account, empty_input, log_totals
 
 __all__ = ["LibsvmJob", "LibsvmContext", "LibsvmPrepass", "LibsvmSummary", "LibsvmPiece"]
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class LibsvmPrepass:
-    """``--index-base auto`` for one unit: an index 0 seen, or the error that stopped the scan."""
-
-    unit: int
-    zero: bool = False
-    error: ErrorRecord | None = None
-
-
-@dataclass(frozen=True)
-class LibsvmContext:
-    """What pass 1 needs from the pre-pass: the index base, or the error that ends the run."""
-
-    base: int | None
-    error: ErrorRecord | None = None
-
-
-@dataclass
-class LibsvmSummary:
-    """Pass 1's report for one unit. Line numbers of ``bad`` are unit-local for a range unit (the planner
-    shifts them). ``blocks``: records per ``block_size`` block of a whole (compressed) unit."""
-
-    unit: Unit
-    records: int = 0
-    nbytes: int = 0                 # framed bytes of the records
-    lines: int = 0
-    blank: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-    bad: list[BadLine] = field(default_factory=list)
-    fallback: int = 0
-    blocks: tuple[int, ...] = ()
-    error: ErrorRecord | None = None
-    sparse: dict | None = None      # sparse layout: the unit's ``sparse.row_stats`` totals
-    unordered: int = 0              # written rows whose positional ids repeat or do not increase
-
-
-@dataclass(frozen=True)
-class LibsvmPiece:
-    """Records ``[first, stop)`` of ``unit`` (which holds ``count`` records; ``blocks`` as in the summary),
-    parsed with index base ``base``. With a filter — ``keep`` (balance: the records it keeps, the unit's first
-    record having global index ``index0``) and/or ``label`` (a label's uint32 identity) — ``first`` and
-    ``stop`` count the records the filter selects."""
-
-    unit: Unit
-    first: int
-    stop: int
-    count: int
-    base: int
-    blocks: tuple[int, ...] = ()
-    keep: Thresholds | None = None
-    index0: int = 0
-    label: int | None = None
-
-    @property
-    def filtered(self) -> bool:
-        return self.keep is not None or self.label is not None
+PREP_COLUMNAR = ("{} with --layout columnar is not supported: convert with --layout example and the preparation, "
+                 "then re-lay the set out in its prepared order with `tfpipe reshard SET --out NEW --layout "
+                 "columnar`")
 
 
 def _check_sizes(unit_size, block_size) -> tuple[int, int]:
@@ -123,6 +84,8 @@ def _check_sizes(unit_size, block_size) -> tuple[int, int]:
 def _check_prep(prep: PrepOptions | None, options: LibsvmOptions) -> None:
     if prep is not None and prep.needs_labels and options.multilabel:
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
+    if prep is not None and prep.active and options.output.columnar:
+        raise ValueError(PREP_COLUMNAR.format(prep.describe()))
 
 
 def _labels(pb) -> np.ndarray | None:
@@ -233,6 +196,11 @@ class LibsvmJob:
         cols = {lk: pb.label, ik: pb.ids, vk: pb.values}
         return framed_lengths(self.schema, column_payloads(self.schema, cols)).astype(np.int32)
 
+    def _columns(self, pb, lo: int = 0, hi: int | None = None) -> dict[str, np.ndarray]:
+        """A fixed-width block's rows ``[lo, hi)`` as columns by feature name."""
+        lk, ik, vk = self.options.keys
+        return {lk: pb.label[lo:hi], ik: pb.ids[lo:hi], vk: pb.values[lo:hi]}
+
     def _blocks(self, unit: Unit) -> Iterator[tuple[bytes, int]]:
         if unit.whole:
             for block, first_line, _ in iter_blocks(unit.path, self.block_size):
@@ -248,6 +216,8 @@ class LibsvmJob:
         stop_on_bad = self.output.on_error == "raise"
         lengths, blocks, labels = [], [], []
         rows = RowTotals() if self.options.sparse else None
+        columnar = self.output.columnar
+        ranges = []
         try:
             for block, first_line in self._blocks(unit):
                 pb = parse(block, popts, first_line, MAX_EXAMPLES)
@@ -261,7 +231,9 @@ class LibsvmJob:
                 if stop_on_bad and pb.bad:
                     s.records += pb.n  # (the error's field-size hint asks whether any line was valid)
                     break  # the run stops at this line
-                ln = self._lengths(pb)
+                ln = np.zeros(0, np.int32) if columnar else self._lengths(pb)
+                if columnar:
+                    ranges.append(column_ranges(self._columns(pb)))
                 if rows is not None:
                     rows.add(row_stats(pb))
                 lengths.append(ln)
@@ -274,7 +246,8 @@ class LibsvmJob:
             s.error = ErrorRecord.of(exc)
         s.blocks = tuple(blocks) if unit.whole else ()
         s.sparse = rows.stats() if rows is not None else None
-        if s.records and s.error is None and not (stop_on_bad and s.bad):
+        s.ranges = ranges_json(merge_ranges(ranges)) if columnar else None
+        if s.records and s.error is None and not (stop_on_bad and s.bad) and not columnar:
             self.area.put_array(f"{unit.key}.len", np.concatenate(lengths))
             if self.keeps_labels:
                 self.area.put_array(f"{unit.key}.lab", np.concatenate(labels))
@@ -318,7 +291,7 @@ class LibsvmJob:
                 rows.add(s.sparse)
             firsts.append(total)  # the global index of the unit's first record
             total += s.records
-            if self.prep is None and not cutter.add_run(s.records, s.nbytes):
+            if self.prep is None and not self.output.columnar and not cutter.add_run(s.records, s.nbytes):
                 cutter.add(self.area.get_array(f"{s.unit.key}.len", np.int32))
         base = ctx.base if ctx is not None else self.options.index_base
         prepared = PreparedUnits(self, summaries, firsts, base) if self.prep is not None else None
@@ -326,7 +299,7 @@ class LibsvmJob:
             return Plan.failed(error)
         read = sum(st.records_read for st in stats)
         blank = sum(st.blank_lines for st in stats)
-        if (prepared.records if prepared is not None else cutter.records) == 0:
+        if (prepared.records if prepared is not None else total) == 0:
             return Plan.failed(ErrorRecord.of(empty_input(stats, self.paths[0] if len(self.paths) == 1 else None)))
         log_totals(stats, read, fallback)
         options = self.options.to_json()
@@ -335,9 +308,16 @@ class LibsvmJob:
         extra = {"index_base": base, "blank_lines": blank, **(rows.extra() if rows is not None else {})}
         if prepared is not None:
             return prepared.plan(tuple(stats), options, extra)
-        shards = tuple(ShardSpec(k, b - a, _pieces(summaries, firsts, a, b, base), first=a)
-                       for k, (a, b) in enumerate(cutter.ranges()))
-        return Plan(shards, cutter.records, tuple(stats), options, extra)
+        layout = None
+        if self.output.columnar:
+            layout = choose_layout(self.schema, merge_ranges(ranges_from_json(s.ranges) for s in summaries),
+                                   self.output.block_rows)
+            cuts = shard_row_ranges(total, self.schema, layout, self.output.shard_size)
+        else:
+            cuts = cutter.ranges()
+        shards = tuple(ShardSpec(k, b - a, _pieces(summaries, firsts, a, b, base), first=a, layout=layout)
+                       for k, (a, b) in enumerate(cuts))
+        return Plan(shards, total, tuple(stats), options, extra, layout=layout.to_json() if layout else None)
 
     def piece(self, s: LibsvmSummary, first: int, stop: int, base: int, *, keep: Thresholds | None = None,
               index0: int = 0, label: int | None = None) -> LibsvmPiece:
@@ -351,11 +331,23 @@ class LibsvmJob:
 
     # -- pass 2 ---------------------------------------------------------------------------------------
     def pass2(self, spec: ShardSpec) -> ShardResult:
+        if spec.layout is not None:
+            return write_shard(self.area, self.output, spec, self._packed(spec))
         return write_shard(self.area, self.output, spec, shard_batches(
             self.area, spec, lambda: (b[:2] for piece in spec.pieces for b in self._batches(piece))))
 
-    def _batches(self, piece: LibsvmPiece) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        """The piece's records (framed bytes, framed lengths, labels), block by block."""
+    def _packed(self, spec: ShardSpec) -> Iterator[tuple[np.ndarray, int]]:
+        """A columnar shard's blocks, framed, as ``(bytes, rows)``."""
+        packer = BlockPacker(self.schema, spec.layout)
+        for piece in spec.pieces:
+            for cols in self._batches(piece, columns=True):
+                yield from packer.add(cols)
+        yield from packer.finish()
+
+    def _batches(self, piece: LibsvmPiece, columns: bool = False
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """The piece's records (framed bytes, framed lengths, labels), block by block; with ``columns`` (an
+        unfiltered piece) its rows as column arrays instead."""
         popts = self.options.parse_options(piece.base)
         counts = piece.blocks if piece.unit.whole else (piece.count,)
         at = got = 0  # records of the unit before this block; of them, records the filter selected
@@ -383,7 +375,9 @@ class LibsvmJob:
                 lo, hi = max(piece.first - got, 0), min(piece.stop - got, sel.size)
                 got += sel.size
             at += n
-            if hi > lo:
+            if hi > lo and columns:
+                yield self._columns(pb, lo, hi)
+            elif hi > lo:
                 framed, lengths = serialize_parsed(pb, self.options.keys)
                 if sel is not None:
                     pick = sel[lo:hi]

@@ -18,10 +18,12 @@ from ..util.checks import as_int, is_integral, set_int
 from ..shardset.options import ShardOutputOptions
 from ..tfrecord.schema import FeatureSpec, Schema
 
-__all__ = ["ParseOptions", "LibsvmOptions", "libsvm_schema", "INDEX_BASES", "ids_interpretation"]
+__all__ = ["ParseOptions", "LibsvmOptions", "libsvm_schema", "INDEX_BASES", "ids_interpretation", "SPARSE_COLUMNAR"]
 
 INDEX_BASES = ("asis", "auto", 0, 1)
 _INT64_MAX = (1 << 63) - 1
+SPARSE_COLUMNAR = ("--layout columnar holds fixed-width rows only: --sparse rows have variable length (write them "
+                   "with --layout example, or give --field-size N with --pad/--truncate)")
 
 
 def _check_layout(field_size, sparse, pad, truncate, multilabel, keep_qid) -> None:
@@ -136,6 +138,8 @@ class LibsvmOptions:
             raise ValueError(f"feature names must differ, got {self.keys}")
         if not isinstance(self.output, ShardOutputOptions):
             raise ValueError(f"output must be a ShardOutputOptions, got {type(self.output).__name__}")
+        if self.sparse and self.output.columnar:
+            raise ValueError(SPARSE_COLUMNAR)
 
     @property
     def keys(self) -> tuple[str, ...]:

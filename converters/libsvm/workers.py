@@ -224,6 +224,11 @@ class Pool:
                                             initargs=(os.getpid(), {k: v for k, v in os.environ.items()
                                                                     if k.startswith(_S3_ENV)}))
 
+    def map(self, fn, items) -> list:
+        """``fn`` over ``items`` on the workers, results in order (a two-pass job's steps: ``run_job``'s pmap)."""
+        return [r for _, r in _worker_results(ordered_map(lambda it: self.executor.submit(fn, it), list(items),
+                                                          2 * self.workers))]
+
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
 

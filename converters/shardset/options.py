@@ -1,9 +1,11 @@
-"""What every converter shares about its output: shard size, compression, shard-name prefix and the policy
-for bad input. Validated once, here; the format options embed one ``ShardOutputOptions``."""
+"""What every converter shares about its output: shard size, compression, shard-name prefix, the policy
+for bad input and the record layout (``tfrecord.layout``: one Example per row, or columnar blocks of
+``block_rows`` rows). Validated once, here; the format options embed one ``ShardOutputOptions``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..tfrecord.layout import COLUMNAR, DEFAULT_BLOCK_ROWS, EXAMPLE, LAYOUTS, MAX_BLOCK_ROWS
 from ..util.checks import set_int
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 from .naming import ShardName
@@ -32,12 +34,16 @@ def check_on_error(value: str) -> None:
 @dataclass(frozen=True)
 class ShardOutputOptions:
     """Shard size (bytes, or a size string such as ``"256MiB"``; a shard is closed before a record would cross
-    it), compression (None or ``"gzip"``), the shard-name prefix and what a bad input record does (``"raise"`` or ``"skip"``)."""
+    it), compression (None or ``"gzip"``), the shard-name prefix, what a bad input record does (``"raise"`` or
+    ``"skip"``) and the record ``layout`` (``"example"`` or ``"columnar"``; ``block_rows``, rows per columnar
+    block, defaults to ``DEFAULT_BLOCK_ROWS`` there and is refused for the example layout)."""
 
     shard_size: int = DEFAULT_SHARD_BYTES
     compression: str | None = None
     prefix: str = "train"
     on_error: str = "raise"
+    layout: str = EXAMPLE
+    block_rows: int | None = None
 
     def __post_init__(self):
         if isinstance(self.shard_size, str):  # "256MiB", "1GiB", as on the command line
@@ -50,6 +56,19 @@ class ShardOutputOptions:
         object.__setattr__(self, "compression", normalize_compression(self.compression))
         ShardName(self.prefix)  # validates the prefix
         check_on_error(self.on_error)
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.layout == COLUMNAR:
+            if self.block_rows is None:
+                object.__setattr__(self, "block_rows", DEFAULT_BLOCK_ROWS)
+            set_int(self, "block_rows", minimum=1, maximum=MAX_BLOCK_ROWS)
+        elif self.block_rows is not None:
+            raise ValueError(f"block_rows applies to the columnar layout, got {self.block_rows!r} with layout "
+                             f"{self.layout!r}")
+
+    @property
+    def columnar(self) -> bool:
+        return self.layout == COLUMNAR
 
     @property
     def names(self) -> ShardName:
@@ -57,5 +76,7 @@ class ShardOutputOptions:
         return ShardName(self.prefix, ".tfrecord.gz" if self.compression else ".tfrecord")
 
     def to_json(self) -> dict:
+        """The manifest's options (the layout's keys only for a columnar set: example manifests are unchanged)."""
+        own = {"layout": self.layout, "block_rows": self.block_rows} if self.columnar else {}
         return {"shard_size": self.shard_size, "compression": self.compression, "prefix": self.prefix,
-                "on_error": self.on_error}
+                "on_error": self.on_error, **own}

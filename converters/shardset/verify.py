@@ -1,4 +1,6 @@
-"""Verify a shard set against its manifest: every record read with CRC checks; counts, bytes, sha256."""
+"""Verify a shard set against its manifest: every record read with CRC checks; counts, bytes, sha256; in a
+columnar set also every block's structure (``tfrecord.columnar.decode_block``: the schema's columns, whole rows
+of the stored types, equal row counts, ``block_rows`` rows in every block but a shard's last), rows counted."""
 from __future__ import annotations
 
 import logging
@@ -7,7 +9,9 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..storage import open_storage
-from ..tfrecord.reader import is_gzip, scan_file
+from ..tfrecord.columnar import BlockError, decode_block
+from ..tfrecord.crc import FRAME_OVERHEAD
+from ..tfrecord.reader import is_gzip, read_records, scan_file
 from ..util.errors import IntegrityError
 from ..util.progress import progress_bar
 from .manifest import Manifest, ShardInfo
@@ -25,6 +29,7 @@ class VerifyReport:
     records: int = 0
     bytes: int = 0
     problems: list[str] = field(default_factory=list)
+    blocks: int = 0  # columnar blocks decoded and found well-formed
 
     @property
     def ok(self) -> bool:
@@ -67,6 +72,42 @@ def _not_a_shard(path: str, info: ShardInfo, manifest: Manifest) -> str | None:
     return None
 
 
+def _check_blocks(path: str, info: ShardInfo, manifest: Manifest) -> tuple[int, int, str | None]:
+    """A columnar shard's rows, its well-formed blocks and the first block that is not a well-formed block of
+    the set's layout (named by its index and byte offset in the uncompressed stream), or None."""
+    layout, rows, offset, last = manifest.layout, 0, 0, None
+    for k, record in enumerate(read_records(path)):
+        if last is not None and last != layout.block_rows:
+            return rows, k - 1, (f"{info.name}: block {k - 1} holds {last} rows, only a shard's last block may hold fewer "
+                          f"than {layout.block_rows}")
+        try:
+            last = len(next(iter(decode_block(record, manifest.schema, layout).values())))
+        except BlockError as exc:
+            return rows, k, f"{info.name}: block {k} at byte {offset}: {exc}"
+        if last > layout.block_rows:
+            return rows, k, (f"{info.name}: block {k} at byte {offset} holds {last} rows, more than "
+                             f"{layout.block_rows}")
+        rows += last
+        offset += len(record) + FRAME_OVERHEAD
+    return rows, (0 if last is None else k + 1), None
+
+
+def _scan_problem(res, count: int, info: ShardInfo, manifest: Manifest) -> str | None:
+    """What a shard's scan (``count``: its records, or rows in a columnar set) says is wrong with it, or None."""
+    if res.error:
+        at = f" at byte {res.error_offset}" if res.error_offset is not None else ""
+        unc = " of the uncompressed stream" if manifest.compression and at else ""
+        return f"{info.name}: {res.error}{at}{unc} (after {res.records} good records)"
+    if count != info.records:
+        return (f"{info.name}: {count} {'rows' if manifest.layout.columnar else 'records'} read, manifest says "
+                f"{info.records} (shard truncated or replaced; file ends at byte {res.bytes})")
+    if res.bytes != info.bytes:
+        return f"{info.name}: {res.bytes} bytes, manifest says {info.bytes}"
+    if res.sha256 != info.sha256:
+        return f"{info.name}: sha256 {res.sha256[:12]}... differs from the manifest's {info.sha256[:12]}..."
+    return None
+
+
 def _check_one(storage, manifest: Manifest, info: ShardInfo, report: VerifyReport, raise_on_error: bool) -> None:
     """Scan one shard (fetched to a temporary file when remote) and record its problem, if any."""
     local = storage.local_path(info.name)
@@ -83,21 +124,13 @@ def _check_one(storage, manifest: Manifest, info: ShardInfo, report: VerifyRepor
         if problem is None:
             res = scan_file(local)
             report.shards += 1
-            report.records += res.records
             report.bytes += res.bytes
-            problem = None
-            if res.error:
-                at = f" at byte {res.error_offset}" if res.error_offset is not None else ""
-                unc = " of the uncompressed stream" if manifest.compression and at else ""
-                problem = f"{info.name}: {res.error}{at}{unc} (after {res.records} good records)"
-            elif res.records != info.records:
-                problem = (f"{info.name}: {res.records} records read, manifest says {info.records} "
-                           f"(shard truncated or replaced; file ends at byte {res.bytes})")
-            elif res.bytes != info.bytes:
-                problem = f"{info.name}: {res.bytes} bytes, manifest says {info.bytes}"
-            elif res.sha256 != info.sha256:
-                problem = (f"{info.name}: sha256 {res.sha256[:12]}... differs from the manifest's "
-                           f"{info.sha256[:12]}...")
+            count, problem = res.records, None
+            if manifest.layout.columnar and not res.error:
+                count, blocks, problem = _check_blocks(local, info, manifest)
+                report.blocks += blocks
+            report.records += count
+            problem = problem or _scan_problem(res, count, info, manifest)
     finally:
         if tmpdir is not None:
             tmpdir.cleanup()

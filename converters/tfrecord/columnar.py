@@ -40,7 +40,7 @@ def _column_bytes(name: str, column: np.ndarray, stype: str, width: int) -> byte
     if a.ndim != 2 or a.shape[1] != width:
         raise ValueError(f"column {name!r}: expected shape (n, {width}), got {a.shape}")
     stored = a.astype(np.dtype(stype).newbyteorder("<"), copy=False)
-    if not np.array_equal(stored, a):
+    if not np.array_equal(stored, a, equal_nan=stored.dtype.kind == "f"):  # nan/inf kept (--allow-nonfinite)
         raise ValueError(f"column {name!r}: values do not fit the stored type {stype}")
     return np.ascontiguousarray(stored).tobytes()
 

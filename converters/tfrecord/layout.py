@@ -13,7 +13,7 @@ decode to the schema's dtype (``int64`` ids, ``float32`` values and labels), so 
 from either layout. A ``float32`` feature whose values are all integers (no ``-0.0``) in a narrower integer
 range may be stored as that integer type. Variable-length features have no columnar form.
 
-In the manifest: ``"layout": {"kind": "columnar", "block_rows": 256, "stored": {"ids": "int32", ...}}``; the key
+In the manifest: ``"layout": {"kind": "columnar", "block_rows": 1024, "stored": {"ids": "int32", ...}}``; the key
 is absent for the example layout (manifests of example sets read and serialize exactly as before)."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ LAYOUTS = (EXAMPLE, COLUMNAR)
 INT_TYPES = (("uint8", 0, 2**8 - 1), ("int8", -2**7, 2**7 - 1), ("uint16", 0, 2**16 - 1),
              ("int16", -2**15, 2**15 - 1), ("int32", -2**31, 2**31 - 1), ("int64", -2**63, 2**63 - 1))
 STORED_TYPES = tuple(t for t, _, _ in INT_TYPES) + ("float32",)
-DEFAULT_BLOCK_ROWS = 256
+DEFAULT_BLOCK_ROWS = 1024  # measured: rows per CPU-second plateau from 1024 up (docs/libsvm.md, columnar layout)
 MAX_BLOCK_ROWS = 1 << 20
 
 

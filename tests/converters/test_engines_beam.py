@@ -71,6 +71,15 @@ def test_libsvm_same_bytes_as_local(data, tmp_path, clean_cwd, beam_options):
     assert list(clean_cwd.iterdir()) == []
 
 
+def test_columnar_libsvm_same_bytes_as_local(data, tmp_path, clean_cwd):
+    opts = LibsvmOptions(39, output=ShardOutputOptions(shard_size=64 << 10, layout="columnar", block_rows=128))
+    local = libsvm_local(data["libsvm"], tmp_path / "local", opts, workers=1)
+    m = beam.convert_libsvm(data["libsvm"], tmp_path / "beam", opts, unit_size=96 << 10)
+    assert_same_output(tmp_path / "local", tmp_path / "beam")
+    assert m == local and m.layout.columnar and len(m.shards) > 5
+    assert all(s.records % 128 == 0 for s in m.shards[:-1]) and m.records == 7505
+
+
 @pytest.mark.parametrize("beam_options", [{}, pytest.param(MULTI, marks=pytest.mark.slow)], ids=["default", "2proc"])
 def test_text_jsonl_same_bytes_as_local(data, tmp_path, clean_cwd, beam_options):
     opts = _text_opts()

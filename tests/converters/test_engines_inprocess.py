@@ -42,9 +42,11 @@ def inputs(tmp_path_factory):
             "text": text_files(d / "text"), "badtext": [bad_jsonl(str(d / "bad.jsonl"))]}
 
 
-def _libsvm_opts(shard_size=1 << 30, compression=None, on_error="raise", index_base="auto"):
+def _libsvm_opts(shard_size=1 << 30, compression=None, on_error="raise", index_base="auto", layout="example",
+                 block_rows=None):
     return LibsvmOptions(39, index_base=index_base,
-                         output=ShardOutputOptions(shard_size=shard_size, compression=compression, on_error=on_error))
+                         output=ShardOutputOptions(shard_size=shard_size, compression=compression, on_error=on_error,
+                                                   layout=layout, block_rows=block_rows))
 
 
 LIBSVM_CASES = [
@@ -56,6 +58,11 @@ LIBSVM_CASES = [
     ("compressed", {"shard_size": 1 << 30, "compression": "gzip"}, {}),
     ("bad", {"shard_size": 30_000, "on_error": "skip"}, {"unit_size": 64 << 10}),
     ("zero", {"shard_size": 20_000}, {"unit_size": 30_000}),
+    # columnar: blocks and stored types do not depend on the units (the local run uses the default units)
+    ("plain", {"shard_size": 40_000, "layout": "columnar", "block_rows": 100}, {"unit_size": 50_000}),
+    ("compressed", {"shard_size": 30_000, "layout": "columnar", "compression": "gzip"}, {"block_size": 20_000}),
+    ("bad", {"shard_size": 30_000, "on_error": "skip", "layout": "columnar", "block_rows": 7},
+     {"unit_size": 64 << 10}),
 ]
 
 

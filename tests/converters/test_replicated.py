@@ -63,6 +63,8 @@ CASES = {
     "libsvm-zero-gzip-2workers": (libsvm_data, dict(zero=True), ["libsvm", "--field-size", "5", "--shard-size",
                                                                  "64KiB", "--compression", "gzip", "--workers",
                                                                  "2"]),
+    "libsvm-columnar": (libsvm_data, {}, ["libsvm", "--field-size", "5", "--layout", "columnar", "--block-rows",
+                                          "64", "--shard-size", "16KiB", "--workers", "1"]),
     "text-packed": (text_data, {}, ["text", "--seq-len", "31", "--shard-size", "8KiB", "--workers", "1"]),
     "text-no-cross-doc": (text_data, {}, ["text", "--seq-len", "64", "--no-cross-doc", "--shard-size", "8KiB",
                                           "--workers", "1"]),

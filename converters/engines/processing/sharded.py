@@ -40,6 +40,8 @@ __all__ = ["run_sharded", "merge_extra"]
 log = logging.getLogger(__name__)
 
 PARTS = "parts"
+SHARDED_COLUMNAR = ("--layout columnar needs the stored types of the whole set before any block is written: use "
+                    "FullyReplicated inputs (every instance reads the whole input, one plan), not ShardedByS3Key")
 
 
 def _fingerprint(files: Sequence[str]) -> list[list]:
@@ -50,6 +52,8 @@ def run_sharded(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: l
                 poll: float) -> tuple[Manifest | None, bool, str]:
     """This instance's part; on the first host also the finalize. Returns the set's manifest (finalizer, else
     None), whether this instance reused a part written by an earlier run, and its share in words."""
+    if job.options.output.columnar:
+        raise TfpipeError(SHARDED_COLUMNAR)
     place = cfg.place
     name = job.fmt.scan_round(job.options)
     part_job = job if name is None else _scan_round(job, name, cfg, area, files, timeout=timeout, poll=poll)
