@@ -403,3 +403,36 @@ def test_object_read_finder_finds_one(monkeypatch, tmp_path):
     bad.write_text("def f(c):\n    return c.get_object(Bucket='b', Key='k')['Body'].read()\n")
     monkeypatch.setitem(MODULES, "bad", bad)
     assert object_reads("bad") == ["bad:2 c.get_object"]
+
+
+
+RAW_READERS = {("converters.storage.s3", "get_stream"), ("converters.storage.download", "_s3_get"),
+               ("converters.storage.beamfs", "open_read"),  # the raw GET, its one caller, Beam's reader
+               ("converters.storage.objects", "open_object")}  # a Beam input's stream: Beam's own reader, no retry
+
+
+def raw_reads_in_storage(module: str) -> list[str]:
+    """``module``'s raw reads of an object's bytes (boto3's GETs and transfers, ``get_stream``, a Beam file
+    system's ``open``) outside the functions of ``RAW_READERS``."""
+    found = []
+    for fn in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(fn, ast.FunctionDef) and (module, fn.name) not in RAW_READERS:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                        node.func.attr in OBJECT_READS or ast.unparse(node.func) == "fs.open"):
+                    found.append(f"{module}:{node.lineno} {fn.name}: {ast.unparse(node.func)}")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("converters.storage")))
+def test_storage_reads_objects_only_through_the_downloader(module):
+    """Inside ``converters/storage`` too, every read of an object's bytes goes through ``download.py``'s one
+    policy: no boto3 transfer (``download_file``), no GET but the one ``_s3_get`` sends."""
+    assert not raw_reads_in_storage(module), "read objects through converters.storage.download"
+
+
+def test_raw_read_finder_finds_one(monkeypatch, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def fetch(self, n, p):\n    self.client.download_file('b', n, p)\n")
+    monkeypatch.setitem(MODULES, "converters.storage.bad", bad)
+    assert raw_reads_in_storage("converters.storage.bad") == ["converters.storage.bad:2 fetch: self.client.download_file"]
