@@ -287,7 +287,7 @@ def test_pipeline_reads_rank_slices_from_s3(s3, tmp_path):
     p = plan(read_manifest(url), Topology(hosts=2), batch_size=50)
     seen = []
     for rank in range(2):
-        spec = spec_mod.PipelineSpec.from_manifest(url, 50, plan=p, rank=rank, cache_dir=str(tmp_path / f"c{rank}"),
+        spec = spec_mod.PipelineSpec.from_manifest(url, 50, plan=p, rank=rank, stream_cache_dir=str(tmp_path / f"c{rank}"),
                                                    drop_remainder=True)
         batches = []
         for batch in build_mod.build_dataset(spec):
