@@ -398,14 +398,6 @@ def test_no_s3_object_read_outside_storage(module):
     assert not object_reads(module), "read remote objects through converters.storage (download.py)"
 
 
-def test_object_read_finder_finds_one(monkeypatch, tmp_path):
-    bad = tmp_path / "bad.py"
-    bad.write_text("def f(c):\n    return c.get_object(Bucket='b', Key='k')['Body'].read()\n")
-    monkeypatch.setitem(MODULES, "bad", bad)
-    assert object_reads("bad") == ["bad:2 c.get_object"]
-
-
-
 RAW_READERS = {("converters.storage.s3", "get_stream"), ("converters.storage.download", "_s3_get"),
                ("converters.storage.beamfs", "open_read"),  # the raw GET, its one caller, Beam's reader
                ("converters.storage.objects", "open_object")}  # a Beam input's stream: Beam's own reader, no retry
@@ -431,8 +423,14 @@ def test_storage_reads_objects_only_through_the_downloader(module):
     assert not raw_reads_in_storage(module), "read objects through converters.storage.download"
 
 
-def test_raw_read_finder_finds_one(monkeypatch, tmp_path):
+@pytest.mark.parametrize("finder, module, source, found", [
+    (object_reads, "bad", "def f(c):\n    return c.get_object(Bucket='b', Key='k')['Body'].read()\n",
+     ["bad:2 c.get_object"]),
+    (raw_reads_in_storage, "converters.storage.bad", "def fetch(self, n, p):\n    self.client.download_file('b', n, p)\n",
+     ["converters.storage.bad:2 fetch: self.client.download_file"]),
+])
+def test_the_read_finders_find_one(monkeypatch, tmp_path, finder, module, source, found):
     bad = tmp_path / "bad.py"
-    bad.write_text("def fetch(self, n, p):\n    self.client.download_file('b', n, p)\n")
-    monkeypatch.setitem(MODULES, "converters.storage.bad", bad)
-    assert raw_reads_in_storage("converters.storage.bad") == ["converters.storage.bad:2 fetch: self.client.download_file"]
+    bad.write_text(source)
+    monkeypatch.setitem(MODULES, module, bad)
+    assert finder(module) == found

@@ -1,9 +1,12 @@
-"""The one downloader: every read of a remote object (``s3://`` and Beam's schemes) into a file or into memory.
+"""The one downloader: every read of a remote object (``s3://`` and Beam's schemes) into a file or into memory
+(``fetch_verified``/``fetch_once``: a shard; ``read_object``: a manifest; ``read_remote``: whole or a byte range,
+what ``S3Storage``'s and ``BeamFSStorage``'s reads call; ``storage.parts``: a whole object into a file, as
+parallel ranged GETs under this same policy).
 
 One retry policy (``RetryPolicy``): bounded attempts with exponential backoff and full jitter for transient
 failures (``TRANSIENT_CODES``: throttling such as 503 SlowDown, 5xx answers; connection resets, timeouts, a
 body cut short); a retry resumes with a ranged GET pinned to the object's ETag (``If-Match``), or starts over
-when the object changed; a size cap (the bytes the caller expects: an object holding more is never stored);
+when the object changed (refused instead when the caller pinned the ETag: ``_Changed``); a size cap (the bytes the caller expects: an object holding more is never stored);
 and deadlines — ``request_timeout`` (one request: cut and resumed when it takes longer), ``stall_timeout`` (no
 byte at all for that long, across retries: give up) and ``shard_timeout`` (the whole object) — with a log line
 while a slow object is on its way. ``fetch_verified`` adds the manifest's check (size and sha256, hashed while
@@ -358,7 +361,7 @@ def read_remote(storage, name: str, start: int = 0, stop: int | None = None, *, 
     sink = _Sink(None, sys.maxsize if cap is None else cap)
     try:
         state = _get(storage, name, sink, policy or default_policy(storage), None, random.Random(), time.sleep,
-                     where, cap, start=start, stop=stop, etag=etag)
+                     where, None if stop is None else stop - start, start=start, stop=stop, etag=etag)
     except _TooLong:
         raise TfpipeError(f"{where}: larger than {cap} bytes: refusing to read it") from None
     except _Changed as exc:

@@ -46,8 +46,8 @@ class _PartSink:
 
 
 def _too_big(where: str, cap: int, size: int | None = None) -> TfpipeError:
-    held = f"{size} bytes" if size is not None else "more bytes"
-    return TfpipeError(f"{where}: {held}, more than the cap of {cap} bytes: refusing to fetch it")
+    held = f"{size} bytes, more" if size is not None else "holds more"
+    return TfpipeError(f"{where}: {held} than the cap of {cap} bytes: refusing to fetch it")
 
 
 def _parallel(storage, name: str, fd: int, size: int, etag: str, *, policy: RetryPolicy, part_bytes: int,
@@ -57,6 +57,8 @@ def _parallel(storage, name: str, fd: int, size: int, etag: str, *, policy: Retr
     seeds = random.Random()
 
     def one(a: int, b: int) -> None:
+        if stop_all.is_set():  # another part failed before this one started
+            raise Aborted(where)
         sink = _PartSink(fd, a, b - a, progress)
         _get(storage, name, sink, policy, stop_all, random.Random(seeds.random()), time.sleep, f"{where} "
              f"[{a}, {b})", b - a, start=a, stop=b, etag=etag)
