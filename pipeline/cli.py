@@ -61,9 +61,12 @@ def register(sub) -> None:
                         "(default sparse)")
     e.add_argument("--tune", choices=("stored", "on-first-use", "off"), default="stored",
                    help="use a stored 'tfpipe pipeline tune' result (default), tune on first build, or never")
-    e.add_argument("--cache-dir", help="remote sets (s3://, ...): the host's stream cache directory "
-                                       "(default $TFPIPE_CACHE/<hash of the URL>)")
-    e.add_argument("--cache-limit", help="remote sets: most bytes the stream cache keeps, e.g. 200GiB (default: none)")
+    e.add_argument("--stream-cache-dir", help="remote sets (s3://, ...): the host's stream cache directory "
+                                              "(default $TFPIPE_CACHE/<hash of the URL>)")
+    e.add_argument("--stream-cache-limit", help="remote sets: most bytes the stream cache keeps, e.g. 200GiB "
+                                                "(default: none)")
+    old_spelling(e, "--cache-dir", "--stream-cache-dir")
+    old_spelling(e, "--cache-limit", "--stream-cache-limit")
     e.add_argument("--read-ahead", type=nonneg_int, help="remote sets: shards fetched ahead of the ones being read "
                                                        "(default 2)")
     e.add_argument("--resumable", action="store_true",
@@ -121,8 +124,9 @@ def _explain(args: argparse.Namespace) -> int:
         args.manifest, args.batch_size, mode=args.mode, channel=args.channel, pipe_dir=args.pipe_dir,
         shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs, cache=args.cache,
         drop_remainder=args.drop_remainder, num_shards=args.num_shards, shard_index=args.shard_index,
-        read=args.read, sparse_as=args.sparse_as, tune=args.tune, cache_dir=args.cache_dir,
-        cache_limit=args.cache_limit, read_ahead=args.read_ahead, **extra)
+        read=args.read, sparse_as=args.sparse_as, tune=args.tune,
+        stream_cache_dir=args.stream_cache_dir, stream_cache_limit=args.stream_cache_limit, read_ahead=args.read_ahead,
+        **extra)
     print(describe(spec))
     if args.resumable:
         from .resume.state import RESUME_LIMITS

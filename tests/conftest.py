@@ -44,6 +44,23 @@ def s3(moto_endpoint, monkeypatch):
     return NS(endpoint=moto_endpoint, bucket=bucket, client=client, url=f"s3://{bucket}")
 
 
+@pytest.fixture
+def proxy(s3):
+    """``proxy(rule)``: a ``moto_s3.FaultProxy`` in front of the ``s3`` bucket's moto, closed after the test."""
+    from moto_s3 import FaultProxy
+
+    made = []
+
+    def make(rule):
+        p = FaultProxy(s3.endpoint, rule)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.close()
+
+
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens, a connection is refused at once
 
 

@@ -52,7 +52,7 @@ SUBSTITUTIONS = [
      "the page's shards/ is the fixed-width set of the other examples; this one needs a sparse (rcv1-like) set"),
     ("docs/pipeline.md", "model.fit(train, epochs=5, steps_per_epoch=1000)",
      "model.fit(train, epochs=1, steps_per_epoch=2)", "smoke size: two steps"),
-    ("docs/pipeline.md", 'cache_dir="/local/nvme/tfpipe"', 'cache_dir="local-nvme/tfpipe"',
+    ("docs/pipeline.md", 'stream_cache_dir="/local/nvme/tfpipe"', 'stream_cache_dir="local-nvme/tfpipe"',
      "the test writes only inside its own directory"),
 ]
 

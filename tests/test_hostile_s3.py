@@ -45,7 +45,7 @@ def test_download_and_s3_cache_never_write_outside(s3, tmp_path, name):
     with pytest.raises(IntegrityError, match=r"shards\[0\] name .* not a shard of this set"):
         download(url, str(tmp_path / "dl" / "here"))
     with pytest.raises(IntegrityError, match=r"shards\[0\] name"):
-        PipelineSpec.from_manifest(url, 8, cache_dir=str(tmp_path / "cache" / "c"))
+        PipelineSpec.from_manifest(url, 8, stream_cache_dir=str(tmp_path / "cache" / "c"))
     assert snapshot(tmp_path) == before
     assert not os.path.exists("/tmp/escape.tfrecord")
 
@@ -67,7 +67,7 @@ def test_s3_cache_rechecks_a_reused_file(s3, tmp_path):
     for n in os.listdir(src):
         s3.client.upload_file(str(src / n), s3.bucket, f"set/{n}")
     cache = tmp_path / "cache"
-    spec = PipelineSpec.from_manifest(f"{s3.url}/set", 8, cache_dir=str(cache))  # streamed when read
+    spec = PipelineSpec.from_manifest(f"{s3.url}/set", 8, stream_cache_dir=str(cache))  # streamed when read
     assert sum(len(b[1]) for b in build_dataset(spec)) == 100
     first = pathlib.Path(spec.files[0])
     first.write_bytes(b"\0" * first.stat().st_size)  # same size, other bytes

@@ -398,8 +398,39 @@ def test_no_s3_object_read_outside_storage(module):
     assert not object_reads(module), "read remote objects through converters.storage (download.py)"
 
 
-def test_object_read_finder_finds_one(monkeypatch, tmp_path):
+RAW_READERS = {("converters.storage.s3", "get_stream"), ("converters.storage.download", "_s3_get"),
+               ("converters.storage.beamfs", "open_read"),  # the raw GET, its one caller, Beam's reader
+               ("converters.storage.objects", "open_object")}  # a Beam input's stream: Beam's own reader, no retry
+
+
+def raw_reads_in_storage(module: str) -> list[str]:
+    """``module``'s raw reads of an object's bytes (boto3's GETs and transfers, ``get_stream``, a Beam file
+    system's ``open``) outside the functions of ``RAW_READERS``."""
+    found = []
+    for fn in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(fn, ast.FunctionDef) and (module, fn.name) not in RAW_READERS:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                        node.func.attr in OBJECT_READS or ast.unparse(node.func) == "fs.open"):
+                    found.append(f"{module}:{node.lineno} {fn.name}: {ast.unparse(node.func)}")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("converters.storage")))
+def test_storage_reads_objects_only_through_the_downloader(module):
+    """Inside ``converters/storage`` too, every read of an object's bytes goes through ``download.py``'s one
+    policy: no boto3 transfer (``download_file``), no GET but the one ``_s3_get`` sends."""
+    assert not raw_reads_in_storage(module), "read objects through converters.storage.download"
+
+
+@pytest.mark.parametrize("finder, module, source, found", [
+    (object_reads, "bad", "def f(c):\n    return c.get_object(Bucket='b', Key='k')['Body'].read()\n",
+     ["bad:2 c.get_object"]),
+    (raw_reads_in_storage, "converters.storage.bad", "def fetch(self, n, p):\n    self.client.download_file('b', n, p)\n",
+     ["converters.storage.bad:2 fetch: self.client.download_file"]),
+])
+def test_the_read_finders_find_one(monkeypatch, tmp_path, finder, module, source, found):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f(c):\n    return c.get_object(Bucket='b', Key='k')['Body'].read()\n")
-    monkeypatch.setitem(MODULES, "bad", bad)
-    assert object_reads("bad") == ["bad:2 c.get_object"]
+    bad.write_text(source)
+    monkeypatch.setitem(MODULES, module, bad)
+    assert finder(module) == found

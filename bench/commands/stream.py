@@ -4,8 +4,8 @@ whole set first vs reading it from local disk.
 S3 is served locally by moto (``ThreadedMotoServer`` on 127.0.0.1) behind ``bench.infra.netlink.Link``, a
 proxy that limits the download bandwidth (``--rates``, MiB/s; 0 = no limit). For each link and each of ``--runs`` runs:
 
-* **stream** — ``PipelineSpec.from_manifest("s3://...", cache_dir=<fresh>, cache_limit=...)``: time to the first
-  batch (from ``build_dataset``) and records/s over the whole epoch;
+* **stream** — ``PipelineSpec.from_manifest("s3://...", stream_cache_dir=<fresh>, stream_cache_limit=...)``: time
+  to the first batch (from ``build_dataset``) and records/s over the whole epoch;
 * **copy first** — every shard fetched and checked first (the former behaviour), then read from disk: the
   first batch comes after the whole copy;
 * **local** — the same set read from local disk (no network).
@@ -102,8 +102,9 @@ def _one_link(url, local, m, rate, runs, read_ahead, batch_size, tmp, say) -> di
     out = {"stream_first_s": [], "stream_rps": [], "copy_first_s": [], "copy_rps": []}
     for r in range(runs):
         cache = os.path.join(tmp, f"cache-{rate}-{r}")
-        spec = PipelineSpec.from_manifest(url, batch_size, cache_dir=cache, cache_limit=(read_ahead + 2) * max(
-            s.bytes for s in m.shards), read_ahead=read_ahead, tune="off")
+        limit = (read_ahead + 2) * max(s.bytes for s in m.shards)
+        spec = PipelineSpec.from_manifest(url, batch_size, stream_cache_dir=cache, stream_cache_limit=limit,
+                                          read_ahead=read_ahead, tune="off")
         first, total, n = _read(spec)
         if n != m.records:
             raise RuntimeError(f"streaming read {n} records, the set has {m.records}")

@@ -15,6 +15,8 @@ import weakref
 
 from ..util.errors import TfpipeError
 from .base import TMP_PREFIX
+from .download import read_remote
+from .parts import fetch_file
 
 __all__ = ["BeamFSStorage", "has_scheme"]
 
@@ -66,15 +68,9 @@ class BeamFSStorage:
         fs, _ = _fs()
         return bool(fs.exists(self._p(name)))
 
-    def read_bytes(self, name: str) -> bytes:
-        fs, raw = _fs()
-        if not fs.exists(self._p(name)):
-            raise FileNotFoundError(f"{self._p(name)}: no such file")
-        try:
-            with fs.open(self._p(name), compression_type=raw) as f:
-                return f.read()
-        except Exception as exc:  # noqa: BLE001
-            raise self._errors("read", name, exc) from exc
+    def read_bytes(self, name: str, cap: int | None = None) -> bytes:
+        """The whole file (refused naming it past ``cap`` bytes), under the downloader's policy."""
+        return read_remote(self, name, cap=cap)[0]
 
     def open_read(self, name: str):
         """The object as a seekable file, not decompressed (for the downloader)."""
@@ -87,14 +83,8 @@ class BeamFSStorage:
             raise self._errors("read", name, exc) from exc
 
     def read_range(self, name: str, start: int, stop: int) -> bytes:
-        """Bytes ``[start, stop)`` of a file (seek, then read)."""
-        fs, raw = _fs()
-        try:
-            with fs.open(self._p(name), compression_type=raw) as f:
-                f.seek(start)
-                return f.read(max(stop - start, 0))
-        except Exception as exc:  # noqa: BLE001
-            raise self._errors("read", name, exc) from exc
+        """Bytes ``[start, stop)`` of a file (seek, then read), under the downloader's policy."""
+        return read_remote(self, name, start, stop)[0]
 
     def write_bytes_atomic(self, name: str, data: bytes) -> None:
         fs, raw = _fs()
@@ -147,13 +137,9 @@ class BeamFSStorage:
         except Exception as exc:  # noqa: BLE001
             raise self._errors("publish", final_name, exc) from exc
 
-    def fetch(self, name: str, local_path: str) -> None:
-        fs, raw = _fs()
-        try:
-            with fs.open(self._p(name), compression_type=raw) as src, open(local_path, "wb") as dst:
-                shutil.copyfileobj(src, dst, _COPY)
-        except Exception as exc:  # noqa: BLE001
-            raise self._errors("download", name, exc) from exc
+    def fetch(self, name: str, local_path: str, callback=None, cap: int | None = None) -> None:
+        """The file into ``local_path``, one resumable stream under the downloader's policy."""
+        fetch_file(self, name, local_path, cap=cap, progress=callback)
 
     def local_path(self, name: str) -> str | None:
         return None

@@ -1,9 +1,12 @@
-"""The one downloader: every read of a remote object (``s3://`` and Beam's schemes) into a file or into memory.
+"""The one downloader: every read of a remote object (``s3://`` and Beam's schemes) into a file or into memory
+(``fetch_verified``/``fetch_once``: a shard; ``read_object``: a manifest; ``read_remote``: whole or a byte range,
+what ``S3Storage``'s and ``BeamFSStorage``'s reads call; ``storage.parts``: a whole object into a file, as
+parallel ranged GETs under this same policy).
 
 One retry policy (``RetryPolicy``): bounded attempts with exponential backoff and full jitter for transient
 failures (``TRANSIENT_CODES``: throttling such as 503 SlowDown, 5xx answers; connection resets, timeouts, a
 body cut short); a retry resumes with a ranged GET pinned to the object's ETag (``If-Match``), or starts over
-when the object changed; a size cap (the bytes the caller expects: an object holding more is never stored);
+when the object changed (refused instead when the caller pinned the ETag: ``_Changed``); a size cap (the bytes the caller expects: an object holding more is never stored);
 and deadlines — ``request_timeout`` (one request: cut and resumed when it takes longer), ``stall_timeout`` (no
 byte at all for that long, across retries: give up) and ``shard_timeout`` (the whole object) — with a log line
 while a slow object is on its way. ``fetch_verified`` adds the manifest's check (size and sha256, hashed while
@@ -17,6 +20,7 @@ import io
 import logging
 import os
 import random
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -24,8 +28,8 @@ from typing import Callable
 
 from ..util.errors import IntegrityError, TfpipeError
 
-__all__ = ["RetryPolicy", "fetch_verified", "fetch_once", "read_object", "Aborted", "is_transient",
-           "TRANSIENT_CODES", "MAX_METADATA_BYTES"]
+__all__ = ["RetryPolicy", "fetch_verified", "fetch_once", "read_object", "read_remote", "Aborted", "is_transient",
+           "default_policy", "TRANSIENT_CODES", "MAX_METADATA_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +119,10 @@ class _Cut(Exception):
     """A request past its deadline, or a body that ended early: resumed by the next attempt."""
 
 
+class _Changed(Exception):
+    """The object no longer has the ETag the caller pinned (``If-Match`` failed): the caller decides."""
+
+
 class _Sink:
     """Where the bytes go (a file, created or truncated, or memory), written from the start or resumed at
     ``pos``, hashed as it grows, never beyond ``cap`` bytes."""
@@ -195,13 +203,18 @@ def _pump(read, sink: _Sink, clock: _Clock, abort, where: str, request_start: fl
 
 
 def _s3_get(storage, name: str, sink: _Sink, clock: _Clock, state: dict, abort, where: str) -> None:
-    """One GET from ``sink.pos`` (pinned to the ETag first seen), its body streamed into the sink."""
-    etag = state.get("etag")
+    """One GET of ``[start + sink.pos, stop)`` (pinned to the ETag first seen, or the caller's), its body
+    streamed into the sink."""
+    etag, start = state.get("etag"), state["start"]
     if sink.pos and not etag:
         sink.restart()
     started = time.monotonic()
-    body, got_etag, ranged, length = storage.get_stream(name, sink.pos, etag if sink.pos else None)
-    if sink.pos and not ranged:
+    pin = etag if (sink.pos or state["pinned"]) else None
+    body, got_etag, ranged, length = storage.get_stream(name, start + sink.pos, pin, state["stop"])
+    if (start or sink.pos) and not ranged:
+        if start:
+            body.close()
+            raise TfpipeError(f"cannot read {where} from byte {start}: the server ignored the range")
         sink.restart()  # the server sent the whole object
     state["etag"] = got_etag or etag
     expect = sink.pos + (length or 0)
@@ -219,22 +232,29 @@ def _s3_get(storage, name: str, sink: _Sink, clock: _Clock, state: dict, abort, 
 def _generic_get(storage, name: str, sink: _Sink, clock: _Clock, state: dict, abort, where: str) -> None:
     """Any other scheme: the storage's reader, resumed where the last attempt stopped."""
     started = time.monotonic()
+    start, stop = state["start"], state["stop"]
     with storage.open_read(name) as f:
-        if sink.pos:
-            f.seek(sink.pos)
-        _pump(lambda: f.read(_CHUNK), sink, clock, abort, where, started)
+        if start + sink.pos:
+            f.seek(start + sink.pos)
+        if stop is None:
+            _pump(lambda: f.read(_CHUNK), sink, clock, abort, where, started)
+        else:
+            _pump(lambda: f.read(min(_CHUNK, stop - start - sink.pos)), sink, clock, abort, where, started)
 
 
-def _get(storage, name: str, sink: _Sink, policy: RetryPolicy, abort, rng, sleep, where: str, size) -> None:
-    get = _s3_get if hasattr(storage, "get_stream") else _generic_get
+def _get(storage, name: str, sink: _Sink, policy: RetryPolicy, abort, rng, sleep, where: str, size, *,
+         start: int = 0, stop: int | None = None, etag: str | None = None, get=None) -> dict:
+    """Bytes ``[start, stop)`` of ``name`` into ``sink`` under ``policy``; ``etag``: only of that version (else
+    ``_Changed``). Returns what the answers said (``etag``; ``size`` for a HEAD)."""
+    get = get or (_s3_get if hasattr(storage, "get_stream") else _generic_get)
     clock = _Clock(policy, where, size)
     if hasattr(storage, "_translate"):
         storage._started = clock.start  # its wording of a final error says how long we tried
-    state: dict = {}
+    state: dict = {"etag": etag, "pinned": bool(etag), "start": start, "stop": stop}
     for attempt in range(policy.attempts):
         try:
             get(storage, name, sink, clock, state, abort, where)
-            return
+            return state
         except (Aborted, _TooLong, TfpipeError):
             raise
         except Exception as exc:  # noqa: BLE001 - classified: missing, changed, transient, or final
@@ -243,6 +263,8 @@ def _get(storage, name: str, sink: _Sink, policy: RetryPolicy, abort, rng, sleep
                                                                                       "NotFound")):
                 raise FileNotFoundError(f"{where}: no such object") from None
             if code is not None and (code[0] in _CHANGED_CODES or code[1] in (412, 416)):
+                if state["pinned"]:
+                    raise _Changed(where) from exc
                 log.warning("%s changed while being fetched: starting over", where)
                 state.pop("etag", None)
                 sink.restart()
@@ -319,6 +341,35 @@ def fetch_verified(storage, name: str, path: str, size: int, sha256: str, **kw) 
                          f"refusing it")
 
 
+def default_policy(storage) -> RetryPolicy:
+    """The policy of a storage's own reads: its ``max_attempts`` (S3: ``$TFPIPE_S3_MAX_ATTEMPTS``) when it has
+    one, the default otherwise."""
+    attempts = getattr(storage, "max_attempts", None)
+    return RetryPolicy(attempts=attempts) if attempts else RetryPolicy()
+
+
+def read_remote(storage, name: str, start: int = 0, stop: int | None = None, *, cap: int | None = None,
+                etag: str | None = None, policy: RetryPolicy | None = None) -> tuple[bytes, str | None]:
+    """Bytes ``[start, stop)`` of a remote object (to its end when ``stop`` is None) and its ETag, under the one
+    policy; refused naming it when it holds more than ``cap`` bytes; ``etag``: only that version (else the
+    storage's "changed" error: S3's is an ``InputError``)."""
+    where = _where(storage, name)
+    if stop is not None:
+        if stop <= start:
+            return b"", etag
+        cap = stop - start if cap is None else min(cap, stop - start)
+    sink = _Sink(None, sys.maxsize if cap is None else cap)
+    try:
+        state = _get(storage, name, sink, policy or default_policy(storage), None, random.Random(), time.sleep,
+                     where, None if stop is None else stop - start, start=start, stop=stop, etag=etag)
+    except _TooLong:
+        raise TfpipeError(f"{where}: larger than {cap} bytes: refusing to read it") from None
+    except _Changed as exc:
+        cause = exc.__cause__
+        raise _final(storage, name, cause, f"{where} changed while being read (ETag {etag} is gone)") from cause
+    return sink.f.getvalue(), state.get("etag")
+
+
 def read_object(storage, name: str, cap: int = MAX_METADATA_BYTES, *, policy: RetryPolicy | None = None) -> bytes:
     """The bytes of a small object (a manifest), read with the same retries and deadlines, refused naming it
     when it holds more than ``cap`` bytes; a local file is read directly (a regular file only)."""
@@ -328,11 +379,4 @@ def read_object(storage, name: str, cap: int = MAX_METADATA_BYTES, *, policy: Re
         if len(data) > cap:
             raise TfpipeError(f"{where}: larger than {cap} bytes: refusing to read it")
         return data
-    if policy is None:  # a client with retries of its own (S3's, $TFPIPE_S3_MAX_ATTEMPTS): one attempt of ours
-        policy = RetryPolicy(attempts=1) if getattr(storage, "max_attempts", 1) > 1 else RetryPolicy()
-    sink = _Sink(None, cap)
-    try:
-        _get(storage, name, sink, policy, None, random.Random(), time.sleep, where, None)
-    except _TooLong:
-        raise TfpipeError(f"{where}: larger than {cap} bytes: refusing to read it") from None
-    return sink.f.getvalue()
+    return read_remote(storage, name, cap=cap, policy=policy)[0]

@@ -7,8 +7,9 @@
   (for ``sources`` to report it).
 * ``object_size(url)``: one object's size (``FileNotFoundError`` when missing).
 * ``open_object(url)``: a seekable, buffered, read-only binary file object. S3: ranged GETs of the bytes asked
-  for (at least ``READ_BUFFER`` at a time) through ``S3Storage``'s client, so its retries, timeouts and
-  endpoint (``storage.s3.s3_endpoint``) and ``$TFPIPE_S3_*`` settings apply; Beam: ``FileSystems.open`` without decompression
+  for (at least ``READ_BUFFER`` at a time) through ``S3Storage.read_range`` (the one downloader's retries,
+  pinned to the ETag first seen), so its timeouts, endpoint (``storage.s3.s3_endpoint``) and ``$TFPIPE_S3_*``
+  settings apply; Beam: ``FileSystems.open`` without decompression
   (decompression is the sources' job, checked against magic bytes).
 
 A missing object raises ``FileNotFoundError`` as ``os`` does for a missing file (errno ENOENT, "no such

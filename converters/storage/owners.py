@@ -35,7 +35,7 @@ def fault(path: str, exc: OSError, what: str = "") -> CacheFault:
               errno.EROFS: "read-only file system", errno.ENOSPC: "no space left on device",
               errno.EACCES: "permission denied"}.get(exc.errno or 0, os.strerror(exc.errno or errno.EIO))
     return CacheFault(f"stream cache {path}: {reason}{' ' + what if what else ''}: fix or remove it, or pass "
-                      f"another cache_dir")
+                      f"another stream_cache_dir")
 
 
 class Owners:

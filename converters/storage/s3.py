@@ -1,7 +1,10 @@
 """``s3://bucket/prefix`` storage behind the ``Storage`` interface (boto3 imported lazily).
 
-* Retries: botocore's ``standard`` mode (throttling such as SlowDown, 500/503, connection resets), with
-  ``max_attempts`` attempts per request.
+* Retries: reads of an object (``read_bytes``, ``read_range``, ``read_with_etag``, ``fetch``) go through the
+  one downloader (``storage.download``: ``max_attempts`` attempts with backoff and jitter, ETag pinning, a size
+  cap, deadlines; large objects as parallel ranged GETs, ``storage.parts``) on a client that never retries by
+  itself; writes, listings and HEADs use botocore's ``standard`` mode (throttling such as SlowDown, 500/503,
+  connection resets), with ``max_attempts`` attempts per request.
 * Large files go up in parts (boto3 ``TransferConfig``: multipart above ``multipart_threshold``).
 * Checksums: every upload carries a SHA-256 checksum that S3 checks on arrival (per part for multipart
   uploads) and the object's size is checked afterwards; downloads are checked against the manifest's
@@ -29,7 +32,8 @@ from typing import Callable, Iterator
 
 from ..util.errors import InputError, MissingInputError, OutputError, TfpipeError
 from ..util.units import format_size
-from .download import TRANSIENT_CODES
+from .download import TRANSIENT_CODES, read_remote
+from .parts import fetch_file
 
 _READ_ACTIONS = ("read", "list", "download")  # what a missing bucket makes a missing input (the rest: output)
 
@@ -121,7 +125,7 @@ class S3Storage:
         self._region = region_name
         self._addressing = addressing_style or ("path" if self.endpoint_url else "auto")
         self._timeouts = (connect_timeout, read_timeout)
-        self._client = None
+        self._client = self._read_client = None
         self._staging: str | None = None
         self.claim = None  # the run's claim on this location, set by ``shardset.writer.prepare_output``
         self.etags: dict[str, str] = {}  # key -> ETag last seen by a listing or HEAD (inputs pin it)
@@ -129,25 +133,38 @@ class S3Storage:
     # -- client ---------------------------------------------------------------------------------------
     @property
     def client(self):
+        """Writes, listings and HEADs: botocore retries them (``max_attempts``)."""
         if self._client is None:
-            try:
-                import boto3
-                from botocore.config import Config
-            except ImportError:  # pragma: no cover - boto3 is an optional extra
-                raise TfpipeError("s3:// locations need boto3: pip install 'tfpipe[s3]'") from None
-            settings = dict(retries={"mode": "standard", "max_attempts": self.max_attempts},
-                            s3={"addressing_style": self._addressing},
-                            connect_timeout=self._timeouts[0], read_timeout=self._timeouts[1])
-            try:  # botocore >= 1.36 adds CRC checksums to every request by default; we ask for SHA-256 ourselves
-                config = Config(**settings, request_checksum_calculation="when_required",
-                                response_checksum_validation="when_required")
-            except TypeError:
-                config = Config(**settings)
-            session = boto3.session.Session()
-            region = self._region or session.region_name or "us-east-1"
-            self._client = session.client("s3", endpoint_url=self.endpoint_url, region_name=region, config=config)
-            log.debug("new S3 client for %s (endpoint %s)", self.url, self.endpoint_url or "AWS")
+            self._client = self._make_client({"max_attempts": self.max_attempts})
         return self._client
+
+    @property
+    def read_client(self):
+        """Object reads (``get_stream``, ``head``): one attempt per call; the retries, backoff and deadlines
+        are the downloader's (``storage.download``), so they are never multiplied by botocore's."""
+        if self._read_client is None:
+            self._read_client = self._make_client({"total_max_attempts": 1})
+        return self._read_client
+
+    def _make_client(self, attempts: dict):
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError:  # pragma: no cover - boto3 is an optional extra
+            raise TfpipeError("s3:// locations need boto3: pip install 'tfpipe[s3]'") from None
+        settings = dict(retries={"mode": "standard", **attempts},
+                        s3={"addressing_style": self._addressing},
+                        connect_timeout=self._timeouts[0], read_timeout=self._timeouts[1],
+                        max_pool_connections=max(10, self.max_concurrency))
+        try:  # botocore >= 1.36 adds CRC checksums to every request by default; we ask for SHA-256 ourselves
+            config = Config(**settings, request_checksum_calculation="when_required",
+                            response_checksum_validation="when_required")
+        except TypeError:
+            config = Config(**settings)
+        session = boto3.session.Session()
+        region = self._region or session.region_name or "us-east-1"
+        log.debug("new S3 client for %s (endpoint %s)", self.url, self.endpoint_url or "AWS")
+        return session.client("s3", endpoint_url=self.endpoint_url, region_name=region, config=config)
 
     def _transfer_config(self):
         from boto3.s3.transfer import TransferConfig
@@ -266,31 +283,32 @@ class S3Storage:
             self.etags[self._key(name)] = head["ETag"]
         return int(head["ContentLength"])
 
-    def read_bytes(self, name: str) -> bytes:
-        with self._errors("read", name):
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(name))["Body"].read()
+    def read_bytes(self, name: str, cap: int | None = None) -> bytes:
+        """The whole object (refused naming it past ``cap`` bytes), under the downloader's policy."""
+        return read_remote(self, name, cap=cap)[0]
 
     def read_range(self, name: str, start: int, stop: int, *, if_match: str | None = None) -> bytes:
-        """Bytes ``[start, stop)`` of an object (one ranged GET); ``if_match``: only of that ETag (else
-        ``InputError``: the object changed)."""
-        if stop <= start:
-            return b""
-        extra = {"IfMatch": if_match} if if_match else {}
-        with self._errors("read", name):
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(name),
-                                          Range=f"bytes={start}-{stop - 1}", **extra)["Body"].read()
+        """Bytes ``[start, stop)`` of an object (ranged GETs under the downloader's policy); ``if_match``: only
+        of that ETag (else ``InputError``: the object changed)."""
+        return read_remote(self, name, start, stop, etag=if_match)[0]
 
-    def get_stream(self, name: str, start: int = 0, if_match: str | None = None):
-        """One GET of ``name`` from byte ``start`` (only of ETag ``if_match`` when given), for the downloader
-        (``storage.download``, which classifies the errors): ``(body, etag, ranged, content length)``."""
+    def get_stream(self, name: str, start: int = 0, if_match: str | None = None, stop: int | None = None):
+        """One GET of ``name`` from byte ``start`` (to ``stop`` when given; only of ETag ``if_match`` when
+        given), for the downloader (``storage.download``, which retries and classifies the errors):
+        ``(body, etag, ranged, content length)``."""
         args = {"Bucket": self.bucket, "Key": self._key(name)}
-        if start:
-            args["Range"] = f"bytes={start}-"
+        if start or stop is not None:
+            args["Range"] = f"bytes={start}-{'' if stop is None else stop - 1}"
         if if_match:
             args["IfMatch"] = if_match
-        resp = self.client.get_object(**args)
+        resp = self.read_client.get_object(**args)
         length = resp.get("ContentLength")
         return resp["Body"], resp.get("ETag"), bool(resp.get("ContentRange")), None if length is None else int(length)
+
+    def head(self, name: str) -> tuple[int, str | None]:
+        """One HEAD of ``name``, for the downloader: ``(size, etag)``."""
+        resp = self.read_client.head_object(Bucket=self.bucket, Key=self._key(name))
+        return int(resp["ContentLength"]), resp.get("ETag")
 
     def write_bytes_atomic(self, name: str, data: bytes) -> None:
         """One PUT: S3 makes an object visible only once complete."""
@@ -320,10 +338,12 @@ class S3Storage:
                              Config=self._transfer_config())
         self.delete(tmp_name)
 
-    def fetch(self, name: str, local_path: str, callback: Callable[[int], None] | None = None) -> None:
-        with self._errors("download", name):
-            self.client.download_file(self.bucket, self._key(name), local_path, Callback=callback,
-                                      Config=self._transfer_config())
+    def fetch(self, name: str, local_path: str, callback: Callable[[int], None] | None = None,
+              cap: int | None = None) -> None:
+        """The object into ``local_path``: ranged GETs of ``part_size`` in ``max_concurrency`` threads, under
+        the downloader's policy (``storage.parts``); refused naming it past ``cap`` bytes."""
+        fetch_file(self, name, local_path, cap=cap, progress=callback, part_bytes=self.part_size,
+                   workers=self.max_concurrency)
 
     def local_path(self, name: str) -> str | None:
         return None
@@ -355,9 +375,8 @@ class S3Storage:
         return None if resp is None else resp.get("ETag", "")
 
     def read_with_etag(self, name: str) -> tuple[bytes, str]:
-        with self._errors("read", name):
-            resp = self.client.get_object(Bucket=self.bucket, Key=self._key(name))
-            return resp["Body"].read(), resp.get("ETag", "")
+        data, etag = read_remote(self, name)
+        return data, etag or ""
 
     def delete_if_match(self, name: str, etag: str | None) -> None:
         """Delete ``name`` if it still has the ETag ``etag`` (any version when None or unsupported)."""

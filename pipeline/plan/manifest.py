@@ -22,7 +22,7 @@ from converters.util.system import cache_root
 
 from ..spec.options import DEFAULT_PIPE_DIR, DEFAULT_PIPE_TIMEOUT, FLAT, unknown_keyword
 from ..spec.pipelinespec import PipelineSpecBase
-from ..spec.streamopts import ShardRef, is_remote, stream_options
+from ..spec.streamopts import ShardRef, is_remote, renamed, stream_options
 
 __all__ = ["PipelineSpec", "default_cache_dir", "download_shards"]
 
@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 # from_manifest's own keywords (besides the flat options), and the options it fills from the manifest itself
 _FROM_MANIFEST_ARGS = ("mode", "channel", "pipe_dir", "pipe_timeout", "shuffle_buffer", "seed", "epochs", "cache",
-                       "drop_remainder", "num_shards", "shard_index", "plan", "rank", "cache_dir", "label_weights")
+                       "drop_remainder", "num_shards", "shard_index", "plan", "rank", "stream_cache_dir",
+                       "stream_cache_limit", "read_ahead", "copy_dir", "label_weights")
 _FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manifest_sha256", "batch_size",
                         "file_records", "file_sha256")
 
@@ -54,9 +55,10 @@ class PipelineSpec(PipelineSpecBase):
                       pipe_timeout: float = DEFAULT_PIPE_TIMEOUT, shuffle_buffer: int = 0,
                       seed: int | None = None, epochs: int | None = 1, cache: str = "auto",
                       drop_remainder: bool = False, num_shards: int = 1, shard_index: int = 0,
-                      plan: Any = None, rank: int | None = None, cache_dir: str | None = None,
-                      cache_limit: int | str | None = None, read_ahead: int | None = None,
-                      label_weights: dict | None = None, **overrides: Any) -> "PipelineSpec":
+                      plan: Any = None, rank: int | None = None, stream_cache_dir: str | None = None,
+                      stream_cache_limit: int | str | None = None, read_ahead: int | None = None,
+                      copy_dir: str | None = None, label_weights: dict | None = None,
+                      **overrides: Any) -> "PipelineSpec":
         """A spec reading the shard set at ``path_or_dir`` (a directory or its ``index.json``; local or s3://).
 
         ``plan``: a sharding plan (``ShardPlan`` with ``.ranks``/``.for_rank(rank)``) or a single rank's entry
@@ -68,13 +70,18 @@ class PipelineSpec(PipelineSpecBase):
         is a TypeError naming the closest valid name.
 
         A remote set (``s3://``, ``gs://``, ...) is streamed (``pipeline.remote.stream``): nothing is fetched here;
-        ``build_dataset`` fetches each shard, checked, into ``cache_dir`` (shared by the host's ranks) at most
-        ``read_ahead`` shards ahead of the ones being read, keeping at most ``cache_limit`` bytes there (a size
-        such as ``"200GiB"``, or bytes; None: no limit). ``stream=StreamOptions(...)`` sets them all at once.
+        ``build_dataset`` fetches each shard, checked, into ``stream_cache_dir`` (shared by the host's ranks) at
+        most ``read_ahead`` shards ahead of the ones being read, keeping at most ``stream_cache_limit`` bytes
+        there (a size such as ``"200GiB"``, or bytes; None: no limit). ``stream=StreamOptions(...)`` sets them
+        all at once. A remote balanced group (``label_weights``) is copied whole into ``copy_dir`` instead.
+        Both directories default to ``$TFPIPE_CACHE/<hash of the URL>``; ``cache_dir=`` and ``cache_limit=``,
+        their old spellings, still work with a ``DeprecationWarning``.
         """
         from converters.shardset.reader import read_manifest_raw
         from converters.storage import is_s3
 
+        stream_cache_dir, stream_cache_limit, copy_dir = _old_spellings(overrides, stream_cache_dir,
+                                                                       stream_cache_limit, copy_dir)
         for name in overrides:   # a misspelled option is named before any I/O, with the closest valid name
             if name in _FROM_MANIFEST_FILLS:
                 raise TypeError(f"PipelineSpec.from_manifest() sets {name} from the manifest (and batch_size "
@@ -112,8 +119,8 @@ class PipelineSpec(PipelineSpecBase):
             if plan is None or getattr(_rank_entry(plan, rank), "files", None) is None:
                 records, total = manifest.records, manifest.total_bytes
         elif is_remote(base) and label_weights is None:
-            stream = stream_options(overrides.pop("stream", None), cache_dir or default_cache_dir(base),
-                                    cache_limit, read_ahead)
+            stream = stream_options(overrides.pop("stream", None), stream_cache_dir or default_cache_dir(base),
+                                    stream_cache_limit, read_ahead)
             overrides["stream"] = stream.bind(base, [ShardRef(n, by_name[n].bytes, by_name[n].sha256) for n in names])
             files = overrides["stream"].local_paths()
         else:
@@ -125,7 +132,7 @@ class PipelineSpec(PipelineSpecBase):
                 raise ValueError("label_weights reads the parts of a group in file mode, without a plan")
             names, weights = _weighted_parts(manifest, label_weights)
             files = ([os.path.join(base, n) for n in names] if not is_s3(base) else
-                     download_shards(base, names, by_name, cache_dir or default_cache_dir(base)))
+                     download_shards(base, names, by_name, copy_dir or default_cache_dir(base)))
             overrides["part_weights"] = weights
         if manifest.schema.raw:  # an adopted set of records that are not tf.train.Example: their bytes
             overrides.setdefault("parse", False)
@@ -152,6 +159,18 @@ class PipelineSpec(PipelineSpecBase):
             cfg = read_plan(spec).config
             check_cache_limit(spec.stream, [s.bytes for s in spec.stream.shards], open_width(cfg.read, cfg.parallelism))
         return spec
+
+
+def _old_spellings(overrides: dict, stream_cache_dir, stream_cache_limit, copy_dir):
+    """``cache_dir=`` (now ``stream_cache_dir=``, and ``copy_dir=`` for a balanced group) and ``cache_limit=``
+    (now ``stream_cache_limit=``) taken out of ``overrides``, each with a DeprecationWarning."""
+    old_dir, old_limit = overrides.pop("cache_dir", None), overrides.pop("cache_limit", None)
+    where = "PipelineSpec.from_manifest()"
+    stream_cache_limit = renamed(where, "cache_limit", old_limit, stream_cache_limit, 4)
+    if old_dir is not None and copy_dir is None and stream_cache_dir is None:
+        copy_dir = old_dir  # it named both directories; the warning below names the stream cache's
+    also = ", or copy_dir= for a balanced group (label_weights)"
+    return renamed(where, "cache_dir", old_dir, stream_cache_dir, 4, also), stream_cache_limit, copy_dir
 
 
 def _weighted_parts(manifest, label_weights: dict) -> tuple[list[str], tuple[tuple[int, float], ...]]:
@@ -218,20 +237,20 @@ def _shard_name(f: str, by_name: dict) -> str:
     return name
 
 
-def download_shards(base: str, names: list[str], by_name: dict, cache_dir: str) -> list[str]:
-    """Download shards from ``base`` into ``cache_dir``, checking size and sha256 against the manifest. A file
+def download_shards(base: str, names: list[str], by_name: dict, copy_dir: str) -> list[str]:
+    """Download shards from ``base`` into ``copy_dir``, checking size and sha256 against the manifest. A file
     already in the cache is reused only when it passes the same check (else it is fetched again). Names come
     from a validated manifest: plain file names (or ``label=<v>/<name>`` in a group), so every file lands
-    inside ``cache_dir``."""
+    inside ``copy_dir``."""
     from converters.storage import open_storage
     from converters.storage.download import fetch_verified
 
     storage = open_storage(base)
-    os.makedirs(cache_dir, exist_ok=True)
+    os.makedirs(copy_dir, exist_ok=True)
     where = base.rstrip("/")
     out = []
     for name in names:
-        local = os.path.join(cache_dir, name)
+        local = os.path.join(copy_dir, name)
         os.makedirs(os.path.dirname(local), exist_ok=True)
         if os.path.lexists(local):
             try:
@@ -244,7 +263,7 @@ def download_shards(base: str, names: list[str], by_name: dict, cache_dir: str) 
                     os.unlink(local)
                 except OSError as err:  # a directory where a shard belongs: not ours to remove
                     raise TfpipeError(f"the cache holds {local}, which is not a shard file and cannot be "
-                                      f"replaced ({err.strerror}): remove it, or pass another cache_dir") from None
+                                      f"replaced ({err.strerror}): remove it, or pass another copy_dir") from None
         tmp = f"{local}.{os.getpid()}-{secrets.token_hex(4)}.part"  # concurrent ranks never share one
         log.info("fetching %s/%s -> %s", where, name, local)
         info = by_name[name]

@@ -77,19 +77,20 @@ def local_readers(opts: StreamOptions) -> int:
 
 
 def check_cache_limit(opts: StreamOptions, sizes, width: int) -> int | None:
-    """Refuse, in one line naming the minimum, a ``cache_limit`` too small for every local reader's window;
+    """Refuse, in one line naming the minimum, a ``stream_cache_limit`` too small for every local reader's window;
     the minimum (None without a limit)."""
-    if opts.cache_limit is None:
+    if opts.stream_cache_limit is None:
         return None
     readers = local_readers(opts)
     need = min_cache_bytes(sizes, width, opts.read_ahead, readers)
-    if opts.cache_limit < need:
+    if opts.stream_cache_limit < need:
         largest = max(sizes) if sizes else 0
+        limit = opts.stream_cache_limit
         raise TfpipeError(
-            f"cache_limit {format_size(opts.cache_limit)} ({opts.cache_limit} bytes) for the stream cache in "
-            f"{opts.cache_dir} is too small: {readers} local reader(s) x ({width} open + {opts.read_ahead} read "
-            f"ahead) shard(s) need at least {format_size(need)} (cache_limit={need}; the largest shard is "
-            f"{format_size(largest)}); raise cache_limit or lower read_ahead")
+            f"stream_cache_limit {format_size(limit)} ({limit} bytes) for the stream cache in "
+            f"{opts.stream_cache_dir} is too small: {readers} local reader(s) x ({width} open + {opts.read_ahead} read "
+            f"ahead) shard(s) need at least {format_size(need)} (stream_cache_limit={need}; the largest shard "
+            f"is {format_size(largest)}); raise stream_cache_limit or lower read_ahead")
     return need
 
 
@@ -102,9 +103,10 @@ def stream_stage(spec, config, shuffle_files: bool):
     sizes = [s.bytes for s in opts.shards]
     readers = local_readers(opts)
     need = min_cache_bytes(sizes, width, opts.read_ahead, readers)
-    limit = format_size(opts.cache_limit) if opts.cache_limit is not None else "none (the whole set may stay)"
-    settings = {"from": opts.url, "cache_dir": opts.cache_dir, "cache_limit": limit, "read_ahead": opts.read_ahead,
-                "open_files": width, "local_readers": readers, "min_cache": format_size(need),
+    limit = (format_size(opts.stream_cache_limit) if opts.stream_cache_limit is not None
+             else "none (the whole set may stay)")
+    settings = {"from": opts.url, "stream_cache_dir": opts.stream_cache_dir, "stream_cache_limit": limit,
+                "read_ahead": opts.read_ahead, "open_files": width, "local_readers": readers, "min_cache": format_size(need),
                 "order": f"shuffled per epoch (seed={spec.seed})" if shuffle_files else "as listed"}
     why = (f"TensorFlow cannot read {opts.url.split(':', 1)[0]}:// itself and {format_size(sum(sizes))} need not "
            f"fit on this host: each shard is fetched in read order, at most {opts.read_ahead} ahead of the "
@@ -125,13 +127,13 @@ def _cache_for(opts: StreamOptions) -> ShardCache:
     give it different limits, the smallest holds."""
     import os
 
-    key = os.path.abspath(opts.cache_dir)
+    key = os.path.abspath(opts.stream_cache_dir)
     with _CACHES_LOCK:
         cache = _CACHES.get(key)
         if cache is None:
-            cache = _CACHES[key] = ShardCache(opts.cache_dir, opts.cache_limit)
+            cache = _CACHES[key] = ShardCache(opts.stream_cache_dir, opts.stream_cache_limit)
         else:
-            cache.lower_limit(opts.cache_limit)  # under the cache's own lock: never mid-reservation
+            cache.lower_limit(opts.stream_cache_limit)  # under the cache's own lock: never mid-reservation
         return cache
 
 
@@ -211,12 +213,12 @@ class ShardStream:
             now = time.monotonic()
             if now > deadline:
                 raise TfpipeError(f"{where}: waited {self.wait_timeout:.0f} s for the stream cache in "
-                                  f"{self.opts.cache_dir} ({got.why}); is cache_limit too small for the readers "
-                                  f"sharing it?")
+                                  f"{self.opts.stream_cache_dir} ({got.why}); is stream_cache_limit too small "
+                                  f"for the readers sharing it?")
             if now - said >= WAIT_LOG_EVERY:
                 said = now
                 log.warning("%s: waiting %.0f s so far for the stream cache in %s (%s)", where,
-                            now - (deadline - self.wait_timeout), self.opts.cache_dir, got.why)
+                            now - (deadline - self.wait_timeout), self.opts.stream_cache_dir, got.why)
             with self._lock:  # woken at once by a release in this process, else polled with a growing pause
                 self._lock.wait(pause)
             if abort.is_set():

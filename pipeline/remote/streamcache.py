@@ -1,6 +1,6 @@
 """The per-host shard cache shared by that host's readers (processes), coordinated through the file system.
 
-Everything the cache creates lives under ``<cache_dir>/tfpipe-stream/`` and it deletes nothing else:
+Everything the cache creates lives under ``<stream_cache_dir>/tfpipe-stream/`` and it deletes nothing else:
 
 * ``lock`` — an ``fcntl`` lock held for a few file operations at a time (the kernel drops it with its process);
 * ``data/<key>`` — verified shards (``key`` = ``<sha256[:32]>-<name>``), what TensorFlow opens; a process
@@ -10,7 +10,7 @@ Everything the cache creates lives under ``<cache_dir>/tfpipe-stream/`` and it d
 * ``data/.part.<owner>.<bytes>.<key>`` — a download in progress; its name holds the bytes it reserved and its
   owner (``<pid>-<process start time>``), so the space is counted before the bytes arrive and a part whose owner
   died is removed by the next reader. It sits beside the finished shards, so one directory listing sees a
-  download and its result never both (whoever samples the bytes under ``cache_dir`` sees at most the limit);
+  download and its result never both (whoever samples the bytes under ``stream_cache_dir`` sees at most the limit);
 * ``lease/<owner>.<key>`` — an empty file while a reader process uses (or is about to use) the shard: a leased
   shard is never evicted; leases of dead owners are removed.
 
@@ -350,4 +350,5 @@ def check_writable(cache_dir: str) -> None:
     try:
         os.makedirs(os.path.join(cache_dir, CACHE_SUBDIR), exist_ok=True)
     except OSError as exc:
-        raise TfpipeError(f"cache_dir {cache_dir}: cannot create it ({os.strerror(exc.errno or errno.EIO)})") from None
+        raise TfpipeError(f"stream_cache_dir {cache_dir}: cannot create it "
+                          f"({os.strerror(exc.errno or errno.EIO)})") from None

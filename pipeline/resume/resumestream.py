@@ -1,5 +1,5 @@
-"""The resumable order over a streamed remote set (``resumable=True`` with ``s3://...``, ``cache_dir``,
-``cache_limit``): the same global order as a local copy of the set (``pipeline.resume.resumable``), its files fetched
+"""The resumable order over a streamed remote set (``resumable=True`` with ``s3://...``,
+``stream_cache_dir``, ``stream_cache_limit``): the same global order as a local copy of the set (``pipeline.resume.resumable``), its files fetched
 through the host's stream cache (``pipeline.remote.stream``) in that order.
 
 Each epoch's file order is planned by ``pipeline.resume.resumable`` and handed to ``ShardStream.session(order, start)``,

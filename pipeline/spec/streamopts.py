@@ -1,31 +1,52 @@
 """``StreamOptions``: how a remote shard set (``s3://``, ``gs://``, ...) is streamed through a bounded per-host
 cache — one frozen option group embedded in :class:`~pipeline.PipelineSpec` as ``stream``.
 
-``cache_dir``: the host-local directory shared by every rank of the host that reads the set (the cache keeps
-everything it creates under ``cache_dir/tfpipe-stream/``); ``cache_limit``: the most bytes the cache keeps
-there (``"200GiB"``, an int, or a string of digits; None: no limit, the whole set may stay); ``read_ahead``:
-shards fetched ahead of the ones being read; ``local_readers``: processes on this host sharing ``cache_dir``
+``stream_cache_dir``: the host-local directory shared by every rank of the host that reads the set (the cache
+keeps everything it creates under ``stream_cache_dir/tfpipe-stream/``); ``stream_cache_limit``: the most bytes
+the cache keeps there (``"200GiB"``, an int, or a string of digits; None: no limit, the whole set may stay);
+``read_ahead``: shards fetched ahead of the ones being read; ``local_readers``: processes on this host sharing
+``stream_cache_dir``
 (None: this host's workers from the topology, 1 outside a cluster); ``request_timeout``,
 ``stall_timeout``, ``shard_timeout``: the downloader's deadlines in seconds (one request, which is cut and
 resumed past it; no byte at all across retries; one whole shard), each failing the read naming the shard. ``url`` and ``shards`` — where the set
 lives and the manifest's ``(name, bytes, sha256)`` of every file this rank reads, in ``files`` order — are
 filled by ``PipelineSpec.from_manifest``. No I/O here.
+
+The names say "stream" because ``cache`` is the tf.data cache stage (``cache="file:..."``) of the same spec;
+``cache_dir=`` and ``cache_limit=``, their old spelling, are still taken with a ``DeprecationWarning``
+(``renamed``).
 """
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, replace
 
 from converters.util.checks import is_integral, is_real, set_int
 from converters.util.fs import is_sha256
 from converters.util.units import parse_size
 
-__all__ = ["StreamOptions", "ShardRef", "DEFAULT_READ_AHEAD", "DEFAULT_TIMEOUTS", "CACHE_SUBDIR", "is_remote", "stream_options"]
+__all__ = ["StreamOptions", "ShardRef", "DEFAULT_READ_AHEAD", "DEFAULT_TIMEOUTS", "CACHE_SUBDIR", "is_remote",
+           "stream_options", "renamed", "OLD_SPELLINGS"]
 
 DEFAULT_READ_AHEAD = 2
 # seconds: one request (cut and resumed past it), no byte at all (across retries), one whole shard
 DEFAULT_TIMEOUTS = {"request_timeout": 120.0, "stall_timeout": 30.0, "shard_timeout": 1800.0}
-CACHE_SUBDIR = "tfpipe-stream"   # everything the cache creates lives under <cache_dir>/tfpipe-stream/
+CACHE_SUBDIR = "tfpipe-stream"   # everything the cache creates lives under <stream_cache_dir>/tfpipe-stream/
+OLD_SPELLINGS = {"cache_dir": "stream_cache_dir", "cache_limit": "stream_cache_limit"}  # old keyword -> new
+
+
+def renamed(where: str, old: str, old_value, new_value, stacklevel: int = 3, also: str = ""):
+    """``new_value``, or else ``old_value`` given by its old keyword ``old`` (a ``DeprecationWarning`` naming
+    the new one, and ``also`` where it had another meaning too); both given is a TypeError."""
+    if old_value is None:
+        return new_value
+    new = OLD_SPELLINGS[old]
+    if new_value is not None:
+        raise TypeError(f"{where} got both {old}= and {new}= ({old} is the old spelling of {new})")
+    warnings.warn(f"{where}: {old}= is now {new}= (the stream cache's; cache= is tf.data's cache stage){also}",
+                  DeprecationWarning, stacklevel=stacklevel)
+    return old_value
 
 
 @dataclass(frozen=True)
@@ -56,19 +77,19 @@ def _limit(value) -> int | None:
     if is_integral(value):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"cache_limit must be a size such as '200GiB', a byte count or None, got {value!r}")
+        raise ValueError(f"stream_cache_limit must be a size such as '200GiB', a byte count or None, got {value!r}")
     try:
         return parse_size(value)
     except ValueError as exc:
-        raise ValueError(f"cache_limit: {exc}") from None
+        raise ValueError(f"stream_cache_limit: {exc}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class StreamOptions:
     """Streaming of a remote set through a bounded, host-shared cache (see the module docstring)."""
 
-    cache_dir: str
-    cache_limit: int | str | None = None
+    stream_cache_dir: str
+    stream_cache_limit: int | str | None = None
     read_ahead: int = DEFAULT_READ_AHEAD
     local_readers: int | None = None
     request_timeout: float = DEFAULT_TIMEOUTS["request_timeout"]
@@ -77,10 +98,36 @@ class StreamOptions:
     url: str | None = None
     shards: tuple[ShardRef, ...] = ()
 
+    def __init__(self, stream_cache_dir: str | None = None, stream_cache_limit: int | str | None = None,
+                 read_ahead: int = DEFAULT_READ_AHEAD, local_readers: int | None = None,
+                 request_timeout: float = DEFAULT_TIMEOUTS["request_timeout"],
+                 stall_timeout: float = DEFAULT_TIMEOUTS["stall_timeout"],
+                 shard_timeout: float = DEFAULT_TIMEOUTS["shard_timeout"], url: str | None = None,
+                 shards=(), *, cache_dir: str | None = None, cache_limit: int | str | None = None):
+        given = dict(locals())
+        given["stream_cache_dir"] = renamed("StreamOptions()", "cache_dir", cache_dir, stream_cache_dir)
+        given["stream_cache_limit"] = renamed("StreamOptions()", "cache_limit", cache_limit, stream_cache_limit)
+        for f in self.__dataclass_fields__:
+            object.__setattr__(self, f, given[f])
+        self.__post_init__()
+
+    @property
+    def cache_dir(self) -> str:
+        """The old name of :attr:`stream_cache_dir` (hidden); warns."""
+        warnings.warn("StreamOptions.cache_dir is now StreamOptions.stream_cache_dir", DeprecationWarning, stacklevel=2)
+        return self.stream_cache_dir
+
+    @property
+    def cache_limit(self) -> int | None:
+        """The old name of :attr:`stream_cache_limit` (hidden); warns."""
+        warnings.warn("StreamOptions.cache_limit is now StreamOptions.stream_cache_limit", DeprecationWarning,
+                      stacklevel=2)
+        return self.stream_cache_limit
+
     def __post_init__(self):
-        if not isinstance(self.cache_dir, str) or not self.cache_dir:
-            raise ValueError(f"cache_dir must be a non-empty path, got {self.cache_dir!r}")
-        object.__setattr__(self, "cache_limit", _limit(self.cache_limit))
+        if not isinstance(self.stream_cache_dir, str) or not self.stream_cache_dir:
+            raise ValueError(f"stream_cache_dir must be a non-empty path, got {self.stream_cache_dir!r}")
+        object.__setattr__(self, "stream_cache_limit", _limit(self.stream_cache_limit))
         set_int(self, "read_ahead", minimum=0, must="an integer >= 0 (shards fetched ahead)")
         set_int(self, "local_readers", minimum=1, none=True, must="a positive integer or None (from the topology)")
         for name in DEFAULT_TIMEOUTS:
@@ -99,7 +146,7 @@ class StreamOptions:
 
     def local_paths(self) -> list[str]:
         """Where each shard will be once fetched (what TensorFlow opens)."""
-        return [os.path.join(os.path.abspath(self.cache_dir), CACHE_SUBDIR, "data", s.key) for s in self.shards]
+        return [os.path.join(os.path.abspath(self.stream_cache_dir), CACHE_SUBDIR, "data", s.key) for s in self.shards]
 
 
 def is_remote(url: str) -> bool:
@@ -111,11 +158,12 @@ def is_remote(url: str) -> bool:
     return is_s3(url) or (has_scheme(url) and not str(url).startswith("file:"))
 
 
-def stream_options(given, cache_dir: str, cache_limit=None, read_ahead: int | None = None) -> StreamOptions:
+def stream_options(given, stream_cache_dir: str, stream_cache_limit=None,
+                   read_ahead: int | None = None) -> StreamOptions:
     """The options ``from_manifest`` streams with: ``given`` (a StreamOptions) or built from its keywords."""
     if given is not None:
         if not isinstance(given, StreamOptions):
             raise ValueError(f"stream must be a StreamOptions, got {given!r}")
         return given
     extra = {} if read_ahead is None else {"read_ahead": read_ahead}
-    return StreamOptions(cache_dir=str(cache_dir), cache_limit=cache_limit, **extra)
+    return StreamOptions(stream_cache_dir=str(stream_cache_dir), stream_cache_limit=stream_cache_limit, **extra)

@@ -54,10 +54,10 @@ def remote(s3, tmp_path, monkeypatch):
     rec.close()
 
 
-def _streamed(url, m, cache_dir, **extra):
+def _streamed(url, m, stream_cache_dir, **extra):
     limit = 3 * max(s.bytes for s in m.shards)          # below the set's size: shards are evicted and re-fetched
     assert limit < sum(s.bytes for s in m.shards)
-    return PipelineSpec.from_manifest(url, BATCH, cache_dir=str(cache_dir), cache_limit=limit, read_ahead=1,
+    return PipelineSpec.from_manifest(url, BATCH, stream_cache_dir=str(stream_cache_dir), stream_cache_limit=limit, read_ahead=1,
                                       **{**KW, **extra})
 
 
@@ -77,7 +77,7 @@ def test_resumed_streams_equal_the_uninterrupted_run_and_fetch_from_the_entry_po
     assert len(full) == 94
     spec = _streamed(url, m, tmp_path / "c0")
     assert batches_of(build_dataset(spec)) == full                  # uninterrupted: streamed == local
-    assert cache_bytes(str(tmp_path / "c0")) <= spec.stream.cache_limit
+    assert cache_bytes(str(tmp_path / "c0")) <= spec.stream.stream_cache_limit
     for i, steps in enumerate((35, 80)):                             # one in each epoch
         rec.gets.clear()
         spec = _streamed(url, m, tmp_path / f"c{i + 1}")             # a fresh host: nothing cached
@@ -92,7 +92,7 @@ def test_resumed_streams_equal_the_uninterrupted_run_and_fetch_from_the_entry_po
             assert rec.gets == want
         else:                                                        # the next epoch reads them all again
             assert not skipped & set(rec.gets[:len(want)])
-        assert cache_bytes(str(tmp_path / f"c{i + 1}")) <= spec.stream.cache_limit
+        assert cache_bytes(str(tmp_path / f"c{i + 1}")) <= spec.stream.stream_cache_limit
 
 
 def test_entered_shard_seeks_when_its_index_is_cached(remote, tmp_path):
@@ -133,7 +133,7 @@ def test_ranks_on_two_hosts_resume_from_rank_0s_state_and_a_new_world_size_keeps
         rec.gets.clear()
         assert batches_of(build_dataset(host, resume=state)) == local_runs[i][40:]
         assert rec.gets == want                                      # each host fetches from the entry point on
-        assert 0 < cache_bytes(str(tmp_path / f"host{i}")) <= host.stream.cache_limit
+        assert 0 < cache_bytes(str(tmp_path / f"host{i}")) <= host.stream.stream_cache_limit
     one = PipelineSpec.from_manifest(local, BATCH, **KW)
     order = [x for b in batches_of(build_dataset(one)) for x in b]  # epoch 0's global order, then epoch 1's
     early = input_state(hosts[0], 10)                                # 1,280 records of epoch 0 consumed
@@ -146,7 +146,7 @@ RANK = """
 import json, sys
 from pipeline import PipelineSpec, build_dataset
 a = json.loads(sys.argv[1])
-spec = PipelineSpec.from_manifest(a["url"], a["batch"], cache_dir=a["cache_dir"], cache_limit=a["limit"],
+spec = PipelineSpec.from_manifest(a["url"], a["batch"], stream_cache_dir=a["stream_cache_dir"], stream_cache_limit=a["limit"],
                                   read_ahead=1, num_shards=2, shard_index=a["rank"], **a["kw"])
 out = [[int(x) for x in label.numpy()] for _, label in build_dataset(spec, resume=a["state"])]
 open(a["out"], "w").write(json.dumps(out))
@@ -163,7 +163,7 @@ def test_two_rank_processes_on_two_hosts_resume_together(remote, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
     limit = 3 * max(s.bytes for s in m.shards)
     procs = [subprocess.Popen([sys.executable, "-c", RANK, json.dumps(
-        {"url": url, "batch": BATCH, "cache_dir": str(tmp_path / f"host{i}"), "limit": limit, "rank": i,
+        {"url": url, "batch": BATCH, "stream_cache_dir": str(tmp_path / f"host{i}"), "limit": limit, "rank": i,
          "kw": KW, "state": state, "out": str(tmp_path / f"rank{i}.json")})], env=env) for i in range(2)]
     for p in procs:
         assert p.wait(timeout=600) == 0

@@ -248,7 +248,7 @@ def test_s3_manifest_fetched_to_local_cache(data, moto_endpoint, monkeypatch, tm
     for name in sorted(os.listdir(data)):
         client.upload_file(os.path.join(data, name), bucket, f"set/{name}")
     url = f"s3://{bucket}/set"
-    s = PipelineSpec.from_manifest(url, 32, cache_dir=str(tmp_path / "cache"))
+    s = PipelineSpec.from_manifest(url, 32, stream_cache_dir=str(tmp_path / "cache"))
     assert all(f.startswith(str(tmp_path / "cache")) for f in s.files)
     from pipeline_data import labels_of
 
@@ -353,10 +353,10 @@ def test_from_manifest_takes_every_option_by_its_flat_name(data):
                "steps": 4, "equal_steps": False, "read": "sequential", "num_parallel_reads": 2, "buffer_size": 1 << 20,
                "chunk_records": 0, "parse_parallelism": 1, "tune": "off", "prefetch": 2, "deterministic": False,
                "parse": False, "output": "dict", "sparse_as": "ragged", "cores": 3, "memory_bytes": 1 << 30,
-               "first_epoch": 0, "use_sagemaker_pipe": False, "cache_dir": None, "plan": None, "rank": None}
+               "first_epoch": 0, "use_sagemaker_pipe": False, "stream_cache_dir": None, "plan": None, "rank": None}
     s = PipelineSpec.from_manifest(data, 16, **options)
     for name, value in options.items():
-        if name not in ("cache_dir", "plan", "rank"):
+        if name not in ("stream_cache_dir", "plan", "rank"):
             assert getattr(s, name) == value, name
     assert (s.batching.batch_size, s.sharding.steps, s.reading.cores, s.parsing.output) == (16, 4, 3, "dict")
 

@@ -66,7 +66,7 @@ def test_twelve_shards_first_batch_is_a_fraction_of_a_full_copy(s3, link, tmp_pa
     assert len(m.shards) == 12
     labels_of(build_dataset(PipelineSpec.from_manifest(local, 1000)))  # TensorFlow warmed up
     link(24 << 20)
-    spec = PipelineSpec.from_manifest(url, 1000, cache_dir=str(tmp_path / "cache"))
+    spec = PipelineSpec.from_manifest(url, 1000, stream_cache_dir=str(tmp_path / "cache"))
     storage = S3Storage(url)
     storage.client  # noqa: B018 - both clocks start with an S3 client ready
     t = time.perf_counter()
@@ -87,7 +87,7 @@ def test_twelve_shards_first_batch_is_a_fraction_of_a_full_copy(s3, link, tmp_pa
 def test_order_is_seeded_per_epoch_and_a_rerun_repeats_it(remote, link, tmp_path):
     m, url, _ = remote
     link()
-    kw = dict(cache_dir=str(tmp_path / "c"), cache_limit=6 * SHARD, read_ahead=1, shuffle_buffer=500, seed=7,
+    kw = dict(stream_cache_dir=str(tmp_path / "c"), stream_cache_limit=6 * SHARD, read_ahead=1, shuffle_buffer=500, seed=7,
               epochs=2, cache="none")
     runs = [labels_of(build_dataset(PipelineSpec.from_manifest(url, 250, **kw))) for _ in range(2)]
     assert runs[0] == runs[1]
@@ -98,7 +98,7 @@ def test_order_is_seeded_per_epoch_and_a_rerun_repeats_it(remote, link, tmp_path
 def test_transient_faults_are_retried(remote, link, tmp_path):
     m, url, _ = remote
     ln = link(64 << 20)
-    spec = PipelineSpec.from_manifest(url, 500, cache_dir=str(tmp_path / "c"), cache_limit=4 * SHARD, read_ahead=1)
+    spec = PipelineSpec.from_manifest(url, 500, stream_cache_dir=str(tmp_path / "c"), stream_cache_limit=4 * SHARD, read_ahead=1)
     ln.arm(slowdown=3, resets=3)
     assert sorted(labels_of(build_dataset(spec))) == list(range(36_000))
     assert ln.injected == {"slowdown": 3, "reset": 3}
@@ -108,8 +108,8 @@ def test_transient_faults_are_retried(remote, link, tmp_path):
 def test_a_cache_below_one_shard_is_refused_before_any_download(remote, link, tmp_path):
     m, url, _ = remote
     ln = link()
-    with pytest.raises(TfpipeError, match=r"cache_limit 100\.0 KiB .*stream cache .* need at least .*cache_limit="):
-        PipelineSpec.from_manifest(url, 100, cache_dir=str(tmp_path / "c"), cache_limit=str(100 << 10))
+    with pytest.raises(TfpipeError, match=r"stream_cache_limit 100\.0 KiB .*stream cache .* need at least .*stream_cache_limit="):
+        PipelineSpec.from_manifest(url, 100, stream_cache_dir=str(tmp_path / "c"), stream_cache_limit=str(100 << 10))
     assert ln.bytes_down < 64 << 10  # the manifest only
     assert not os.path.exists(tmp_path / "c" / "tfpipe-stream" / "data") or not _files_under(tmp_path / "c")
 
@@ -117,7 +117,7 @@ def test_a_cache_below_one_shard_is_refused_before_any_download(remote, link, tm
 def test_a_shard_changed_in_s3_is_refused_by_name(remote, link, s3, tmp_path):
     m, url, local = remote
     link()
-    spec = PipelineSpec.from_manifest(url, 100, cache_dir=str(tmp_path / "c"))
+    spec = PipelineSpec.from_manifest(url, 100, stream_cache_dir=str(tmp_path / "c"))
     bad = m.shards[3].name
     data = bytearray(open(os.path.join(local, bad), "rb").read())
     data[100] ^= 0xFF
@@ -136,7 +136,7 @@ def test_the_cache_never_deletes_what_it_did_not_create(remote, link, tmp_path):
     for f in foreign:
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(b"x" * 10)
-    spec = PipelineSpec.from_manifest(url, 500, cache_dir=str(cache), cache_limit=4 * SHARD, read_ahead=1,
+    spec = PipelineSpec.from_manifest(url, 500, stream_cache_dir=str(cache), stream_cache_limit=4 * SHARD, read_ahead=1,
                                       epochs=2, cache="none")
     assert sorted(labels_of(build_dataset(spec))) == sorted(list(range(36_000)) * 2)
     assert all(f.read_bytes() == b"x" * 10 for f in foreign)
@@ -148,7 +148,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from pipeline import PipelineSpec, build_dataset
 from pipeline.spec.streamopts import StreamOptions
 a = json.loads(sys.argv[1])
-stream = StreamOptions(a["cache_dir"], a["limit"], a["read_ahead"], a["readers"])
+stream = StreamOptions(a["stream_cache_dir"], a["limit"], a["read_ahead"], a["readers"])
 spec = PipelineSpec.from_manifest(a["url"], 200, stream=stream, cache="none", **a["kw"])
 out = []
 open(a["out"] + ".started", "w").close()
@@ -182,7 +182,7 @@ def test_two_ranks_share_one_bounded_cache_over_two_epochs(remote, link, tmp_pat
             time.sleep(0.005)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    procs = [_reader(tmp_path, f"rank{i}", url=url, cache_dir=cache, limit=limit, read_ahead=1, readers=2,
+    procs = [_reader(tmp_path, f"rank{i}", url=url, stream_cache_dir=cache, limit=limit, read_ahead=1, readers=2,
                      kw={"num_shards": 2, "shard_index": i, "equal_steps": False, "epochs": 2}) for i in range(2)]
     try:
         for proc, _ in procs:
@@ -202,7 +202,7 @@ def test_a_reader_killed_mid_stream_leaves_nothing_that_breaks_a_rerun(remote, l
     m, url, local = remote
     link(2 << 20)  # slow enough to kill it while a shard is on its way
     cache = str(tmp_path / "c")
-    proc, out = _reader(tmp_path, "killed", url=url, cache_dir=cache, limit=4 * SHARD, read_ahead=2, readers=1,
+    proc, out = _reader(tmp_path, "killed", url=url, stream_cache_dir=cache, limit=4 * SHARD, read_ahead=2, readers=1,
                         kw={})
     deadline = time.monotonic() + 120
     while not (partial_files(cache) and os.path.exists(out + ".started")):
@@ -213,7 +213,7 @@ def test_a_reader_killed_mid_stream_leaves_nothing_that_breaks_a_rerun(remote, l
     proc.wait()
     assert partial_files(cache)  # it died holding a partial download (and leases)
     link()
-    spec = PipelineSpec.from_manifest(url, 200, cache_dir=cache, cache_limit=4 * SHARD, read_ahead=2)
+    spec = PipelineSpec.from_manifest(url, 200, stream_cache_dir=cache, stream_cache_limit=4 * SHARD, read_ahead=2)
     expected = labels_of(build_dataset(PipelineSpec.from_manifest(local, 200)))
     assert labels_of(build_dataset(spec)) == expected
     assert not partial_files(cache)
@@ -226,25 +226,48 @@ def test_explain_shows_the_stream_stage_and_refuses_a_small_cache(remote, tmp_pa
     from hostile import check_one_line_error, run_cli
 
     m, url, _ = remote
-    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c"),
-                 "--cache-limit", "10MiB", "--read-ahead", "1"])
+    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--stream-cache-dir", str(tmp_path / "c"),
+                 "--stream-cache-limit", "10MiB", "--read-ahead", "1"])
     assert r.rc == 0, r.err
     lines = r.out.splitlines()
     stream = next(i for i, ln in enumerate(lines) if ln.startswith("1. stream   on"))
-    assert f"from={url}" in lines[stream] and "cache_limit=10.0 MiB read_ahead=1" in lines[stream]
-    assert f"cache_dir={tmp_path / 'c'}" in lines[stream] and "min_cache=" in lines[stream]
+    assert f"from={url}" in lines[stream] and "stream_cache_limit=10.0 MiB read_ahead=1" in lines[stream]
+    assert f"stream_cache_dir={tmp_path / 'c'}" in lines[stream] and "min_cache=" in lines[stream]
     assert lines[stream + 1].startswith("   why: TensorFlow cannot read s3:// itself")
     assert lines[stream + 2].startswith("2. source")
+    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--stream-cache-dir", str(tmp_path / "c"),
+                 "--stream-cache-limit", "1KiB"])
+    check_one_line_error(r, r"stream_cache_limit 1\.0 KiB .*stream cache.*need at least")
+
+
+def test_the_old_cache_spellings_still_work_and_name_the_new_ones(remote, tmp_path):
+    """``cache_dir=``/``cache_limit=`` and ``--cache-dir``/``--cache-limit``: hidden aliases that warn once each."""
+    from hostile import run_cli
+
+    m, url, _ = remote
+    with pytest.warns(DeprecationWarning) as got:
+        spec = PipelineSpec.from_manifest(url, 100, cache_dir=str(tmp_path / "c"), cache_limit="10MiB")
+    said = "PipelineSpec.from_manifest(): {}= is now stream_{}= (the stream cache's; cache= is tf.data's cache stage)"
+    assert sorted(str(w.message) for w in got) == [
+        said.format("cache_dir", "cache_dir") + ", or copy_dir= for a balanced group (label_weights)",
+        said.format("cache_limit", "cache_limit")]
+    assert all(w.filename == __file__ for w in got)  # they point at the caller
+    assert (spec.stream.stream_cache_dir, spec.stream.stream_cache_limit) == (str(tmp_path / "c"), 10 << 20)
+    with pytest.raises(TypeError, match=r"did you mean"):
+        PipelineSpec.from_manifest(url, 100, cache_dri=str(tmp_path / "c"))
     r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c"),
-                 "--cache-limit", "1KiB"])
-    check_one_line_error(r, r"cache_limit 1\.0 KiB .*stream cache.*need at least")
+                 "--cache-limit", "10MiB"])
+    assert r.rc == 0, r.err
+    assert f"stream_cache_dir={tmp_path / 'c'} stream_cache_limit=10.0 MiB" in r.out
+    assert r.err.count("tfpipe: warning: --cache-dir is now --stream-cache-dir") == 1
+    assert r.err.count("tfpipe: warning: --cache-limit is now --stream-cache-limit") == 1
 
 
 def test_two_local_ranks_download_a_shard_they_both_need_once(remote, link, tmp_path):
     m, url, _ = remote
     ln = link(48 << 20)
     cache = str(tmp_path / "shared")
-    procs = [_reader(tmp_path, f"r{i}", url=url, cache_dir=cache, limit=None, read_ahead=2, readers=2,
+    procs = [_reader(tmp_path, f"r{i}", url=url, stream_cache_dir=cache, limit=None, read_ahead=2, readers=2,
                      kw={"num_shards": 2, "shard_index": i, "equal_steps": False}) for i in range(2)]
     for proc, _ in procs:
         assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
@@ -285,7 +308,7 @@ def _tamper(path: str, how: str) -> None:
 def test_a_cached_shard_changed_with_size_and_mtime_kept_is_fetched_again(remote, link, tmp_path, how):
     m, url, local = remote
     link()
-    spec = PipelineSpec.from_manifest(url, 200, cache_dir=str(tmp_path / "c"))
+    spec = PipelineSpec.from_manifest(url, 200, stream_cache_dir=str(tmp_path / "c"))
     expected = labels_of(build_dataset(PipelineSpec.from_manifest(local, 200)))
     assert labels_of(build_dataset(spec)) == expected
     cached = spec.stream.local_paths()[0]
@@ -300,7 +323,7 @@ def test_a_cached_shard_that_stays_damaged_is_refused_by_name(remote, tmp_path):
     from pipeline.remote.stream import ShardStream
 
     m, url, local = remote
-    spec = PipelineSpec.from_manifest(url, 200, cache_dir=str(tmp_path / "c"))
+    spec = PipelineSpec.from_manifest(url, 200, stream_cache_dir=str(tmp_path / "c"))
     opts = spec.stream
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -311,7 +334,7 @@ def test_a_cached_shard_that_stays_damaged_is_refused_by_name(remote, tmp_path):
     stream = ShardStream(opts, width=1, seed=None, shuffle=False, storage=open_storage(str(bad)))
     with pytest.raises(IntegrityError, match=rf"{m.shards[0].name}: sha256 .* \(fetched twice\)"):
         stream.acquire(0, threading.Event())
-    assert not partial_files(opts.cache_dir) and not os.path.exists(opts.local_paths()[0])
+    assert not partial_files(opts.stream_cache_dir) and not os.path.exists(opts.local_paths()[0])
 
 
 def test_a_cache_fault_is_one_line_before_tensorflow_reads(remote, tmp_path):
@@ -319,7 +342,7 @@ def test_a_cache_fault_is_one_line_before_tensorflow_reads(remote, tmp_path):
 
     m, url, _ = remote
     cache = tmp_path / "c"
-    spec = PipelineSpec.from_manifest(url, 200, cache_dir=str(cache))
+    spec = PipelineSpec.from_manifest(url, 200, stream_cache_dir=str(cache))
     (cache / "tfpipe-stream").mkdir(parents=True)
     os.symlink(tmp_path, cache / "tfpipe-stream" / "data")
     with pytest.raises(CacheFault, match=r"^stream cache .*/tfpipe-stream/data: is a symbolic link") as info:

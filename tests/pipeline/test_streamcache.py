@@ -22,22 +22,38 @@ SHA = "ab" * 32
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"cache_dir": ""}, "cache_dir must be a non-empty path"),
-    ({"cache_limit": "lots"}, "cache_limit: invalid size 'lots'"),
-    ({"cache_limit": 0}, "cache_limit: size must be positive"),
-    ({"cache_limit": 1.5}, "cache_limit must be a size"),
+    ({"stream_cache_dir": ""}, "stream_cache_dir must be a non-empty path"),
+    ({"stream_cache_limit": "lots"}, "stream_cache_limit: invalid size 'lots'"),
+    ({"stream_cache_limit": 0}, "stream_cache_limit: size must be positive"),
+    ({"stream_cache_limit": 1.5}, "stream_cache_limit must be a size"),
     ({"read_ahead": -1}, "read_ahead must be an integer >= 0"),
     ({"local_readers": 0}, "local_readers must be a positive integer"),
     ({"shards": (ShardRef("a", 1, SHA),)}, "need the set's url"),
 ])
 def test_stream_options_refuse_bad_values(kw, match):
     with pytest.raises(ValueError, match=match):
-        StreamOptions(**{"cache_dir": "/tmp/c", **kw})
+        StreamOptions(**{"stream_cache_dir": "/tmp/c", **kw})
 
 
 @pytest.mark.parametrize("limit, expect", [("200GiB", 200 << 30), (4096, 4096), ("4096", 4096), (None, None)])
 def test_cache_limit_forms(limit, expect):
-    assert StreamOptions("/tmp/c", limit).cache_limit == expect
+    assert StreamOptions("/tmp/c", limit).stream_cache_limit == expect
+
+
+def test_the_old_spellings_still_work_and_name_the_new_ones():
+    with pytest.warns(DeprecationWarning, match=r"cache_dir= is now stream_cache_dir=") as got:
+        old = StreamOptions(cache_dir="/tmp/c", cache_limit="1KiB")
+    assert [str(w.message).split(":")[1].strip() for w in got] == ["cache_dir= is now stream_cache_dir= (the stream "
+                                                                  "cache's; cache= is tf.data's cache stage)",
+                                                                  "cache_limit= is now stream_cache_limit= (the "
+                                                                  "stream cache's; cache= is tf.data's cache stage)"]
+    assert old == StreamOptions(stream_cache_dir="/tmp/c", stream_cache_limit=1024)
+    with pytest.warns(DeprecationWarning, match=r"StreamOptions.cache_dir is now StreamOptions.stream_cache_dir"):
+        assert old.cache_dir == "/tmp/c"
+    with pytest.warns(DeprecationWarning, match=r"StreamOptions.cache_limit is now StreamOptions.stream_cache_limit"):
+        assert old.cache_limit == 1024
+    with pytest.raises(TypeError, match=r"both cache_dir= and stream_cache_dir="):
+        StreamOptions("/tmp/a", cache_dir="/tmp/b")
 
 
 @pytest.mark.parametrize("name, bytes_, sha", [("../x", 1, SHA), ("/abs", 1, SHA), ("a", -1, SHA), ("a", 1, "xyz")])
@@ -61,7 +77,7 @@ def test_minimum_names_readers_window_and_bytes():
     sizes = [100, 300, 200, 50]
     assert min_cache_bytes(sizes, 1, 2, 2) == 2 * (300 + 200 + 100)
     opts = StreamOptions("/tmp/c", 1199, 2, 2)
-    with pytest.raises(TfpipeError, match=r"2 local reader\(s\) x \(1 open \+ 2 read ahead\).*\(cache_limit=1200;"):
+    with pytest.raises(TfpipeError, match=r"2 local reader\(s\) x \(1 open \+ 2 read ahead\).*\(stream_cache_limit=1200;"):
         check_cache_limit(opts, sizes, 1)
     assert check_cache_limit(StreamOptions("/tmp/c", 1200, 2, 2), sizes, 1) == 1200
     assert check_cache_limit(StreamOptions("/tmp/c", None), sizes, 1) is None
@@ -277,7 +293,7 @@ def test_cache_faults_are_one_line_naming_the_path(tmp_path, case, match):
     before = sorted(os.listdir(outside))
     with pytest.raises(CacheFault, match=match) as info:
         ShardCache(str(cache_dir), None).try_acquire(_key(5), 10)
-    assert "\n" not in str(info.value) and "cache_dir" in str(info.value)
+    assert "\n" not in str(info.value) and "stream_cache_dir" in str(info.value)
     assert sorted(os.listdir(outside)) == before  # nothing written (or evicted) outside the cache
     assert not partial_files(str(cache_dir))
 
