@@ -29,6 +29,7 @@ from ..shardset.manifest import InputStats, Manifest, ShardInfo, manifest_bytes
 from ..shardset.options import ShardOutputOptions
 from ..shardset.shardfile import ShardStream
 from ..shardset.writer import output_errors
+from ..tfrecord.layout import RecordLayout
 from ..tfrecord.schema import Schema
 from ..util.errors import InputError, TfpipeError
 from .area import RunArea
@@ -141,6 +142,7 @@ class Plan:
     error: ErrorRecord | None = None
     parts: tuple[tuple[str, int], ...] = ()
     scatter: tuple = ()
+    layout: dict | None = None   # the manifest's layout entry (``RecordLayout.to_json``; None: example)
 
     @classmethod
     def failed(cls, error: ErrorRecord) -> "Plan":
@@ -223,24 +225,26 @@ class Outcome:
     extra: dict
     results: tuple[ShardResult, ...]
     parts: tuple[tuple[str, int], ...] = ()   # (label, shards) per part of a split by label
+    layout: dict | None = None                 # the manifest's layout entry (None: the example layout)
 
     @classmethod
     def of(cls, plan: Plan, results: Sequence[ShardResult]) -> "Outcome":
         return cls(plan.error, tuple(s.records for s in plan.shards), plan.records, tuple(plan.inputs),
                    dict(plan.options), dict(plan.extra), tuple(sorted(results, key=lambda r: r.index)),
-                   tuple(plan.parts))
+                   tuple(plan.parts), plan.layout)
 
     def to_json(self) -> dict:
         return {"error": asdict(self.error) if self.error else None, "expected": list(self.expected),
                 "records": self.records, "inputs": [asdict(i) for i in self.inputs], "options": self.options,
                 "extra": self.extra, "results": [asdict(r) for r in self.results],
-                "parts": [list(p) for p in self.parts]}
+                "parts": [list(p) for p in self.parts], "layout": self.layout}
 
     @classmethod
     def from_json(cls, d: dict) -> "Outcome":
         return cls(ErrorRecord(**d["error"]) if d["error"] else None, tuple(d["expected"]), d["records"],
                    tuple(InputStats(**i) for i in d["inputs"]), d["options"], d["extra"],
-                   tuple(ShardResult(**r) for r in d["results"]), tuple((a, b) for a, b in d.get("parts", [])))
+                   tuple(ShardResult(**r) for r in d["results"]), tuple((a, b) for a, b in d.get("parts", [])),
+                   d.get("layout"))
 
     def checked(self, run_id: str, why: str | None = None) -> dict[int, ShardResult]:
         """Raise the plan's error, or check that pass 2 reported every planned shard with its planned count;
@@ -276,7 +280,8 @@ def finalize(area: RunArea, output: ShardOutputOptions, schema: Schema, kind: st
         shards = tuple(ShardInfo(m.final, got[i].records, got[i].bytes, got[i].sha256) for i, m in enumerate(moves))
         manifest = Manifest(records=outcome.records, shards=shards, schema=schema, inputs=outcome.inputs,
                             options=dict(outcome.options), compression=output.compression, kind=kind,
-                            extra=dict(outcome.extra), location=area.out)
+                            extra=dict(outcome.extra), location=area.out,
+                            layout=RecordLayout.from_json(outcome.layout))
         with output_errors(area.out):
             commit_set(area.output(), moves, manifest_bytes(manifest), run_id=area.run_id,
                        before_manifest=area.cleanup, where=area.out)
