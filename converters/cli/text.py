@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ..shardset.layoutopts import add_layout_arguments, layout_options
 from ..text.format import FORMAT
 from .types import (
     add_engine_options,
@@ -54,6 +55,7 @@ def register(convert_sub, top_sub) -> None:
     p.add_argument("--txt-mode", choices=("block", "file"), default="block",
                    help=".txt inputs: one document per blank-line-separated block (default) or per file")
     add_shard_output_options(p, record="record")
+    add_layout_arguments(p)
     add_prep_options(p, labels=False)
     add_engine_options(p)
     p.set_defaults(func=_cmd_convert)
@@ -90,7 +92,7 @@ def options_from_args(args):
         seq_len=args.seq_len, tokenizer=args.tokenizer, eod_token=args.eod_token, text_key=args.text_key,
         include_subsets=args.include_subsets, exclude_subsets=args.exclude_subsets,
         no_cross_doc=args.no_cross_doc, pad_last=args.pad_last, mask_name=args.mask_name,
-        txt_mode=args.txt_mode, output=shard_output_options(args))
+        txt_mode=args.txt_mode, output=shard_output_options(args), layout=layout_options(args))
 
 
 def _cmd_convert(args) -> int:
@@ -110,6 +112,9 @@ def _cmd_convert(args) -> int:
           f"(vocab {x['tokenizer']['vocab_size']:,}, EOD {x['eod_id']})")
     print(f"records     {m.records:,} windows of {x['seq_len'] + 1} ids in {len(m.shards)} shard(s), "
           f"{format_size(m.total_bytes)}, {secs:.1f} s ({x['tokens'] / max(secs, 1e-9):,.0f} tokens/s)")
+    if m.layout.columnar:
+        print(f"layout      columnar: blocks of {m.layout.block_rows:,} windows, "
+              + ", ".join(f"{name} stored as {t}" for name, t in m.layout.stored))
     print_prep(m)
     print(f"manifest    {m.location.rstrip('/')}/index.json")
     return 0

@@ -1,5 +1,5 @@
-"""What decides a text conversion's output: ``TextOptions`` (tokenizer, packing, document selection and the
-shared ``ShardOutputOptions``), recorded in the manifest, and the feature schema it implies."""
+"""What decides a text conversion's output: ``TextOptions`` (tokenizer, packing, document selection, the shared
+``ShardOutputOptions`` and the record layout), recorded in the manifest, and the feature schema it implies."""
 from __future__ import annotations
 
 import os
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 
 from ..util.checks import set_int
+from ..shardset.layoutopts import LayoutOptions
 from ..shardset.naming import check_plain_name
 from ..shardset.options import ShardOutputOptions
 from ..tfrecord.schema import FeatureSpec, Schema
@@ -34,6 +35,7 @@ class TextOptions:
     mask_name: str = "loss_mask"
     txt_mode: str = "block"
     output: ShardOutputOptions = field(default_factory=ShardOutputOptions)
+    layout: LayoutOptions = field(default_factory=LayoutOptions)
 
     def __post_init__(self):
         set_int(self, "seq_len", minimum=1)
@@ -41,6 +43,8 @@ class TextOptions:
             object.__setattr__(self, name, subset_names(name, getattr(self, name)))
         if not isinstance(self.output, ShardOutputOptions):
             raise ValueError(f"output must be a ShardOutputOptions, got {type(self.output).__name__}")
+        if not isinstance(self.layout, LayoutOptions):
+            raise ValueError(f"layout must be a LayoutOptions, got {type(self.layout).__name__}")
         self.read_options()  # validates text_key and txt_mode
         try:  # the manifest records the tokenizer's file name: it must read back as one
             check_plain_name(self.to_json()["tokenizer"])
@@ -54,7 +58,8 @@ class TextOptions:
                            txt_mode=self.txt_mode, **extra)
 
     def to_json(self) -> dict:
-        """The manifest's ``options``: one flat dict (text options and the shard-output options)."""
+        """The manifest's ``options``: one flat dict (text options and the shard-output options; ``layout`` and
+        ``block_rows`` for a columnar set only, so example sets' manifests are as before)."""
         own = {k: getattr(self, k) for k in ("seq_len", "tokenizer", "eod_token", "text_key", "no_cross_doc",
                                               "pad_last", "mask_name", "txt_mode")}
         # the tokenizer's file name, never its path: a manifest names nothing outside its set (its sha256 is in
@@ -63,6 +68,8 @@ class TextOptions:
         for k in ("include_subsets", "exclude_subsets"):
             v = getattr(self, k)
             own[k] = list(v) if v is not None else None
+        if self.layout.columnar:
+            own["layout"], own["block_rows"] = self.layout.kind, self.layout.block_rows
         return {**own, **self.output.to_json()}
 
 

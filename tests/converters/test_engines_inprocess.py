@@ -17,6 +17,7 @@ from engines_data import (
 
 from converters.engines.inprocess import run_job
 from converters.libsvm.job import LibsvmJob
+from converters.shardset.layoutopts import LayoutOptions
 from converters.text.job import TextJob
 from converters.libsvm.convert import run as libsvm_local
 from converters.libsvm.options import LibsvmOptions
@@ -167,6 +168,7 @@ def bpe(inputs, tmp_path_factory):
     return out
 
 
+COLUMNAR_7 = LayoutOptions("columnar", 7)
 TEXT_CASES = [
     ({"seq_len": 64}, {}),
     ({"seq_len": 64, "shard_size": 20_000}, {"chunk_tokens": 3000}),
@@ -176,6 +178,13 @@ TEXT_CASES = [
     ({"seq_len": 3000, "pad_last": True}, {"chunk_tokens": 500}),                 # one window spans files
     ({"seq_len": 32, "tokenizer": "BPE", "shard_size": 8_000}, {"chunk_tokens": 1000}),
     ({"seq_len": 32, "tokenizer": "BPE", "no_cross_doc": True, "mask_name": "attention_mask"}, {}),
+    # columnar blocks of windows: shards cut on block boundaries, the same bytes on every engine
+    ({"seq_len": 64, "shard_size": 20_000, "layout": COLUMNAR_7}, {"chunk_tokens": 3000}),
+    ({"seq_len": 5, "shard_size": 2_000, "layout": COLUMNAR_7}, {"chunk_tokens": 777}),
+    ({"seq_len": 100, "pad_last": True, "shard_size": 9_000, "layout": COLUMNAR_7}, {"chunk_tokens": 1000}),
+    ({"seq_len": 50, "no_cross_doc": True, "shard_size": 16_000, "compression": "gzip", "layout": COLUMNAR_7},
+     {"chunk_tokens": 2000}),
+    ({"seq_len": 32, "tokenizer": "BPE", "layout": LayoutOptions("columnar", 256)}, {}),
 ]
 
 

@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from converters.shardset.manifest import Manifest, ShardInfo, manifest_bytes
 from converters.storage import open_storage
+from converters.tfrecord.layout import RecordLayout
 from converters.util.errors import TfpipeError
 
 from .job import ConvertJob
@@ -220,7 +221,7 @@ def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
                                      for i in range(n)),
                         schema=cj.schema, inputs=outcome.inputs, options=dict(outcome.options),
                         compression=job.options.output.compression, kind=cj.kind, extra=dict(outcome.extra),
-                        location=job.out)
+                        location=job.out, layout=RecordLayout.from_json(outcome.layout))
     commit(storage, area, [(got[i].tmp_name, finals[i], got[i].bytes) for i in range(n)], manifest_bytes(manifest),
            obsolete=obsolete)
     log.info("finalized %d record(s) in %d shard(s) -> %s", manifest.records, n, job.out)
