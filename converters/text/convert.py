@@ -20,6 +20,7 @@ import numpy as np
 
 from ..prep.options import PrepOptions, prep_from_keywords
 from ..prep.writer import PrepWriter
+from ..shardset.blocks import Blocks
 from ..shardset.layoutopts import LayoutOptions
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
@@ -32,7 +33,7 @@ from ..util.ordered import ordered_map
 from ..util.progress import progress_bar
 from ..util.system import available_memory, cap_workers, cpu_count
 from ..util.units import DEFAULT_SHARD_BYTES, format_size
-from .blocks import COLUMNAR_SHUFFLE, Blocks, text_layout
+from .blocks import COLUMNAR_SHUFFLE, text_layout
 from .options import FEATURE, TextOptions, text_schema
 from .packing import MAX_RECORD_BYTES, Packed, Packer, PackSpec, window_footprint
 from .readers import (

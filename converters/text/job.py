@@ -40,12 +40,13 @@ from ..engines.scatter import (
 )
 from ..engines.units import InputFile, Unit, plan_units
 from ..prep.options import PrepOptions
+from ..shardset.blocks import Blocks
 from ..shardset.manifest import InputStats
 from ..sources import expand_inputs
 from ..tfrecord.examples import framed_lengths, serialize_batch, varint_lengths
 from ..util.checks import as_int
 from ..util.errors import InputError, TfpipeError
-from .blocks import COLUMNAR_SHUFFLE, Blocks, block_shards, text_layout
+from .blocks import COLUMNAR_SHUFFLE, block_shards, text_layout
 from .convert import count_subsets
 from .options import FEATURE, TextOptions, text_schema
 from .packing import PackSpec, insert_eod
@@ -56,14 +57,7 @@ from .readers import (
     iter_documents,
 )
 from .tokenizers import TokenizerInfo, load_tokenizer
-from .windows import (
-    doc_windows,
-    document_payloads,
-    document_windows,
-    packed_windows,
-    stream_payloads,
-    window_count,
-)
+from .windows import doc_windows, document_payloads, document_windows, packed_windows, stream_payloads, window_count
 
 __all__ = ["TextJob", "TextSummary", "TextChunk", "SizeTask", "DEFAULT_CHUNK_TOKENS"]
 

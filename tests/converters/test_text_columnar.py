@@ -12,13 +12,12 @@ from converters.cli import main
 from converters.shardset.layoutopts import LayoutOptions
 from converters.shardset.options import ShardOutputOptions
 from converters.shardset.reader import read_manifest
-from converters.text.blocks import COLUMNAR_SHUFFLE, block_length, block_lengths, text_layout
+from converters.text.blocks import COLUMNAR_SHUFFLE, text_layout
 from converters.text.convert import convert_text
 from converters.text.job import TextJob
 from converters.text.options import TextOptions, text_schema
 from converters.text.synthetic import write_pile_jsonl
-from converters.tfrecord.columnar import decode_block, encode_block
-from converters.tfrecord.layout import RecordLayout
+from converters.tfrecord.columnar import decode_block
 from converters.tfrecord.reader import read_records
 
 
@@ -115,17 +114,6 @@ def test_ids_stored_in_the_narrowest_type_of_the_vocabulary(max_id, ids):
     layout = text_layout(LayoutOptions("columnar", 4), schema, max_id)
     assert dict(layout.stored) == {"input_ids": ids, "loss_mask": "uint8"}
     assert text_layout(LayoutOptions(), schema, max_id).kind == "example"
-
-
-@pytest.mark.parametrize("rows, width, block_rows", [(1, 1, 1), (7, 16, 7), (300, 2049, 256), (5, 127, 64)])
-def test_block_length_is_the_encoded_length(rows, width, block_rows):
-    schema = text_schema(width - 1, "attention_mask")
-    layout = RecordLayout("columnar", block_rows, (("input_ids", "uint16"), ("attention_mask", "uint8")))
-    cols = {"input_ids": np.ones((rows, width), np.int64), "attention_mask": np.ones((rows, width), np.int64)}
-    whole = [len(encode_block({k: v[a:a + block_rows] for k, v in cols.items()}, schema, layout)) + 16
-             for a in range(0, rows, block_rows)]
-    assert block_lengths(rows, schema, layout).tolist() == whole
-    assert block_length(min(rows, block_rows), schema, layout) == whole[0]
 
 
 def test_shuffle_is_refused_in_one_line(corpus, tmp_path, capsys):
