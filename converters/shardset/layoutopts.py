@@ -59,14 +59,18 @@ def _block_rows(s: str) -> int:
     return v
 
 
-def add_layout_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--layout {example,columnar}`` and ``--block-rows N`` (rows per columnar block)."""
-    parser.add_argument("--layout", choices=LAYOUTS, default=EXAMPLE,
-                        help="record layout: one tf.train.Example per row (example, the default: readable by any "
-                             "TensorFlow code) or blocks of rows stored as raw columns (columnar: the fastest "
-                             "input, read through tfpipe or decode_raw)")
-    parser.add_argument("--block-rows", type=_block_rows, default=DEFAULT_BLOCK_ROWS, metavar="N",
-                        help=f"rows per block with --layout columnar (default {DEFAULT_BLOCK_ROWS})")
+def add_layout_arguments(parser: argparse.ArgumentParser, *, same: bool = False) -> None:
+    """``--layout {example,columnar}`` and ``--block-rows N`` (rows per columnar block). ``same``: for a command
+    that rewrites a set (``reshard``), ``--layout`` also takes ``same`` (the default: the source's layout) and
+    ``--block-rows`` defaults to the source's block size."""
+    parser.add_argument("--layout", choices=(("same",) if same else ()) + LAYOUTS, default="same" if same else EXAMPLE,
+                        help="record layout: one tf.train.Example per row (example" + (""
+                             if same else ", the default") + ": readable by any TensorFlow code) or blocks of rows "
+                             "stored as raw columns (columnar: the fastest input, read through tfpipe or "
+                             "decode_raw)" + ("; default same: the source's" if same else ""))
+    parser.add_argument("--block-rows", type=_block_rows, default=None if same else DEFAULT_BLOCK_ROWS, metavar="N",
+                        help="rows per block with --layout columnar (default "
+                             + ("the source's block size, else " if same else "") + f"{DEFAULT_BLOCK_ROWS})")
 
 
 def layout_options(args: argparse.Namespace) -> LayoutOptions:
