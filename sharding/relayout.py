@@ -33,10 +33,11 @@ def payloads(framed: np.ndarray, lengths: np.ndarray) -> list[bytes]:
     return [bytes(data[int(e - n) + _HEADER:int(e) - _FOOTER]) for e, n in zip(ends, lengths)]
 
 
-def as_examples(framed: np.ndarray, lengths: np.ndarray, manifest: Manifest) -> tuple[np.ndarray, np.ndarray]:
+def as_examples(framed: np.ndarray, lengths: np.ndarray, manifest: Manifest, where: str = "", first: int = 0
+                ) -> tuple[np.ndarray, np.ndarray]:
     """The source's framed records as one framed ``tf.train.Example`` per row: as they are for an example set,
-    each block decoded and its rows serialized for a columnar set (a malformed block is an IntegrityError naming
-    the set)."""
+    each block decoded and its rows serialized for a columnar set. A malformed block is an IntegrityError naming
+    the shard (``where``) and the block's index in it (``first``: the index of the first of these records)."""
     if not manifest.layout.columnar:
         return framed, lengths
     cols: list[dict[str, np.ndarray]] = []
@@ -44,8 +45,8 @@ def as_examples(framed: np.ndarray, lengths: np.ndarray, manifest: Manifest) -> 
         try:
             cols.append(decode_block(record, manifest.schema, manifest.layout))
         except BlockError as exc:
-            raise IntegrityError(f"{manifest.location}: a malformed columnar block: {exc} (run `tfpipe verify`)"
-                                 ) from None
+            raise IntegrityError(f"{where or manifest.location}: block {first + k}: a malformed columnar block: "
+                                 f"{exc} (run `tfpipe verify`)") from None
     if not cols:
         return framed, lengths
     return serialize_batch(manifest.schema, {f.name: np.concatenate([c[f.name] for c in cols])

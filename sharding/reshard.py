@@ -59,9 +59,11 @@ def _batches(manifest: Manifest, storage_options: dict) -> Iterator[tuple[np.nda
                 path = os.path.join(staging, info.name.replace("/", "__"))  # a group: "label=<v>/<shard>"
                 source.fetch(info.name, path)
             check_file(path, info, manifest.location.rstrip("/"))  # what is copied is what the manifest lists
-            n = 0
+            n = records = 0
             for framed, lengths in iter_framed(path):
-                framed, lengths = as_examples(framed, lengths, manifest)
+                records += len(lengths)
+                framed, lengths = as_examples(framed, lengths, manifest, f"{manifest.location}/{info.name}",
+                                              records - len(lengths))
                 n += len(lengths)
                 yield framed, lengths
             if n != info.records:

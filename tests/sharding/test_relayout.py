@@ -17,7 +17,7 @@ from converters.text.convert import convert_text
 from converters.text.synthetic import write_pile_jsonl
 from converters.tfrecord.columnar import decode_block
 from converters.tfrecord.reader import read_records
-from converters.util.errors import TfpipeError
+from converters.util.errors import IntegrityError, TfpipeError
 from sharding import reshard
 
 
@@ -170,3 +170,34 @@ def test_cli(criteo, tmp_path, capsys):
     assert read_manifest(str(tmp_path / "c")).layout.block_rows == 500
     assert main(["reshard", src, "--out", str(tmp_path / "d"), "--num-shards", "2", "--block-rows", "5"]) == 2
     assert "block_rows applies to the columnar layout only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:-1], "runs past the record's end"),                # the block cut short
+    (lambda data: data.replace(b"label", b"lebal", 1), "column 'lebal' where 'label' was expected"),
+])
+def test_a_malformed_block_with_a_matching_sha256_is_caught(criteo, tmp_path, damage, message):
+    """A block whose bytes were rewritten together with the manifest's sha256 and size (no checksum catches it):
+    re-laying it is one IntegrityError naming the set and what is wrong with the block, and no manifest."""
+    import json
+
+    from converters.tfrecord.crc import frame_payloads
+    from converters.util.digest import file_digest
+
+    src, _ = criteo
+    col = reshard(src, str(tmp_path / "col"), num_shards=1, layout="columnar", block_rows=500)
+    path = col.shard_paths()[0]
+    records = list(read_records(path))
+    records[2] = damage(records[2])
+    offsets = np.cumsum([0] + [len(r) for r in records])
+    framed, _ = frame_payloads(np.frombuffer(b"".join(records), np.uint8), offsets)
+    with open(path, "wb") as f:
+        f.write(framed.tobytes())
+    index = tmp_path / "col" / "index.json"
+    doc = json.loads(index.read_text())
+    doc["shards"][0]["bytes"], doc["shards"][0]["sha256"] = file_digest(path)
+    index.write_text(json.dumps(doc))
+    with pytest.raises(IntegrityError, match=f"col/train-00000-of-00001.tfrecord: block 2: a malformed columnar "
+                                             f"block: .*{message}"):
+        reshard(str(tmp_path / "col"), str(tmp_path / "back"), num_shards=1, layout="example")
+    assert not (tmp_path / "back" / "index.json").exists()
