@@ -4,7 +4,8 @@
 A columnar record holds many rows, so records cannot be copied as they are: every row goes through the example
 form on the way (a columnar source's blocks are decoded, ``decode_block``, and serialized as one
 ``tf.train.Example`` per row, the bytes tfpipe's converters write), optionally through the shuffle, and is
-written either as it is (example) or parsed back into columns and encoded in blocks (``ColumnarSink``). The
+written either as it is (example) or parsed back into columns (``tfrecord.parse``, no TensorFlow) and encoded
+in blocks (``ColumnarSink``). The
 stored types of a columnar output come from a first pass over the source (each feature's ``ValueRange`` over
 every row, ``stored_for``), or from a columnar source's own manifest (they hold every value of the set)."""
 from __future__ import annotations
@@ -18,6 +19,7 @@ from converters.shardset.manifest import Manifest
 from converters.tfrecord.columnar import BlockError, ValueRange, decode_block, stored_for
 from converters.tfrecord.examples import serialize_batch
 from converters.tfrecord.layout import COLUMNAR, RecordLayout
+from converters.tfrecord.parse import parse_examples
 from converters.tfrecord.schema import Schema
 from converters.util.errors import IntegrityError
 
@@ -54,17 +56,13 @@ def as_examples(framed: np.ndarray, lengths: np.ndarray, manifest: Manifest, whe
 
 
 def parse_rows(records: list[bytes], schema: Schema, where: str) -> dict[str, np.ndarray]:
-    """Rows of serialized ``tf.train.Example`` records as columns ((n,) or (n, width), the schema's dtype),
-    parsed by TensorFlow; a record that lacks a feature or holds another width is an IntegrityError."""
-    import tensorflow as tf
-
-    spec = {f.name: tf.io.FixedLenFeature(list(f.shape), getattr(tf, f.dtype)) for f in schema.features}
+    """Rows of serialized ``tf.train.Example`` records as columns ((n,) or (n, width), the schema's dtype), as
+    ``tf.io.parse_example`` gives them (``tfrecord.parse``, no TensorFlow); a record that lacks a feature or
+    holds another width is an IntegrityError naming ``where``."""
     try:
-        parsed = tf.io.parse_example(tf.constant(records, dtype=tf.string), spec)
-    except tf.errors.InvalidArgumentError as exc:
-        first = str(exc.message).splitlines()[0] if exc.message else "unparseable"
-        raise IntegrityError(f"{where}: a record does not match the set's schema: {first}") from None
-    return {k: v.numpy() for k, v in parsed.items()}
+        return parse_examples(records, schema)
+    except ValueError as exc:
+        raise IntegrityError(f"{where}: a record does not match the set's schema: {exc}") from None
 
 
 def stored_types(batches: Iterable[tuple[np.ndarray, np.ndarray]], schema: Schema, where: str) -> dict[str, str]:

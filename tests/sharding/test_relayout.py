@@ -201,3 +201,18 @@ def test_a_malformed_block_with_a_matching_sha256_is_caught(criteo, tmp_path, da
                                              f"block: .*{message}"):
         reshard(str(tmp_path / "col"), str(tmp_path / "back"), num_shards=1, layout="example")
     assert not (tmp_path / "back" / "index.json").exists()
+
+
+def test_relayout_imports_no_tensorflow(criteo, tmp_path):
+    """sharding never imports TensorFlow: rows are parsed by converters.tfrecord.parse."""
+    import subprocess
+    import sys
+
+    src, _ = criteo
+    code = (f"import sys\nfrom sharding import reshard\n"
+            f"reshard({src!r}, {str(tmp_path / 'c')!r}, num_shards=2, layout='columnar')\n"
+            f"reshard({str(tmp_path / 'c')!r}, {str(tmp_path / 'e')!r}, num_shards=1, layout='example')\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert read_manifest(str(tmp_path / "e")).records == 2503
