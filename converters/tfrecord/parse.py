@@ -49,6 +49,26 @@ def _skip(buf, pos, end, wire):
 
 
 @njit(cache=True, nogil=True)
+def _find(buf, pos, end, number):
+    """The next length-delimited field ``number`` in ``buf[pos:end]``, other fields skipped: (its payload's start,
+    end); (end, end) when there is none; (-1, -1) when the bytes are malformed."""
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return -1, -1
+        wire = np.int64(tag & np.uint64(7))
+        if np.int64(tag >> np.uint64(3)) == number and wire == 2:
+            n, pos = _varint(buf, pos, end)
+            if pos < 0 or pos + np.int64(n) > end:
+                return -1, -1
+            return pos, pos + np.int64(n)
+        pos = _skip(buf, pos, end, wire)
+        if pos < 0:
+            return -1, -1
+    return end, end
+
+
+@njit(cache=True, nogil=True)
 def _match(buf, a, b, keys, keyoffs):
     for k in range(keyoffs.shape[0] - 1):
         ka, kb = keyoffs[k], keyoffs[k + 1]
@@ -61,6 +81,19 @@ def _match(buf, a, b, keys, keyoffs):
             if same:
                 return k
     return -1
+
+
+@njit(cache=True, nogil=True)
+def _value(buf, pos, end, is_int):
+    """One value at ``pos``: a varint (int64) or 4 little-endian bytes (float32 bits); (bits, next position or
+    -1)."""
+    if is_int:
+        return _varint(buf, pos, end)
+    if pos + 4 > end:
+        return np.uint64(0), -1
+    v = (np.uint64(buf[pos]) | np.uint64(buf[pos + 1]) << np.uint64(8)
+         | np.uint64(buf[pos + 2]) << np.uint64(16) | np.uint64(buf[pos + 3]) << np.uint64(24))
+    return v, pos + 4
 
 
 @njit(cache=True, nogil=True)
@@ -96,41 +129,24 @@ def _values(buf, pos, end, is_int, out, row, col, width):
                 if pos < 0:
                     return _BAD, 0
                 continue
-            if wire == 2:
+            if wire == 2:  # packed: the values up to the field's end
                 m, pos = _varint(buf, pos, lend)
                 if pos < 0 or pos + np.int64(m) > lend:
                     return _BAD, 0
-                pend = pos + np.int64(m)
-                while pos < pend:
-                    if is_int:
-                        v, pos = _varint(buf, pos, pend)
-                        if pos < 0:
-                            return _BAD, 0
-                    else:
-                        if pos + 4 > pend:
-                            return _BAD, 0
-                        v = (np.uint64(buf[pos]) | np.uint64(buf[pos + 1]) << np.uint64(8)
-                             | np.uint64(buf[pos + 2]) << np.uint64(16) | np.uint64(buf[pos + 3]) << np.uint64(24))
-                        pos += 4
-                    if count < width:
-                        out[row, col + count] = v
-                    count += 1
-            elif (wire == 0 and is_int) or (wire == 5 and not is_int):
-                if is_int:
-                    v, pos = _varint(buf, pos, lend)
-                    if pos < 0:
-                        return _BAD, 0
-                else:
-                    if pos + 4 > lend:
-                        return _BAD, 0
-                    v = (np.uint64(buf[pos]) | np.uint64(buf[pos + 1]) << np.uint64(8)
-                         | np.uint64(buf[pos + 2]) << np.uint64(16) | np.uint64(buf[pos + 3]) << np.uint64(24))
-                    pos += 4
+                vend = pos + np.int64(m)
+            elif (wire == 0 and is_int) or (wire == 5 and not is_int):  # one value
+                vend = lend
+            else:
+                return _BAD, 0
+            while pos < vend:
+                v, pos = _value(buf, pos, vend, is_int)
+                if pos < 0:
+                    return _BAD, 0
                 if count < width:
                     out[row, col + count] = v
                 count += 1
-            else:
-                return _BAD, 0
+                if wire != 2:
+                    break
     if not seen and width > 0:
         return _MISSING, 0
     return _OK, count
@@ -146,55 +162,21 @@ def _parse(buf, starts, ends, keys, keyoffs, is_int, widths, cols, out):
         found[:] = -1
         pos, end = starts[i], ends[i]
         while pos < end:  # Example: field 1 = Features
-            tag, pos = _varint(buf, pos, end)
-            if pos < 0:
+            fa, fb = _find(buf, pos, end, 1)
+            if fa < 0:
                 return _BAD, i, -1
-            wire = np.int64(tag & np.uint64(7))
-            if np.int64(tag >> np.uint64(3)) != 1 or wire != 2:
-                pos = _skip(buf, pos, end, wire)
-                if pos < 0:
+            pos = fb
+            while fa < fb:  # Features: field 1 = map entry {1: key, 2: Feature}
+                ea, eb = _find(buf, fa, fb, 1)
+                if ea < 0:
                     return _BAD, i, -1
-                continue
-            n, pos = _varint(buf, pos, end)
-            if pos < 0 or pos + np.int64(n) > end:
-                return _BAD, i, -1
-            fend = pos + np.int64(n)
-            while pos < fend:  # Features: field 1 = map entry {1: key, 2: Feature}
-                tag, pos = _varint(buf, pos, fend)
-                if pos < 0:
+                fa = eb
+                ka, kb = _find(buf, ea, eb, 1)
+                va, vb = _find(buf, ea, eb, 2)
+                if ka < 0 or va < 0:
                     return _BAD, i, -1
-                wire = np.int64(tag & np.uint64(7))
-                if np.int64(tag >> np.uint64(3)) != 1 or wire != 2:
-                    pos = _skip(buf, pos, fend, wire)
-                    if pos < 0:
-                        return _BAD, i, -1
-                    continue
-                m, pos = _varint(buf, pos, fend)
-                if pos < 0 or pos + np.int64(m) > fend:
-                    return _BAD, i, -1
-                eend = pos + np.int64(m)
-                k, va, vb = -1, -1, -1
-                while pos < eend:
-                    tag, pos = _varint(buf, pos, eend)
-                    if pos < 0:
-                        return _BAD, i, -1
-                    field, wire = np.int64(tag >> np.uint64(3)), np.int64(tag & np.uint64(7))
-                    if wire == 2 and (field == 1 or field == 2):
-                        ln, pos = _varint(buf, pos, eend)
-                        if pos < 0 or pos + np.int64(ln) > eend:
-                            return _BAD, i, -1
-                        if field == 1:
-                            k = _match(buf, pos, pos + np.int64(ln), keys, keyoffs)
-                        else:
-                            va, vb = pos, pos + np.int64(ln)
-                        pos += np.int64(ln)
-                    else:
-                        pos = _skip(buf, pos, eend, wire)
-                        if pos < 0:
-                            return _BAD, i, -1
+                k = _match(buf, ka, kb, keys, keyoffs)
                 if k >= 0:
-                    if va < 0:
-                        return _MISSING, i, k
                     status, count = _values(buf, va, vb, is_int[k], out, i, cols[k], widths[k])
                     if status != _OK:
                         return status, i, k
