@@ -7,6 +7,7 @@ import sys
 
 from converters.cli.parser import add_endpoint_option as _endpoint
 from converters.cli.parser import add_json_option, add_set_argument
+from converters.shardset.layoutopts import add_layout_arguments
 from converters.cli.types import (
     add_prep_options,
     positive_int,
@@ -62,6 +63,7 @@ def register(sub) -> None:
                    help="output compression (default: same as the source)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing shard set at --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_layout_arguments(p, same=True)
     add_prep_options(p, labels=False)
     _endpoint(p)
     p.set_defaults(func=_cmd_reshard)
@@ -148,10 +150,14 @@ def _cmd_reshard(args) -> int:
     m = reshard(args.path, args.out, num_shards=args.num_shards, shard_size=args.shard_size,
                 overwrite=args.overwrite, progress=_progress(args),
                 compression=None if args.compression == "none" else args.compression,
-                endpoint_url=args.endpoint_url or None, shuffle=prep.shuffle if prep else None)
+                endpoint_url=args.endpoint_url or None, shuffle=prep.shuffle if prep else None,
+                layout=args.layout, block_rows=args.block_rows)
     sizes = [s.records for s in m.shards]
     print(f"wrote {m.records:,} records in {len(m.shards)} shard(s) to {args.out} "
           f"({min(sizes):,}..{max(sizes):,} records per shard)")
+    if m.layout.columnar:
+        print(f"layout columnar: blocks of {m.layout.block_rows:,} rows, "
+              + ", ".join(f"{name} stored as {t}" for name, t in m.layout.stored))
     print_prep(m)
     return 0
 

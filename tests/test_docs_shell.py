@@ -121,6 +121,7 @@ INPUTS = {
         ("bad.txt", text_file, (BAD_LINES,)), ("s3://bucket/criteo/day-0/part-0.libsvm", criteo, (500, 7)),
     ],
     "docs/text.md": [("data/pile/00.jsonl.zst", pile, (60, 1)), ("data/pile/01.jsonl.zst", pile, (60, 2))],
+    "docs/layout.md": [("data/pile/00.jsonl.zst", pile, (60, 1)), ("data/pile/01.jsonl.zst", pile, (60, 2))],
     "docs/prep.md": [("day/00.libsvm", criteo, (1500, 4)), ("day/01.libsvm", criteo, (1500, 5)),
                      ("pile/00.jsonl.zst", pile, (40, 1))],
     "docs/shardsets.md": [("out", shard_set, (2000, 2)), ("data/train.tfrecords", foreign_tfrecords, (1500, 1)),

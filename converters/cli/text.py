@@ -110,6 +110,9 @@ def _cmd_convert(args) -> int:
           f"(vocab {x['tokenizer']['vocab_size']:,}, EOD {x['eod_id']})")
     print(f"records     {m.records:,} windows of {x['seq_len'] + 1} ids in {len(m.shards)} shard(s), "
           f"{format_size(m.total_bytes)}, {secs:.1f} s ({x['tokens'] / max(secs, 1e-9):,.0f} tokens/s)")
+    if m.layout.columnar:
+        print(f"layout      columnar: blocks of {m.layout.block_rows:,} windows, "
+              + ", ".join(f"{name} stored as {t}" for name, t in m.layout.stored))
     print_prep(m)
     print(f"manifest    {m.location.rstrip('/')}/index.json")
     return 0

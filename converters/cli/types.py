@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..shardset.options import COMPRESSIONS, ON_ERROR, ShardOutputOptions
-from ..tfrecord.layout import DEFAULT_BLOCK_ROWS, EXAMPLE, LAYOUTS
+from ..shardset.layoutopts import add_layout_arguments
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 from .parser import add_endpoint_option
 
@@ -94,12 +94,7 @@ def add_shard_output_options(p: argparse.ArgumentParser, *, record: str = "line"
     p.add_argument("--overwrite", action="store_true", help="replace the contents of a non-empty --out")
     p.add_argument("--prefix", default="train", help="shard name prefix (default train)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--layout", choices=LAYOUTS, default=EXAMPLE,
-                   help="record layout: example (one tf.train.Example per row, readable by any TensorFlow code; "
-                        "default) or columnar (blocks of rows, each feature a raw little-endian column in the "
-                        "narrowest type that holds the set: the fastest input, read through tfpipe's pipeline)")
-    p.add_argument("--block-rows", type=positive_int, default=None, metavar="N",
-                   help=f"rows per block with --layout columnar (default {DEFAULT_BLOCK_ROWS})")
+    add_layout_arguments(p)
     add_endpoint_option(p)
 
 

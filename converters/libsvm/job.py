@@ -46,7 +46,7 @@ from ..prep.labels import label_bits
 from ..prep.options import PrepOptions
 from ..prep.records import take_records
 from ..shardset.blocks import (
-    BlockPacker,
+    Blocks,
     choose_layout,
     column_ranges,
     merge_ranges,
@@ -338,11 +338,8 @@ class LibsvmJob:
 
     def _packed(self, spec: ShardSpec) -> Iterator[tuple[np.ndarray, int]]:
         """A columnar shard's blocks, framed, as ``(bytes, rows)``."""
-        packer = BlockPacker(self.schema, spec.layout)
-        for piece in spec.pieces:
-            for cols in self._batches(piece, columns=True):
-                yield from packer.add(cols)
-        yield from packer.finish()
+        yield from Blocks(self.schema, spec.layout).framed_rows(
+            cols for piece in spec.pieces for cols in self._batches(piece, columns=True))
 
     def _batches(self, piece: LibsvmPiece, columns: bool = False
                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:

@@ -1,12 +1,13 @@
 """The writer side of the columnar layout (``tfrecord.layout``), format-free: the stored types chosen from a
-whole set's value ranges, the shard cuts of a set of blocks (pure), and the packer that turns a stream of rows
-(column arrays, any number of rows at a time) into framed block records.
+whole set's value ranges, a block's framed length from its row count alone (fixed-width columns), the shard
+cuts of a set of blocks (pure), and ``Blocks``, which groups a stream of rows into framed blocks of
+``block_rows`` (the last one shorter). Every writer of a columnar set (the converters on every engine,
+``reshard --layout columnar``) encodes through it, so equal rows give equal bytes.
 
 Every engine cuts a columnar set the same way: the set's rows, in order, form blocks of ``block_rows`` rows
 (the last one shorter); the greedy shard-cut rule (``cuts.plan_cuts``, a shard closed before a block would
-cross the limit) runs over the blocks' framed lengths, which follow from the row count and the stored types
-alone. So a shard holds whole blocks, all full but the set's last one, and its row range is known before any
-block is written."""
+cross the limit) runs over the blocks' framed lengths. So a shard holds whole blocks, all full but the set's
+last one, and its row range is known before any block is written."""
 from __future__ import annotations
 
 from typing import Iterable, Iterator
@@ -19,8 +20,8 @@ from ..tfrecord.layout import COLUMNAR, RecordLayout
 from ..tfrecord.schema import Schema
 from .cuts import plan_cuts
 
-__all__ = ["choose_layout", "column_ranges", "merge_ranges", "ranges_json", "ranges_from_json", "block_bytes",
-           "shard_row_ranges", "BlockPacker", "framed_blocks"]
+__all__ = ["choose_layout", "column_ranges", "merge_ranges", "ranges_json", "ranges_from_json", "block_length",
+           "block_lengths", "shard_row_ranges", "Blocks"]
 
 
 def column_ranges(columns: dict[str, np.ndarray]) -> dict[str, ValueRange]:
@@ -55,76 +56,99 @@ def choose_layout(schema: Schema, ranges: dict[str, ValueRange], block_rows: int
     return layout
 
 
-def block_bytes(rows: int, schema: Schema, layout: RecordLayout) -> int:
-    """The framed bytes of one block of ``rows`` rows (the same for every block of that many rows: every
-    feature has a fixed width and a fixed stored type)."""
-    zeros = {f.name: np.zeros((rows, f.width) if f.shape else (rows,), np.uint8) for f in schema.features}
-    return len(encode_block(zeros, schema, layout)) + FRAME_OVERHEAD
+def _vlen(n: int) -> int:
+    return max(1, (int(n).bit_length() + 6) // 7)
+
+
+def _field(payload: int) -> int:
+    """Bytes of a length-delimited protobuf field (one-byte tag) with a payload of ``payload`` bytes."""
+    return 1 + _vlen(payload) + payload
+
+
+def block_length(rows: int, schema: Schema, layout: RecordLayout) -> int:
+    """Framed bytes of a block of ``rows`` rows (``columnar.encode_block``'s record plus the TFRecord framing)."""
+    entries = 0
+    for f in schema.features:
+        data = rows * f.width * np.dtype(layout.stored_type(f.name)).itemsize
+        entries += _field(_field(len(f.name.encode())) + _field(_field(_field(data))))
+    return _field(entries) + FRAME_OVERHEAD
+
+
+def block_lengths(rows: int, schema: Schema, layout: RecordLayout) -> np.ndarray:
+    """Framed lengths of the blocks of a stream of ``rows`` rows: full blocks of ``layout.block_rows``, the last
+    one shorter when the rows do not fill it."""
+    full, rest = divmod(int(rows), layout.block_rows)
+    out = np.full(full + (1 if rest else 0), block_length(layout.block_rows, schema, layout), np.int64)
+    if rest:
+        out[-1] = block_length(rest, schema, layout)
+    return out
 
 
 def shard_row_ranges(rows: int, schema: Schema, layout: RecordLayout, limit: int) -> list[tuple[int, int]]:
     """Pure: the ``[first, stop)`` rows of every shard of a columnar set of ``rows`` rows under the byte limit
     ``limit`` (blocks of ``layout.block_rows``, the last shorter; a block never crosses the limit unless it is
     alone in its shard). No rows: no shard."""
-    b = layout.block_rows
-    full, rest = divmod(rows, b)
     if rows == 0:
         return []
-    lengths = np.full(full + (1 if rest else 0), block_bytes(b, schema, layout) if full else 0, np.int64)
-    if rest:
-        lengths[-1] = block_bytes(rest, schema, layout)
+    b = layout.block_rows
+    lengths = block_lengths(rows, schema, layout)
     starts = [0] + plan_cuts(lengths, 0, limit)
     ends = starts[1:] + [len(lengths)]
     return [(s * b, min(e * b, rows)) for s, e in zip(starts, ends)]
 
 
-def framed_blocks(blocks: list[dict[str, np.ndarray]], schema: Schema, layout: RecordLayout
-                  ) -> tuple[np.ndarray, int]:
-    """Blocks (column dicts) as TFRecord-framed records: (concatenated framed bytes, rows they hold)."""
-    payloads = [encode_block(cols, schema, layout) for cols in blocks]
-    if not payloads:
-        return np.zeros(0, np.uint8), 0
-    offsets = np.concatenate([[0], np.cumsum([len(p) for p in payloads])])
-    framed, _ = frame_payloads(np.frombuffer(b"".join(payloads), np.uint8), offsets)
-    return framed, sum(len(next(iter(cols.values()))) for cols in blocks)
-
-
-class BlockPacker:
-    """Rows in (``add``: a dict of column arrays, any number of rows), framed blocks out as ``(framed bytes,
-    rows)``: full blocks as soon as they are complete, the rest at ``finish`` (one shorter block, the shard's
-    last). Rows, not records, are what a columnar shard counts."""
+class Blocks:
+    """Batches of rows in (columns of any row count), framed blocks of ``block_rows`` rows out: ``add`` and
+    ``finish`` yield ``(framed bytes, framed lengths, rows per block)``; ``finish`` writes the short last
+    block."""
 
     def __init__(self, schema: Schema, layout: RecordLayout):
         self.schema, self.layout = schema, layout
-        self._pending: list[dict[str, np.ndarray]] = []
-        self._rows = 0
+        self._parts: list[dict[str, np.ndarray]] = []
+        self._pending = 0
 
-    def _take(self, upto_full: bool) -> list[dict[str, np.ndarray]]:
-        if not self._pending:
-            return []
-        names = [f.name for f in self.schema.features]
-        cols = {n: np.concatenate([p[n] for p in self._pending]) for n in names}
-        b = self.layout.block_rows
-        n_out = (self._rows // b) * b if upto_full else self._rows
-        blocks = [{n: cols[n][a:a + b] for n in names} for a in range(0, n_out, b)]
-        self._pending = [{n: cols[n][n_out:] for n in names}] if n_out < self._rows else []
-        self._rows -= n_out
-        return blocks
-
-    def add(self, columns: dict[str, np.ndarray]) -> Iterator[tuple[np.ndarray, int]]:
-        """Take rows; yield ``(framed bytes, rows)`` of the blocks they complete."""
+    def add(self, columns: dict[str, np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         n = len(next(iter(columns.values())))
         if n == 0:
             return
-        self._pending.append(columns)
-        self._rows += n
-        if self._rows >= self.layout.block_rows:
-            blocks = self._take(upto_full=True)
-            if blocks:
-                yield framed_blocks(blocks, self.schema, self.layout)
+        self._parts.append(columns)
+        self._pending += n
+        br = self.layout.block_rows
+        if self._pending >= br:
+            cols = self._take()
+            full = (self._pending // br) * br
+            yield self._encode({k: v[:full] for k, v in cols.items()})
+            rest = {k: v[full:] for k, v in cols.items()}
+            self._pending -= full
+            self._parts = [rest] if self._pending else []
 
-    def finish(self) -> Iterator[tuple[np.ndarray, int]]:
-        """Yield the rest: one shorter block (nothing if no row is left)."""
-        blocks = self._take(upto_full=False)
-        if blocks:
-            yield framed_blocks(blocks, self.schema, self.layout)
+    def framed_rows(self, columns: Iterable[dict[str, np.ndarray]]) -> Iterator[tuple[np.ndarray, int]]:
+        """Every block of a stream of column batches, the short last one included, as ``(framed bytes, rows)``
+        (what a shard writer takes)."""
+        for cols in columns:
+            for framed, _, rows in self.add(cols):
+                yield framed, int(rows.sum())
+        for framed, _, rows in self.finish():
+            yield framed, int(rows.sum())
+
+    def finish(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        if self._pending:
+            cols = self._take()
+            self._parts, self._pending = [], 0
+            yield self._encode(cols)
+
+    def _take(self) -> dict[str, np.ndarray]:
+        if len(self._parts) == 1:
+            return self._parts[0]
+        return {k: np.concatenate([p[k] for p in self._parts]) for k in self._parts[0]}
+
+    def _encode(self, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n, br = len(next(iter(cols.values()))), self.layout.block_rows
+        records = [encode_block({k: v[a:a + br] for k, v in cols.items()}, self.schema, self.layout)
+                   for a in range(0, n, br)]
+        offsets = np.zeros(len(records) + 1, np.int64)
+        np.cumsum([len(r) for r in records], out=offsets[1:])
+        framed, lengths = frame_payloads(np.frombuffer(b"".join(records), np.uint8), offsets)
+        rows = np.full(len(records), br, np.int64)
+        rows[-1] = n - br * (len(records) - 1)
+        return framed, lengths, rows

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..tfrecord.layout import COLUMNAR, DEFAULT_BLOCK_ROWS, EXAMPLE, LAYOUTS, MAX_BLOCK_ROWS
+from ..tfrecord.layout import COLUMNAR, DEFAULT_BLOCK_ROWS, EXAMPLE
 from ..util.checks import set_int
 from ..util.units import DEFAULT_SHARD_BYTES, parse_size
+from .layoutopts import LayoutOptions
 from .naming import ShardName
 
 __all__ = ["ShardOutputOptions", "ON_ERROR", "COMPRESSIONS", "normalize_compression", "check_on_error"]
@@ -56,12 +57,11 @@ class ShardOutputOptions:
         object.__setattr__(self, "compression", normalize_compression(self.compression))
         ShardName(self.prefix)  # validates the prefix
         check_on_error(self.on_error)
-        if self.layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.layout == COLUMNAR and self.block_rows is None:
+            object.__setattr__(self, "block_rows", DEFAULT_BLOCK_ROWS)
+        checked = LayoutOptions(self.layout, DEFAULT_BLOCK_ROWS if self.block_rows is None else self.block_rows)
         if self.layout == COLUMNAR:
-            if self.block_rows is None:
-                object.__setattr__(self, "block_rows", DEFAULT_BLOCK_ROWS)
-            set_int(self, "block_rows", minimum=1, maximum=MAX_BLOCK_ROWS)
+            object.__setattr__(self, "block_rows", checked.block_rows)
         elif self.block_rows is not None:
             raise ValueError(f"block_rows applies to the columnar layout, got {self.block_rows!r} with layout "
                              f"{self.layout!r}")
@@ -69,6 +69,11 @@ class ShardOutputOptions:
     @property
     def columnar(self) -> bool:
         return self.layout == COLUMNAR
+
+    @property
+    def layout_options(self) -> LayoutOptions:
+        """The layout asked for as a ``LayoutOptions`` (``record_layout(stored)`` builds the ``RecordLayout``)."""
+        return LayoutOptions(self.layout, self.block_rows or DEFAULT_BLOCK_ROWS)
 
     @property
     def names(self) -> ShardName:

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..storage import TMP_PREFIX, Storage
+from ..tfrecord.layout import EXAMPLE_LAYOUT, RecordLayout
 from ..tfrecord.schema import Schema
 from ..util.errors import TfpipeError
 from ..util.fs import create_new
@@ -107,13 +108,18 @@ class ShardSetWriter:
         return os.path.join(self._staging, self._tmp_name or "")
 
     # -- public API ----------------------------------------------------------------------------------
-    def write(self, framed: np.ndarray | bytes, lengths: np.ndarray | Iterable[int]) -> None:
-        """Append framed records (concatenated bytes) with their framed lengths."""
+    def write(self, framed: np.ndarray | bytes, lengths: np.ndarray | Iterable[int],
+              rows: np.ndarray | Iterable[int] | None = None) -> None:
+        """Append framed records (concatenated bytes) with their framed lengths. ``rows``: the rows each record
+        holds (columnar blocks, ``tfrecord.layout``; default one each), which the shards' counts add up."""
         if self._finished:
             raise TfpipeError("ShardSetWriter.write after finish")
         lengths = np.asarray(lengths, dtype=np.int64)
         if lengths.size == 0:
             return
+        rows = np.asarray(rows, dtype=np.int64) if rows is not None else None
+        if rows is not None and rows.shape != lengths.shape:
+            raise ValueError(f"rows ({rows.size}) do not match the records ({lengths.size})")
         mv = memoryview(framed).cast("B") if not isinstance(framed, np.ndarray) else memoryview(framed)
         if int(lengths.sum()) != mv.nbytes:
             raise ValueError(f"framed bytes ({mv.nbytes}) do not match the sum of lengths ({int(lengths.sum())})")
@@ -132,8 +138,9 @@ class ShardSetWriter:
                 a, b = int(offsets[start]), int(offsets[stop])
                 self._file.write(mv[a:b])
                 self._used += b - a
-                self._records += stop - start
-                self.records += stop - start
+                count = stop - start if rows is None else int(rows[start:stop].sum())
+                self._records += count
+                self.records += count
 
     def shard_records(self) -> list[int]:
         """Records in each shard so far, in order (the open shard last); a record stays in the shard it was
@@ -162,10 +169,10 @@ class ShardSetWriter:
 
     def manifest(self, shards, *, schema: Schema, inputs: Iterable[InputStats] = (),
                  options: dict[str, Any] | None = None, kind: str = "libsvm",
-                 extra: dict[str, Any] | None = None) -> Manifest:
+                 extra: dict[str, Any] | None = None, layout: RecordLayout = EXAMPLE_LAYOUT) -> Manifest:
         return Manifest(records=self.records, shards=tuple(shards), schema=schema, inputs=tuple(inputs),
                         options=dict(options or {}), compression=self.compression, kind=kind,
-                        extra=dict(extra or {}), location=self.out)
+                        extra=dict(extra or {}), location=self.out, layout=layout)
 
     def committed(self) -> None:
         """The shards were published by a commit of the caller's (a group's): nothing left to take back."""
@@ -174,14 +181,16 @@ class ShardSetWriter:
         self._release()
 
     def finish(self, *, schema: Schema, inputs: Iterable[InputStats] = (), options: dict[str, Any] | None = None,
-               kind: str = "libsvm", extra: dict[str, Any] | None = None) -> Manifest:
+               kind: str = "libsvm", extra: dict[str, Any] | None = None,
+               layout: RecordLayout = EXAMPLE_LAYOUT) -> Manifest:
         """Close the open shard, give every shard its final name, and write the manifest last, replacing the
         set committed there before (``commit.commit_set``). If any of it fails, the shards already renamed
-        are removed again and the old set is put back (``abort``): no final name without a manifest."""
+        are removed again and the old set is put back (``abort``): no final name without a manifest.
+        ``layout``: the set's record layout (``tfrecord.layout``; records then count rows)."""
         try:
             moves, shards = self.seal()
             manifest = self.manifest(shards, schema=schema, inputs=inputs, options=options, kind=kind,
-                                     extra=extra)
+                                     extra=extra, layout=layout)
             with output_errors(self.out):
                 commit_set(self.storage, moves, manifest_bytes(manifest), run_id=self.run_id, where=self.out)
         except BaseException:

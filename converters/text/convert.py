@@ -20,6 +20,7 @@ import numpy as np
 
 from ..prep.options import PrepOptions, prep_from_keywords
 from ..prep.writer import PrepWriter
+from ..shardset.blocks import Blocks
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
 from ..sources import compression_of, expand_inputs, input_size, refuse_inputs_in
@@ -30,6 +31,7 @@ from ..util.ordered import ordered_map
 from ..util.progress import progress_bar
 from ..util.system import available_memory, cap_workers, cpu_count
 from ..util.units import DEFAULT_SHARD_BYTES, format_size
+from .blocks import COLUMNAR_SHUFFLE, text_layout
 from .options import FEATURE, TextOptions, text_schema
 from .packing import MAX_RECORD_BYTES, Packed, Packer, PackSpec, window_footprint
 from .readers import (
@@ -54,8 +56,8 @@ def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_s
                  on_error: str = "raise", compression: str | None = None, overwrite: bool = False,
                  prefix: str = "train", progress: bool = False,
                  batch_chars: int = DEFAULT_BATCH_CHARS, prep: PrepOptions | None = None, shuffle=False,
-                 seed: int | None = None, shuffle_memory: int | str | None = None, tmp_dir: str | None = None
-                 ) -> Manifest:
+                 seed: int | None = None, shuffle_memory: int | str | None = None, tmp_dir: str | None = None,
+                 layout: str = "example", block_rows: int | None = None) -> Manifest:
     """Convert jsonl / jsonl.zst / jsonl.gz / parquet / txt documents into TFRecord shards of packed token
     windows (feature ``input_ids`` int64[seq_len + 1], plus ``mask_name`` in padded modes) and a manifest.
 
@@ -64,11 +66,14 @@ def convert_text(inputs: Sequence[str] | str, out: str, *, seq_len: int, shard_s
     few common ones are tried). See ``converters.text.readers`` for the accounting and skip reasons,
     ``converters.text.packing`` for the window layout. ``shard_size``: bytes or a size such as ``"256MiB"``.
     ``shuffle=True, seed=S`` (``shuffle_memory``, ``tmp_dir``) shuffle the windows before sharding, as the
-    command line's ``--shuffle --seed``; or pass a ready ``prep=PrepOptions(...)``.
+    command line's ``--shuffle --seed``; or pass a ready ``prep=PrepOptions(...)``. ``layout="columnar"``
+    writes blocks of ``block_rows`` windows as raw columns (``tfrecord.layout``; ids in uint16 for a vocabulary
+    of at most 65,536), as ``--layout columnar --block-rows N``.
     """
     prep = prep_from_keywords(prep, shuffle=shuffle, seed=seed, shuffle_memory=shuffle_memory, tmp_dir=tmp_dir)
     output = ShardOutputOptions(shard_size=shard_size if isinstance(shard_size, str) else int(shard_size),
-                                compression=compression, prefix=prefix, on_error=on_error)
+                                compression=compression, prefix=prefix, on_error=on_error, layout=layout,
+                                block_rows=block_rows)
     options = TextOptions(
         seq_len=seq_len, tokenizer=str(tokenizer), eod_token=eod_token, text_key=text_key,
         include_subsets=_names(include_subsets), exclude_subsets=_names(exclude_subsets),
@@ -99,6 +104,10 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
                     pad_last=opts.pad_last, mask_name=opts.mask_name)
     max_windows = _check_window(spec, info.vocab_size, files)  # before any output exists or anything is allocated
     schema = text_schema(opts.seq_len, spec.mask_name if spec.masked else None)
+    layout = text_layout(opts.layout, schema, max(info.vocab_size - 1, spec.eod_id, spec.pad_id))
+    blocks = Blocks(schema, layout) if layout.columnar else None
+    if blocks is not None and prep is not None and prep.active:
+        raise ValueError(COLUMNAR_SHUFFLE)
     read_opts = opts.read_options(batch_chars)
     packer = Packer(spec)
     stats: list[InputStats] = []
@@ -125,8 +134,10 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
         cols = {FEATURE: packed.windows}
         if packed.mask is not None:
             cols[spec.mask_name] = packed.mask
-        framed, lengths = serialize_batch(schema, cols)
-        writer.write(framed, lengths)
+        if blocks is None:
+            writer.write(*serialize_batch(schema, cols))
+        for framed, lengths, rows in blocks.add(cols) if blocks is not None else ():
+            writer.target.write(framed, lengths, rows)  # no preparation with columnar: the plain shard writer
 
     with progress_bar(progress, desc="convert text") as bar:
         with PrepWriter(out, opts.output, prep, overwrite=overwrite) as writer, \
@@ -153,8 +164,14 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
                 "tokenizer": info.to_json(),
                 "subsets": subsets,
             }
-            manifest = writer.finish(schema=schema, inputs=stats, options=opts.to_json(), kind="text",
-                                     extra=extra)
+            if blocks is None:
+                manifest = writer.finish(schema=schema, inputs=stats, options=opts.to_json(), kind="text",
+                                         extra=extra)
+            else:
+                for framed, lengths, rows in blocks.finish():
+                    writer.target.write(framed, lengths, rows)
+                manifest = writer.target.finish(schema=schema, inputs=stats, options=opts.to_json(), kind="text",
+                                                extra=extra, layout=layout)
     log.info("text: %d documents, %d tokens (%d dropped) -> %d windows of %d", packer.documents, packer.tokens,
              packer.tokens_dropped, packer.windows, spec.window)
     return manifest

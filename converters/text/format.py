@@ -23,6 +23,7 @@ class TextFormat(Format):
     cli = "converters.cli.text"
     suffixes = INPUT_SUFFIXES
     extras = ("s3", "text")
+    layouts = ("example", "columnar")
     sums = ("documents", "tokens", "tokens_dropped", "padding_tokens", "windows")
     nested_sums = ("subsets",)
     reasons = REASONS

@@ -40,11 +40,13 @@ from ..engines.scatter import (
 )
 from ..engines.units import InputFile, Unit, plan_units
 from ..prep.options import PrepOptions
+from ..shardset.blocks import Blocks
 from ..shardset.manifest import InputStats
 from ..sources import expand_inputs
 from ..tfrecord.examples import framed_lengths, serialize_batch, varint_lengths
 from ..util.checks import as_int
 from ..util.errors import InputError, TfpipeError
+from .blocks import COLUMNAR_SHUFFLE, block_shards, text_layout
 from .convert import count_subsets
 from .options import FEATURE, TextOptions, text_schema
 from .packing import PackSpec, insert_eod
@@ -55,13 +57,7 @@ from .readers import (
     iter_documents,
 )
 from .tokenizers import TokenizerInfo, load_tokenizer
-from .windows import (
-    doc_windows,
-    document_payloads,
-    document_windows,
-    packed_windows,
-    stream_payloads,
-)
+from .windows import doc_windows, document_payloads, document_windows, packed_windows, stream_payloads, window_count
 
 __all__ = ["TextJob", "TextSummary", "TextChunk", "SizeTask", "DEFAULT_CHUNK_TOKENS"]
 
@@ -129,7 +125,7 @@ class TextJob:
     def __post_init__(self):
         if self.prep is not None and not self.prep.active:
             object.__setattr__(self, "prep", None)
-        _check_prep(self.prep)
+        _check_prep(self.prep, self.options)
 
     @classmethod
     def create(cls, inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike,
@@ -142,7 +138,7 @@ class TextJob:
         if not isinstance(options, TextOptions):
             raise TypeError(f"options must be a TextOptions, got {type(options).__name__}")
         chunk_tokens = as_int(chunk_tokens, "chunk_tokens", minimum=1)
-        _check_prep(prep)
+        _check_prep(prep, options)
         files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs,
                               suffixes=INPUT_SUFFIXES)
         info = _checked(options, files)
@@ -180,6 +176,13 @@ class TextJob:
     def schema(self):
         spec = self.spec
         return text_schema(self.options.seq_len, spec.mask_name if spec.masked else None)
+
+    @property
+    def layout(self):
+        """The set's record layout (``text.blocks.text_layout``: ids stored by the vocabulary's size)."""
+        spec = self.spec
+        return text_layout(self.options.layout, self.schema,
+                           max(self.tokenizer_info.vocab_size - 1, spec.eod_id, spec.pad_id))
 
     @property
     def id_dtype(self):
@@ -271,6 +274,8 @@ class TextJob:
         return tasks
 
     def sizes(self, task: SizeTask) -> SizeTask:
+        if self.options.layout.columnar:
+            return task  # a block's length follows from its rows: the plan needs no window sizes
         ids, lengths = self._load(task.chunk)
         spec = self.spec
         if spec.no_cross_doc:
@@ -302,7 +307,7 @@ class TextJob:
                                 tmp_root=plan_tmp_root(self.area)) if shuffle is not None else None)
         try:
             sources = []  # with --shuffle: (first window, windows) of each chunk's complete windows
-            for lengths in self._window_lengths(sizes, total):
+            for lengths in self._window_lengths(sizes, total) if not self.options.layout.columnar else ():
                 if layout is not None and lengths.size:
                     sources.append((cutter.records, int(lengths.size)))
                     layout.add(lengths)
@@ -312,7 +317,8 @@ class TextJob:
             if layout is not None:
                 layout.close()
         docs = sum(t.chunk.docs for t in sizes)
-        windows = cutter.records
+        windows = (window_count(total, sum(t.chunk.windows for t in sizes), spec) if self.options.layout.columnar
+                   else cutter.records)  # columnar: blocks are cut below, from the count alone
         if spec.no_cross_doc:
             tokens, dropped, padding = total, 0, windows * w - total
         else:
@@ -341,9 +347,12 @@ class TextJob:
                      for k, (a, n) in enumerate(sources)]
             shards, tasks, _ = shuffled_plan(self.area, layout, specs)
             return Plan(shards, windows, inputs, {**options, **self.prep.to_json()}, extra, scatter=tasks)
+        layout = self.layout
+        ranges = (block_shards(windows, self.schema, layout, self.output.shard_size) if layout.columnar
+                  else cutter.ranges())
         shards = tuple(ShardSpec(k, b - a, self._pieces(sizes, a, b, total), first=a)
-                       for k, (a, b) in enumerate(cutter.ranges()))
-        return Plan(shards, windows, inputs, options, extra)
+                       for k, (a, b) in enumerate(ranges))
+        return Plan(shards, windows, inputs, options, extra, layout=layout.to_json())
 
     def _window_lengths(self, sizes: list[SizeTask], total: int) -> Iterator[np.ndarray]:
         """The framed length of every window, in order, chunk by chunk (a window that spans chunks counted with
@@ -375,6 +384,9 @@ class TextJob:
 
     # -- pass 2 ---------------------------------------------------------------------------------------
     def pass2(self, spec: ShardSpec) -> ShardResult:
+        if self.options.layout.columnar:  # the shard's windows in blocks (a shard starts on a block boundary)
+            framed = Blocks(self.schema, self.layout).framed_rows(self._columns(spec))
+            return write_shard(self.area, self.output, spec, framed)
         return write_shard(self.area, self.output, spec, shard_batches(self.area, spec, lambda: self._records(spec)))
 
     def scatter(self, task: ScatterTask) -> ScatterResult:
@@ -384,6 +396,10 @@ class TextJob:
     def _records(self, spec: ShardSpec) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Windows ``[first, first + records)`` of the stream, serialized (framed bytes and lengths), in
         batches."""
+        return (serialize_batch(self.schema, cols) for cols in self._columns(spec))
+
+    def _columns(self, spec: ShardSpec) -> Iterator[dict[str, np.ndarray]]:
+        """Windows ``[first, first + records)`` of the stream as columns, in batches."""
         pack = self.spec
         w = pack.window
         a, b = spec.first, spec.first + spec.records
@@ -397,7 +413,7 @@ class TextJob:
                 cols = {FEATURE: windows}
                 if pack.masked:
                     cols[pack.mask_name] = mask if mask is not None else np.ones(windows.shape, np.int64)
-                yield serialize_batch(self.schema, cols)
+                yield cols
 
     def _segments(self, pieces: Sequence[SizeTask], lo: int, hi: int):
         """The packed stream's positions ``[lo, hi)`` (clipped to the stream), chunk by chunk."""
@@ -415,9 +431,11 @@ def _checked(options: TextOptions, files: Sequence[str]) -> TokenizerInfo:
     return load_tokenizer(options.tokenizer, eod_token=options.eod_token).info
 
 
-def _check_prep(prep: PrepOptions | None) -> None:
+def _check_prep(prep: PrepOptions | None, options: TextOptions | None = None) -> None:
     if prep is not None and prep.needs_labels:
         raise ValueError(f"{prep.describe()} needs labelled records; text windows have none (use --shuffle)")
+    if prep is not None and prep.active and options is not None and options.layout.columnar:
+        raise ValueError(COLUMNAR_SHUFFLE)
 
 
 def _vlen(v: int) -> int:

@@ -1,5 +1,5 @@
-"""What decides a text conversion's output: ``TextOptions`` (tokenizer, packing, document selection and the
-shared ``ShardOutputOptions``), recorded in the manifest, and the feature schema it implies."""
+"""What decides a text conversion's output: ``TextOptions`` (tokenizer, packing, document selection, the shared
+``ShardOutputOptions`` and the record layout), recorded in the manifest, and the feature schema it implies."""
 from __future__ import annotations
 
 import os
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 
 from ..util.checks import set_int
+from ..shardset.layoutopts import LayoutOptions
 from ..shardset.naming import check_plain_name
 from ..shardset.options import ShardOutputOptions
 from ..tfrecord.schema import FeatureSpec, Schema
@@ -54,7 +55,8 @@ class TextOptions:
                            txt_mode=self.txt_mode, **extra)
 
     def to_json(self) -> dict:
-        """The manifest's ``options``: one flat dict (text options and the shard-output options)."""
+        """The manifest's ``options``: one flat dict (text options and the shard-output options; ``layout`` and
+        ``block_rows`` for a columnar set only, so example sets' manifests are as before)."""
         own = {k: getattr(self, k) for k in ("seq_len", "tokenizer", "eod_token", "text_key", "no_cross_doc",
                                               "pad_last", "mask_name", "txt_mode")}
         # the tokenizer's file name, never its path: a manifest names nothing outside its set (its sha256 is in
@@ -64,6 +66,11 @@ class TextOptions:
             v = getattr(self, k)
             own[k] = list(v) if v is not None else None
         return {**own, **self.output.to_json()}
+
+    @property
+    def layout(self) -> LayoutOptions:
+        """The record layout asked for (``output.layout`` / ``output.block_rows``)."""
+        return self.output.layout_options
 
 
 def text_schema(seq_len: int, mask_name: str | None = None) -> Schema:

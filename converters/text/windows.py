@@ -18,7 +18,7 @@ from ..tfrecord.examples import varint_lengths
 from .packing import PackSpec, pack_documents
 
 __all__ = ["stream_payloads", "document_payloads", "document_windows", "packed_windows",
-           "doc_windows"]
+           "doc_windows", "window_count"]
 
 
 def _vlen(v: int) -> int:
@@ -57,6 +57,14 @@ class _PayloadPrefix:
 def doc_windows(lengths: np.ndarray, window: int) -> np.ndarray:
     """``no_cross_doc``: windows of each document (its ids + EOD, padded to whole windows)."""
     return -(-(np.asarray(lengths, dtype=np.int64) + 1) // window)
+
+
+def window_count(stream: int, doc_window_total: int, spec: PackSpec) -> int:
+    """Windows of a packed stream of ``stream`` positions (the final partial one only with ``pad_last``), or in
+    ``no_cross_doc`` mode ``doc_window_total`` (the sum of ``doc_windows``)."""
+    if spec.no_cross_doc:
+        return int(doc_window_total)
+    return stream // spec.window + int(spec.pad_last and stream % spec.window > 0)
 
 
 def stream_payloads(ids: np.ndarray, lengths: np.ndarray, eod_id: int, offset: int, window: int) -> np.ndarray:

@@ -90,6 +90,15 @@ def test_text_jsonl_same_bytes_as_local(data, tmp_path, clean_cwd, beam_options)
     assert list(clean_cwd.iterdir()) == []
 
 
+def test_text_columnar_same_bytes_as_local(data, tmp_path, clean_cwd):
+
+    opts = TextOptions(seq_len=63, output=ShardOutputOptions(shard_size=16 << 10, layout="columnar", block_rows=9))
+    local = text_local(data["text"], str(tmp_path / "local"), opts, workers=1)
+    m = beam.convert_text(data["text"], tmp_path / "beam", opts, chunk_tokens=4000)
+    assert_same_output(tmp_path / "local", tmp_path / "beam")
+    assert m == local and len(m.shards) > 3 and m.layout.columnar
+    assert list(clean_cwd.iterdir()) == []
+
 def _cli(argv, capsys):
     code = main(argv)
     return code, capsys.readouterr()

@@ -174,6 +174,7 @@ def bpe(inputs, tmp_path_factory):
     return out
 
 
+COLUMNAR_7 = {"layout": "columnar", "block_rows": 7}
 TEXT_CASES = [
     ({"seq_len": 64}, {}),
     ({"seq_len": 64, "shard_size": 20_000}, {"chunk_tokens": 3000}),
@@ -183,12 +184,21 @@ TEXT_CASES = [
     ({"seq_len": 3000, "pad_last": True}, {"chunk_tokens": 500}),                 # one window spans files
     ({"seq_len": 32, "tokenizer": "BPE", "shard_size": 8_000}, {"chunk_tokens": 1000}),
     ({"seq_len": 32, "tokenizer": "BPE", "no_cross_doc": True, "mask_name": "attention_mask"}, {}),
+    # columnar blocks of windows: shards cut on block boundaries, the same bytes on every engine
+    ({"seq_len": 64, "shard_size": 20_000, **COLUMNAR_7}, {"chunk_tokens": 3000}),
+    ({"seq_len": 5, "shard_size": 2_000, **COLUMNAR_7}, {"chunk_tokens": 777}),
+    ({"seq_len": 100, "pad_last": True, "shard_size": 9_000, **COLUMNAR_7}, {"chunk_tokens": 1000}),
+    ({"seq_len": 50, "no_cross_doc": True, "shard_size": 16_000, "compression": "gzip", **COLUMNAR_7},
+     {"chunk_tokens": 2000}),
+    ({"seq_len": 32, "tokenizer": "BPE", "layout": "columnar", "block_rows": 256}, {}),
 ]
 
 
-def _text_opts(seq_len, shard_size=1 << 30, compression=None, on_error="raise", **kw):
+def _text_opts(seq_len, shard_size=1 << 30, compression=None, on_error="raise", layout="example", block_rows=None,
+               **kw):
     return TextOptions(seq_len=seq_len, output=ShardOutputOptions(shard_size=shard_size, compression=compression,
-                                                                  on_error=on_error), **kw)
+                                                                  on_error=on_error, layout=layout,
+                                                                  block_rows=block_rows), **kw)
 
 
 @pytest.mark.parametrize("opts, job", TEXT_CASES)

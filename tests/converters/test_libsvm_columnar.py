@@ -13,7 +13,7 @@ from tfread import read_back
 from converters.cli import main
 from converters.libsvm.convert import convert_libsvm
 from converters.libsvm.synthetic import criteo_lines
-from converters.shardset.blocks import block_bytes, shard_row_ranges
+from converters.shardset.blocks import block_length, shard_row_ranges
 from converters.shardset.manifest import MANIFEST_NAME
 from converters.shardset.verify import verify
 from converters.tfrecord.columnar import decode_block, encode_block
@@ -67,7 +67,7 @@ def test_rows_equal_the_example_layout_bit_for_bit(criteo, tmp_path, block_rows,
     # every shard holds whole blocks: full ones, but for the set's last block; within the byte limit unless alone
     sizes = [s.records for s in m.shards]
     assert all(n % block_rows == 0 for n in sizes[:-1]) and sum(sizes) == m.records
-    full = block_bytes(block_rows, m.schema, m.layout)
+    full = block_length(block_rows, m.schema, m.layout)
     assert all(s.bytes <= shard_size or s.records <= block_rows for s in m.shards) and full > 0
     assert verify(str(tmp_path / "col")).records == m.records
 
@@ -129,7 +129,7 @@ def test_shard_cuts_are_whole_blocks(rows, block_rows, limit, want):
     schema = libsvm_schema(2)
     layout = RecordLayout("columnar", block_rows, (("ids", "uint8"), ("label", "uint8"), ("values", "uint8")))
     if limit == "two":
-        limit = 2 * block_bytes(block_rows, schema, layout)
+        limit = 2 * block_length(block_rows, schema, layout)
     assert shard_row_ranges(rows, schema, layout, limit) == want
 
 
@@ -228,8 +228,8 @@ def _exit_code(argv: list[str]) -> int:
      "--shuffle with --layout columnar is not supported: convert with --layout example"),
     (["--field-size", "39", "--layout", "columnar", "--split-by-label"],
      "--split-by-label with --layout columnar is not supported"),
-    (["--field-size", "39", "--layout", "columnar", "--block-rows", "0"], "--block-rows: expected a positive integer"),
-    (["--field-size", "39", "--layout", "columnar", "--block-rows", "2000000"], "block_rows must be"),
+    (["--field-size", "39", "--layout", "columnar", "--block-rows", "0"], "--block-rows: expected an integer in [1, 1048576]"),
+    (["--field-size", "39", "--layout", "columnar", "--block-rows", "2000000"], "--block-rows: expected an integer in [1, 1048576], got '2000000'"),
 ])
 def test_what_columnar_refuses_in_one_line(tmp_path, capsys, argv, message):
     (tmp_path / "in.libsvm").write_bytes(criteo_lines(20, seed=1))
@@ -240,15 +240,21 @@ def test_what_columnar_refuses_in_one_line(tmp_path, capsys, argv, message):
     assert not (tmp_path / "o" / MANIFEST_NAME).exists()
 
 
-def test_text_refuses_columnar_until_it_writes_it(tmp_path, capsys):
-    from converters import registry
+def test_a_format_refuses_a_layout_it_does_not_declare():
+    from types import SimpleNamespace
 
-    if "columnar" in registry.get("text").layouts:
-        pytest.skip("text writes the columnar layout")
-    (tmp_path / "a.txt").write_text("hello world\n")
-    assert _exit_code(["convert", "text", str(tmp_path / "a.txt"), "--out", str(tmp_path / "o"), "--seq-len", "8",
-                       "--layout", "columnar", "--no-progress"]) == 2
-    assert "convert text: --layout columnar is not available for this format" in capsys.readouterr().err
+    from converters import registry
+    from converters.shardset.options import ShardOutputOptions
+
+    class RowsOnly(registry.Format):
+        name = "rows-only"
+        layouts = ("example",)
+
+    opts = SimpleNamespace(output=ShardOutputOptions(layout="columnar"))
+    with pytest.raises(ValueError, match="convert rows-only: --layout columnar is not available for this format"):
+        RowsOnly().check_layout(opts)
+    for name in ("libsvm", "text"):   # both built-in formats write both layouts
+        registry.get(name).check_layout(opts)
 
 
 def test_cli_prints_and_inspect_shows_the_layout(tmp_path, capsys):

@@ -114,18 +114,21 @@ def test_an_instance_that_fails_stops_the_finalizer_at_once(s3, tmp_path):
     assert not [k for k in keys(s3, "bad/") if k.endswith(MANIFEST_NAME) and ".tfpipe-tmp-" not in k]
 
 
-def test_sharded_text_packs_each_instance_separately(s3, tmp_path):
+@pytest.mark.parametrize("layout", [{}, {"layout": "columnar", "block_rows": 16}])
+def test_sharded_text_packs_each_instance_separately(s3, tmp_path, layout):
     """Text, two instances: windows never span instances, so the set is the concatenation of each instance's
-    own local conversion (its last partial window dropped), and the totals add up."""
+    own local conversion (its last partial window dropped), and the totals add up; in either layout (columnar:
+    each instance's shards end with its own short block)."""
     cluster = Cluster(tmp_path / "job", HOSTS[:2])
     per_host = []
     for i, h in enumerate(cluster.hosts):
         f = write_pile_jsonl(cluster.inputs(h) / f"pile-{i}.jsonl", 30 + 10 * i, seed=i, mean_words=40)
         per_host.append(convert_text([f], str(tmp_path / f"local-{h}"), seq_len=63, shard_size=16 << 10,
-                                     workers=1))
+                                     workers=1, **layout))
     out = f"{s3.url}/pile"
+    args = [w for k, v in layout.items() for w in (f"--{k.replace('_', '-')}", str(v))]
     res = cluster.run(["convert", "text", "in/train", "--seq-len", "63", "--out", out, "--shard-size", "16KiB",
-                       "--workers", "1"])
+                       "--workers", "1", *args])
     assert [r[0] for r in res.values()] == [0, 0], res
     expect = [r for h in cluster.hosts for r in records_of(str(tmp_path / f"local-{h}"), tmp_path)]
     assert records_of(out, tmp_path / "got") == expect
@@ -133,6 +136,7 @@ def test_sharded_text_packs_each_instance_separately(s3, tmp_path):
     for key in ("documents", "tokens", "tokens_dropped", "windows"):
         assert m.extra[key] == sum(p.extra[key] for p in per_host), key
     assert m.extra["tokenizer"] == per_host[0].extra["tokenizer"]
+    assert m.layout == per_host[0].layout and m.layout.columnar == bool(layout)
 
 
 def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):

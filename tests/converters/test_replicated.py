@@ -68,6 +68,8 @@ CASES = {
     "text-packed": (text_data, {}, ["text", "--seq-len", "31", "--shard-size", "8KiB", "--workers", "1"]),
     "text-no-cross-doc": (text_data, {}, ["text", "--seq-len", "64", "--no-cross-doc", "--shard-size", "8KiB",
                                           "--workers", "1"]),
+    "text-columnar": (text_data, {}, ["text", "--seq-len", "31", "--shard-size", "8KiB", "--workers", "1",
+                                      "--layout", "columnar", "--block-rows", "20"]),
 }
 
 

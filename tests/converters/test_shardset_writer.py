@@ -273,3 +273,23 @@ def test_a_suspended_shard_reopens_to_the_same_bytes(tmp_path, compression):
         outs[suspend] = [(out / s.name).read_bytes() for s in m.shards]
         assert len(m.shards) > 1
     assert outs[False] == outs[True]
+
+
+@pytest.mark.parametrize("rows, limit, shard_rows", [
+    ([4, 4, 4, 1], 1 << 20, [13]),     # one shard: every record's rows counted
+    ([4, 4, 4, 1], 60, [8, 5]),        # records of 30 bytes: two per shard
+    ([4, 4, 4, 1], 30, [4, 4, 4, 1]),
+])
+def test_rows_of_columnar_blocks_are_what_shards_count(tmp_path, rows, limit, shard_rows):
+    from converters.tfrecord.layout import RecordLayout
+
+    schema = libsvm_schema(1)
+    layout = RecordLayout("columnar", 4, (("ids", "uint8"), ("label", "uint8"), ("values", "uint8")))
+    lengths = np.full(len(rows), 30, np.int64)
+    with ShardSetWriter(str(tmp_path / "o"), ShardOutputOptions(shard_size=limit)) as w:
+        w.write(np.zeros(int(lengths.sum()), np.uint8), lengths, rows)
+        with pytest.raises(ValueError, match="rows"):
+            w.write(np.zeros(30, np.uint8), [30], [1, 2])
+        m = w.finish(schema=schema, layout=layout)
+    assert [s.records for s in m.shards] == shard_rows
+    assert m.records == sum(rows) and m.layout == layout

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 from converters import registry
 from converters.shardset.manifest import InputStats, Manifest, ShardInfo, manifest_bytes
 from converters.storage import open_storage
+from converters.tfrecord.layout import RecordLayout
 from converters.tfrecord.schema import Schema
 from converters.util.errors import TfpipeError
 
@@ -137,7 +138,8 @@ def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: l
                       for h, p, c in zip(cfg.place.hosts, parts, counts)]
     manifest = Manifest(records=records, shards=tuple(shards), schema=Schema.from_json(full[0]["schema"]),
                         inputs=tuple(inputs), options=options, compression=job.options.output.compression,
-                        kind=job.format, extra=extra, location=job.out)
+                        kind=job.format, extra=extra, location=job.out,
+                        layout=RecordLayout.from_json(full[0].get("layout")))  # every part's: the same options
     storage = open_storage(job.out)
     obsolete = check_output(storage, overwrite=job.overwrite, planned=finals)
     commit(storage, area, moves, manifest_bytes(manifest), obsolete=obsolete)
