@@ -65,8 +65,12 @@ class Proc:
     def signal(self, sig: int = signal.SIGTERM) -> None:
         self.p.send_signal(sig)
 
-    def finish(self, timeout: float = 60.0) -> int:
-        rc = self.p.wait(timeout)
+    def finish(self, timeout: float = 60.0) -> int | None:
+        """The exit code, or None if the process still runs after ``timeout`` seconds."""
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
         while True:
             try:
                 line = self._q.get(timeout=5)
