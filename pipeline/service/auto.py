@@ -4,7 +4,8 @@ worker, the other hosts a worker each; on any other group (the GPU hosts) nothin
 dispatcher at ``sharding.service_address(...)``.
 
 When to stop (the data hosts must exit for the job to end): each data host watches its own worker. Once the
-worker has had tasks, and then has none for ``idle_timeout`` seconds, the host stops. A worker's tasks end
+worker has had tasks, and then has none for ``idle_timeout`` seconds, the host stops (a host without the
+dispatcher counts its tasks as none while the dispatcher does not answer: it may have stopped first). A worker's tasks end
 when the trainers' job ends (read to its end) or is garbage collected after its clients left (released, or
 crashed and timed out); the dispatcher here collects a job ``idle_timeout`` seconds after its last client left.
 No extra ports, no messages from the trainer: a trainer that finishes, fails or is stopped all look the same.
@@ -17,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from converters.util.checks import as_real
-from converters.util.errors import TfpipeError
+from converters.util.errors import ServiceError, TfpipeError
 from sharding.groups import InstanceGroups
+
+from .probe import dispatcher_version
 
 __all__ = ["AutoPlan", "plan_auto", "IdleWatch", "stop_rule", "ROLES", "DEFAULT_IDLE_TIMEOUT"]
 
@@ -72,7 +75,7 @@ class IdleWatch:
     """The stop rule of a data host, fed the worker's task count with the time of each look (pure).
 
     ``observe(tasks, now)`` returns None to keep serving, or the reason to stop: the worker had tasks and then
-    none for ``idle_timeout`` seconds."""
+    none (or no dispatcher) for ``idle_timeout`` seconds."""
 
     idle_timeout: float
     jobs_seen: bool = False
@@ -82,12 +85,14 @@ class IdleWatch:
     def __post_init__(self):
         self.idle_timeout = as_real(self.idle_timeout, "idle_timeout", above=0)
 
-    def observe(self, tasks: int, now: float) -> str | None:
+    def observe(self, tasks: int, now: float, *, dispatcher_gone: bool = False) -> str | None:
+        """``dispatcher_gone``: the worker's tasks count as none (they wait for a word that will not come)."""
         if tasks > 0:
             self.jobs_seen = True
-            self.idle_since = None
             self._peak = max(self._peak, tasks)
-            return None
+            if not dispatcher_gone:
+                self.idle_since = None
+                return None
         if not self.jobs_seen:
             return None
         if self.idle_since is None:
@@ -98,10 +103,23 @@ class IdleWatch:
         return None
 
 
-def stop_rule(worker_server, idle_timeout: float, clock: Callable[[], float] = time.monotonic):
-    """A ``serve(stop_when=...)`` callable: the ``IdleWatch`` over ``worker_server``'s task count."""
+def stop_rule(worker_server, idle_timeout: float, dispatcher: str | None = None, *, check_every: float = 5.0,
+              clock: Callable[[], float] = time.monotonic):
+    """A ``serve(stop_when=...)`` callable: the ``IdleWatch`` over ``worker_server``'s task count. With
+    ``dispatcher`` (a host without the dispatcher), tasks count as none while the dispatcher does not answer
+    (looked at every ``check_every`` seconds): a worker whose dispatcher stopped first never hears that its
+    finished tasks may go, and must not wait for that forever."""
     watch = IdleWatch(idle_timeout)
+    state = {"looked": float("-inf"), "gone": False}
 
     def stop_when() -> str | None:
-        return watch.observe(worker_server._num_tasks(), clock())
+        tasks, now = worker_server._num_tasks(), clock()
+        if tasks and dispatcher is not None and now - state["looked"] >= check_every:
+            state["looked"] = now
+            try:
+                dispatcher_version(dispatcher, min(check_every, 2.0))
+                state["gone"] = False
+            except ServiceError:
+                state["gone"] = True
+        return watch.observe(tasks, now, dispatcher_gone=state["gone"])
     return stop_when

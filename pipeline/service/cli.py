@@ -145,6 +145,8 @@ def _auto(args: argparse.Namespace) -> int:
     running = f"dispatcher grpc://{plan.dispatcher} ({_mode(d)}) + " if len(servers) == 2 else ""
     line = (f"auto: {where}: {running}worker {w.address} for dispatcher grpc://{plan.dispatcher}; stops "
             f"{args.idle_timeout:g} s after its last task")
-    reason = serve(servers, stop_when=stop_rule(w.server, args.idle_timeout), ready=lambda: _say(line))
+    watch_dispatcher = None if plan.role == "dispatcher+worker" else plan.dispatcher
+    reason = serve(servers, stop_when=stop_rule(w.server, args.idle_timeout, watch_dispatcher),
+                   ready=lambda: _say(line))
     _say(f"auto: {where}: stopped ({reason})")
     return 0

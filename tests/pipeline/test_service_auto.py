@@ -12,7 +12,7 @@ import pytest
 
 from converters.cli import main
 from converters.util.errors import TfpipeError
-from pipeline.service.auto import AutoPlan, IdleWatch, plan_auto
+from pipeline.service.auto import AutoPlan, IdleWatch, plan_auto, stop_rule
 from service_procs import Proc, free_port, read_through
 from sharding.groups import parse_instance_groups
 
@@ -71,6 +71,27 @@ def test_idle_watch(looks, stops_at):
     assert (stopped[0] if stopped else None) == stops_at
     if stops_at is not None:
         assert watch.observe(0, looks[stops_at][0]).startswith("no tasks for 10 s after serving")
+
+
+class _Busy:
+    """Stands in for a worker that still holds a finished task it was never told to drop."""
+
+    def _num_tasks(self):
+        return 1
+
+
+@pytest.mark.parametrize("dispatcher, stops", [(None, False), ("closed", True)])
+def test_stop_rule_counts_a_gone_dispatcher_as_idle(dispatcher, stops):
+    now = [0.0]
+    address = f"127.0.0.1:{free_port()}" if dispatcher else None
+    stop_when = stop_rule(_Busy(), 10, address, check_every=1, clock=lambda: now[0])
+    reasons = []
+    for t in range(0, 30, 2):
+        now[0] = float(t)
+        reasons.append(stop_when())
+    assert any(reasons) == stops
+    if stops:
+        assert reasons.index(next(r for r in reasons if r)) == 5   # gone at 0 s: idle from 0, stopped at 10 s
 
 
 def write_config(tmp_path, host, **kw):
