@@ -207,6 +207,9 @@ def test_cycle_finder_finds_a_cycle(monkeypatch):
     ("pipeline.describe", "pipeline.build", False),                       # the top modules share one layer
     ("pipeline.build", "pipeline.resume.resumable", False),
     ("pipeline.graph.parse", "pipeline", True),                           # the package __init__
+    ("pipeline.service.servers", "pipeline.build", True),                # the servers sit below the front
+    ("pipeline.cli", "pipeline.service.cli", False),
+    ("pipeline.service.auto", "pipeline.graph.tail", False),
     ("bench.core.measure", "bench.infra.nvml", False),
     ("bench.infra.nvml", "bench.core.measure", True),
     ("bench.core.compare", "bench.report.tables", True),

@@ -1,16 +1,15 @@
-"""``tfpipe service auto`` on a SageMaker heterogeneous cluster: every host reads ``resourceconfig.json`` and
-knows its role. On the data group, the first host (as SageMaker lists the group) runs the dispatcher and a
-worker, the other hosts a worker each; on any other group (the GPU hosts) nothing runs: trainers dial the
-dispatcher at ``sharding.service_address(...)``.
+"""``tfpipe service auto`` on a SageMaker heterogeneous cluster: every host reads ``resourceconfig.json`` and knows
+its role. On the data group, the first host (as SageMaker lists the group) runs the dispatcher and a worker, the
+other hosts a worker each; on any other group (the GPU hosts) nothing runs: trainers dial the dispatcher at
+``sharding.service_address(...)``.
 
-When to stop (the data hosts must exit for the job to end): each data host watches its own worker. Once the
-worker has had tasks, and then has none for ``idle_timeout`` seconds, the host stops (a host without the
-dispatcher counts its tasks as none while the dispatcher does not answer: it may have stopped first). A worker's tasks end
-when the trainers' job ends (read to its end) or is garbage collected after its clients left (released, or
-crashed and timed out); the dispatcher here collects a job ``idle_timeout`` seconds after its last client left.
-No extra ports, no messages from the trainer: a trainer that finishes, fails or is stopped all look the same.
-Before the first task a host waits as long as it takes (a trainer's start can be slow); SIGINT/SIGTERM stop it
-at any time."""
+When to stop (the data hosts must exit for the job to end): each data host watches its own worker. Once the worker
+has had tasks, and then has none for ``idle_timeout`` seconds, the host stops (a host without the dispatcher counts
+its tasks as none while the dispatcher does not answer: it may have stopped first). A worker's tasks end when the
+trainers' job ends (read to its end) or is garbage collected after its clients left (released, or crashed and timed
+out); the dispatcher here collects a job ``idle_timeout`` seconds after its last client left. No extra ports, no
+messages from the trainer: a trainer that finishes, fails or is stopped all look the same. Before the first task a
+host waits as long as it takes (a trainer's start can be slow); SIGINT/SIGTERM stop it at any time."""
 from __future__ import annotations
 
 import time

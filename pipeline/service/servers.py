@@ -58,9 +58,10 @@ def _first_line(exc: BaseException) -> str:
 
 
 def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: float | None = None) -> Dispatcher:
-    """Start a dispatcher on ``port`` of this host (0: any free port; ``Dispatcher.port`` says which). With ``work_dir`` it is fault tolerant: it journals its
-    state there, and one restarted with the same directory (on the same port) keeps its datasets, jobs and
-    workers. ``job_gc_timeout``: seconds a job without clients lives on (TensorFlow's default: 5 minutes)."""
+    """Start a dispatcher on ``port`` of this host (0: any free port; ``Dispatcher.port`` says which). With
+    ``work_dir`` it is fault tolerant: it journals its state there, and one restarted with the same directory
+    (on the same port) keeps its datasets, jobs and workers. ``job_gc_timeout``: seconds a job without clients
+    lives on (TensorFlow's default: 5 minutes)."""
     port = as_int(port, "port", minimum=0, maximum=65535, must="a TCP port in [0, 65535] (0: any free port)")
     if port:
         check_port_free(port, "dispatcher")
