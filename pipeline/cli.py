@@ -102,6 +102,10 @@ def register(sub) -> None:
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.set_defaults(func=_offsets)
 
+    from .service.cli import register as register_service  # `tfpipe service ...`: a command of its own
+
+    register_service(sub)
+
 
 def _positive_seconds(text: str) -> float:
     try:

@@ -7,12 +7,16 @@ from __future__ import annotations
 from converters.util.lazy import lazy_exports
 
 from .configs import pipe_channels, sagemaker_distribution, tf_config
+from .groups import InstanceGroup, InstanceGroups, service_address
 from .plan import PlanError, RankPlan, ShardPlan, plan
 from .topology import ChannelConfig, Topology
 
 __all__ = [
     "Topology",
     "ChannelConfig",
+    "InstanceGroup",
+    "InstanceGroups",
+    "service_address",
     "plan",
     "ShardPlan",
     "RankPlan",

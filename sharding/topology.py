@@ -16,6 +16,8 @@ from typing import Any, Mapping
 from converters.util.checks import is_integral, set_int
 from converters.util.errors import TfpipeError
 
+from .groups import InstanceGroups, parse_instance_groups
+
 __all__ = ["ChannelConfig", "Topology", "INPUT_MODES", "S3_DISTRIBUTIONS", "MAX_CHANNELS",
            "SAGEMAKER_CONFIG_DIR", "PROCESSING_CONFIG_DIR"]
 
@@ -55,6 +57,9 @@ class ChannelConfig:
 class Topology:
     """A homogeneous cluster: ``len(hosts)`` hosts with ``workers_per_host`` data-parallel workers each.
 
+    In a SageMaker heterogeneous cluster, ``instance_groups`` holds every group and ``hosts`` is this host's
+    group (the training group's hosts are its data-parallel world; a data group's hosts run tf.data service).
+
     Ranks are host-major: ``rank == hosts.index(current_host) * workers_per_host + local_rank``
     (what ``mpirun``/Horovod on SageMaker gives).
     """
@@ -67,6 +72,7 @@ class Topology:
     channels: Mapping[str, ChannelConfig] = field(default_factory=dict)
     gpus_per_host: int | None = None
     cpus_per_host: int | None = None
+    instance_groups: InstanceGroups | None = None
 
     def __post_init__(self):
         hosts = _host_names(self.hosts)
@@ -108,6 +114,8 @@ class Topology:
         object.__setattr__(self, "channels", dict(sorted(channels.items())))
         for attr in ("gpus_per_host", "cpus_per_host"):
             set_int(self, attr, minimum=0, none=True)
+        if self.instance_groups is not None and not isinstance(self.instance_groups, InstanceGroups):
+            raise ValueError(f"instance_groups must be an InstanceGroups or None, got {self.instance_groups!r}")
 
     __hash__ = None  # channels is a dict
 
@@ -123,6 +131,11 @@ class Topology:
     @property
     def host_index(self) -> int:
         return self.hosts.index(self.current_host)
+
+    @property
+    def current_group(self) -> str | None:
+        """This host's instance group in a heterogeneous cluster (None in a homogeneous one)."""
+        return self.instance_groups.current_group if self.instance_groups is not None else None
 
     @property
     def is_chief(self) -> bool:
@@ -144,6 +157,7 @@ class Topology:
             "cpus_per_host": self.cpus_per_host,
             "channels": {k: {"input_mode": c.input_mode, "s3_distribution": c.s3_distribution}
                          for k, c in self.channels.items()},
+            "instance_groups": self.instance_groups.to_json() if self.instance_groups is not None else None,
         }
 
     # -- from the environment -----------------------------------------------------------------------
@@ -211,7 +225,7 @@ class Topology:
 
 
 _FIELDS = {"hosts", "current_host", "workers_per_host", "rank", "local_rank", "channels", "gpus_per_host",
-           "cpus_per_host"}
+           "cpus_per_host", "instance_groups"}
 
 
 def _host_names(hosts: Any) -> tuple[str, ...]:
@@ -275,6 +289,7 @@ def _channels(cfg: Any, source: str) -> dict[str, ChannelConfig]:
 
 def _sagemaker(env, config_dir, processing_config_dir, found) -> None:
     res = None
+    groups = None
     for d in (config_dir, processing_config_dir):
         if d:
             path = os.path.join(d, "resourceconfig.json")
@@ -286,11 +301,16 @@ def _sagemaker(env, config_dir, processing_config_dir, found) -> None:
                     found["hosts"] = _str_list(res["hosts"], f"{path} 'hosts'")
                 if "current_host" in res:
                     found["current_host"] = res["current_host"]
+                groups = parse_instance_groups(res, path)
                 break
     if env.get("SM_HOSTS"):
         found["hosts"] = _str_list(_json(env["SM_HOSTS"], "SM_HOSTS"), "SM_HOSTS")
     if env.get("SM_CURRENT_HOST"):
         found["current_host"] = env["SM_CURRENT_HOST"]
+    if groups is not None:  # a heterogeneous cluster: this host's world is its own instance group
+        found["instance_groups"] = groups
+        if groups.current_group is not None:
+            found["hosts"] = groups.hosts_of(groups.current_group)
     gpus, cpus = _int(env, "SM_NUM_GPUS"), _int(env, "SM_NUM_CPUS")
     if gpus is not None:
         found["gpus_per_host"] = gpus

@@ -6,7 +6,7 @@ spelling (``--overwrite``) while ``str()`` uses the Python keyword (``overwrite=
 from __future__ import annotations
 
 __all__ = ["USAGE_EXIT", "TfpipeError", "InputError", "MissingInputError", "OutputExistsError", "OutputInUseError", "OutputError",
-           "IntegrityError", "OverlapError"]
+           "IntegrityError", "OverlapError", "ServiceError"]
 
 USAGE_EXIT = 64  # the command line cannot be parsed (sysexits' EX_USAGE); bad input is 2, see docs/architecture.md
 
@@ -82,3 +82,10 @@ class IntegrityError(TfpipeError):
     """A written shard set does not match its manifest (verify)."""
 
     exit_code = 4
+
+
+class ServiceError(TfpipeError):
+    """A tf.data service server cannot start or serve: its port is taken, or the dispatcher it needs does not
+    answer within the timeout (``tfpipe service dispatcher|worker|auto``)."""
+
+    exit_code = 7

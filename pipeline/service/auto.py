@@ -1,0 +1,124 @@
+"""``tfpipe service auto`` on a SageMaker heterogeneous cluster: every host reads ``resourceconfig.json`` and knows
+its role. On the data group, the first host (as SageMaker lists the group) runs the dispatcher and a worker, the
+other hosts a worker each; on any other group (the GPU hosts) nothing runs: trainers dial the dispatcher at
+``sharding.service_address(...)``.
+
+When to stop (the data hosts must exit for the job to end): each data host watches its own worker. Once the worker
+has had tasks, and then has none for ``idle_timeout`` seconds, the host stops (a host without the dispatcher counts
+its tasks as none while the dispatcher does not answer: it may have stopped first). A worker's tasks end when the
+trainers' job ends (read to its end) or is garbage collected after its clients left (released, or crashed and timed
+out); the dispatcher here collects a job ``idle_timeout`` seconds after its last client left. No extra ports, no
+messages from the trainer: a trainer that finishes, fails or is stopped all look the same. Before the first task a
+host waits as long as it takes (a trainer's start can be slow); SIGINT/SIGTERM stop it at any time."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from converters.util.checks import as_real
+from converters.util.errors import ServiceError, TfpipeError
+from sharding.groups import InstanceGroups
+
+from .probe import dispatcher_version
+
+__all__ = ["AutoPlan", "plan_auto", "IdleWatch", "stop_rule", "ROLES", "DEFAULT_IDLE_TIMEOUT"]
+
+ROLES = ("dispatcher+worker", "worker", "none")
+DEFAULT_IDLE_TIMEOUT = 120.0  # seconds without tasks, after the first, before a data host stops
+
+
+@dataclass(frozen=True)
+class AutoPlan:
+    """One host's role: ``dispatcher+worker`` (the data group's first host), ``worker`` (the other data hosts)
+    or ``none`` (any other group). ``dispatcher`` is ``HOST:PORT`` to dial; ``worker_host`` the name this
+    host's worker gives the dispatcher (None for ``none``)."""
+
+    role: str
+    host: str
+    group: str
+    data_group: str
+    dispatcher: str
+    worker_host: str | None = None
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if (self.worker_host is None) != (self.role == "none"):
+            raise ValueError(f"role {self.role!r} and worker_host {self.worker_host!r} disagree")
+
+
+def plan_auto(groups: InstanceGroups, data_group: str, port: int, *,
+              addresses: Mapping[str, str] | None = None) -> AutoPlan:
+    """This host's role in ``groups`` (pure). ``addresses`` maps host names to the addresses to dial and
+    advertise instead (tests run every "host" on 127.0.0.1)."""
+    from sharding.groups import service_address
+
+    addresses = dict(addresses or {})
+    if groups.current_host is None or groups.current_group is None:
+        raise TfpipeError("the resource config names no current host: cannot tell this host's role "
+                          f"(groups {', '.join(groups.names)})")
+    data_hosts = groups.hosts_of(data_group)
+    dispatcher = service_address(groups, data_group, port, addresses=addresses)[len("grpc://"):]
+    host = groups.current_host
+    if groups.current_group != data_group:
+        role = "none"
+    else:
+        role = "dispatcher+worker" if host == data_hosts[0] else "worker"
+    return AutoPlan(role, host, groups.current_group, data_group, dispatcher,
+                    None if role == "none" else addresses.get(host, host))
+
+
+@dataclass
+class IdleWatch:
+    """The stop rule of a data host, fed the worker's task count with the time of each look (pure).
+
+    ``observe(tasks, now)`` returns None to keep serving, or the reason to stop: the worker had tasks and then
+    none (or no dispatcher) for ``idle_timeout`` seconds."""
+
+    idle_timeout: float
+    jobs_seen: bool = False
+    idle_since: float | None = None
+    _peak: int = field(default=0, repr=False)
+
+    def __post_init__(self):
+        self.idle_timeout = as_real(self.idle_timeout, "idle_timeout", above=0)
+
+    def observe(self, tasks: int, now: float, *, dispatcher_gone: bool = False) -> str | None:
+        """``dispatcher_gone``: the worker's tasks count as none (they wait for a word that will not come)."""
+        if tasks > 0:
+            self.jobs_seen = True
+            self._peak = max(self._peak, tasks)
+            if not dispatcher_gone:
+                self.idle_since = None
+                return None
+        if not self.jobs_seen:
+            return None
+        if self.idle_since is None:
+            self.idle_since = now
+        if now - self.idle_since >= self.idle_timeout:
+            return (f"no tasks for {self.idle_timeout:g} s after serving (at most {self._peak} task(s) at once): "
+                    "the trainers are done")
+        return None
+
+
+def stop_rule(worker_server, idle_timeout: float, dispatcher: str | None = None, *, check_every: float = 5.0,
+              clock: Callable[[], float] = time.monotonic):
+    """A ``serve(stop_when=...)`` callable: the ``IdleWatch`` over ``worker_server``'s task count. With
+    ``dispatcher`` (a host without the dispatcher), tasks count as none while the dispatcher does not answer
+    (looked at every ``check_every`` seconds): a worker whose dispatcher stopped first never hears that its
+    finished tasks may go, and must not wait for that forever."""
+    watch = IdleWatch(idle_timeout)
+    state = {"looked": float("-inf"), "gone": False}
+
+    def stop_when() -> str | None:
+        tasks, now = worker_server._num_tasks(), clock()
+        if tasks and dispatcher is not None and now - state["looked"] >= check_every:
+            state["looked"] = now
+            try:
+                dispatcher_version(dispatcher, min(check_every, 2.0))
+                state["gone"] = False
+            except ServiceError:
+                state["gone"] = True
+        return watch.observe(tasks, now, dispatcher_gone=state["gone"])
+    return stop_when

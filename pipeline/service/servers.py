@@ -1,0 +1,150 @@
+"""tf.data service servers as long-running processes: a dispatcher (fault tolerant with a work directory), a
+worker that checks its dispatcher answers before it registers, and the loop that serves until SIGINT, SIGTERM or
+a stop condition, then stops the servers. Library code: the CLI (``service/cli.py``) prints."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from converters.util.checks import as_int, as_real
+from converters.util.errors import ServiceError
+
+from .probe import check_port_free, dispatcher_version, split_address
+
+__all__ = ["Dispatcher", "Worker", "start_dispatcher", "start_worker", "serve", "DEFAULT_WORKER_PORT"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKER_PORT = 0  # any free port: the worker tells the dispatcher where it listens
+
+
+@dataclass(frozen=True)
+class Dispatcher:
+    """A started dispatcher: the server, the port it listens on, its work directory (None: not fault tolerant)."""
+
+    server: object
+    port: int
+    work_dir: str | None
+
+    @property
+    def fault_tolerant(self) -> bool:
+        return self.work_dir is not None
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A started worker: the server, the address it gave the dispatcher, and the dispatcher's address."""
+
+    server: object
+    address: str
+    dispatcher: str
+
+
+def _tf_service():
+    import tensorflow as tf
+
+    return tf.data.experimental.service
+
+
+def _first_line(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return text.strip().splitlines()[0]
+
+
+def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: float | None = None) -> Dispatcher:
+    """Start a dispatcher on ``port`` of this host (0: any free port; ``Dispatcher.port`` says which). With
+    ``work_dir`` it is fault tolerant: it journals its state there, and one restarted with the same directory
+    (on the same port) keeps its datasets, jobs and workers. ``job_gc_timeout``: seconds a job without clients
+    lives on (TensorFlow's default: 5 minutes)."""
+    port = as_int(port, "port", minimum=0, maximum=65535, must="a TCP port in [0, 65535] (0: any free port)")
+    if port:
+        check_port_free(port, "dispatcher")
+    if work_dir is not None:
+        work_dir = os.path.abspath(work_dir)
+        try:
+            os.makedirs(work_dir, exist_ok=True)
+        except OSError as exc:
+            raise ServiceError(f"dispatcher: cannot use work directory {work_dir}: {exc.strerror}") from None
+    extra = {}
+    if job_gc_timeout is not None:
+        extra["job_gc_timeout_ms"] = int(as_real(job_gc_timeout, "job_gc_timeout", above=0) * 1000)
+    service = _tf_service()
+    config = service.DispatcherConfig(port=port, work_dir=work_dir, fault_tolerant_mode=work_dir is not None, **extra)
+    try:
+        server = service.DispatchServer(config)
+    except Exception as exc:  # TensorFlow's own errors (a journal it cannot read, a bind it refuses)
+        raise ServiceError(f"dispatcher on port {port} did not start: {_first_line(exc)}") from None
+    port = int(server.target.rpartition(":")[2])  # the port chosen when port=0
+    log.info("dispatcher started on port %d (work dir %s)", port, work_dir)
+    return Dispatcher(server, port, work_dir)
+
+
+def start_worker(dispatcher: str, *, port: int = DEFAULT_WORKER_PORT, address: str | None = None,
+                 timeout: float = 60.0) -> Worker:
+    """Start a worker that serves the dispatcher at ``dispatcher`` (``HOST:PORT`` or ``grpc://HOST:PORT``).
+
+    ``port``: the worker's port (0: any free one); ``address``: the host name trainers reach this worker at
+    (default: this host's name; TensorFlow's own default, ``localhost``, is wrong for every other host).
+    The dispatcher must answer within ``timeout`` seconds, else ``ServiceError``."""
+    port = as_int(port, "port", minimum=0, maximum=65535, must="a TCP port in [0, 65535] (0: any free port)")
+    timeout = as_real(timeout, "timeout", above=0)
+    host, dport = split_address(dispatcher)
+    if port:
+        check_port_free(port, "worker")
+    dispatcher_version(f"{host}:{dport}", timeout)  # before TensorFlow's endless registration retries
+    address = address or socket.gethostname()
+    service = _tf_service()
+    config = service.WorkerConfig(dispatcher_address=f"{host}:{dport}", worker_address=f"{address}:%port%", port=port)
+    try:
+        server = service.WorkerServer(config)
+    except Exception as exc:
+        raise ServiceError(f"worker did not start: {_first_line(exc)}") from None
+    bound = int(server._address.rpartition(":")[2])  # the port chosen when port=0
+    log.info("worker %s:%d registered with %s:%d", address, bound, host, dport)
+    return Worker(server, f"{address}:{bound}", f"{host}:{dport}")
+
+
+def serve(servers: list, *, stop_when: Callable[[], str | None] | None = None, ready: Callable[[], None] | None = None,
+          poll: float = 0.5) -> str:
+    """Serve until SIGINT or SIGTERM arrives (returns ``"SIGINT"`` / ``"SIGTERM"``) or ``stop_when()`` returns a
+    reason (returned), checked every ``poll`` seconds; then stop ``servers`` (workers first: list them so) and
+    restore the signal handlers. ``ready()`` is called once the signals are caught (announce the servers there:
+    a signal sent on that announcement then stops them cleanly)."""
+    got: list[str] = []
+    wake = threading.Event()
+
+    def handler(signum, frame):
+        got.append(signal.Signals(signum).name)
+        wake.set()
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        if ready is not None:
+            ready()
+        reason = None
+        while reason is None:
+            wake.wait(poll)
+            if got:
+                reason = got[0]
+            elif stop_when is not None:
+                reason = stop_when()
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    for s in servers:
+        started = time.monotonic()
+        try:
+            s.server.stop()
+        except Exception as exc:  # stopping is best effort: the process ends next
+            log.warning("stopping %s: %s", type(s).__name__.lower(), _first_line(exc))
+        log.debug("%s stopped in %.3f s", type(s).__name__.lower(), time.monotonic() - started)
+    return reason

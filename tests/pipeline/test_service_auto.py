@@ -1,0 +1,171 @@
+"""``tfpipe service auto`` (pipeline/service/auto.py): each host's role from its instance group (a table), the
+idle stop rule (a table of task counts over time), the training group's one line, and two data "hosts" on this
+machine (host names mapped to 127.0.0.1) that serve a real pipeline and stop by themselves once it is read."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+
+import pytest
+
+from converters.cli import main
+from converters.util.errors import TfpipeError
+from pipeline.service.auto import AutoPlan, IdleWatch, plan_auto, stop_rule
+from service_procs import Proc, free_port, read_through
+from sharding.groups import parse_instance_groups
+
+
+def config(current_host, data_hosts=("algo-2", "algo-3"), gpu_hosts=("algo-1",), current_group="derive"):
+    groups = [{"instance_group_name": "data_group", "instance_type": "ml.c5.18xlarge", "hosts": list(data_hosts)},
+              {"instance_group_name": "dnn_group", "instance_type": "ml.p4d.24xlarge", "hosts": list(gpu_hosts)}]
+    if current_group == "derive":
+        current_group = "data_group" if current_host in data_hosts else "dnn_group"
+    return {"current_host": current_host, "current_group_name": current_group,
+            "hosts": sorted([*data_hosts, *gpu_hosts]), "instance_groups": groups}
+
+
+@pytest.mark.parametrize("host, data_hosts, addresses, role, dispatcher, worker_host", [
+    ("algo-2", ("algo-2", "algo-3"), {}, "dispatcher+worker", "algo-2:5050", "algo-2"),
+    ("algo-3", ("algo-2", "algo-3"), {}, "worker", "algo-2:5050", "algo-3"),
+    ("algo-1", ("algo-2", "algo-3"), {}, "none", "algo-2:5050", None),
+    ("algo-3", ("algo-3", "algo-2"), {}, "dispatcher+worker", "algo-3:5050", "algo-3"),   # SageMaker's order
+    ("algo-3", ("algo-2", "algo-3"), {"algo-2": "127.0.0.1", "algo-3": "127.0.0.2"}, "worker", "127.0.0.1:5050",
+     "127.0.0.2"),
+])
+def test_plan_auto(host, data_hosts, addresses, role, dispatcher, worker_host):
+    groups = parse_instance_groups(config(host, data_hosts), "rc.json")
+    plan = plan_auto(groups, "data_group", 5050, addresses=addresses)
+    assert plan == AutoPlan(role, host, groups.current_group, "data_group", dispatcher, worker_host)
+
+
+def test_plan_auto_refuses_an_unknown_data_group():
+    groups = parse_instance_groups(config("algo-2"), "rc.json")
+    with pytest.raises(TfpipeError, match="no instance group 'cpu_group': the cluster has data_group, dnn_group"):
+        plan_auto(groups, "cpu_group", 5050)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(role="boss"), "role must be one of"),
+    (dict(role="none", worker_host="algo-2"), "disagree"),
+    (dict(role="worker", worker_host=None), "disagree"),
+])
+def test_auto_plan_validation(kwargs, match):
+    base = dict(role="worker", host="algo-2", group="data_group", data_group="data_group", dispatcher="algo-2:1",
+                worker_host="algo-2")
+    with pytest.raises(ValueError, match=match):
+        AutoPlan(**{**base, **kwargs})
+
+
+# (seconds, worker's tasks) looked at in order; the look at which the host stops (None: it keeps serving)
+@pytest.mark.parametrize("looks, stops_at", [
+    ([(0, 0), (100, 0), (1000, 0)], None),                         # no job yet: wait as long as it takes
+    ([(0, 1), (5, 0), (14, 0), (15, 0)], 3),                       # 10 s idle after serving
+    ([(0, 2), (5, 0), (12, 1), (20, 0), (29, 0), (30, 0)], 5),     # a new job (next epoch) restarts the clock
+    ([(0, 1), (5, 0), (14.9, 0)], None),
+])
+def test_idle_watch(looks, stops_at):
+    watch = IdleWatch(10)
+    stopped = [i for i, (t, tasks) in enumerate(looks) if watch.observe(tasks, t)]
+    assert (stopped[0] if stopped else None) == stops_at
+    if stops_at is not None:
+        assert watch.observe(0, looks[stops_at][0]).startswith("no tasks for 10 s after serving")
+
+
+class _Busy:
+    """Stands in for a worker that still holds a finished task it was never told to drop."""
+
+    def _num_tasks(self):
+        return 1
+
+
+@pytest.mark.parametrize("dispatcher, stops", [(None, False), ("closed", True)])
+def test_stop_rule_counts_a_gone_dispatcher_as_idle(dispatcher, stops):
+    now = [0.0]
+    address = f"127.0.0.1:{free_port()}" if dispatcher else None
+    stop_when = stop_rule(_Busy(), 10, address, check_every=1, clock=lambda: now[0])
+    reasons = []
+    for t in range(0, 30, 2):
+        now[0] = float(t)
+        reasons.append(stop_when())
+        if reasons[-1]:
+            break
+    assert any(reasons) == stops
+    if stops:
+        assert len(reasons) == 6 and reasons[-1].startswith("no tasks for 10 s")  # gone from 0 s, stopped at 10 s
+
+
+def write_config(tmp_path, host, **kw):
+    d = tmp_path / host
+    d.mkdir()
+    (d / "resourceconfig.json").write_text(json.dumps(config(host, **kw)))
+    return str(d)
+
+
+def test_training_group_runs_nothing(tmp_path, capsys):
+    rc = main(["service", "auto", "--data-group", "data_group", "--config-dir", write_config(tmp_path, "algo-1"),
+               "--port", "6000"])
+    assert rc == 0
+    assert capsys.readouterr().out == ("auto: algo-1 (dnn_group): not the data group, nothing to run here; trainers "
+                                       "dial grpc://algo-2:6000\n")
+
+
+@pytest.mark.parametrize("setup, code, message", [
+    ("no config", 1, "resourceconfig.json: no resource config (not on SageMaker? pass --config-dir)"),
+    ("homogeneous", 1, "has no instance_groups: not a heterogeneous cluster"),
+    ("unknown group", 1, "no instance group 'cpu': the cluster has data_group, dnn_group"),
+])
+def test_auto_refusals(setup, code, message, tmp_path, capsys):
+    d = tmp_path / "cfg"
+    d.mkdir()
+    if setup == "homogeneous":
+        (d / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1"]}))
+    elif setup == "unknown group":
+        (d / "resourceconfig.json").write_text(json.dumps(config("algo-2")))
+    group = "cpu" if setup == "unknown group" else "data_group"
+    assert main(["service", "auto", "--data-group", group, "--config-dir", str(d)]) == code
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_two_data_hosts_serve_and_stop_when_the_trainer_is_done(tmp_path):
+    port, idle = free_port(), 4
+    common = ["-v", "--data-group", "data_group", "--port", str(port), "--idle-timeout", str(idle),
+              "--host-address", "algo-2=127.0.0.1", "--host-address", "algo-3=127.0.0.1"]
+    first = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-2"), *common)
+    other = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-3"), *common)
+    try:
+        line = first.wait_line("auto: algo-2")
+        assert re.fullmatch(rf"auto: algo-2 \(data_group\): dispatcher grpc://127\.0\.0\.1:{port} \(not fault "
+                            rf"tolerant: .*\) \+ worker 127\.0\.0\.1:\d+ for dispatcher grpc://127\.0\.0\.1:{port}; "
+                            rf"stops {idle} s after its last task", line)
+        line = other.wait_line("auto: algo-3")
+        assert re.fullmatch(rf"auto: algo-3 \(data_group\): worker 127\.0\.0\.1:\d+ for dispatcher "
+                            rf"grpc://127\.0\.0\.1:{port}; stops {idle} s after its last task", line)
+        time.sleep(idle + 2)  # no job yet: both keep waiting for the trainer
+        assert first.p.poll() is None and other.p.poll() is None
+        records = read_through(f"grpc://127.0.0.1:{port}", 200, mode="parallel_epochs")
+        assert records == sorted(list(range(200)) * 2)   # both workers served: every record once per worker
+        done = time.monotonic()
+        for p, host in ((other, "algo-3"), (first, "algo-2")):
+            assert p.finish(idle + 120) == 0, (p.lines, p.stderr[-3000:])
+            assert re.fullmatch(rf"auto: {host} \(data_group\): stopped \(no tasks for {idle} s after serving .*\)",
+                                p.lines[-1])
+        assert time.monotonic() - done >= idle                 # the grace period was kept
+    finally:
+        for p in (first, other):
+            p.kill()
+
+
+@pytest.mark.slow
+def test_a_data_host_stops_on_sigterm_before_any_job(tmp_path):
+    port = free_port()
+    p = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-2", data_hosts=("algo-2",)),
+             "--data-group", "data_group", "--port", str(port), "--host-address", "algo-2=127.0.0.1")
+    try:
+        p.wait_line("auto: algo-2")
+        p.signal(signal.SIGTERM)
+        assert p.finish() == 0 and p.lines[-1] == "auto: algo-2 (data_group): stopped (SIGTERM)"
+    finally:
+        p.kill()

@@ -1,0 +1,158 @@
+"""``tfpipe service dispatcher`` and ``tfpipe service worker`` as real processes (pipeline/service/servers.py,
+probe.py, cli.py): one line on start, a real tf.data pipeline served through them, a clean exit 0 on SIGINT and
+SIGTERM, a taken port and an unreachable dispatcher each one error line (exit 7), and a dispatcher restarted
+with its --work-dir on its port that its worker registers with again."""
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import time
+
+import pytest
+
+from converters.cli import main
+from pipeline.service.probe import check_port_free, dispatcher_workers, split_address
+from service_procs import Proc, free_port, read_through
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def procs():
+    started: list[Proc] = []
+
+    def start(*argv: str) -> Proc:
+        p = Proc(*argv)
+        started.append(p)
+        return p
+    yield start
+    for p in started:
+        p.kill()
+
+
+def test_dispatcher_and_worker_serve_and_stop_cleanly(procs, tmp_path):
+    port = free_port()
+    d = procs("service", "dispatcher", "--port", str(port), "--work-dir", str(tmp_path / "wd"))
+    line = d.wait_line("dispatcher serving")
+    assert re.fullmatch(rf"dispatcher serving grpc://\S+:{port} \(fault tolerant, work dir {tmp_path / 'wd'}\)", line)
+    w = procs("service", "worker", "--dispatcher", f"localhost:{port}", "--address", "127.0.0.1")
+    line = w.wait_line("worker serving")
+    address = re.fullmatch(rf"worker serving (127\.0\.0\.1:\d+) for dispatcher grpc://localhost:{port}", line).group(1)
+    assert dispatcher_workers(f"localhost:{port}", 30) == [address]
+    assert read_through(f"grpc://localhost:{port}", 100) == list(range(100))
+
+    second = procs("service", "dispatcher", "--port", str(port))   # the port is taken: refused, named
+    assert second.finish(120) == 7
+    assert f"port {port} is taken" in second.stderr and second.lines == []
+
+    w.signal(signal.SIGINT)
+    assert w.finish() == 0 and w.lines[-1] == "worker stopped (SIGINT)"
+    d.signal(signal.SIGTERM)
+    assert d.finish() == 0 and d.lines[-1] == "dispatcher stopped (SIGTERM)"
+    assert "Traceback" not in w.stderr + d.stderr
+
+
+def test_dispatcher_without_work_dir_says_it_is_not_fault_tolerant(procs):
+    d = procs("service", "dispatcher", "--port", "0")
+    line = d.wait_line("dispatcher serving")
+    assert re.fullmatch(r"dispatcher serving grpc://\S+:\d+ \(not fault tolerant: no --work-dir, a restart loses "
+                        r"its jobs\)", line)
+    assert not line.endswith(":0 (not fault tolerant: no --work-dir, a restart loses its jobs)")  # the real port
+    d.signal(signal.SIGINT)
+    assert d.finish() == 0 and d.lines[-1] == "dispatcher stopped (SIGINT)"
+
+
+def test_restarted_dispatcher_keeps_its_port_and_the_worker_registers_again(procs, tmp_path):
+    port, wd = free_port(), str(tmp_path / "journal")
+    d = procs("service", "dispatcher", "--port", str(port), "--work-dir", wd)
+    d.wait_line("dispatcher serving")
+    w = procs("service", "worker", "--dispatcher", f"127.0.0.1:{port}", "--address", "127.0.0.1")
+    address = w.wait_line("worker serving").split()[2]
+    assert read_through(f"grpc://127.0.0.1:{port}", 50, job_name="before") == list(range(50))
+    d.signal(signal.SIGTERM)
+    assert d.finish() == 0
+    assert any(p.name.startswith("tf_data_dispatcher_journal") for p in (tmp_path / "journal").iterdir())
+
+    again = procs("service", "dispatcher", "--port", str(port), "--work-dir", wd)
+    assert f":{port} (fault tolerant, work dir {wd})" in again.wait_line("dispatcher serving")
+    deadline = time.monotonic() + 120
+    while dispatcher_workers(f"127.0.0.1:{port}", 30) != [address]:  # the running worker, not a new one
+        assert time.monotonic() < deadline, "the worker did not register with the restarted dispatcher"
+        time.sleep(0.5)
+    assert w.p.poll() is None
+    assert read_through(f"grpc://127.0.0.1:{port}", 50, job_name="after") == list(range(50))
+    for p in (w, again):
+        p.signal(signal.SIGTERM)
+        assert p.finish() == 0
+
+
+@pytest.fixture
+def listener():
+    """A TCP port where something that is no dispatcher listens (accepts, never speaks HTTP/2)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    yield s.getsockname()[1]
+    s.close()
+
+
+@pytest.mark.parametrize("target", ["closed port", "not a dispatcher"])
+def test_worker_without_a_dispatcher_fails_within_its_timeout(target, listener):
+    port = listener if target == "not a dispatcher" else free_port()
+    started = time.monotonic()
+    baseline = Proc("service", "worker", "--dispatcher", "no-port-here")   # the same start, refused at once
+    assert baseline.finish(120) == 2 and "expected a dispatcher address HOST:PORT" in baseline.stderr
+    base = time.monotonic() - started
+
+    started = time.monotonic()
+    w = Proc("service", "worker", "--dispatcher", f"127.0.0.1:{port}", "--timeout", "3")
+    rc = w.finish(120)
+    elapsed = time.monotonic() - started
+    assert rc == 7, w.stderr
+    assert w.stderr.strip().splitlines() == [
+        f"tfpipe: error: no tf.data service dispatcher answered at 127.0.0.1:{port} within 3 s (is it started, and is "
+        "the address right? see --timeout)"]
+    assert 3 <= elapsed < base + 3 + 30, (elapsed, base)   # waited its timeout, then gave up (no endless retries)
+
+
+def test_worker_on_a_taken_port_is_refused(listener):
+    w = Proc("service", "worker", "--dispatcher", "127.0.0.1:1", "--port", str(listener))
+    assert w.finish(120) == 7
+    assert w.stderr.strip() == f"tfpipe: error: worker: port {listener} is taken (another server listens on it); " \
+                               "pick another with --port"
+
+
+def test_check_port_free_sees_a_listener_and_a_free_port(listener):
+    from converters.util.errors import ServiceError
+
+    with pytest.raises(ServiceError, match=f"dispatcher: port {listener} is taken"):
+        check_port_free(listener, "dispatcher")
+    check_port_free(free_port(), "dispatcher")
+
+
+@pytest.mark.parametrize("address, expected", [
+    ("algo-2:5050", ("algo-2", 5050)), ("grpc://10.0.0.3:6000", ("10.0.0.3", 6000)), ("[::1]:7", ("::1", 7)),
+    ("algo-2", None), ("algo-2:", None), (":5050", None), ("algo-2:70000", None), ("grpc://algo-2:x", None),
+])
+def test_split_address(address, expected):
+    if expected is None:
+        with pytest.raises(ValueError, match="expected a dispatcher address HOST:PORT"):
+            split_address(address)
+    else:
+        assert split_address(address) == expected
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["service", "worker"], 64, "--dispatcher"),
+    (["service", "dispatcher", "--port", "70000"], 64, "expected a TCP port in [0, 65535], got '70000'"),
+    (["service", "worker", "--dispatcher", "h:1", "--timeout", "0"], 64, "expected a positive number"),
+    (["service", "auto", "--data-group", "data_group", "--port", "0"], 2, "--port 0"),
+    (["service", "auto", "--data-group", "g", "--host-address", "algo-2"], 64, "expected HOST=ADDRESS"),
+])
+def test_usage(argv, code, message, capsys):
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # the parser refuses the command line
+        rc = exc.code
+    assert rc == code and message in capsys.readouterr().err

@@ -1,0 +1,99 @@
+"""Real ``tfpipe service ...`` processes for the tests: start one, wait for a line it prints, signal it, collect its
+exit code and output; free ports; a tf.data pipeline read through a dispatcher."""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 180.0  # seconds for a server to print its start line (TensorFlow's import on a busy host)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """One ``tfpipe`` process; its stdout lines are read as they come, stderr collected."""
+
+    def __init__(self, *argv: str):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        self.argv = argv
+        self.started = time.monotonic()
+        self.p = subprocess.Popen([sys.executable, "-m", "converters.cli", *argv], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+        self.lines: list[str] = []
+        self._q: queue.Queue = queue.Queue()
+        self._err: list[str] = []
+        threading.Thread(target=self._pump, args=(self.p.stdout, self._q), daemon=True).start()
+        threading.Thread(target=lambda: self._err.extend(self.p.stderr), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, q):
+        for line in stream:
+            q.put(line.rstrip("\n"))
+        q.put(None)
+
+    def wait_line(self, needle: str, timeout: float = START_TIMEOUT) -> str:
+        """The first stdout line containing ``needle``; AssertionError (with the output) if none comes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._q.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                line = None
+            if line is None:  # stdout closed (the process ended) or the time is up
+                try:
+                    self.p.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
+                raise AssertionError(f"{' '.join(self.argv)}: no line with {needle!r} (exit {self.p.returncode}); "
+                                     f"stdout {self.lines}, stderr {self.stderr[-2000:]}")
+            self.lines.append(line)
+            if needle in line:
+                return line
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        self.p.send_signal(sig)
+
+    def finish(self, timeout: float = 60.0) -> int | None:
+        """The exit code, or None if the process still runs after ``timeout`` seconds."""
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        while True:
+            try:
+                line = self._q.get(timeout=5)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+        return rc
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._err)
+
+    def kill(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(30)
+
+
+def read_through(dispatcher: str, n: int, mode: str = "distributed_epoch", job_name: str | None = None) -> list[int]:
+    """``range(n)`` read through the tf.data service at ``dispatcher`` (``grpc://HOST:P``), sorted."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.range(n).apply(tf.data.experimental.service.distribute(mode, dispatcher, job_name=job_name))
+    return sorted(int(x) for x in ds)
