@@ -103,6 +103,7 @@ INPUTS = {
     "docs/sharding.md": [("data/criteo", shard_set, (24_000, 40))],   # >= 32 files of > 512 records: 4 x 8 workers,
     "docs/shardsets.md": shell_docs.INPUTS["docs/shardsets.md"],
     "docs/text.md": [("00.jsonl.zst", pile, (30, 1))],
+    "docs/offload.md": [("shards", shard_set, (4000, 4))],
 }
 
 # page -> [(shell command, the page whose shell block shows it, why)]: run (bash -e) after INPUTS, before the blocks

@@ -141,6 +141,6 @@ def service_choice(spec: Any, env: Mapping[str, str]) -> ServiceChoice:
         split_why = "a per-rank file list (or a single rank): each file is read once, by one worker"
     comp, comp_why = compression(spec)
     steps, steps_why = service_steps(spec)
-    return ServiceChoice(job_name=f"{base}-{who}", job_why=f"one job per rank; the run's name from {where}",
+    return ServiceChoice(job_name=f"{base}-{who}", job_why=f"The run's name from {where}",
                          compression=comp, compression_why=comp_why, steps=steps, steps_why=steps_why,
                          split=split, split_why=split_why)

@@ -101,3 +101,17 @@ def test_describe_says_what_runs_where_and_why(data):
     for part in ("workers", "ShardingPolicy.DYNAMIC", "job=chk-shard1of2", "compression=none", "fast link",
                  "rebatch", "equal steps on every rank", "shard(2, 1) of each file"):
         assert part in text, part
+
+
+@pytest.mark.parametrize("argv, rc, out", [
+    (["--service", "grpc://10.0.0.5:5050", "--service-job", "chk", "--ranks", "2", "--rank", "1"], 0,
+     "job=chk-shard1of2"),
+    (["--service", "10.0.0.5:5050"], 2, "'10.0.0.5:5050'"),
+    (["--service", "grpc://10.0.0.5:5050", "--resumable"], 2, "resumable=True enters one global order"),
+])
+def test_explain_cli(data, capsys, argv, rc, out):
+    from converters.cli import main
+
+    assert main(["pipeline", "explain", str(data), "--batch-size", "32", *argv]) == rc
+    captured = capsys.readouterr()
+    assert out in (captured.out if rc == 0 else captured.err)
