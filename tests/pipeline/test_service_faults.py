@@ -43,7 +43,8 @@ def data(tmp_path_factory):
     return out
 
 
-def test_worker_killed_mid_epoch_then_back_equal_steps_lost_and_repeated_counted(data):
+def test_worker_killed_mid_epoch_then_back_equal_steps_lost_and_repeated_counted(data, monkeypatch):
+    monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)   # one batch per element: a kill
     svc = tf.data.experimental.service
     dispatcher = svc.DispatchServer(svc.DispatcherConfig(port=0, worker_timeout_ms=3000,
                                                          job_gc_check_interval_ms=1000))
@@ -68,17 +69,14 @@ def test_worker_killed_mid_epoch_then_back_equal_steps_lost_and_repeated_counted
                 workers[0] = start_worker(addr, ports[0])   # a supervisor starting it again at its address
             assert time.monotonic() - started < 400, "the trainer hangs"
         assert batches == steps                                # equal steps kept: the spare epoch made them up
-        # what was lost: the unread records of the files the killed worker held; what was repeated: as many
-        # records again from the spare epoch (its own seeded order), each at most once more
+        # lost: the records the killed worker held that the client had not fetched (none when it had fetched
+        # them all before the kill); repeated: as many again from the spare epoch, each at most once more
         rank, start = set(), 0                                 # shard(2, 0) of each file
         for shard in read_manifest(data).shards:
             rank |= set(range(start, start + shard.records, 2))
             start += shard.records
-        lost = rank - set(got)
-        repeated = len(got) - len(set(got))
         assert set(got) <= rank and max(Counter(got).values()) <= 2
-        assert repeated > 0                                    # the epoch came short: the spare one was read
-        assert len(got) - repeated + len(lost) == len(rank)
+        assert len(got) >= (steps - 2) * BATCH                 # full batches but a short epoch's last and the run's
     finally:
         for w in workers:
             w.kill()

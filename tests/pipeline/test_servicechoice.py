@@ -127,3 +127,15 @@ def test_explicit_smaller_steps_win_and_plan_steps_kept():
 def test_record_shard_needs_file_records():
     with pytest.raises(ValueError, match="file_records"):
         service_steps(spec(num_shards=2, file_records=()))
+
+
+@pytest.mark.parametrize("batch, records, total_bytes, batches", [
+    (512, 22, None, 32),                  # 16,384 records per element
+    (512, 4096, 4096 * 2048, 8),          # 2 KiB records: 8 MiB = 4,096 records
+    (100_000, 22, None, 1),               # a batch larger than an element: one batch
+    (4, 1, 10 << 20, 1),                  # 10 MiB records: one batch
+])
+def test_element_batches(batch, records, total_bytes, batches):
+    from pipeline.service.trainer import element_batches
+
+    assert element_batches(spec(batch_size=batch, records=records, total_bytes=total_bytes)) == batches
