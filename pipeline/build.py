@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
     """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
+    if spec.service is not None:  # read + parse on a tf.data service's workers (pipeline.service)
+        from .service.trainer import service_stages
+
+        return service_stages(spec)
     if spec.resumable:
         from .resume.resumable import resumable_stages
 
@@ -229,6 +233,10 @@ def _pipe_epochs(spec: PipelineSpecBase):
 def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
     """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records).
     ``resume``: an input state (``pipeline.input_state``) of a ``resumable=True`` spec to continue from."""
+    if spec.service is not None and resume is None:  # read + parse on a service's workers (pipeline.service)
+        from .service.trainer import service_dataset
+
+        return service_dataset(spec)
     if spec.resumable or resume is not None:  # the resumable order (pipeline.resume.resumable) checks the spec
         from .resume.resumable import build_resumable
 

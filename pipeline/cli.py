@@ -71,6 +71,10 @@ def register(sub) -> None:
                                                        "(default 2)")
     e.add_argument("--resumable", action="store_true",
                    help="the resumable File-mode order (a pure function of seed, epoch, position; default: off)")
+    e.add_argument("--service", metavar="grpc://HOST:PORT",
+                   help="read and parse on this tf.data service's workers (docs/offload.md; default: here)")
+    e.add_argument("--service-job", metavar="NAME", help="with --service: the run's job name, shared by its ranks "
+                                                         "(default: from the SageMaker job, TF_CONFIG or the data)")
     e.set_defaults(func=_explain)
 
     t = psub.add_parser("tune", help="time the output-equivalent read strategies on this machine and store the "
@@ -124,6 +128,8 @@ def _explain(args: argparse.Namespace) -> int:
     extra = {"cores": args.cores} if args.cores else {}
     if args.resumable:
         extra["resumable"] = True
+    if args.service:
+        extra.update(service=args.service, service_job=args.service_job)
     spec = PipelineSpec.from_manifest(
         args.manifest, args.batch_size, mode=args.mode, channel=args.channel, pipe_dir=args.pipe_dir,
         shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs, cache=args.cache,

@@ -104,6 +104,7 @@ INPUTS = {
     "docs/shardsets.md": shell_docs.INPUTS["docs/shardsets.md"],
     "docs/text.md": [("00.jsonl.zst", pile, (30, 1))],
     "docs/layout.md": [("data/pile/00.jsonl.zst", pile, (30, 1))],
+    "docs/offload.md": [("shards", shard_set, (4000, 4))],
 }
 
 # page -> [(shell command, the page whose shell block shows it, why)]: run (bash -e) after INPUTS, before the blocks

@@ -132,6 +132,7 @@ INPUTS = {
                            ("data/criteo/day-1.libsvm", criteo, (1500, 2))],
     "docs/pipeline.md": [("shards", shard_set, (20_000, 8))],
     "docs/bench.md": [("shards", shard_set, (6000, 4))],
+    "docs/offload.md": [("shards", shard_set, (4000, 4))],
 }
 
 

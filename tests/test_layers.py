@@ -210,6 +210,10 @@ def test_cycle_finder_finds_a_cycle(monkeypatch):
     ("pipeline.service.servers", "pipeline.build", True),                # the servers sit below the front
     ("pipeline.cli", "pipeline.service.cli", False),
     ("pipeline.service.auto", "pipeline.graph.tail", False),
+    ("pipeline.service.trainer", "pipeline.graph.tail", False),
+    ("pipeline.build", "pipeline.service.trainer", False),
+    ("pipeline.service.choice", "pipeline.build", True),
+    ("pipeline.resume.resumable", "pipeline.service.choice", True),
     ("bench.core.measure", "bench.infra.nvml", False),
     ("bench.infra.nvml", "bench.core.measure", True),
     ("bench.core.compare", "bench.report.tables", True),

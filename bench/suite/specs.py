@@ -256,6 +256,21 @@ def _beam(smoke: bool) -> dict:
     return {"ratio": r["ratio"], "ratio_cpu": r["ratio_cpu"], "identical": float(bool(r["identical"]))}
 
 
+def _offload(smoke: bool) -> dict:
+    from ..commands.offload import run_benchmark, smoke_set
+
+    tmp, _ = smoke_set(smoke)
+    try:
+        r = run_benchmark(os.path.join(tmp, "criteo"), rounds=1 if smoke else 3, batch_size=512,
+                          step_ms=1.0 if smoke else 5.0, batches=4 if smoke else 0)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    f, v = r["figures"], r["verdict"]
+    return {"cpu_ratio": v["cpu_ratio"], "speedup": v["speedup"],
+            "local_rec_s": f["local"]["records_per_s"]["median"],
+            "service_rec_s": f["service"]["records_per_s"]["median"]}
+
+
 # -- the list ------------------------------------------------------------------------------------------------
 
 def _lines_size(what: str) -> Callable[[bool], str]:
@@ -321,6 +336,13 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
               (Metric("ratio", "many files vs one file", op="<=", target=3.0),
                Metric("many_s", "many files", "s"), Metric("one_s", "one file", "s")),
               (Row("`tfpipe bench small-files`", ("ratio", "many_s", "one_s")),)),
+    Benchmark("offload", "tfpipe bench offload SET",
+              lambda s: (f"{4_000 if s else 200_000:,} Criteo-like records, batch 512, {1 if s else 5} ms step, trainer "
+                         f"on one core, one local worker on the others, {1 if s else 3} round(s)"), _offload,
+              (Metric("cpu_ratio", "trainer CPU per record, service vs local", "ratio", op="<=", target=0.5),
+               Metric("speedup", "records/s, service vs local"),
+               Metric("local_rec_s", "local", "rec/s"), Metric("service_rec_s", "service", "rec/s")),
+              (Row("`tfpipe bench offload`", ("cpu_ratio", "speedup", "local_rec_s", "service_rec_s")),)),
     Benchmark("overhead", "tfpipe bench overhead",
               lambda s: "10 × 2 ms steps, 1 round" if s else "200 × 10 ms steps, 5 rounds", _overhead,
               (Metric("ratio", "measured / bare wall time", "ratio", op="<", target=1.02),),

@@ -12,6 +12,7 @@ group (``spec.<name>``)   class           options
 ``batching``              BatchOptions    batch size, remainder, epochs, prefetch, determinism
 ``parsing``               ParsingOptions  parse or not, output structure, sparse features
 ``resuming``              ResumeOptions   a resumable File-mode order (a pure function of seed, epoch, position)
+``offload``               ServiceOptions  a tf.data service's workers read and parse (``spec/serviceopts.py``)
 ========================  ==============  ==================================================================
 
 Every option keeps one flat name (``spec.shuffle_buffer``, ``from_manifest(..., shuffle_buffer=...)``), the
@@ -33,6 +34,7 @@ from converters.util.errors import TfpipeError
 from converters.util.fs import is_sha256
 from converters.util.checks import is_integral, set_int, set_real
 from converters.util.system import cpu_count
+from .serviceopts import ServiceOptions
 from .streamopts import StreamOptions
 
 __all__ = ["ResumeError", "SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
@@ -268,6 +270,7 @@ class ResumeOptions:
 GROUPS: dict[str, type] = {
     "source": SourceOptions, "reading": ReadOptions, "shuffling": ShuffleOptions, "sharding": ShardingOptions,
     "caching": CacheOptions, "batching": BatchOptions, "parsing": ParsingOptions, "resuming": ResumeOptions,
+    "offload": ServiceOptions,
 }
 # flat option name -> the group that holds it
 FLAT: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in fields(cls)}

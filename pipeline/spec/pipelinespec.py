@@ -36,6 +36,7 @@ from .options import (
     SourceOptions,
     split_options,
 )
+from .serviceopts import ServiceOptions, check_service
 
 # Features one parse call may take: TensorFlow builds one parse graph output per feature, and the graph's
 # build time and memory grow with their number (measured here: 1,000 features 6 s, 4,096 features 17 s and
@@ -87,6 +88,7 @@ class PipelineSpecBase:
     batching: BatchOptions
     parsing: ParsingOptions
     resuming: ResumeOptions
+    offload: ServiceOptions
     # a new group: a class in pipeline.spec.options, an entry in options.GROUPS and a field here
 
     def __init__(self, schema: "Schema", batch_size: int | BatchOptions | None = None, **options: Any):
@@ -129,6 +131,7 @@ class PipelineSpecBase:
                              f"record takes TensorFlow minutes and gigabytes to build; pass parse=False to read the "
                              f"serialized records and parse the features you need")
         self._check_sparse()
+        check_service(self)
 
     def _check_sparse(self) -> None:
         pair, n = self.parsing.sparse_features, self.parsing.num_features

@@ -1,0 +1,143 @@
+"""The trainer's side of offloading: the rank's read + parse (+ shuffle, batch) run on a tf.data service's
+workers, and the trainer receives finished batches (``build_dataset`` calls :func:`service_dataset` when
+``spec.service`` is set; ``describe`` shows :func:`service_stages`).
+
+Per epoch, per rank: the rank's file names → (seeded per-epoch file shuffle) → per-file TFRecord reads (a
+record-level ``shard(n, i)`` applied to each file) → shuffle → batch → parse, all on the workers, distributed with
+``ShardingPolicy.DYNAMIC`` as the job ``<run>-<rank>-e<epoch>``; here only: re-cut to ``batch_size``, take the
+equal steps, prefetch. With equal steps, one spare epoch follows the last and the whole run takes ``steps x
+epochs`` batches: an epoch left short by a lost worker is made up from the spare one, so every rank still runs
+the same number of steps (the spare epoch's job starts only if it is reached). What each choice is and why: ``pipeline.service.choice``; faults and limits:
+docs/offload.md.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Mapping
+
+from ..plan.readplan import AUTOTUNE
+from ..spec.options import DEFAULT_BUFFER_BYTES
+from ..spec.stage import Stage
+from .choice import ServiceChoice, service_choice
+
+__all__ = ["service_dataset", "service_stages", "worker_graph", "element_batches", "MAX_FILE_READERS",
+           "ELEMENT_RECORDS", "ELEMENT_BYTES"]
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_READERS = 4    # files one worker reads at once (its interleave's cycle)
+# records per element a worker sends: whole batches, up to this many records. The trainer's cost of receiving
+# an element is mostly per element and per tensor, not per record (measured, batch 512 against 32 x 512 per
+# element: 3.3 -> 2.2-2.4 trainer CPU us per record, 5 ms step, docs/offload.md); the re-cut to batch_size here
+# slices them.
+ELEMENT_RECORDS = 16384
+ELEMENT_BYTES = 8 << 20   # ... and at most about this many bytes of records (8 MiB): long records, small elements
+_FOREVER_SEED_EPOCHS = 0
+
+
+def _epoch_seed(spec: Any, epoch: int) -> int | None:
+    return None if spec.seed is None else spec.seed * 1_000_003 + epoch   # per-epoch seed from (seed, epoch)
+
+
+def worker_graph(spec: Any, seed: int | None = None) -> Any:
+    """The graph one rank's job runs on the workers for one epoch: elements of ``element_batches`` batches
+    (each worker's last one short), parsed. TensorFlow ops only: workers cannot run Python functions."""
+    import tensorflow as tf
+
+    from ..graph.tail import parse_batches
+
+    files = list(spec.files)
+    names = tf.data.Dataset.from_tensor_slices(files)
+    if spec.shuffle_buffer and len(files) > 1:
+        names = names.shuffle(len(files), seed=seed)
+    n, i, ctype, buf = spec.num_shards, spec.shard_index, spec.compression_type, spec.buffer_size
+    buf = DEFAULT_BUFFER_BYTES if buf is None else buf
+
+    def read(f):
+        ds = tf.data.TFRecordDataset(f, ctype, buf)
+        return ds.shard(n, i) if n > 1 else ds
+
+    ds = names.interleave(read, cycle_length=min(len(files), MAX_FILE_READERS), num_parallel_calls=AUTOTUNE,
+                          deterministic=spec.deterministic)
+    if spec.shuffle_buffer:
+        ds = ds.shuffle(spec.shuffle_buffer, seed=seed)
+    ds = ds.batch(spec.batch_size * element_batches(spec))
+    if spec.parse:
+        ds = parse_batches(ds, spec, AUTOTUNE, spec.deterministic)
+    return ds.prefetch(AUTOTUNE)
+
+
+def element_batches(spec: Any) -> int:
+    """Batches of ``batch_size`` in one element a worker sends (re-cut to ``batch_size`` here)."""
+    records = ELEMENT_RECORDS
+    if spec.record_bytes:
+        records = min(records, int(ELEMENT_BYTES // spec.record_bytes))
+    return max(1, records // spec.batch_size)
+
+
+def _distributed_epoch(spec: Any, choice: ServiceChoice, job_name: str, seed: int | None) -> Any:
+    import tensorflow as tf
+
+    svc = tf.data.experimental.service
+    ds = worker_graph(spec, seed).apply(svc.distribute(svc.ShardingPolicy.DYNAMIC, spec.service, job_name=job_name,
+                                                       compression=choice.compression))
+    # each worker's stream ends on a short batch: re-cut to batch_size, so every rank runs the same steps
+    ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
+    return ds.take(choice.steps) if choice.steps is not None else ds
+
+
+def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
+    """The rank's batches, read and parsed on the tf.data service at ``spec.service``."""
+    if spec.parse and spec.sparse_as == "ragged" and spec.schema.varlen:
+        raise ValueError("service: ragged features cannot be re-cut into equal batches here (tf.data's rebatch "
+                         "refuses RaggedTensors); use sparse_as='sparse' or read locally")
+    choice = service_choice(spec, os.environ if env is None else env)
+    log.info("reading through the tf.data service %s as job %s (%s)", spec.service, choice.job_name, choice.split)
+    if spec.epochs is None:   # forever: one job per epoch through the repeat's iteration counter, one order
+        ds = _distributed_epoch(spec, choice, choice.job_name, _epoch_seed(spec, _FOREVER_SEED_EPOCHS)).repeat()
+    else:                     # a new seeded order each epoch, each epoch its own job
+        spare = choice.steps is not None   # equal steps: a lost worker's records made up from one more epoch
+        ds = None
+        for e in range(spec.epochs + spare):
+            one = _distributed_epoch(spec, choice, f"{choice.job_name}-e{e}", _epoch_seed(spec, e))
+            ds = one if ds is None else ds.concatenate(one)
+        if spare:   # never reached unless an epoch came short (its job starts only when the concatenate gets there)
+            ds = ds.take(choice.steps * spec.epochs)
+    if spec.prefetch != 0:
+        ds = ds.prefetch(AUTOTUNE if spec.prefetch is None else spec.prefetch)
+    return ds
+
+
+def service_stages(spec: Any, env: Mapping[str, str] | None = None) -> list[Stage]:
+    """What ``describe`` shows for a rank reading through the service."""
+    c = service_choice(spec, os.environ if env is None else env)
+    sharded = spec.num_shards > 1
+    on_workers = ["file names" + (" (shuffled per epoch)" if spec.shuffle_buffer and len(spec.files) > 1 else ""),
+                  f"TFRecord reads, {min(len(spec.files), MAX_FILE_READERS)} files at once"
+                  + (f", shard({spec.num_shards}, {spec.shard_index}) of each file" if sharded else "")]
+    if spec.shuffle_buffer:
+        on_workers.append(f"shuffle({spec.shuffle_buffer})")
+    on_workers.append(f"batch({spec.batch_size * element_batches(spec)})")
+    if spec.parse:
+        on_workers.append("tf.io.parse_example")
+    epochs = spec.epochs if spec.epochs else "forever"
+    return [
+        Stage("workers", True, {"service": spec.service, "graph": " -> ".join(on_workers), "split": c.split},
+              c.split_why),
+        Stage("distribute", True, {"processing_mode": "ShardingPolicy.DYNAMIC", "job": c.job_name,
+                                   "epochs": epochs},
+              "DYNAMIC hands each file to whichever worker asks next: every file read once, by one worker (OFF: "
+              "every worker would read all of it; FILE/DATA: a fixed worker list). One job per rank: a shared "
+              f"job gives its consumers unequal shares. {c.job_why}; each epoch its own job (-e<epoch>)"),
+        Stage("compress", c.compression is not None, {"compression": c.compression or "none"}, c.compression_why),
+        Stage("rebatch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder},
+              f"workers send {element_batches(spec)} batch(es) per element (receiving costs the trainer per element, "
+              f"not per record) and each worker's stream ends short: re-cut here to full batches"),
+        Stage("take", c.steps is not None, {"steps": c.steps}, c.steps_why + (
+            "; a spare epoch makes up batches a lost worker took with it (the run takes steps x epochs)"
+            if c.steps is not None and spec.epochs else "")),
+        Stage("prefetch", spec.prefetch != 0, {"buffer": "AUTOTUNE" if spec.prefetch is None else spec.prefetch},
+              "overlaps the service's replies with the training step" if spec.prefetch != 0
+              else "off (prefetch=0)"),
+    ]
