@@ -80,10 +80,18 @@ def _io(spec):
     return spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
 
 
+def _cut(recs, size: int, drop_remainder: bool):
+    """Batches of ``size`` records of an order: ``recs`` is records (scalars) or the delay order's runs (1-D:
+    cut by ``rebatch``, the same batches as ``unbatch().batch(size)`` with one tf.data step per batch)."""
+    if recs.element_spec.shape.rank == 1:
+        return recs.rebatch(size, drop_remainder=drop_remainder)
+    return recs.batch(size, drop_remainder=drop_remainder)
+
+
 def _batches(spec, recs, steps):
     """The rank's ``steps`` batches of an epoch's order."""
     sharded = spec.num_shards > 1
-    ds = recs.batch(spec.batch_size, drop_remainder=spec.drop_remainder or sharded)
+    ds = _cut(recs, spec.batch_size, spec.drop_remainder or sharded)
     if sharded:
         ds = ds.shard(spec.num_shards, spec.shard_index)
     return ds.take(steps)
@@ -104,7 +112,8 @@ def _read_from(spec, names: list[str], counts: list[int], start: int, digests: l
 
 
 def order_from(spec, e, pos, source=None):
-    """The records of epoch ``e``'s order from output position ``pos``, planned eagerly: where reading starts (file, record) is Python
+    """The records of epoch ``e``'s order (runs of them when shuffled: ``delayorder.delay_order``) from output
+    position ``pos``, planned eagerly: where reading starts (file, record) is Python
     ints, and a file is entered in the middle only through :func:`enter` (or, streamed, by ``source``: a
     ``resumestream.StreamedShards``)."""
     total = sum(spec.file_records)
@@ -123,17 +132,17 @@ def order_from(spec, e, pos, source=None):
         # one read from record q0·c on (a stream fetches each shard once): the delay order started afresh at
         # chunk q0 emits, from chunk m on, exactly what the epoch's order does (every record before q0·c has
         # left by chunk m), and pos - q0·c records before that
-        recs = delay_order(source.read_from(order, q0 * c), key, spec.shuffle_buffer, total, q0)
-        return recs.skip(pos - q0 * c)
+        return delay_order(source.read_from(order, q0 * c), key, spec.shuffle_buffer, total, q0, skip=pos - q0 * c)
     rebuild = None
     if q0 < m:      # the records that may still wait at chunk m: one read, one refill, no output
         rebuild = _read_from(spec, names, counts, q0 * c, digests).take((m - q0) * c)
-    recs = delay_order(_read_from(spec, names, counts, m * c, digests), key, spec.shuffle_buffer, total, m, rebuild, q0)
-    return recs.skip(drop)
+    return delay_order(_read_from(spec, names, counts, m * c, digests), key, spec.shuffle_buffer, total, m, rebuild,
+                       q0, skip=drop)
 
 
 def order_of(spec, e, source=None):
-    """The records of epoch ``e``'s order (``e`` a tensor): a generic graph for the epochs after the first."""
+    """The records of epoch ``e``'s order (``e`` a tensor; runs of them when shuffled): a generic graph for the
+    epochs after the first."""
     import tensorflow as tf
 
     ctype, buf = _io(spec)
@@ -166,7 +175,8 @@ def _epochs(spec, e0, pos, last, first_steps, per_epoch):
 
 
 def _endless(part, start: int):
-    """A part's records (``part``: its one-rank spec) from its position ``start``, over its part-epochs, endlessly."""
+    """A part's records (``part``: its one-rank spec; runs of them when shuffled) from its position ``start``, over
+    its part-epochs, endlessly."""
     import tensorflow as tf
 
     e, pos = divmod(start, sum(part.file_records))
@@ -183,7 +193,7 @@ def sampled_batches(spec, e0: int, pos: int):
     size = block_size(weights)
     counts = part_counts(weights, size)
     block, skip = divmod(e0 * epoch_records(spec) + pos, size)
-    parts = tuple(_endless(part_spec(spec, k), block * c).batch(c, drop_remainder=True)
+    parts = tuple(_cut(_endless(part_spec(spec, k), block * c), c, True)
                   for k, c in enumerate(counts))
     seed = spec.seed or 0
 

@@ -37,8 +37,8 @@ def _stream(key, buffer, total, rebuild_chunk=0, first_chunk=0, drop=0):
 
     c = chunk_size(buffer)
     rebuild = recs(rebuild_chunk * c, first_chunk * c)
-    out = delay_order(recs(first_chunk * c, total), key, buffer, total, first_chunk, rebuild, rebuild_chunk)
-    return [int(x) for x in out.skip(drop).as_numpy_iterator()]
+    out = delay_order(recs(first_chunk * c, total), key, buffer, total, first_chunk, rebuild, rebuild_chunk, drop)
+    return [int(x) for x in out.unbatch().as_numpy_iterator()]
 
 
 @pytest.mark.parametrize("buffer", [1, 7, 13, 40])
