@@ -30,8 +30,8 @@ from .state import check_resumable, epoch_records, order_epoch_steps, locate, re
 from .seek import seek_pays
 from .resumeweighted import BLOCK_KEY, block_size, part_counts, part_spec, sampled_stages, sampled_steps
 
-__all__ = ["build_resumable", "resumable_stages", "enter", "order_from", "order_of", "sampled_batches", "FILE_KEY",
-           "CHUNK_KEY"]
+__all__ = ["build_resumable", "resumable_stages", "enter", "order_from", "order_of", "cut_batches", "sampled_batches",
+           "FILE_KEY", "CHUNK_KEY"]
 
 FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
 CHUNK_KEY = (1 << 32) - 2    # folded into (seed, epoch) for the key of the delays (delayorder.delay_key)
@@ -80,7 +80,7 @@ def _io(spec):
     return spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
 
 
-def _cut(recs, size: int, drop_remainder: bool):
+def cut_batches(recs, size: int, drop_remainder: bool):
     """Batches of ``size`` records of an order: ``recs`` is records (scalars) or the delay order's runs (1-D:
     cut by ``rebatch``, the same batches as ``unbatch().batch(size)`` with one tf.data step per batch)."""
     if recs.element_spec.shape.rank == 1:
@@ -91,7 +91,7 @@ def _cut(recs, size: int, drop_remainder: bool):
 def _batches(spec, recs, steps):
     """The rank's ``steps`` batches of an epoch's order."""
     sharded = spec.num_shards > 1
-    ds = _cut(recs, spec.batch_size, spec.drop_remainder or sharded)
+    ds = cut_batches(recs, spec.batch_size, spec.drop_remainder or sharded)
     if sharded:
         ds = ds.shard(spec.num_shards, spec.shard_index)
     return ds.take(steps)
@@ -193,7 +193,7 @@ def sampled_batches(spec, e0: int, pos: int):
     size = block_size(weights)
     counts = part_counts(weights, size)
     block, skip = divmod(e0 * epoch_records(spec) + pos, size)
-    parts = tuple(_cut(_endless(part_spec(spec, k), block * c), c, True)
+    parts = tuple(cut_batches(_endless(part_spec(spec, k), block * c), c, True)
                   for k, c in enumerate(counts))
     seed = spec.seed or 0
 
