@@ -31,7 +31,8 @@ scan goes on from chunk ``m`` and ``P - count(m)`` records of its output are dro
 """
 from __future__ import annotations
 
-__all__ = ["chunk_size", "max_delay", "step_chunks", "delay_key", "range_keys", "delay_order", "resume_point"]
+__all__ = ["chunk_size", "max_delay", "step_chunks", "step_records", "delay_key", "range_keys", "delay_order",
+           "resume_point"]
 
 CHUNKS_PER_BUFFER = 2      # c = B / 2: the unit of the keys and of a resume (a multiple of it is a step)
 STEP_CHUNKS = 2            # chunks a scan step takes in at least (s = 2c ≈ B): 1.15-1.45x the records per CPU-s of 1
@@ -55,6 +56,11 @@ def step_chunks(buffer: int) -> int:
     (``B = 1,000``: ``k = 9``, 4,500 records; ``B ≥ 8,192``: ``k = 2``). The order does not depend on it."""
     c = chunk_size(buffer)
     return max(STEP_CHUNKS, -(-STEP_RECORDS // c))
+
+
+def step_records(buffer: int) -> int:
+    """Records ``s = k·c`` one scan step takes in (``describe`` shows it)."""
+    return step_chunks(buffer) * chunk_size(buffer)
 
 
 def delay_key(seed_pair):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from ..graph.tail import graph_tail, tail_stages
 from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
-from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point
+from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point, step_records
 from .state import check_resumable, epoch_records, order_epoch_steps, locate, resume_position, steps_for
 from .seek import seek_pays
 from .resumeweighted import BLOCK_KEY, block_size, part_counts, part_spec, sampled_stages, sampled_steps
@@ -251,9 +251,11 @@ def resumable_stages(spec) -> list[Stage]:
                  else "")),
         Stage("shuffle", shuffle, {"buffer": spec.shuffle_buffer, "seed": spec.seed, "order": "random-delay",
                                    "chunk": chunk_size(spec.shuffle_buffer) if shuffle else 0,
+                                   "step": step_records(spec.shuffle_buffer) if shuffle else 0,
                                    "max_delay": max_delay(spec.shuffle_buffer) if shuffle else 0},
               "each record leaves after a random delay (mean shuffle_buffer, a pure function of (seed, epoch, "
-              "position)): moves records as far as shuffle(B) or further, ~B records held" if shuffle
+              "position)): moves records as far as shuffle(B) or further, ~B records held, and a step's new "
+              "records while it sorts them (its output cut into batches by rebatch)" if shuffle
               else "off (shuffle_buffer=0)"),
         Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder or n > 1},
               "batch before parse: one vectorized parse call per batch"),

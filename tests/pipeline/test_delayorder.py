@@ -10,7 +10,7 @@ from pipeline_data import batches_of, write_indexed_set
 from pipeline import PipelineSpec, build_dataset
 from pipeline.resume import delayorder
 from pipeline.resume.delayorder import (STEP_CHUNKS, STEP_RECORDS, chunk_size, delay_key, delay_order, max_delay,
-                                        range_keys, resume_point, step_chunks)
+                                        range_keys, resume_point, step_chunks, step_records)
 from pipeline.resume.resumable import cut_batches
 
 # records a scan step takes in at least: 0 gives the smallest steps (2 chunks), 50 a few chunks, the default
@@ -80,7 +80,7 @@ def test_a_resume_point_continues_the_order_exactly(buffer, total, step_records,
         assert _stream(key, buffer, total, q0, m, drop) == full[position:], position
 
 
-@pytest.mark.parametrize("buffer, step_records, chunks", [
+@pytest.mark.parametrize("buffer, at_least, chunks", [
     (1000, 4096, 9),            # c = 500: 4,500 records a step
     (10_000, 4096, STEP_CHUNKS),  # c = 5,000: two chunks are more than 4,096 records
     (8192, 4096, STEP_CHUNKS),
@@ -88,9 +88,10 @@ def test_a_resume_point_continues_the_order_exactly(buffer, total, step_records,
     (40, 0, STEP_CHUNKS),
     (40, 50, 3),                # c = 20: ceil(50 / 20)
 ])
-def test_a_step_takes_at_least_two_chunks_and_step_records(buffer, step_records, chunks, monkeypatch):
-    monkeypatch.setattr(delayorder, "STEP_RECORDS", step_records)
+def test_a_step_takes_at_least_two_chunks_and_step_records(buffer, at_least, chunks, monkeypatch):
+    monkeypatch.setattr(delayorder, "STEP_RECORDS", at_least)
     assert step_chunks(buffer) == chunks
+    assert step_records(buffer) == chunks * chunk_size(buffer)
 
 
 @pytest.mark.parametrize("runs, size, drop", [
