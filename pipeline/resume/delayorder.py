@@ -13,12 +13,14 @@ Streaming it (:func:`delay_order`): the records are cut into chunks of ``c = cei
 ``tf.data.Dataset.scan`` keeps the *pending* records (read, key not yet reached) in index order. For chunk
 ``q`` (records up to ``T = (q + 1)·c``) it emits, sorted by key, the pending and new records whose key is below
 ``T`` and keeps the rest. Keys are ``≥ i``, so all is emitted by the last chunk, and each epoch starts with
-nothing pending. One scan step takes in ``STEP_CHUNKS`` chunks (``s = 2c ≈ B`` records) and emits what
-those chunks would have emitted one by one — the same records in the same order, since the order is the
-records sorted by key whatever the step. About ``B`` records pend between steps (the mean delay), ``B + s``
-while a step runs; a step copies the pending and new records once into one tensor, then the ones kept and the
-ones emitted once each by a gather: about ``2B/s + 2 = 4`` copies per record (one step per chunk with a
-partition and a gather took 7; fewer, larger steps copy less and hold more while they run).
+nothing pending. One scan step takes in ``k`` chunks (:func:`step_chunks`: ``s = k·c`` records, at least
+``2c ≈ B`` and at least ``STEP_RECORDS``) and emits what those chunks would have emitted one by one — the same
+records in the same order, since the order is the records sorted by key whatever the step. About ``B``
+records pend between steps (the mean delay), ``B + s`` while a step runs; a step copies the pending and new
+records once into one tensor, then the ones kept and the ones emitted once each by a gather: about
+``2B/s + 2`` copies per record (2.4 at ``B = 1,000``), and each step's fixed cost (some 50 small ops) is spread
+over ``s`` records. The step's output is a *run* (a 1-D tensor of the records it emits, in order), cut into
+batches by ``rebatch``: one tf.data step per batch, not two per record as ``unbatch().batch()``.
 
 Resuming at output position ``P`` (:func:`resume_point`, eager): ``count(m)``, the records emitted before
 chunk ``m``, is ``m·c - D`` plus those of the ``D`` records before ``m·c`` whose key is below ``m·c`` (every
@@ -29,10 +31,12 @@ scan goes on from chunk ``m`` and ``P - count(m)`` records of its output are dro
 """
 from __future__ import annotations
 
-__all__ = ["chunk_size", "max_delay", "delay_key", "range_keys", "delay_order", "resume_point"]
+__all__ = ["chunk_size", "max_delay", "step_chunks", "step_records", "delay_key", "range_keys", "delay_order",
+           "resume_point"]
 
 CHUNKS_PER_BUFFER = 2      # c = B / 2: the unit of the keys and of a resume (a multiple of it is a step)
-STEP_CHUNKS = 2            # chunks a scan step takes in (s = 2c ≈ B): 1.15-1.45x the records per CPU-second of 1
+STEP_CHUNKS = 2            # chunks a scan step takes in at least (s = 2c ≈ B): 1.15-1.45x the records per CPU-s of 1
+STEP_RECORDS = 4096        # records a scan step takes in at least: small buffers copy less, amortize the step's ops
 DELAY_BUFFERS = 8          # D = 8 B: a Gamma(½) delay of mean B exceeds it with probability 0.5 %
 
 
@@ -45,6 +49,18 @@ def max_delay(buffer: int) -> int:
     """``D``: delays are capped at ``D - 1``; a multiple of the chunk size."""
     c = chunk_size(buffer)
     return c * max(1, -(-DELAY_BUFFERS * buffer // c))
+
+
+def step_chunks(buffer: int) -> int:
+    """Chunks ``k`` a scan step takes in: at least ``STEP_CHUNKS``, and at least ``STEP_RECORDS`` records
+    (``B = 1,000``: ``k = 9``, 4,500 records; ``B ≥ 8,192``: ``k = 2``). The order does not depend on it."""
+    c = chunk_size(buffer)
+    return max(STEP_CHUNKS, -(-STEP_RECORDS // c))
+
+
+def step_records(buffer: int) -> int:
+    """Records ``s = k·c`` one scan step takes in (``describe`` shows it)."""
+    return step_chunks(buffer) * chunk_size(buffer)
 
 
 def delay_key(seed_pair):
@@ -73,21 +89,24 @@ def range_keys(key, first_chunk, chunks, buffer: int, total):
     return tf.minimum(i + r, tf.cast(total, tf.int64) - 1)
 
 
-def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, rebuild_chunk=0):
+def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, rebuild_chunk=0, skip=0):
     """``records`` (a dataset of scalar strings, record ``first_chunk · c`` of the epoch first) in the delay
-    order. A resume also gives ``rebuild``: the records of chunks ``rebuild_chunk .. first_chunk - 1`` (those
-    that may still wait at ``first_chunk``), read as one element that refills the waiting records and emits
-    nothing. No map function: the keys are drawn inside the scan step (each tf.data function costs its
-    instantiation on the first element, which a resume would pay twice)."""
+    order, as **runs**: a dataset of 1-D string tensors (one per scan step, some empty) whose concatenation is
+    the order, its first ``skip`` records left out. Cut them with ``rebatch`` (one copy per record, one
+    tf.data step per batch), not ``unbatch().batch()`` (two tf.data steps per record). A resume also gives
+    ``rebuild``: the records of chunks ``rebuild_chunk .. first_chunk - 1`` (those that may still wait at
+    ``first_chunk``), read as one element that refills the waiting records and emits nothing. No map
+    function: the keys are drawn inside the scan step (each tf.data function costs its instantiation on the
+    first element, which a resume would pay twice)."""
     import tensorflow as tf
 
     c = chunk_size(buffer)
     i64 = tf.int64
-    k = STEP_CHUNKS
+    k = step_chunks(buffer)
 
     @tf.autograph.experimental.do_not_convert       # no Python control flow here: spare the conversion
     def step(state, element):
-        held, held_keys = state
+        held, held_keys, left = state           # left: records still to leave out (skip)
         e, chunk = element                      # e: the element's number (-1: the refill), its records
         q = tf.where(e < 0, tf.constant(rebuild_chunk, i64), first_chunk + e * k)   # its first chunk number
         n = tf.shape(chunk, out_type=i64)[0]
@@ -96,17 +115,20 @@ def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, r
         keys = tf.concat([held_keys, chunk_key], 0)
         due = keys < (q + spans) * c
         due_at, keep_at = tf.where(due)[:, 0], tf.where(tf.logical_not(due))[:, 0]
-        perm = tf.argsort(tf.gather(keys, due_at), stable=True)
-        perm = perm[:tf.where(q >= first_chunk, tf.shape(perm)[0], 0)]     # a refill emits nothing
-        # the pending records stay in index order; the due ones leave sorted by key (stable): one gather each
+        out_at = tf.gather(due_at, tf.argsort(tf.gather(keys, due_at), stable=True))
+        nd = tf.shape(out_at, out_type=i64)[0]
+        gone = tf.where(q >= first_chunk, tf.minimum(left, nd), nd)     # a refill emits nothing
+        # the pending records stay in index order; the due ones leave sorted by key (stable): one gather each,
+        # on the indices (a record is copied by the gathers only, never to be left out)
         both = tf.concat([held, chunk], 0)
-        return (tf.gather(both, keep_at), tf.gather(keys, keep_at)), tf.gather(both, tf.gather(due_at, perm))
+        left = tf.where(q >= first_chunk, left - gone, left)
+        return (tf.gather(both, keep_at), tf.gather(keys, keep_at), left), tf.gather(both, out_at[gone:])
 
     chunks = records.batch(k * c).enumerate()
     if rebuild is not None and rebuild_chunk < first_chunk:
         chunks = rebuild.batch((first_chunk - rebuild_chunk) * c).enumerate(-1).concatenate(chunks)
-    init = (tf.zeros([0], tf.string), tf.zeros([0], i64))
-    return chunks.scan(init, step).unbatch()
+    init = (tf.zeros([0], tf.string), tf.zeros([0], i64), tf.constant(skip, i64))
+    return chunks.scan(init, step)
 
 
 def resume_point(key, buffer: int, total: int, position: int) -> tuple[int, int, int]:

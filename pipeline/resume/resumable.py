@@ -25,13 +25,13 @@ from __future__ import annotations
 from ..graph.tail import graph_tail, tail_stages
 from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
-from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point
+from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point, step_records
 from .state import check_resumable, epoch_records, order_epoch_steps, locate, resume_position, steps_for
 from .seek import seek_pays
 from .resumeweighted import BLOCK_KEY, block_size, part_counts, part_spec, sampled_stages, sampled_steps
 
-__all__ = ["build_resumable", "resumable_stages", "enter", "order_from", "order_of", "sampled_batches", "FILE_KEY",
-           "CHUNK_KEY"]
+__all__ = ["build_resumable", "resumable_stages", "enter", "order_from", "order_of", "cut_batches", "sampled_batches",
+           "FILE_KEY", "CHUNK_KEY"]
 
 FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
 CHUNK_KEY = (1 << 32) - 2    # folded into (seed, epoch) for the key of the delays (delayorder.delay_key)
@@ -80,10 +80,18 @@ def _io(spec):
     return spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
 
 
+def cut_batches(recs, size: int, drop_remainder: bool):
+    """Batches of ``size`` records of an order: ``recs`` is records (scalars) or the delay order's runs (1-D:
+    cut by ``rebatch``, the same batches as ``unbatch().batch(size)`` with one tf.data step per batch)."""
+    if recs.element_spec.shape.rank == 1:
+        return recs.rebatch(size, drop_remainder=drop_remainder)
+    return recs.batch(size, drop_remainder=drop_remainder)
+
+
 def _batches(spec, recs, steps):
     """The rank's ``steps`` batches of an epoch's order."""
     sharded = spec.num_shards > 1
-    ds = recs.batch(spec.batch_size, drop_remainder=spec.drop_remainder or sharded)
+    ds = cut_batches(recs, spec.batch_size, spec.drop_remainder or sharded)
     if sharded:
         ds = ds.shard(spec.num_shards, spec.shard_index)
     return ds.take(steps)
@@ -104,7 +112,8 @@ def _read_from(spec, names: list[str], counts: list[int], start: int, digests: l
 
 
 def order_from(spec, e, pos, source=None):
-    """The records of epoch ``e``'s order from output position ``pos``, planned eagerly: where reading starts (file, record) is Python
+    """The records of epoch ``e``'s order (runs of them when shuffled: ``delayorder.delay_order``) from output
+    position ``pos``, planned eagerly: where reading starts (file, record) is Python
     ints, and a file is entered in the middle only through :func:`enter` (or, streamed, by ``source``: a
     ``resumestream.StreamedShards``)."""
     total = sum(spec.file_records)
@@ -123,17 +132,17 @@ def order_from(spec, e, pos, source=None):
         # one read from record q0·c on (a stream fetches each shard once): the delay order started afresh at
         # chunk q0 emits, from chunk m on, exactly what the epoch's order does (every record before q0·c has
         # left by chunk m), and pos - q0·c records before that
-        recs = delay_order(source.read_from(order, q0 * c), key, spec.shuffle_buffer, total, q0)
-        return recs.skip(pos - q0 * c)
+        return delay_order(source.read_from(order, q0 * c), key, spec.shuffle_buffer, total, q0, skip=pos - q0 * c)
     rebuild = None
     if q0 < m:      # the records that may still wait at chunk m: one read, one refill, no output
         rebuild = _read_from(spec, names, counts, q0 * c, digests).take((m - q0) * c)
-    recs = delay_order(_read_from(spec, names, counts, m * c, digests), key, spec.shuffle_buffer, total, m, rebuild, q0)
-    return recs.skip(drop)
+    return delay_order(_read_from(spec, names, counts, m * c, digests), key, spec.shuffle_buffer, total, m, rebuild,
+                       q0, skip=drop)
 
 
 def order_of(spec, e, source=None):
-    """The records of epoch ``e``'s order (``e`` a tensor): a generic graph for the epochs after the first."""
+    """The records of epoch ``e``'s order (``e`` a tensor; runs of them when shuffled): a generic graph for the
+    epochs after the first."""
     import tensorflow as tf
 
     ctype, buf = _io(spec)
@@ -166,7 +175,8 @@ def _epochs(spec, e0, pos, last, first_steps, per_epoch):
 
 
 def _endless(part, start: int):
-    """A part's records (``part``: its one-rank spec) from its position ``start``, over its part-epochs, endlessly."""
+    """A part's records (``part``: its one-rank spec; runs of them when shuffled) from its position ``start``, over
+    its part-epochs, endlessly."""
     import tensorflow as tf
 
     e, pos = divmod(start, sum(part.file_records))
@@ -183,7 +193,7 @@ def sampled_batches(spec, e0: int, pos: int):
     size = block_size(weights)
     counts = part_counts(weights, size)
     block, skip = divmod(e0 * epoch_records(spec) + pos, size)
-    parts = tuple(_endless(part_spec(spec, k), block * c).batch(c, drop_remainder=True)
+    parts = tuple(cut_batches(_endless(part_spec(spec, k), block * c), c, True)
                   for k, c in enumerate(counts))
     seed = spec.seed or 0
 
@@ -241,9 +251,11 @@ def resumable_stages(spec) -> list[Stage]:
                  else "")),
         Stage("shuffle", shuffle, {"buffer": spec.shuffle_buffer, "seed": spec.seed, "order": "random-delay",
                                    "chunk": chunk_size(spec.shuffle_buffer) if shuffle else 0,
+                                   "step": step_records(spec.shuffle_buffer) if shuffle else 0,
                                    "max_delay": max_delay(spec.shuffle_buffer) if shuffle else 0},
               "each record leaves after a random delay (mean shuffle_buffer, a pure function of (seed, epoch, "
-              "position)): moves records as far as shuffle(B) or further, ~B records held" if shuffle
+              "position)): moves records as far as shuffle(B) or further, ~B records held, and a step's new "
+              "records while it sorts them (its output cut into batches by rebatch)" if shuffle
               else "off (shuffle_buffer=0)"),
         Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder or n > 1},
               "batch before parse: one vectorized parse call per batch"),

@@ -8,7 +8,14 @@ import pytest
 from pipeline_data import batches_of, write_indexed_set
 
 from pipeline import PipelineSpec, build_dataset
-from pipeline.resume.delayorder import chunk_size, delay_key, delay_order, max_delay, range_keys, resume_point
+from pipeline.resume import delayorder
+from pipeline.resume.delayorder import (STEP_CHUNKS, STEP_RECORDS, chunk_size, delay_key, delay_order, max_delay,
+                                        range_keys, resume_point, step_chunks, step_records)
+from pipeline.resume.resumable import cut_batches
+
+# records a scan step takes in at least: 0 gives the smallest steps (2 chunks), 50 a few chunks, the default
+# one step for the small sets here; the order is the same whatever the step
+STEPS = [0, 50, STEP_RECORDS]
 
 
 def chunk_keys(key, chunk, n, buffer: int, total):
@@ -37,8 +44,8 @@ def _stream(key, buffer, total, rebuild_chunk=0, first_chunk=0, drop=0):
 
     c = chunk_size(buffer)
     rebuild = recs(rebuild_chunk * c, first_chunk * c)
-    out = delay_order(recs(first_chunk * c, total), key, buffer, total, first_chunk, rebuild, rebuild_chunk)
-    return [int(x) for x in out.skip(drop).as_numpy_iterator()]
+    out = delay_order(recs(first_chunk * c, total), key, buffer, total, first_chunk, rebuild, rebuild_chunk, drop)
+    return [int(x) for x in out.unbatch().as_numpy_iterator()]
 
 
 @pytest.mark.parametrize("buffer", [1, 7, 13, 40])
@@ -49,8 +56,10 @@ def test_one_draw_for_many_chunks_equals_one_draw_per_chunk(buffer):
     assert list(many) == [k for q in range(5, 14) for k in chunk_keys(key, q, 10 ** 6, buffer, 10 ** 9).numpy()]
 
 
+@pytest.mark.parametrize("step_records", STEPS)
 @pytest.mark.parametrize("buffer, total", [(40, 1000), (7, 300), (1, 50), (64, 30)])
-def test_the_stream_is_the_records_sorted_by_key(buffer, total):
+def test_the_stream_is_the_records_sorted_by_key(buffer, total, step_records, monkeypatch):
+    monkeypatch.setattr(delayorder, "STEP_RECORDS", step_records)
     key = _key()
     keys = _all_keys(key, buffer, total)
     i = np.arange(total)
@@ -58,8 +67,10 @@ def test_the_stream_is_the_records_sorted_by_key(buffer, total):
     assert _stream(key, buffer, total) == list(np.argsort(keys, kind="stable"))
 
 
+@pytest.mark.parametrize("step_records", STEPS)
 @pytest.mark.parametrize("buffer, total", [(40, 1000), (7, 300), (64, 30)])
-def test_a_resume_point_continues_the_order_exactly(buffer, total):
+def test_a_resume_point_continues_the_order_exactly(buffer, total, step_records, monkeypatch):
+    monkeypatch.setattr(delayorder, "STEP_RECORDS", step_records)
     key = _key()
     full = list(np.argsort(_all_keys(key, buffer, total), kind="stable"))
     for position in sorted({0, 1, total // 3, total // 2 + 1, total - max_delay(buffer) // 2, total - 1, total}):
@@ -67,6 +78,42 @@ def test_a_resume_point_continues_the_order_exactly(buffer, total):
         q0, m, drop = resume_point(key, buffer, total, position)
         assert q0 * chunk_size(buffer) >= max(0, m * chunk_size(buffer) - max_delay(buffer))
         assert _stream(key, buffer, total, q0, m, drop) == full[position:], position
+
+
+@pytest.mark.parametrize("buffer, at_least, chunks", [
+    (1000, 4096, 9),            # c = 500: 4,500 records a step
+    (10_000, 4096, STEP_CHUNKS),  # c = 5,000: two chunks are more than 4,096 records
+    (8192, 4096, STEP_CHUNKS),
+    (1, 4096, 4096),
+    (40, 0, STEP_CHUNKS),
+    (40, 50, 3),                # c = 20: ceil(50 / 20)
+])
+def test_a_step_takes_at_least_two_chunks_and_step_records(buffer, at_least, chunks, monkeypatch):
+    monkeypatch.setattr(delayorder, "STEP_RECORDS", at_least)
+    assert step_chunks(buffer) == chunks
+    assert step_records(buffer) == chunks * chunk_size(buffer)
+
+
+@pytest.mark.parametrize("runs, size, drop", [
+    ([[0, 1, 2], [], [3], [4, 5, 6, 7, 8, 9, 10]], 4, False),
+    ([[0, 1, 2], [], [3], [4, 5, 6, 7, 8, 9, 10]], 4, True),
+    ([[], [0, 1, 2, 3, 4, 5, 6, 7]], 4, True),
+    ([[0], [1], [2]], 5, False),
+    ([[0], [1], [2]], 5, True),
+])
+def test_runs_are_cut_into_the_batches_of_their_records(runs, size, drop):
+    """The delay order's runs (1-D, some empty) cut by ``rebatch`` give the batches of their records, the
+    last one short or dropped as ``batch`` would."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_generator(lambda: (np.array(r, np.int64) for r in runs),
+                                        output_signature=tf.TensorSpec([None], tf.int64))
+    records = [x for r in runs for x in r]
+    want = [records[i:i + size] for i in range(0, len(records), size)]
+    if drop:
+        want = [b for b in want if len(b) == size]
+    assert [list(b) for b in cut_batches(ds, size, drop).as_numpy_iterator()] == want
+    assert [list(b) for b in cut_batches(ds.unbatch(), size, drop).as_numpy_iterator()] == want
 
 
 def test_about_b_records_wait_like_a_shuffle_buffer():
