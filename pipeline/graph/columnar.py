@@ -1,0 +1,222 @@
+"""The graph of a columnar set (``converters.tfrecord.layout``): read blocks, decode whole batches of blocks
+with ``tf.io.decode_raw`` (one ``parse_example`` of a few bytes features per batch of blocks, then one
+``decode_raw`` per column: no per-row work in Python or tf.data), shuffle rows across blocks
+(``pipeline.graph.rowshuffle``), cut to ``batch_size`` with ``rebatch``.
+
+source (files, a streamed remote set, or a Pipe-mode FIFO per epoch) → block-level shard(n, i) → cache →
+batch(blocks per decode) → decode → row shuffle → rebatch(batch_size) → take(equal steps) → repeat → prefetch.
+
+Ranks take whole blocks in turn (block ``g`` of the set to rank ``g % n``), read in manifest order, so every
+rank knows every rank's rows (``pipeline.spec.blocks``) and ``take`` gives all the same steps."""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from ..plan.readplan import AUTOTUNE, read_plan
+from ..spec.options import DEFAULT_BUFFER_BYTES
+from ..spec.pipelinespec import PipelineSpecBase
+from ..spec.stage import Stage
+from .rowshuffle import pool_rows, shuffle_rows
+
+__all__ = ["DECODE_ROWS", "decode_blocks_fn", "decode_rows", "blocks_per_decode", "columnar_stages",
+           "build_columnar"]
+
+log = logging.getLogger(__name__)
+
+# rows per decode call (the blocks of one call): large enough that tf.data's per-element costs vanish,
+# small enough that a decoded chunk (~0.5 KiB per Criteo row) stays a few MiB
+DECODE_ROWS = 8192
+SHUFFLE_CHUNK_FRACTION = 8   # a shuffled read decodes chunks of at most shuffle_buffer / 8 rows (the pool the rest)
+
+
+def decode_blocks_fn(schema, layout):
+    """A function from a vector of serialized blocks to a dict of column tensors of the schema's dtypes, rows
+    first (``[rows]`` for scalar features, ``[rows, *shape]`` otherwise): the same tensors the Example layout
+    parses to."""
+    import tensorflow as tf
+
+    raw_spec = {f.name: tf.io.FixedLenFeature([], tf.string) for f in schema.features}
+    plan = [(f.name, tf.as_dtype(layout.stored_type(f.name)), tf.as_dtype(f.dtype), [-1, *f.shape])
+            for f in schema.features]
+
+    def decode(blocks):
+        cols = tf.io.parse_example(blocks, raw_spec)
+        out = {}
+        for name, stored, dtype, shape in plan:   # reduce_join: a file's last block is shorter than the rest
+            values = tf.io.decode_raw(tf.strings.reduce_join(cols[name]), stored, little_endian=True)
+            out[name] = tf.cast(tf.reshape(values, shape), dtype)
+        return out
+
+    return decode
+
+
+def decode_rows(spec: PipelineSpecBase) -> int:
+    """Rows per decode call: ``chunk_records`` when given, else :data:`DECODE_ROWS`; a shuffled read at most
+    an eighth of the shuffle buffer (the pool holds the rest)."""
+    rows = spec.chunk_records or DECODE_ROWS
+    if spec.shuffle_buffer:
+        rows = min(rows, max(1, spec.shuffle_buffer // SHUFFLE_CHUNK_FRACTION))
+    return rows
+
+
+def blocks_per_decode(spec: PipelineSpecBase) -> int:
+    return max(1, round(decode_rows(spec) / spec.layout.block_rows))
+
+
+def _sequential(spec: PipelineSpecBase) -> bool:
+    """Blocks in manifest order from one reader: under a block-level shard every rank must see one order."""
+    return spec.num_shards > 1
+
+
+def _file_shuffle(spec: PipelineSpecBase) -> bool:
+    from ..plan.cachepolicy import choose_cache
+
+    return bool(spec.shuffle_buffer) and len(spec.files) > 1 and choose_cache(spec)[0] == "none" \
+        and spec.num_shards == 1
+
+
+def _read_config(spec: PipelineSpecBase):
+    cfg = read_plan(spec).config
+    if _sequential(spec) or cfg.read == "interleave" and cfg.parallelism == 1:
+        cfg = replace(cfg, read="sequential", parallelism=1)
+    return cfg
+
+
+def columnar_stages(spec: PipelineSpecBase) -> list[Stage]:
+    """The stages ``build_columnar(spec)`` builds, with settings and reasons (pure)."""
+    from ..plan.cachepolicy import choose_cache
+    from .tail import tail_stages
+
+    lay = spec.layout
+    stored = ", ".join(f"{n}:{t}" for n, t in lay.stored)
+    stages: list[Stage] = []
+    if spec.mode == "pipe":
+        from .pipesource import fifo_path
+
+        stages.append(Stage("source", True, {"mode": "pipe", "layout": "columnar", "block_rows": lay.block_rows,
+                                             "fifo": fifo_path(spec.pipe_dir, spec.channel, spec.first_epoch)},
+                            "one FIFO per epoch, records are blocks of rows"))
+    else:
+        cfg = _read_config(spec)
+        if spec.stream is not None:
+            from ..remote.stream import stream_stage
+
+            stages.append(stream_stage(spec, cfg, _file_shuffle(spec)))
+        stages.append(Stage("source", True, {"mode": "file", "layout": "columnar", "block_rows": lay.block_rows,
+                                             "files": len(spec.files), "read": cfg.read,
+                                             "parallelism": cfg.parallelism,
+                                             "file_order": (f"shuffled per epoch (seed={spec.seed})"
+                                                            if _file_shuffle(spec) else "manifest order")},
+                            "records are blocks of rows; few records, so one reader keeps up"))
+    sharded = spec.num_shards > 1
+    stages.append(Stage("shard", sharded, {"num_shards": spec.num_shards, "index": spec.shard_index,
+                                           "unit": "block"},
+                        "block-level shard(n, i) in manifest order: rank i takes blocks i, i+n, ..." if sharded
+                        else "single rank (or per-rank file list)"))
+    policy, path, why = choose_cache(spec)
+    stages.append(Stage("cache", policy != "none", {"policy": policy, **({"path": path} if path else {})}, why))
+    k = blocks_per_decode(spec)
+    calls = spec.parse_parallelism if spec.parse_parallelism is not None else AUTOTUNE
+    stages.append(Stage("decode", True, {"blocks_per_call": k, "rows_per_call": k * lay.block_rows,
+                                         "fn": "tf.io.decode_raw", "stored": stored,
+                                         "num_parallel_calls": "AUTOTUNE" if calls == AUTOTUNE else calls,
+                                         "output": spec.output},
+                        "one parse_example of the blocks' raw columns, then one decode_raw per column, cast to "
+                        "the schema's dtypes"))
+    if spec.shuffle_buffer:
+        pool = pool_rows(spec.shuffle_buffer, k * lay.block_rows)
+        stages.append(Stage("shuffle", True, {"buffer": spec.shuffle_buffer, "pool": pool, "seed": spec.seed,
+                                              "unit": "row"},
+                            f"rows mixed across blocks: each decoded chunk joins a pool of {pool} rows, all "
+                            f"but {pool} leave in a random order"))
+    else:
+        stages.append(Stage("shuffle", False, {"buffer": 0}, "off (shuffle_buffer=0)"))
+    stages.append(Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder,
+                                        "how": "rebatch of decoded chunks"},
+                        "any batch size: rebatch cuts the decoded columns, no per-row step"))
+    steps = spec.take_steps
+    if steps is not None:
+        why = "explicit steps" if spec.steps is not None else (
+            f"equal steps on every rank: the smallest rank has {steps_rows(spec)} rows")
+        stages.append(Stage("take", True, {"steps": steps}, why))
+    why = "next epoch = next FIFO" if spec.mode == "pipe" else "after cache, so memory does not grow"
+    tail = tail_stages(spec, calls=calls, deterministic=spec.deterministic, repeat_why=why)
+    return stages + [s for s in tail if s.name != "parse"]
+
+
+def steps_rows(spec: PipelineSpecBase) -> int:
+    from ..spec.blocks import smallest_rank_rows, spec_file_rows
+
+    return smallest_rank_rows(spec_file_rows(spec), spec.layout.block_rows, spec.num_shards)
+
+
+def _decoded(blocks: Any, spec: PipelineSpecBase, gen_seed) -> Any:
+    calls = spec.parse_parallelism if spec.parse_parallelism is not None else AUTOTUNE
+    ds = blocks.batch(blocks_per_decode(spec)).map(decode_blocks_fn(spec.schema, spec.layout),
+                                                  num_parallel_calls=calls, deterministic=spec.deterministic)
+    if spec.shuffle_buffer:
+        ds = shuffle_rows(ds, pool_rows(spec.shuffle_buffer, decode_rows(spec)), gen_seed)
+    ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
+    steps = spec.take_steps
+    return ds.take(steps) if steps is not None else ds
+
+
+def _output(ds: Any, spec: PipelineSpecBase) -> Any:
+    label = spec.schema.label
+    if spec.output == "dict" or label is None:
+        return ds
+    return ds.map(lambda d: ({k: v for k, v in d.items() if k != label}, d[label]))
+
+
+def _file_blocks(spec: PipelineSpecBase) -> Any:
+    import tensorflow as tf
+
+    from ..graph.buffernotice import absorb_buffer_notice
+
+    cfg = _read_config(spec)
+    absorb_buffer_notice(cfg.buffer_size)
+    if spec.stream is not None:
+        from ..remote.stream import stream_source
+
+        ds, _ = stream_source(spec, replace(cfg, read="sequential" if cfg.read == "interleave" else cfg.read,
+                                            chunk_records=0), _file_shuffle(spec))
+        return ds
+    names = tf.data.Dataset.from_tensor_slices(list(spec.files))
+    if _file_shuffle(spec):
+        names = names.shuffle(len(spec.files), seed=spec.seed, reshuffle_each_iteration=True)
+    npr = None if cfg.read == "sequential" else min(cfg.parallelism, len(spec.files))
+    return tf.data.TFRecordDataset(names, spec.compression_type, cfg.buffer_size or DEFAULT_BUFFER_BYTES,
+                                   num_parallel_reads=npr)
+
+
+def build_columnar(spec: PipelineSpecBase) -> Any:
+    """The tf.data graph of a columnar spec: batches of ``(features, label)`` or a dict, the same tensors the
+    Example layout gives."""
+    import tensorflow as tf
+
+    from ..plan.cachepolicy import cache_dataset
+    from .tail import graph_tail
+
+    calls = spec.parse_parallelism if spec.parse_parallelism is not None else AUTOTUNE
+    if spec.mode == "pipe":
+        from .pipesource import pipe_records_dataset
+
+        def epoch(e):
+            blocks = pipe_records_dataset(spec, e).unbatch()
+            if spec.num_shards > 1:
+                blocks = blocks.shard(spec.num_shards, spec.shard_index)
+            return _decoded(blocks, spec, spec.seed)
+
+        last = spec.first_epoch + spec.epochs if spec.epochs else (1 << 62)
+        ds = tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch)
+        repeat = False
+    else:
+        blocks = _file_blocks(spec)
+        if spec.num_shards > 1:
+            blocks = blocks.shard(spec.num_shards, spec.shard_index)
+        ds = _decoded(cache_dataset(blocks, spec), spec, spec.seed)
+        repeat = True
+    return graph_tail(_output(ds, spec), spec, calls=calls, deterministic=spec.deterministic, parsed=True,
+                      repeat=repeat)
