@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["pool_rows", "shuffle_rows"]
+__all__ = ["pool_rows", "row_generator", "shuffle_rows"]
 
 
 def pool_rows(buffer_rows: int, chunk_rows: int) -> int:
@@ -19,13 +19,21 @@ def pool_rows(buffer_rows: int, chunk_rows: int) -> int:
     return max(0, buffer_rows - chunk_rows)
 
 
-def shuffle_rows(ds: Any, pool: int, seed: int | None) -> Any:
-    """``ds`` (dicts of decoded column chunks, rows first) with its rows shuffled through a pool of ``pool``
-    rows; elements keep the chunk's size (the first few are smaller while the pool fills, the last larger)."""
+def row_generator(seed: int | None) -> Any:
+    """The random stream of a shuffled read, made once per graph (outside any tf.data function): its state
+    goes on from epoch to epoch, so each epoch gets a new order."""
     import tensorflow as tf
 
-    gen = (tf.random.Generator.from_seed(seed) if seed is not None
-           else tf.random.Generator.from_non_deterministic_state())
+    return (tf.random.Generator.from_seed(seed) if seed is not None
+            else tf.random.Generator.from_non_deterministic_state())
+
+
+def shuffle_rows(ds: Any, pool: int, gen: Any) -> Any:
+    """``ds`` (dicts of decoded column chunks, rows first) with its rows shuffled through a pool of ``pool``
+    rows, the order drawn from ``gen`` (:func:`row_generator`); elements keep the chunk's size (none while the
+    pool fills, the whole pool at the end)."""
+    import tensorflow as tf
+
     specs = ds.element_spec
     first = sorted(specs)[0]
     empty = {k: tf.zeros([0, *s.shape[1:]], s.dtype) for k, s in specs.items()}
