@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..plan.readplan import AUTOTUNE, read_plan
+from ..spec.blocks import DECODE_ROWS
 from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
@@ -25,9 +26,6 @@ __all__ = ["DECODE_ROWS", "decode_blocks_fn", "decode_rows", "blocks_per_decode"
 
 log = logging.getLogger(__name__)
 
-# rows per decode call (the blocks of one call): large enough that tf.data's per-element costs vanish,
-# small enough that a decoded chunk (~0.5 KiB per Criteo row) stays a few MiB
-DECODE_ROWS = 8192
 SHUFFLE_CHUNK_FRACTION = 16  # a shuffled read decodes chunks of at most shuffle_buffer / 16 rows (the pool the rest)
 
 
@@ -53,10 +51,16 @@ def decode_blocks_fn(schema, layout):
 
 
 def decode_rows(spec: PipelineSpecBase) -> int:
-    """Rows per decode call: ``chunk_records`` when given, else :data:`DECODE_ROWS`; a shuffled read no more
-    than one shuffle step."""
-    rows = spec.chunk_records or DECODE_ROWS
+    """Rows per decode call: the read plan's ``chunk_records`` (the rule's :data:`DECODE_ROWS`, a tuned or an
+    asked-for one); a shuffled read no more than one shuffle step."""
+    rows = read_plan(spec).config.chunk_records or DECODE_ROWS
     return min(rows, shuffle_step(spec)) if spec.shuffle_buffer else rows
+
+
+def _calls(spec: PipelineSpecBase) -> int:
+    """num_parallel_calls of the decode map: the read plan's parse parallelism (-1: AUTOTUNE)."""
+    return read_plan(spec).config.parse_parallelism if spec.mode == "file" else (
+        AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism)
 
 
 def shuffle_step(spec: PipelineSpecBase) -> int:
@@ -83,11 +87,10 @@ def _file_shuffle(spec: PipelineSpecBase) -> bool:
 
 
 def _read_config(spec: PipelineSpecBase):
-    """The read plan's config, but one sequential reader unless a read was asked for or tuned: a block is
-    hundreds of rows, so one reader keeps the decode busy, and rows come in the stored order."""
-    plan = read_plan(spec)
-    cfg = plan.config
-    if _sequential(spec) or plan.source == "rule" or cfg.parallelism == 1:
+    """The read plan's config (the rule: one sequential reader; a block is hundreds of rows, so one reader
+    keeps the decode busy, and rows come in the stored order), sequential under a block-level shard."""
+    cfg = read_plan(spec).config
+    if _sequential(spec) or cfg.parallelism == 1:
         cfg = replace(cfg, read="sequential", parallelism=1)
     return cfg
 
@@ -114,10 +117,10 @@ def columnar_stages(spec: PipelineSpecBase) -> list[Stage]:
             stages.append(stream_stage(spec, cfg, _file_shuffle(spec)))
         stages.append(Stage("source", True, {"mode": "file", "layout": "columnar", "block_rows": lay.block_rows,
                                              "files": len(spec.files), "read": cfg.read,
-                                             "parallelism": cfg.parallelism,
+                                             "parallelism": cfg.parallelism, "chosen_by": read_plan(spec).source,
                                              "file_order": (f"shuffled per epoch (seed={spec.seed})"
                                                             if _file_shuffle(spec) else "manifest order")},
-                            "records are blocks of rows; few records, so one reader keeps up"))
+                            read_plan(spec).why))
     sharded = spec.num_shards > 1
     stages.append(Stage("shard", sharded, {"num_shards": spec.num_shards, "index": spec.shard_index,
                                            "unit": "block"},
@@ -126,7 +129,7 @@ def columnar_stages(spec: PipelineSpecBase) -> list[Stage]:
     policy, path, why = choose_cache(spec)
     stages.append(Stage("cache", policy != "none", {"policy": policy, **({"path": path} if path else {})}, why))
     k = blocks_per_decode(spec)
-    calls = spec.parse_parallelism if spec.parse_parallelism is not None else AUTOTUNE
+    calls = _calls(spec)
     stages.append(Stage("decode", True, {"blocks_per_call": k, "rows_per_call": k * lay.block_rows,
                                          "fn": "tf.io.decode_raw", "stored": stored,
                                          "num_parallel_calls": "AUTOTUNE" if calls == AUTOTUNE else calls,
@@ -162,7 +165,7 @@ def steps_rows(spec: PipelineSpecBase) -> int:
 
 
 def _decoded(blocks: Any, spec: PipelineSpecBase, gen: Any) -> Any:
-    calls = spec.parse_parallelism if spec.parse_parallelism is not None else AUTOTUNE
+    calls = _calls(spec)
     ds = blocks.batch(blocks_per_decode(spec)).map(decode_blocks_fn(spec.schema, spec.layout),
                                                   num_parallel_calls=calls, deterministic=spec.deterministic)
     if spec.shuffle_buffer:   # the pool and one step of rows hold shuffle_buffer rows, as shuffle(B) holds B
@@ -209,7 +212,7 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
     from ..plan.cachepolicy import cache_dataset
     from .tail import graph_tail
 
-    calls = spec.parse_parallelism if spec.parse_parallelism is not None else AUTOTUNE
+    calls = _calls(spec)
     gen = row_generator(spec.seed) if spec.shuffle_buffer else None
     if spec.mode == "pipe":
         from .pipesource import pipe_records_dataset

@@ -112,6 +112,12 @@ def _size(spec) -> str:
 def rule_config(spec) -> tuple[ReadConfig, str]:
     """The built-in rule: (config, why) from record size, file count, cores, shuffle and sharding."""
     files, cores, rb = len(spec.files), spec.cores, spec.record_bytes
+    if getattr(spec, "layout", None) is not None:   # columnar: chunk_records are rows per decode call
+        from ..spec.blocks import DECODE_ROWS
+
+        return ReadConfig("sequential", chunk_records=DECODE_ROWS), (
+            f"a columnar set: one sequential reader (a record is a block of {spec.layout.block_rows} rows), "
+            f"blocks of about {DECODE_ROWS} rows decoded per call")
     chunk = 0 if spec.shuffle_buffer else chunk_for(spec, CHUNK_BYTES)
     chunk_why = (f", in turns of {chunk} records (~{format_size(CHUNK_BYTES)}) read and parsed per batch"
                  if chunk else "")

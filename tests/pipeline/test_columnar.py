@@ -145,3 +145,41 @@ def test_what_a_columnar_read_refuses_is_one_line(sets, kw, says):
     col, _ = sets
     with pytest.raises(ValueError, match=says):
         PipelineSpec.from_manifest(col, 10, **kw)
+
+
+def test_a_columnar_set_streams_from_s3(sets, s3, tmp_path):
+    import os
+
+    col, _ = sets
+    for name in sorted(os.listdir(col)):
+        s3.client.upload_file(os.path.join(col, name), s3.bucket, f"col/{name}")
+    spec = PipelineSpec.from_manifest(f"{s3.url}/col", 64, cache_dir=str(tmp_path / "cache"))
+    assert spec.stream is not None and spec.layout is not None
+    assert labels_of(build_dataset(spec)) == [float(i) for i in range(N)]
+    assert "stream" in describe(spec)
+
+
+def test_every_tune_candidate_reads_every_row_once(sets):
+    from pipeline.plan.readplan import candidates
+    from pipeline.spec.blocks import DECODE_ROWS
+
+    col, _ = sets
+    spec = PipelineSpec.from_manifest(col, 64, tune="off")
+    cands = candidates(spec)
+    assert cands[0].read == "sequential" and cands[0].chunk_records == DECODE_ROWS   # the columnar rule first
+    assert len(cands) > 3
+    for c in cands:
+        got = labels_of(build_dataset(spec.with_(**c.options())))
+        assert sorted(got) == [float(i) for i in range(N)], c.label()
+
+
+def test_tune_then_explain_a_columnar_set(sets, capsys, tmp_path, monkeypatch):
+    from converters.cli import main
+
+    col, _ = sets
+    monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path))
+    assert main(["pipeline", "tune", col, "--batch-size", "32", "--seconds", "3", "--repeats", "3"]) == 0
+    assert "(built-in rule)" in capsys.readouterr().out
+    assert main(["pipeline", "explain", col, "--batch-size", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "layout=columnar" in out and "chosen_by=tuned" in out and "decode" in out
