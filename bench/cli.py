@@ -19,6 +19,7 @@ BENCHMARKS = (
     "bench.commands.overhead",
     "bench.commands.small_files",
     "bench.commands.stream",
+    "bench.commands.layout",
     "bench.suite.command",
 )
 
