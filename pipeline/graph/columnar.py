@@ -15,13 +15,13 @@ from dataclasses import replace
 from typing import Any
 
 from ..plan.readplan import AUTOTUNE, read_plan
-from ..spec.blocks import DECODE_ROWS
+from ..spec.blocks import decode_rows_for
 from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
 from .rowshuffle import pool_rows, row_generator, shuffle_rows
 
-__all__ = ["DECODE_ROWS", "decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
+__all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
            "build_columnar"]
 
 log = logging.getLogger(__name__)
@@ -51,9 +51,9 @@ def decode_blocks_fn(schema, layout):
 
 
 def decode_rows(spec: PipelineSpecBase) -> int:
-    """Rows per decode call: the read plan's ``chunk_records`` (the rule's :data:`DECODE_ROWS`, a tuned or an
+    """Rows per decode call: the read plan's ``chunk_records`` (the rule's ``decode_rows_for(schema)``, a tuned or an
     asked-for one); a shuffled read no more than one shuffle step."""
-    rows = read_plan(spec).config.chunk_records or DECODE_ROWS
+    rows = read_plan(spec).config.chunk_records or decode_rows_for(spec.schema)
     return min(rows, shuffle_step(spec)) if spec.shuffle_buffer else rows
 
 

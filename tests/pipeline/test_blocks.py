@@ -25,3 +25,12 @@ def test_rank_rows_matches_counting_the_blocks(file_records, block_rows, n):
 @pytest.mark.parametrize("rows,block_rows,blocks", [(0, 4, 0), (1, 4, 1), (4, 4, 1), (5, 4, 2), (256, 256, 1)])
 def test_file_blocks(rows, block_rows, blocks):
     assert file_blocks(rows, block_rows) == blocks
+
+
+def test_decode_rows_keep_a_call_to_a_few_mib():
+    from converters.libsvm.options import libsvm_schema
+    from converters.text.options import text_schema
+    from pipeline.spec.blocks import DECODE_BYTES, DECODE_ROWS, decode_rows_for
+
+    assert decode_rows_for(libsvm_schema(39)) == DECODE_ROWS          # 472 bytes a row
+    assert decode_rows_for(text_schema(2048)) == DECODE_BYTES // (2049 * 8)

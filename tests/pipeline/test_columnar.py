@@ -161,12 +161,12 @@ def test_a_columnar_set_streams_from_s3(sets, s3, tmp_path):
 
 def test_every_tune_candidate_reads_every_row_once(sets):
     from pipeline.plan.readplan import candidates
-    from pipeline.spec.blocks import DECODE_ROWS
+    from pipeline.spec.blocks import decode_rows_for
 
     col, _ = sets
     spec = PipelineSpec.from_manifest(col, 64, tune="off")
     cands = candidates(spec)
-    assert cands[0].read == "sequential" and cands[0].chunk_records == DECODE_ROWS   # the columnar rule first
+    assert cands[0].read == "sequential" and cands[0].chunk_records == decode_rows_for(spec.schema)   # the columnar rule first
     assert len(cands) > 3
     for c in cands:
         got = labels_of(build_dataset(spec.with_(**c.options())))
