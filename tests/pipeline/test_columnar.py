@@ -183,3 +183,19 @@ def test_tune_then_explain_a_columnar_set(sets, capsys, tmp_path, monkeypatch):
     assert main(["pipeline", "explain", col, "--batch-size", "32"]) == 0
     out = capsys.readouterr().out
     assert "layout=columnar" in out and "chosen_by=tuned" in out and "decode" in out
+
+
+@pytest.mark.parametrize("layout,error", [("columnar", "layout must be a converters.tfrecord.layout.RecordLayout"),
+                                          (None, None)])
+def test_the_layout_option_is_checked(sets, layout, error):
+    spec = PipelineSpec.from_manifest(sets[0], 10)
+    if error:
+        with pytest.raises(ValueError, match=error):
+            spec.with_(layout=layout)
+    else:
+        assert spec.with_(layout=layout).layout is None     # the example layout
+
+
+def test_from_manifest_fills_the_layout_itself(sets):
+    with pytest.raises(TypeError, match="sets layout from the manifest"):
+        PipelineSpec.from_manifest(sets[0], 10, layout=None)
