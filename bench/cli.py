@@ -20,6 +20,7 @@ BENCHMARKS = (
     "bench.commands.small_files",
     "bench.commands.stream",
     "bench.commands.offload",
+    "bench.commands.layout",
     "bench.suite.command",
 )
 

@@ -48,6 +48,10 @@ def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
         from .resume.resumable import resumable_stages
 
         return resumable_stages(spec)
+    if spec.layout is not None:  # a columnar set: blocks decoded per batch (pipeline.graph.columnar)
+        from .graph.columnar import columnar_stages
+
+        return columnar_stages(spec)
     if spec.part_weights:
         return weighted_stages(spec)
     stages: list[Stage] = []
@@ -241,6 +245,10 @@ def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
         from .resume.resumable import build_resumable
 
         return build_resumable(spec, resume)
+    if spec.layout is not None:  # a columnar set: blocks decoded per batch (pipeline.graph.columnar)
+        from .graph.columnar import build_columnar
+
+        return _cpu_share(build_columnar(spec))
     if spec.part_weights:  # a group of per-label sets, balanced at read time
         return build_weighted(spec)
     repeat_left, parsed, plan = True, False, None

@@ -14,6 +14,7 @@ process, and as two local ranks each reading half the set (``bench all``'s ``pip
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import time
 
-__all__ = ["beside_reader", "two_ranks", "rank_graph", "RANK_GRAPHS"]
+__all__ = ["BUSY_LOOP", "neighbour_processes", "beside_reader", "two_ranks", "rank_graph", "RANK_GRAPHS"]
 
 RANK_GRAPHS = ("default", "hand_tuned")
 BARRIER_TIMEOUT_S = 300.0  # both ranks import TensorFlow and build their graphs, then start reading together
@@ -45,16 +46,28 @@ def _reader_code(data: str, batch: int) -> str:
 BUSY_LOOP = "while True: pass"
 
 
+@contextlib.contextmanager
+def neighbour_processes(codes, settle_s: float = 5.0):
+    """Python processes running ``codes`` (e.g. :data:`BUSY_LOOP`) while the block runs; killed after it."""
+    others = [subprocess.Popen([sys.executable, "-c", c], env=_env(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) for c in codes]
+    try:
+        if others:
+            time.sleep(settle_s)  # let the neighbours start
+        yield others
+    finally:
+        for other in others:
+            other.kill()
+            other.wait()
+
+
 def beside_reader(data: str, batch: int, *, rounds: int, max_batches: int, neighbours: str = "reader") -> dict:
     """Paired rounds of default vs each hand-tuned graph while another process reads the set (``neighbours``
     ``"reader"``) or two busy loops run (``"busy"``)."""
     from .variants import HAND_TUNED, run_speed_suite
 
     codes = [_reader_code(data, batch)] if neighbours == "reader" else [BUSY_LOOP, BUSY_LOOP]
-    others = [subprocess.Popen([sys.executable, "-c", c], env=_env(), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL) for c in codes]
-    try:
-        time.sleep(5.0)  # let the neighbours start
+    with neighbour_processes(codes):
         ratios, default_rates, best_rates = [], [], []
         for _ in range(rounds):
             rows = {r["variant"]: r for r in run_speed_suite(data, batch, ["vectorized", *HAND_TUNED],
@@ -63,10 +76,6 @@ def beside_reader(data: str, batch: int, *, rounds: int, max_batches: int, neigh
             default_rates.append(rows["vectorized"]["records_per_s"])
             best_rates.append(best)
             ratios.append(rows["vectorized"]["records_per_s"] / best)
-    finally:
-        for other in others:
-            other.kill()
-            other.wait()
     return {"ratio": statistics.median(ratios), "ratios": ratios, "default_rec_s": statistics.median(default_rates),
             "best_rec_s": statistics.median(best_rates)}
 

@@ -225,6 +225,23 @@ def _small_files(smoke: bool) -> dict:
             "mb": round(r["bytes"] / 1e6, 1)}
 
 
+def _layout_sizes(smoke: bool) -> dict:
+    return ({"rows": 20_000, "windows": 200, "rounds": 1} if smoke else
+            {"rows": 300_000, "windows": 20_000, "rounds": 5})
+
+
+def _layout(smoke: bool) -> dict:
+    from ..commands.layout import run_benchmark
+
+    z = _layout_sizes(smoke)
+    w = run_benchmark(rows=z["rows"], windows=z["windows"], rounds=z["rounds"])["workloads"]
+    lib, text = w["libsvm"], w["text"]
+    return {"libsvm_ratio": lib["ratio"], "libsvm_cpu_ratio": lib["cpu_ratio"], "libsvm_rec_s": lib["columnar_rec_s"],
+            "libsvm_best_rec_s": lib["best_example_rec_s"], "libsvm_bytes": lib["bytes_ratio"],
+            "text_ratio": text["ratio"], "text_cpu_ratio": text["cpu_ratio"], "text_rec_s": text["columnar_rec_s"],
+            "text_best_rec_s": text["best_example_rec_s"], "text_bytes": text["bytes_ratio"]}
+
+
 def _overhead(smoke: bool) -> dict:
     from ..commands.overhead import overhead
 
@@ -343,6 +360,24 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
                Metric("speedup", "records/s, service vs local"),
                Metric("local_rec_s", "local", "rec/s"), Metric("service_rec_s", "service", "rec/s")),
               (Row("`tfpipe bench offload`", ("cpu_ratio", "speedup", "local_rec_s", "service_rec_s")),)),
+    Benchmark("layout", "tfpipe bench layout",
+              lambda s: (f"{_layout_sizes(s)['rows']:,} Criteo-like rows, batch 1,024; "
+                         f"{_layout_sizes(s)['windows']:,} windows of 2,049 tokens, batch 64; median of "
+                         f"{_layout_sizes(s)['rounds']} paired rounds"), _layout,
+              (Metric("libsvm_ratio", "LibSVM: columnar default vs best hand-tuned Example", op=">=", target=2.5),
+               Metric("libsvm_cpu_ratio", "same, per CPU-second"),
+               Metric("libsvm_rec_s", "columnar default", "rec/s"),
+               Metric("libsvm_best_rec_s", "best hand-tuned Example", "rec/s"),
+               Metric("libsvm_bytes", "bytes on disk, columnar / Example", "ratio", op="<=", target=1.0),
+               Metric("text_ratio", "text windows: columnar default vs best hand-tuned Example", op=">=", target=2.5),
+               Metric("text_cpu_ratio", "same, per CPU-second"),
+               Metric("text_rec_s", "columnar default", "rec/s"),
+               Metric("text_best_rec_s", "best hand-tuned Example", "rec/s"),
+               Metric("text_bytes", "bytes on disk, columnar / Example", "ratio", op="<=", target=1.0)),
+              (Row("`tfpipe bench layout`, fixed-width LibSVM rows",
+                   ("libsvm_ratio", "libsvm_cpu_ratio", "libsvm_rec_s", "libsvm_best_rec_s", "libsvm_bytes")),
+               Row("`tfpipe bench layout`, text windows of 2,049 tokens",
+                   ("text_ratio", "text_cpu_ratio", "text_rec_s", "text_best_rec_s", "text_bytes")))),
     Benchmark("overhead", "tfpipe bench overhead",
               lambda s: "10 × 2 ms steps, 1 round" if s else "200 × 10 ms steps, 5 rounds", _overhead,
               (Metric("ratio", "measured / bare wall time", "ratio", op="<", target=1.02),),

@@ -33,7 +33,7 @@ _FROM_MANIFEST_ARGS = ("mode", "channel", "pipe_dir", "pipe_timeout", "shuffle_b
                        "drop_remainder", "num_shards", "shard_index", "plan", "rank", "stream_cache_dir",
                        "stream_cache_limit", "read_ahead", "copy_dir", "label_weights")
 _FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manifest_sha256", "batch_size",
-                        "file_records", "file_sha256")
+                        "file_records", "file_sha256", "layout")
 
 
 def default_cache_dir(url: str) -> str:
@@ -139,6 +139,9 @@ class PipelineSpec(PipelineSpecBase):
         if mode == "file":   # per-file counts: a resumable order seeks by them (a group's: in part order)
             overrides["file_records"] = tuple(by_name[n].records for n in names)
             overrides["file_sha256"] = tuple(by_name[n].sha256 for n in names)
+        if manifest.layout.columnar:   # blocks of rows: the graph decodes them (pipeline.graph.columnar)
+            overrides["layout"] = manifest.layout
+            overrides.setdefault("file_records", tuple(by_name[n].records for n in names))
         if manifest.options.get("sparse") and "num_features" in manifest.extra:  # a sparse LibSVM set
             overrides.setdefault("sparse_features", (manifest.options["ids_key"], manifest.options["values_key"]))
             overrides.setdefault("num_features", int(manifest.extra["num_features"]))

@@ -112,6 +112,13 @@ def _size(spec) -> str:
 def rule_config(spec) -> tuple[ReadConfig, str]:
     """The built-in rule: (config, why) from record size, file count, cores, shuffle and sharding."""
     files, cores, rb = len(spec.files), spec.cores, spec.record_bytes
+    if getattr(spec, "layout", None) is not None:   # columnar: chunk_records are rows per decode call
+        from ..spec.blocks import decode_rows_for
+
+        rows = decode_rows_for(spec.schema)
+        return ReadConfig("sequential", chunk_records=rows), (
+            f"a columnar set: one sequential reader (a record is a block of {spec.layout.block_rows} rows), "
+            f"blocks of about {rows} rows (at most 16 MiB decoded) per decode call")
     chunk = 0 if spec.shuffle_buffer else chunk_for(spec, CHUNK_BYTES)
     chunk_why = (f", in turns of {chunk} records (~{format_size(CHUNK_BYTES)}) read and parsed per batch"
                  if chunk else "")

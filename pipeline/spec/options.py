@@ -55,6 +55,17 @@ MAX_BUFFER_BYTES = 1 << 30             # a read buffer beyond 1 GiB only costs m
 MAX_PARALLEL = 1024                    # files read / parse calls at once (10**9 crashes TensorFlow)
 
 
+def check_layout(layout: Any) -> Any:
+    """A columnar ``RecordLayout`` as given, None for the example layout (given as None or as that layout)."""
+    from converters.tfrecord.layout import RecordLayout
+
+    if layout is None or (isinstance(layout, RecordLayout) and not layout.columnar):
+        return None
+    if not isinstance(layout, RecordLayout):
+        raise ValueError(f"layout must be a converters.tfrecord.layout.RecordLayout or None, got {layout!r}")
+    return layout
+
+
 def _is_int(v: Any) -> bool:
     return is_integral(v)
 
@@ -77,8 +88,10 @@ class SourceOptions:
     manifest_sha256: str | None = None     # sha256 of index.json (set by from_manifest): the data fingerprint
     part_weights: tuple[tuple[int, float], ...] = ()
     stream: StreamOptions | None = None    # a remote set streamed through the host's cache (pipeline.remote.stream)
+    layout: Any = None                     # a columnar set's RecordLayout (converters.tfrecord.layout); None: Examples
 
     def __post_init__(self):
+        object.__setattr__(self, "layout", check_layout(self.layout))
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         object.__setattr__(self, "files", tuple(str(f) for f in self.files))

@@ -132,6 +132,10 @@ class PipelineSpecBase:
                              f"serialized records and parse the features you need")
         self._check_sparse()
         check_service(self)
+        if self.source.layout is not None:
+            from .blocks import check_columnar
+
+            check_columnar(self)
 
     def _check_sparse(self) -> None:
         pair, n = self.parsing.sparse_features, self.parsing.num_features
@@ -160,6 +164,10 @@ class PipelineSpecBase:
         """Records this rank reads per epoch (before ``take``), when known."""
         if self.records is None:
             return None
+        if self.source.layout is not None and self.num_shards > 1:   # ranks take whole blocks in turn
+            from .blocks import rank_rows, spec_file_rows
+
+            return rank_rows(spec_file_rows(self), self.source.layout.block_rows, self.num_shards, self.shard_index)
         return shard_count(self.records, self.num_shards, self.shard_index)
 
     @property
@@ -168,6 +176,10 @@ class PipelineSpecBase:
         if self.steps is not None:
             return self.steps
         if self.num_shards > 1 and self.equal_steps and self.records is not None:
+            if self.source.layout is not None:
+                from .blocks import block_rank_steps
+
+                return block_rank_steps(self)
             return smallest_rank_steps(self.records, self.num_shards, self.batch_size, self.drop_remainder)
         return None
 

@@ -1,0 +1,110 @@
+"""``tfpipe bench layout [SET]``: the Example and the columnar layout of the same rows side by side — records/s
+and records per CPU-second of tfpipe's default graph on the columnar set against the best hand-tuned tf.Example
+graph (and tfpipe's default) on the Example set, in paired rounds with the order alternating, and bytes on
+disk — for fixed-width Criteo-like LibSVM rows and for text windows of 2,049 token ids. With SET (a fixed-width
+set of either layout) its rows are re-laid into the other layout and measured instead of the Criteo rows.
+``--busy N`` runs N busy loops beside the rounds; ``--shuffle`` adds how far a seeded shuffled read moves rows
+in each layout with the same buffer."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+from converters.cli.parser import add_json_option, add_set_argument
+from converters.cli.types import nonneg_int, positive_int
+
+__all__ = ["add_parser", "run", "run_benchmark", "format_report", "TARGET_RATIO", "DEFAULT_ROWS"]
+
+TARGET_RATIO = 2.5          # the bar: columnar default vs the best hand-tuned Example graph, median of the rounds
+DEFAULT_ROWS = 300_000
+DEFAULT_WINDOWS = 20_000
+SHUFFLE_BUFFERS = (1_000, 10_000)
+
+
+def add_parser(bench_sub) -> argparse.ArgumentParser:
+    p = bench_sub.add_parser("layout", help="Example vs columnar layout of the same rows: records/s, CPU, bytes",
+                             description=__doc__.split("\n\n", 1)[0])
+    add_set_argument(p, "path", nargs="?", help="a fixed-width shard set to re-lay and measure (default: generate "
+                                                 "Criteo-like rows)")
+    p.add_argument("--rows", type=positive_int, default=DEFAULT_ROWS, metavar="N",
+                   help=f"Criteo-like rows to generate without SET (default {DEFAULT_ROWS:,})")
+    p.add_argument("--windows", type=nonneg_int, default=DEFAULT_WINDOWS, metavar="N",
+                   help=f"text windows of 2,049 token ids (default {DEFAULT_WINDOWS:,}; 0: no text rows)")
+    p.add_argument("--batch-size", type=positive_int, default=1024, metavar="N",
+                   help="batch size of the LibSVM rows (default 1024)")
+    p.add_argument("--text-batch-size", type=positive_int, default=64, metavar="N",
+                   help="batch size of the text windows (default 64)")
+    p.add_argument("--block-rows", type=positive_int, default=256, metavar="N",
+                   help="rows per block of the columnar LibSVM set (default 256)")
+    p.add_argument("--repeats", type=positive_int, default=5, metavar="N", help="paired rounds (default 5)")
+    p.add_argument("--busy", type=nonneg_int, default=0, metavar="N", help="busy loops beside the rounds (default 0)")
+    p.add_argument("--shuffle", action="store_true", help="also measure how far a shuffled read moves rows")
+    add_json_option(p, "the report")
+    return p
+
+
+def run(args) -> int:
+    say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    report = run_benchmark(args.path, rows=args.rows, windows=args.windows, batch_size=args.batch_size,
+                           text_batch_size=args.text_batch_size, block_rows=args.block_rows, rounds=args.repeats,
+                           busy=args.busy, shuffle=args.shuffle, log=say)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows: int = DEFAULT_WINDOWS,
+                  batch_size: int = 1024, text_batch_size: int = 64, block_rows: int = 256, rounds: int = 5,
+                  busy: int = 0, shuffle: bool = False, workdir: str | None = None, log=None) -> dict:
+    """Write the sets, then the paired rounds of each workload (beside ``busy`` busy loops); the report dict."""
+    from ..core.layoutbench import compare_layouts, criteo_sets, relay_set, shuffle_table, text_sets
+    from ..core.loaded import BUSY_LOOP, neighbour_processes
+
+    say = log or (lambda s: None)
+    tmp = tempfile.mkdtemp(prefix="tfpipe-bench-layout-", dir=workdir)
+    try:
+        work = {}
+        if path:
+            say(f"re-laying the rows of {path} ...")
+            work["set"] = (relay_set(path, os.path.join(tmp, "set"), block_rows=block_rows), batch_size)
+        else:
+            say(f"writing {rows:,} Criteo-like rows in both layouts ...")
+            work["libsvm"] = (criteo_sets(os.path.join(tmp, "libsvm"), rows, block_rows=block_rows), batch_size)
+        if windows:
+            say(f"writing {windows:,} text windows of 2,049 token ids in both layouts ...")
+            work["text"] = (text_sets(os.path.join(tmp, "text"), windows), text_batch_size)
+        report = {"benchmark": "layout", "busy_loops": busy, "target_ratio": TARGET_RATIO, "workloads": {}}
+        with neighbour_processes([BUSY_LOOP] * busy):
+            for name, ((example, columnar), batch) in work.items():
+                say(f"{name}: {rounds} paired rounds, batch {batch}")
+                report["workloads"][name] = compare_layouts(example, columnar, batch, rounds=rounds, log=say)
+        if shuffle:
+            say("shuffle: mean displacement and rank correlation per layout ...")
+            report["shuffle"] = shuffle_table(os.path.join(tmp, "mix"), min(rows, 100_000), SHUFFLE_BUFFERS)
+        return report
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def format_report(r: dict) -> str:
+    lines = [f"Example vs columnar layout of the same rows ({r['busy_loops']} busy loop(s) beside):"]
+    for name, w in r["workloads"].items():
+        ok = "meets" if w["ratio"] >= r["target_ratio"] else "MISSES"
+        lines += [f"  {name} (batch {w['batch_size']}, median of {w['rounds']} paired rounds, load "
+                  f"{w['load_min']:.1f}-{w['load_max']:.1f} on {w['cpu_count']} cores):",
+                  f"    columnar default          {w['columnar_rec_s']:>12,.0f} rec/s  "
+                  f"{w['columnar_rec_per_cpu_s']:>12,.0f} rec/CPU-s  {w['columnar_bytes']:>14,} bytes",
+                  f"    best hand-tuned Example   {w['best_example_rec_s']:>12,.0f} rec/s  "
+                  f"{w['best_example_rec_per_cpu_s']:>12,.0f} rec/CPU-s  {w['example_bytes']:>14,} bytes",
+                  f"    tfpipe default, Example   {w['example_default_rec_s']:>12,.0f} rec/s",
+                  f"    columnar vs best Example  {w['ratio']:.2f}x (range {w['ratio_min']:.2f}-{w['ratio_max']:.2f}; "
+                  f"{ok} the bar >= {r['target_ratio']:g}x), per CPU-second {w['cpu_ratio']:.2f}x, bytes "
+                  f"{w['bytes_ratio']:.3f}x"]
+    for row in r.get("shuffle", []):
+        lines.append(f"  shuffle_buffer {row['buffer']:,}: mean displacement Example {row['example_displacement']:,.0f}"
+                     f" / columnar {row['columnar_displacement']:,.0f} ({row['displacement_ratio']:.2f}x), rank "
+                     f"correlation {row['example_rank_correlation']:.3f} / {row['columnar_rank_correlation']:.3f}")
+    return "\n".join(lines)

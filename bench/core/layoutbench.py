@@ -1,0 +1,150 @@
+"""The Example and the columnar layout of the same rows, side by side (``tfpipe bench layout``).
+
+- :func:`compare_layouts`: paired rounds (the order alternating): tfpipe's default graph on the columnar set,
+  tfpipe's default on the Example set and every hand-tuned Example graph (``bench.core.variants.HAND_TUNED``);
+  per round the columnar records/s over the best hand-tuned graph's; medians and ranges, records per
+  CPU-second (this process's CPU time, the steadier figure on a busy host) and bytes on disk.
+- :func:`criteo_sets`, :func:`text_sets`, :func:`relay_set`: the same rows in both layouts (fixed-width
+  Criteo-like LibSVM rows; token windows of ``seq_len + 1`` ids; or the rows of a given set, re-laid).
+- :func:`shuffle_table`: how far a seeded shuffled read moves rows in each layout with the same buffer
+  (``bench.core.shufflemix``: mean displacement, rank correlation).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+
+import numpy as np
+
+from .layoutsets import write_columnar, write_examples, write_layout_sets
+
+__all__ = ["compare_layouts", "criteo_sets", "text_sets", "relay_set", "set_bytes", "shuffle_table",
+           "TEXT_SEQ_LEN", "TEXT_VOCAB"]
+
+TEXT_SEQ_LEN = 2048        # windows of 2,049 token ids (inputs and the shifted targets in one row)
+TEXT_VOCAB = 50_257        # a GPT-2-sized vocabulary: uint16 in the columnar layout
+
+
+def criteo_sets(root: str, rows: int, *, block_rows: int = 256, shard_rows: int = 50_000) -> tuple[str, str]:
+    """``rows`` Criteo-like fixed-width rows (39 fields) in both layouts under ``root``."""
+    from converters.libsvm.options import libsvm_schema
+    from converters.libsvm.synthetic import criteo_arrays
+
+    return write_layout_sets(root, criteo_arrays(rows), libsvm_schema(39), block_rows=block_rows,
+                             shard_rows=shard_rows)
+
+
+def text_sets(root: str, windows: int, *, seq_len: int = TEXT_SEQ_LEN, vocab: int = TEXT_VOCAB,
+              block_rows: int = 16, shard_rows: int = 2_000, seed: int = 0) -> tuple[str, str]:
+    """``windows`` token windows of ``seq_len + 1`` ids in both layouts: Zipf-distributed token ranks, each
+    rank a fixed random id of the vocabulary (so the Example layout's varints are mostly 2-3 bytes, as with a
+    real BPE vocabulary of this size; ids that are mostly small would make the Example set smaller)."""
+    from converters.text.options import FEATURE, text_schema
+
+    rng = np.random.default_rng(seed)
+    ranks = np.minimum(rng.zipf(1.1, (windows, seq_len + 1)) - 1, vocab - 1)
+    ids = rng.permutation(vocab)[ranks]
+    return write_layout_sets(root, {FEATURE: ids.astype(np.int64)}, text_schema(seq_len), block_rows=block_rows,
+                             shard_rows=shard_rows)
+
+
+def relay_set(path: str, root: str, *, block_rows: int = 256) -> tuple[str, str]:
+    """(Example set, columnar set) of the rows of the fixed-width set at ``path``: the set itself for its own
+    layout, the other written under ``root`` from its rows (read through ``build_dataset``)."""
+    from converters.shardset.reader import read_manifest
+    from pipeline import PipelineSpec, build_dataset
+
+    m = read_manifest(path)
+    if m.schema.varlen:
+        raise ValueError(f"{path}: variable-length features {list(m.schema.varlen)} have no columnar form")
+    spec = PipelineSpec.from_manifest(path, 8192, output="dict", read="sequential", cache="none")
+    parts: dict[str, list] = {}
+    for batch in build_dataset(spec):
+        for k, v in batch.items():
+            parts.setdefault(k, []).append(v.numpy())
+    columns = {k: np.concatenate(v) for k, v in parts.items()}
+    rows = [s.records for s in m.shards]
+    if m.layout.columnar:
+        out = os.path.join(root, "example")
+        write_examples(out, columns, m.schema, shard_rows=rows)
+        return out, path
+    out = os.path.join(root, "columnar")
+    write_columnar(out, columns, m.schema, block_rows=block_rows, shard_rows=rows)
+    return path, out
+
+
+def set_bytes(path: str) -> int:
+    from converters.shardset.reader import read_manifest
+
+    return read_manifest(path).total_bytes
+
+
+def _round(example: str, columnar: str, batch: int, first_columnar: bool, max_batches) -> dict:
+    from pipeline import PipelineSpec, build_dataset
+
+    from .variants import HAND_TUNED, VARIANTS, throughput
+
+    runs = [("columnar", lambda: build_dataset(PipelineSpec.from_manifest(columnar, batch))),
+            ("example_default", lambda: VARIANTS["vectorized"](example, batch))]
+    runs += [(n, (lambda n=n: VARIANTS[n](example, batch))) for n in HAND_TUNED]
+    if not first_columnar:
+        runs = runs[1:] + runs[:1]
+    out = {name: throughput(make(), max_batches=max_batches, warmup=1) for name, make in runs}
+    if any(r["records"] == 0 for r in out.values()):
+        raise ValueError(f"{example}: too few rows to time at batch {batch} (one batch is the warmup)")
+    return out
+
+
+def compare_layouts(example: str, columnar: str, batch: int, *, rounds: int = 5, max_batches: int | None = None,
+                    log=None) -> dict:
+    """Paired rounds of the columnar default graph against the Example graphs (see the module docstring)."""
+    from .variants import HAND_TUNED
+
+    say = log or (lambda s: None)
+    ratios, cpu_ratios, col, best, default, col_cpu, best_cpu, loads = [], [], [], [], [], [], [], []
+    for r in range(rounds):
+        res = _round(example, columnar, batch, r % 2 == 0, max_batches)
+        top = max(HAND_TUNED, key=lambda n: res[n]["records_per_s"])
+        col.append(res["columnar"]["records_per_s"])
+        best.append(res[top]["records_per_s"])
+        default.append(res["example_default"]["records_per_s"])
+        col_cpu.append(res["columnar"]["records_per_cpu_s"])
+        best_cpu.append(max(res[n]["records_per_cpu_s"] for n in HAND_TUNED))
+        ratios.append(col[-1] / best[-1])
+        cpu_ratios.append(col_cpu[-1] / best_cpu[-1])
+        loads.append(os.getloadavg()[0])
+        say(f"round {r + 1}: columnar {col[-1]:,.0f} rec/s, best hand-tuned Example ({top}) {best[-1]:,.0f} "
+            f"rec/s: {ratios[-1]:.2f}x (load {loads[-1]:.1f})")
+    med = statistics.median
+    return {"rounds": rounds, "batch_size": batch, "ratio": med(ratios), "ratio_min": min(ratios),
+            "ratio_max": max(ratios), "ratios": [round(x, 3) for x in ratios], "cpu_ratio": med(cpu_ratios),
+            "columnar_rec_s": med(col), "best_example_rec_s": med(best), "example_default_rec_s": med(default),
+            "columnar_rec_per_cpu_s": med(col_cpu), "best_example_rec_per_cpu_s": med(best_cpu),
+            "example_bytes": set_bytes(example), "columnar_bytes": set_bytes(columnar),
+            "bytes_ratio": set_bytes(columnar) / set_bytes(example), "load_min": min(loads), "load_max": max(loads),
+            "cpu_count": os.cpu_count()}
+
+
+def shuffle_table(root: str, rows: int, buffers, *, seeds=(1, 2, 3), block_rows: int = 256,
+                  batch: int = 256) -> list[dict]:
+    """Per buffer and layout: the mean displacement and rank correlation of seeded shuffled reads of one-file
+    sets of ``rows`` rows whose label is the row index (mean over ``seeds``)."""
+    from converters.libsvm.options import libsvm_schema
+    from pipeline import PipelineSpec, build_dataset
+
+    from .shufflemix import mix, read_order
+
+    idx = np.arange(rows, dtype=np.int64)
+    cols = {"label": idx.astype(np.float32), "ids": idx[:, None] + np.arange(3), "values": np.ones((rows, 3), np.float32)}
+    ex, col = write_layout_sets(root, cols, libsvm_schema(3), block_rows=block_rows)
+    out = []
+    for b in buffers:
+        row = {"buffer": b, "rows": rows, "block_rows": block_rows}
+        for name, path in (("example", ex), ("columnar", col)):
+            runs = [mix(read_order(build_dataset(PipelineSpec.from_manifest(
+                path, batch, shuffle_buffer=b, seed=s, cache="none")))) for s in seeds]
+            row[f"{name}_displacement"] = float(np.mean([x["mean_displacement"] for x in runs]))
+            row[f"{name}_rank_correlation"] = float(np.mean([x["rank_correlation"] for x in runs]))
+        row["displacement_ratio"] = row["columnar_displacement"] / row["example_displacement"]
+        out.append(row)
+    return out

@@ -1,0 +1,234 @@
+"""The graph of a columnar set (``converters.tfrecord.layout``): read blocks, decode whole batches of blocks
+with ``tf.io.decode_raw`` (one ``parse_example`` of a few bytes features per batch of blocks, then one
+``decode_raw`` per column: no per-row work in Python or tf.data), shuffle rows across blocks
+(``pipeline.graph.rowshuffle``), cut to ``batch_size`` with ``rebatch``.
+
+source (files, a streamed remote set, or a Pipe-mode FIFO per epoch) → block-level shard(n, i) → cache →
+batch(blocks per decode) → decode → row shuffle → rebatch(batch_size) → take(equal steps) → repeat → prefetch.
+
+Ranks take whole blocks in turn (block ``g`` of the set to rank ``g % n``), read in manifest order, so every
+rank knows every rank's rows (``pipeline.spec.blocks``) and ``take`` gives all the same steps."""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from ..plan.readplan import AUTOTUNE, read_plan
+from ..spec.blocks import decode_rows_for
+from ..spec.options import DEFAULT_BUFFER_BYTES
+from ..spec.pipelinespec import PipelineSpecBase
+from ..spec.stage import Stage
+from .rowshuffle import pool_rows, row_generator, shuffle_rows
+
+__all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
+           "build_columnar"]
+
+log = logging.getLogger(__name__)
+
+SHUFFLE_CHUNK_FRACTION = 16  # a shuffled read decodes chunks of at most shuffle_buffer / 16 rows (the pool the rest)
+
+
+def decode_blocks_fn(schema, layout):
+    """A function from a vector of serialized blocks to a dict of column tensors of the schema's dtypes, rows
+    first (``[rows]`` for scalar features, ``[rows, *shape]`` otherwise): the same tensors the Example layout
+    parses to."""
+    import tensorflow as tf
+
+    raw_spec = {f.name: tf.io.FixedLenFeature([], tf.string) for f in schema.features}
+    plan = [(f.name, tf.as_dtype(layout.stored_type(f.name)), tf.as_dtype(f.dtype), [-1, *f.shape])
+            for f in schema.features]
+
+    def decode(blocks):
+        cols = tf.io.parse_example(blocks, raw_spec)
+        out = {}
+        for name, stored, dtype, shape in plan:   # reduce_join: a file's last block is shorter than the rest
+            values = tf.io.decode_raw(tf.strings.reduce_join(cols[name]), stored, little_endian=True)
+            out[name] = tf.cast(tf.reshape(values, shape), dtype)
+        return out
+
+    return decode
+
+
+def decode_rows(spec: PipelineSpecBase) -> int:
+    """Rows per decode call: the read plan's ``chunk_records`` (the rule's ``decode_rows_for(schema)``, a tuned or an
+    asked-for one); a shuffled read no more than one shuffle step."""
+    rows = read_plan(spec).config.chunk_records or decode_rows_for(spec.schema)
+    return min(rows, shuffle_step(spec)) if spec.shuffle_buffer else rows
+
+
+def _calls(spec: PipelineSpecBase) -> int:
+    """num_parallel_calls of the decode map: the read plan's parse parallelism (-1: AUTOTUNE)."""
+    return read_plan(spec).config.parse_parallelism if spec.mode == "file" else (
+        AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism)
+
+
+def shuffle_step(spec: PipelineSpecBase) -> int:
+    """Rows that join (and leave) the shuffle pool at a time: a sixteenth of ``shuffle_buffer``. Smaller steps
+    move rows further (closer to ``shuffle(B)``, where one record enters at a time: 0.94x of its mean
+    displacement at an eighth, 0.97x at a sixteenth, B=10,000) but copy the pool more often."""
+    return max(1, spec.shuffle_buffer // SHUFFLE_CHUNK_FRACTION)
+
+
+def blocks_per_decode(spec: PipelineSpecBase) -> int:
+    return max(1, round(decode_rows(spec) / spec.layout.block_rows))
+
+
+def _sequential(spec: PipelineSpecBase) -> bool:
+    """Blocks in manifest order from one reader: under a block-level shard every rank must see one order."""
+    return spec.num_shards > 1
+
+
+def _file_shuffle(spec: PipelineSpecBase) -> bool:
+    from ..plan.cachepolicy import choose_cache
+
+    return bool(spec.shuffle_buffer) and len(spec.files) > 1 and choose_cache(spec)[0] == "none" \
+        and spec.num_shards == 1
+
+
+def _read_config(spec: PipelineSpecBase):
+    """The read plan's config (the rule: one sequential reader; a block is hundreds of rows, so one reader
+    keeps the decode busy, and rows come in the stored order), sequential under a block-level shard."""
+    cfg = read_plan(spec).config
+    if _sequential(spec) or cfg.parallelism == 1:
+        cfg = replace(cfg, read="sequential", parallelism=1)
+    return cfg
+
+
+def columnar_stages(spec: PipelineSpecBase) -> list[Stage]:
+    """The stages ``build_columnar(spec)`` builds, with settings and reasons (pure)."""
+    from ..plan.cachepolicy import choose_cache
+    from .tail import tail_stages
+
+    lay = spec.layout
+    stored = ", ".join(f"{n}:{t}" for n, t in lay.stored)
+    stages: list[Stage] = []
+    if spec.mode == "pipe":
+        from .pipesource import fifo_path
+
+        stages.append(Stage("source", True, {"mode": "pipe", "layout": "columnar", "block_rows": lay.block_rows,
+                                             "fifo": fifo_path(spec.pipe_dir, spec.channel, spec.first_epoch)},
+                            "one FIFO per epoch, records are blocks of rows"))
+    else:
+        cfg = _read_config(spec)
+        if spec.stream is not None:
+            from ..remote.stream import stream_stage
+
+            stages.append(stream_stage(spec, cfg, _file_shuffle(spec)))
+        stages.append(Stage("source", True, {"mode": "file", "layout": "columnar", "block_rows": lay.block_rows,
+                                             "files": len(spec.files), "read": cfg.read,
+                                             "parallelism": cfg.parallelism, "chosen_by": read_plan(spec).source,
+                                             "file_order": (f"shuffled per epoch (seed={spec.seed})"
+                                                            if _file_shuffle(spec) else "manifest order")},
+                            read_plan(spec).why))
+    sharded = spec.num_shards > 1
+    stages.append(Stage("shard", sharded, {"num_shards": spec.num_shards, "index": spec.shard_index,
+                                           "unit": "block"},
+                        "block-level shard(n, i) in manifest order: rank i takes blocks i, i+n, ..." if sharded
+                        else "single rank (or per-rank file list)"))
+    policy, path, why = choose_cache(spec)
+    stages.append(Stage("cache", policy != "none", {"policy": policy, **({"path": path} if path else {})}, why))
+    k = blocks_per_decode(spec)
+    calls = _calls(spec)
+    stages.append(Stage("decode", True, {"blocks_per_call": k, "rows_per_call": k * lay.block_rows,
+                                         "fn": "tf.io.decode_raw", "stored": stored,
+                                         "num_parallel_calls": "AUTOTUNE" if calls == AUTOTUNE else calls,
+                                         "output": spec.output},
+                        "one parse_example of the blocks' raw columns, then one decode_raw per column, cast to "
+                        "the schema's dtypes"))
+    if spec.shuffle_buffer:
+        step = shuffle_step(spec)
+        pool = pool_rows(spec.shuffle_buffer, step)
+        stages.append(Stage("shuffle", True, {"buffer": spec.shuffle_buffer, "pool": pool, "step": step,
+                                              "seed": spec.seed, "unit": "row"},
+                            f"rows mixed across blocks: {step} decoded rows at a time join a pool of {pool}, "
+                            f"and {step} rows picked at random from all of them leave"))
+    else:
+        stages.append(Stage("shuffle", False, {"buffer": 0}, "off (shuffle_buffer=0)"))
+    stages.append(Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder,
+                                        "how": "rebatch of decoded chunks"},
+                        "any batch size: rebatch cuts the decoded columns, no per-row step"))
+    steps = spec.take_steps
+    if steps is not None:
+        why = "explicit steps" if spec.steps is not None else (
+            f"equal steps on every rank: the smallest rank has {steps_rows(spec)} rows")
+        stages.append(Stage("take", True, {"steps": steps}, why))
+    why = "next epoch = next FIFO" if spec.mode == "pipe" else "after cache, so memory does not grow"
+    tail = tail_stages(spec, calls=calls, deterministic=spec.deterministic, repeat_why=why)
+    return stages + [s for s in tail if s.name != "parse"]
+
+
+def steps_rows(spec: PipelineSpecBase) -> int:
+    from ..spec.blocks import smallest_rank_rows, spec_file_rows
+
+    return smallest_rank_rows(spec_file_rows(spec), spec.layout.block_rows, spec.num_shards)
+
+
+def _decoded(blocks: Any, spec: PipelineSpecBase, gen: Any) -> Any:
+    calls = _calls(spec)
+    ds = blocks.batch(blocks_per_decode(spec)).map(decode_blocks_fn(spec.schema, spec.layout),
+                                                  num_parallel_calls=calls, deterministic=spec.deterministic)
+    if spec.shuffle_buffer:   # the pool and one step of rows hold shuffle_buffer rows, as shuffle(B) holds B
+        step = shuffle_step(spec)
+        ds = shuffle_rows(ds.rebatch(step), pool_rows(spec.shuffle_buffer, step), gen)
+    ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
+    steps = spec.take_steps
+    return ds.take(steps) if steps is not None else ds
+
+
+def _output(ds: Any, spec: PipelineSpecBase) -> Any:
+    label = spec.schema.label
+    if spec.output == "dict" or label is None:
+        return ds
+    return ds.map(lambda d: ({k: v for k, v in d.items() if k != label}, d[label]))
+
+
+def _file_blocks(spec: PipelineSpecBase) -> Any:
+    import tensorflow as tf
+
+    from ..graph.buffernotice import absorb_buffer_notice
+
+    cfg = _read_config(spec)
+    absorb_buffer_notice(cfg.buffer_size)
+    if spec.stream is not None:
+        from ..remote.stream import stream_source
+
+        ds, _ = stream_source(spec, replace(cfg, read="sequential" if cfg.read == "interleave" else cfg.read,
+                                            chunk_records=0), _file_shuffle(spec))
+        return ds
+    names = tf.data.Dataset.from_tensor_slices(list(spec.files))
+    if _file_shuffle(spec):
+        names = names.shuffle(len(spec.files), seed=spec.seed, reshuffle_each_iteration=True)
+    npr = None if cfg.read == "sequential" else min(cfg.parallelism, len(spec.files))
+    return tf.data.TFRecordDataset(names, spec.compression_type, cfg.buffer_size or DEFAULT_BUFFER_BYTES,
+                                   num_parallel_reads=npr)
+
+
+def build_columnar(spec: PipelineSpecBase) -> Any:
+    """The tf.data graph of a columnar spec: batches of ``(features, label)`` or a dict, the same tensors the
+    Example layout gives."""
+    import tensorflow as tf
+
+    from ..plan.cachepolicy import cache_dataset
+    from .tail import graph_tail
+
+    calls = _calls(spec)
+    gen = row_generator(spec.seed) if spec.shuffle_buffer else None
+    if spec.mode == "pipe":
+        from .pipesource import pipe_records_dataset
+
+        def epoch(e):
+            # the FIFO reader keeps this rank's records (blocks) itself: block g of the stream when g % n == i
+            return _decoded(pipe_records_dataset(spec, e).unbatch(), spec, gen)
+
+        last = spec.first_epoch + spec.epochs if spec.epochs else (1 << 62)
+        ds = tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch)
+        repeat = False
+    else:
+        blocks = _file_blocks(spec)
+        if spec.num_shards > 1:
+            blocks = blocks.shard(spec.num_shards, spec.shard_index)
+        ds = _decoded(cache_dataset(blocks, spec), spec, gen)
+        repeat = True
+    return graph_tail(_output(ds, spec), spec, calls=calls, deterministic=spec.deterministic, parsed=True,
+                      repeat=repeat)

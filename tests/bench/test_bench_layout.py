@@ -1,0 +1,65 @@
+"""``tfpipe bench layout``: a tiny run reports both layouts of both workloads and cleans up (not the speed);
+``SET`` is re-laid both ways; the text windows are stored as uint16; the shuffle table has both layouts."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bench.commands.layout import format_report, run_benchmark
+from bench.core.layoutbench import relay_set, shuffle_table, text_sets
+from converters.cli import main
+from converters.shardset.reader import read_manifest
+from pipeline import PipelineSpec, build_dataset
+
+
+def test_smoke_run(tmp_path):
+    r = run_benchmark(rows=3_000, windows=200, rounds=1, workdir=str(tmp_path))
+    for name in ("libsvm", "text"):
+        w = r["workloads"][name]
+        assert w["columnar_rec_s"] > 0 and w["best_example_rec_s"] > 0 and w["ratio"] > 0
+        assert w["example_bytes"] > 0 and w["columnar_bytes"] > 0
+    text = format_report(r)
+    assert "columnar vs best Example" in text and "libsvm" in text and "text" in text
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_json_with_busy_loops(capsys):
+    assert main(["bench", "layout", "--rows", "2000", "--windows", "0", "--repeats", "1", "--busy", "1",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["benchmark"] == "layout" and out["busy_loops"] == 1 and list(out["workloads"]) == ["libsvm"]
+
+
+def _rows(path):
+    spec = PipelineSpec.from_manifest(path, 4096, output="dict", read="sequential")
+    batches = list(build_dataset(spec))
+    return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
+
+
+@pytest.mark.parametrize("start", ["example", "columnar"])
+def test_a_set_is_relaid_both_ways_with_the_same_rows(tmp_path, start):
+    from bench.core.layoutbench import criteo_sets
+
+    ex, col = criteo_sets(str(tmp_path / "made"), 1_500, block_rows=64, shard_rows=700)
+    given = ex if start == "example" else col
+    ex2, col2 = relay_set(given, str(tmp_path / "relaid"), block_rows=64)
+    assert (ex2 if start == "example" else col2) == given
+    a, b = _rows(ex2), _rows(col2)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+    assert [s.records for s in read_manifest(col2).shards] == [700, 700, 100]
+
+
+def test_text_windows_are_uint16_in_the_columnar_set(tmp_path):
+    ex, col = text_sets(str(tmp_path), 30, seq_len=64)
+    assert dict(read_manifest(col).layout.stored) == {"input_ids": "uint16"}
+    a, b = _rows(ex), _rows(col)
+    assert a["input_ids"].shape == (30, 65) and np.array_equal(a["input_ids"], b["input_ids"])
+
+
+def test_shuffle_table_has_both_layouts(tmp_path):
+    rows = shuffle_table(str(tmp_path), 4_000, [500], seeds=(1,))
+    assert rows[0]["example_displacement"] > 0 and rows[0]["columnar_displacement"] > 0
+    assert -1 <= rows[0]["columnar_rank_correlation"] <= 1
