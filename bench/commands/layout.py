@@ -16,6 +16,8 @@ import tempfile
 
 from converters.cli.parser import add_json_option, add_set_argument
 from converters.cli.types import nonneg_int, positive_int
+from converters.shardset.layoutopts import block_rows_arg
+from converters.tfrecord.layout import DEFAULT_BLOCK_ROWS
 
 __all__ = ["add_parser", "run", "run_benchmark", "format_report", "TARGET_RATIO", "DEFAULT_ROWS"]
 
@@ -38,8 +40,8 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="batch size of the LibSVM rows (default 1024)")
     p.add_argument("--text-batch-size", type=positive_int, default=64, metavar="N",
                    help="batch size of the text windows (default 64)")
-    p.add_argument("--block-rows", type=positive_int, default=256, metavar="N",
-                   help="rows per block of the columnar LibSVM set (default 256)")
+    p.add_argument("--block-rows", type=block_rows_arg, default=DEFAULT_BLOCK_ROWS, metavar="N",
+                   help=f"rows per block of the columnar LibSVM set (default {DEFAULT_BLOCK_ROWS}, as convert's)")
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N", help="paired rounds (default 5)")
     p.add_argument("--busy", type=nonneg_int, default=0, metavar="N", help="busy loops beside the rounds (default 0)")
     p.add_argument("--shuffle", action="store_true", help="also measure how far a shuffled read moves rows")
@@ -57,7 +59,7 @@ def run(args) -> int:
 
 
 def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows: int = DEFAULT_WINDOWS,
-                  batch_size: int = 1024, text_batch_size: int = 64, block_rows: int = 256, rounds: int = 5,
+                  batch_size: int = 1024, text_batch_size: int = 64, block_rows: int = DEFAULT_BLOCK_ROWS, rounds: int = 5,
                   busy: int = 0, shuffle: bool = False, workdir: str | None = None, log=None) -> dict:
     """Write the sets, then the paired rounds of each workload (beside ``busy`` busy loops); the report dict."""
     from ..core.layoutbench import compare_layouts, criteo_sets, relay_set, shuffle_table, text_sets

@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 
+from converters.tfrecord.layout import DEFAULT_BLOCK_ROWS
+
 __all__ = ["write_layout_sets", "write_columnar", "write_examples", "columns_layout"]
 
 
@@ -29,7 +31,7 @@ def _counts(n: int, shard_rows) -> list[int]:
     return list(shard_rows)
 
 
-def write_columnar(out: str, columns: dict[str, np.ndarray], schema, *, block_rows: int = 256, shard_rows=None,
+def write_columnar(out: str, columns: dict[str, np.ndarray], schema, *, block_rows: int = DEFAULT_BLOCK_ROWS, shard_rows=None,
                    compression: str | None = None, overwrite: bool = False):
     """``columns`` (one array per schema feature, rows first) as a columnar set; returns its Manifest."""
     from converters.shardset.commit import commit_set
@@ -88,7 +90,7 @@ def write_examples(out: str, columns: dict[str, np.ndarray], schema, *, shard_ro
                         options={"synthetic": True})
 
 
-def write_layout_sets(root: str, columns: dict[str, np.ndarray], schema, *, block_rows: int = 256,
+def write_layout_sets(root: str, columns: dict[str, np.ndarray], schema, *, block_rows: int = DEFAULT_BLOCK_ROWS,
                       shard_rows=None) -> tuple[str, str]:
     """``root/example`` and ``root/columnar``: the same rows in both layouts. Returns their paths."""
     ex, col = os.path.join(root, "example"), os.path.join(root, "columnar")

@@ -15,7 +15,7 @@ from ..tfrecord.layout import (COLUMNAR, DEFAULT_BLOCK_ROWS, EXAMPLE, EXAMPLE_LA
                                RecordLayout)
 from ..util.checks import set_int
 
-__all__ = ["LayoutOptions", "EXAMPLE_OPTIONS", "add_layout_arguments"]
+__all__ = ["LayoutOptions", "EXAMPLE_OPTIONS", "add_layout_arguments", "block_rows_arg"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class LayoutOptions:
 EXAMPLE_OPTIONS = LayoutOptions()
 
 
-def _block_rows(s: str) -> int:
+def block_rows_arg(s: str) -> int:
     try:
         v = int(s)
     except ValueError:
@@ -68,6 +68,6 @@ def add_layout_arguments(parser: argparse.ArgumentParser, *, same: bool = False)
                              if same else ", the default") + ": readable by any TensorFlow code) or blocks of rows "
                              "stored as raw columns (columnar: the fastest input, read through tfpipe or "
                              "decode_raw)" + ("; default same: the source's" if same else ""))
-    parser.add_argument("--block-rows", type=_block_rows, default=None, metavar="N",
+    parser.add_argument("--block-rows", type=block_rows_arg, default=None, metavar="N",
                         help="rows per block with --layout columnar (default "
                              + ("the source's block size, else " if same else "") + f"{DEFAULT_BLOCK_ROWS})")
