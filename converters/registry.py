@@ -69,6 +69,9 @@ class Format:
     reasons: tuple[str, ...] = ()
     routine: tuple[str, ...] = ()
     layouts: tuple[str, ...] = ("example",)  # the record layouts it writes (``tfrecord.layout``)
+    # its columnar stored types follow from the options alone (text: the vocabulary's size), so instances that each
+    # convert a part of the input (ShardedByS3Key) agree on them; False: they need the whole set's value ranges
+    types_before_data: bool = False
 
     def __repr__(self) -> str:
         return f"<format {self.name!r}>"

@@ -135,7 +135,7 @@ class S3Storage:
     def client(self):
         """Writes, listings and HEADs: botocore retries them (``max_attempts``)."""
         if self._client is None:
-            self._client = self._make_client({"max_attempts": self.max_attempts})
+            self._client = self._make_client({"max_attempts": self.max_attempts}, "request")
         return self._client
 
     @property
@@ -143,10 +143,10 @@ class S3Storage:
         """Object reads (``get_stream``, ``head``): one attempt per call; the retries, backoff and deadlines
         are the downloader's (``storage.download``), so they are never multiplied by botocore's."""
         if self._read_client is None:
-            self._read_client = self._make_client({"total_max_attempts": 1})
+            self._read_client = self._make_client({"total_max_attempts": 1}, "read")
         return self._read_client
 
-    def _make_client(self, attempts: dict):
+    def _make_client(self, attempts: dict, role: str):
         try:
             import boto3
             from botocore.config import Config
@@ -163,7 +163,7 @@ class S3Storage:
             config = Config(**settings)
         session = boto3.session.Session()
         region = self._region or session.region_name or "us-east-1"
-        log.debug("new S3 client for %s (endpoint %s)", self.url, self.endpoint_url or "AWS")
+        log.debug("new S3 %s client for %s (endpoint %s)", role, self.url, self.endpoint_url or "AWS")
         return session.client("s3", endpoint_url=self.endpoint_url, region_name=region, config=config)
 
     def _transfer_config(self):

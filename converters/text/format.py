@@ -24,6 +24,7 @@ class TextFormat(Format):
     suffixes = INPUT_SUFFIXES
     extras = ("s3", "text")
     layouts = ("example", "columnar")
+    types_before_data = True  # ids stored by the vocabulary's size
     sums = ("documents", "tokens", "tokens_dropped", "padding_tokens", "windows")
     nested_sums = ("subsets",)
     reasons = REASONS

@@ -53,7 +53,7 @@ def run_sharded(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: l
                 poll: float) -> tuple[Manifest | None, bool, str]:
     """This instance's part; on the first host also the finalize. Returns the set's manifest (finalizer, else
     None), whether this instance reused a part written by an earlier run, and its share in words."""
-    if job.options.output.columnar:
+    if job.options.output.columnar and not job.fmt.types_before_data:
         raise TfpipeError(SHARDED_COLUMNAR)
     place = cfg.place
     name = job.fmt.scan_round(job.options)
