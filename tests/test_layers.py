@@ -406,8 +406,7 @@ def test_no_s3_object_read_outside_storage(module):
 
 
 RAW_READERS = {("converters.storage.s3", "get_stream"), ("converters.storage.download", "_s3_get"),
-               ("converters.storage.beamfs", "open_read"),  # the raw GET, its one caller, Beam's reader
-               ("converters.storage.objects", "open_object")}  # a Beam input's stream: Beam's own reader, no retry
+               ("converters.storage.beamfs", "open_read")}  # the raw GET, its one caller, Beam's reader
 
 
 def raw_reads_in_storage(module: str) -> list[str]:

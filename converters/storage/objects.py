@@ -24,12 +24,13 @@ from typing import BinaryIO
 
 from ..util.errors import TfpipeError
 from .beamfs import _fs as _beam
-from .beamfs import has_scheme
+from .beamfs import BeamFSStorage, has_scheme
 
 __all__ = ["is_url", "list_objects", "object_size", "open_object", "READ_BUFFER"]
 
 READ_BUFFER = 1 << 20  # 1 MiB: the least one GET reads by default (a larger read is one GET of that size)
 MAX_GET = 64 << 20     # 64 MiB: the most one GET reads (a larger read is several)
+BEAM_READ_BUFFER = 8 << 20  # 8 MiB: the least one read of a Beam file system's object takes (each range is an open)
 _S3_CLIENTS: dict[tuple, object] = {}  # one S3Storage (and boto3 client) per bucket and endpoint, per process
 _PINS: dict[str, str] = {}  # s3:// URL -> the ETag first seen (listing or HEAD); kept by forked workers
 if hasattr(os, "register_at_fork"):  # a forked worker must not share its parent's HTTP connections
@@ -131,12 +132,11 @@ def open_object(url: str, buffer_size: int = READ_BUFFER) -> BinaryIO:
         etag = _PINS.get(url)  # the version first seen: a rewrite since is an InputError, not other bytes
         raw = _RangeReader(url, size, lambda a, b: store.read_range(key, a, b, if_match=etag))
         return io.BufferedReader(raw, buffer_size=buffer_size)  # type: ignore[return-value]
-    fs, uncompressed = _beam()
-    object_size(url)  # FileNotFoundError when missing
-    try:
-        return fs.open(url, compression_type=uncompressed)
-    except Exception as exc:  # noqa: BLE001
-        raise _beam_error("read", url, exc) from exc
+    size = object_size(url)  # FileNotFoundError when missing
+    parent, name = url.rsplit("/", 1)
+    store = BeamFSStorage(parent)
+    raw = _RangeReader(url, size, lambda a, b: store.read_range(name, a, b))  # each range under the one policy
+    return io.BufferedReader(raw, buffer_size=max(buffer_size, BEAM_READ_BUFFER))  # type: ignore[return-value]
 
 
 class _RangeReader(io.RawIOBase):

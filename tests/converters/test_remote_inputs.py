@@ -206,6 +206,11 @@ def beam_scheme():
         def open(self, path, *args, **kwargs):
             return super().open(path[len(prefix):], *args, **kwargs)
 
+        def exists(self, path):  # an object store's: objects exist, "directories" (prefixes) do not
+            if not path.startswith(prefix):   # (Beam's own match calls it with local paths)
+                return super().exists(path)
+            return os.path.isfile(path[len(prefix):])
+
     assert isinstance(FileSystems.get_filesystem(prefix + "/x"), LocalUnderScheme)
     yield prefix  # Beam finds file systems among FileSystem.__subclasses__() (weak references): keep it alive
     del LocalUnderScheme
@@ -265,3 +270,39 @@ def test_local_workers_take_the_s3_settings_of_now(data, s3, tmp_path, monkeypat
     libsvm_local(data["libsvm"][1:], tmp_path / "local", _libsvm_opts(), workers=1)
     libsvm_local(url, tmp_path / "workers", _libsvm_opts(), workers=2)
     _same_but_paths(tmp_path / "local", tmp_path / "workers", os.path.dirname(data["libsvm"][1]), url)
+
+
+def test_a_beam_input_read_is_retried_by_the_downloader(beam_scheme, tmp_path, monkeypatch):
+    """A Beam file system whose reads fail (a reset) now and then: every range of the object is read again under
+    the downloader's one policy, and the bytes come back whole."""
+    from apache_beam.io.filesystems import FileSystems
+
+    body = os.urandom(20 << 20)   # more than two 8 MiB ranges
+    path = tmp_path / "obj.bin"
+    path.write_bytes(body)
+    cls = type(FileSystems.get_filesystem(beam_scheme + "/x"))
+    real_open, failed = cls.open, []
+
+    class Flaky:
+        def __init__(self, f):
+            self.f = f
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def read(self, n=-1):
+            if len(failed) < 3:
+                failed.append(n)
+                raise ConnectionResetError("connection reset by peer")
+            return self.f.read(n)
+
+    monkeypatch.setattr(cls, "open", lambda self, p, *a, **k: Flaky(real_open(self, p, *a, **k)))
+    with open_object(beam_scheme + str(path)) as f:
+        assert f.read() == body
+    assert len(failed) == 3
