@@ -76,7 +76,7 @@ def test_a_plain_file_whose_first_record_starts_with_1f_8b_is_indexed_verified_a
 
 @pytest.mark.parametrize("head, gz", [
     (frame(b"a" * 35_615)[:12], False),            # plain, although it starts with 1f 8b
-    (gzip.compress(frame(b"abc"))[:12], True),     # gzip
+    (gzip.compress(frame(b"abc"), mtime=0)[:12], True),     # gzip
     (b"\x1f\x8b", True),                           # too short for a header: the magic decides
     (b"", False), (frame(b"")[:12], False), (b"not a tfrecord", False),
 ])
