@@ -3,7 +3,6 @@ equal manifests over a table of inputs and options; bad input fails the same way
 from __future__ import annotations
 
 import gzip
-import os
 
 import pytest
 from engines_data import (

@@ -5,7 +5,7 @@ import pytest
 
 from converters.cli.parser import TfpipeParser
 from converters.shardset.layoutopts import EXAMPLE_OPTIONS, LayoutOptions, add_layout_arguments
-from converters.tfrecord.layout import DEFAULT_BLOCK_ROWS, EXAMPLE_LAYOUT, MAX_BLOCK_ROWS, RecordLayout
+from converters.tfrecord.layout import EXAMPLE_LAYOUT, MAX_BLOCK_ROWS, RecordLayout
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -5,7 +5,6 @@ read client never retries by itself, so what carries a read through a fault is t
 from __future__ import annotations
 
 import logging
-import os
 
 import pytest
 
