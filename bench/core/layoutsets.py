@@ -1,10 +1,8 @@
 """The same rows in both record layouts, for ``tfpipe bench layout`` and the pipeline tests: an Example set and a
-columnar set (``converters.tfrecord.columnar.encode_block`` blocks through the shard writer and its commit
-path), ``shard_rows`` rows per shard in both. Until ``tfpipe convert --layout columnar`` / ``tfpipe reshard
---layout`` are on every branch, this is how a bench or a test gets a columnar set of known rows."""
+columnar set (the converters' block encoder through the shard writer), ``shard_rows`` rows per shard in both:
+how a bench or a test gets both layouts of the same known rows without converting text."""
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import numpy as np
@@ -15,12 +13,10 @@ __all__ = ["write_layout_sets", "write_columnar", "write_examples", "columns_lay
 
 
 def columns_layout(columns: dict[str, np.ndarray], schema, block_rows: int):
-    """The columnar layout of ``columns``: each feature's narrowest exact stored type (``stored_for``)."""
-    from converters.tfrecord.columnar import ValueRange, stored_for
-    from converters.tfrecord.layout import COLUMNAR, RecordLayout
+    """The columnar layout of ``columns``: each feature's narrowest exact stored type (``blocks.choose_layout``)."""
+    from converters.shardset.blocks import choose_layout, column_ranges
 
-    stored = {f.name: stored_for(f.dtype, ValueRange().add(columns[f.name])) for f in schema.features}
-    return RecordLayout(COLUMNAR, block_rows, tuple(stored.items()))
+    return choose_layout(schema, column_ranges(columns), block_rows)
 
 
 def _counts(n: int, shard_rows) -> list[int]:
@@ -33,42 +29,27 @@ def _counts(n: int, shard_rows) -> list[int]:
 
 def write_columnar(out: str, columns: dict[str, np.ndarray], schema, *, block_rows: int = DEFAULT_BLOCK_ROWS, shard_rows=None,
                    compression: str | None = None, overwrite: bool = False):
-    """``columns`` (one array per schema feature, rows first) as a columnar set; returns its Manifest."""
-    from converters.shardset.commit import commit_set
-    from converters.shardset.manifest import InputStats, Manifest, manifest_bytes
+    """``columns`` (one array per schema feature, rows first) as a columnar set, through the converters' block
+    encoder (``shardset.blocks.Blocks``) and the shard writer; returns its Manifest."""
+    from converters.shardset.blocks import Blocks
+    from converters.shardset.manifest import InputStats
     from converters.shardset.options import ShardOutputOptions
-    from converters.shardset.output import output_errors
     from converters.shardset.writer import ShardSetWriter
-    from converters.tfrecord.columnar import encode_block
-    from converters.tfrecord.crc import frame_payloads
 
     n = len(next(iter(columns.values())))
     layout = columns_layout(columns, schema, block_rows)
-    counts = _counts(n, shard_rows)
     with ShardSetWriter(out, ShardOutputOptions(shard_size=1 << 50, compression=compression),
                         overwrite=overwrite) as w:
         start = 0
-        for rows in counts:
-            blocks = [encode_block({k: v[s:min(s + block_rows, start + rows)] for k, v in columns.items()},
-                                   schema, layout) for s in range(start, start + rows, block_rows)]
-            offsets = np.concatenate([[0], np.cumsum([len(b) for b in blocks])])
-            framed, lengths = frame_payloads(np.frombuffer(b"".join(blocks), np.uint8), offsets)
-            w.write(framed, lengths)
+        for rows in _counts(n, shard_rows):
+            blocks = Blocks(schema, layout)   # a fresh one per shard: every shard ends in its own short block
+            part = {k: v[start:start + rows] for k, v in columns.items()}
+            for framed, lengths, per_block in (*blocks.add(part), *blocks.finish()):
+                w.write(framed, lengths, rows=per_block)
             w.close_shard()
             start += rows
-        try:
-            moves, shards = w.seal()
-            shards = [dataclasses.replace(s, records=r) for s, r in zip(shards, counts)]   # records count rows
-            manifest = Manifest(records=n, shards=tuple(shards), schema=schema, kind="libsvm", location=out,
-                                inputs=(InputStats("synthetic:columnar", n, n),), options={"synthetic": True},
-                                compression=w.compression, layout=layout)
-            with output_errors(out):
-                commit_set(w.storage, moves, manifest_bytes(manifest), run_id=w.run_id, where=out)
-        except BaseException:
-            w.abort()
-            raise
-        w.committed()
-    return manifest
+        return w.finish(schema=schema, inputs=[InputStats("synthetic:columnar", n, n)], kind="libsvm",
+                        options={"synthetic": True}, layout=layout)
 
 
 def write_examples(out: str, columns: dict[str, np.ndarray], schema, *, shard_rows=None, overwrite: bool = False):
