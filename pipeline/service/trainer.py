@@ -89,6 +89,8 @@ def _distributed_epoch(spec: Any, choice: ServiceChoice, job_name: str, seed: in
 
 def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
     """The rank's batches, read and parsed on the tf.data service at ``spec.service``."""
+    from ..graph.tail import graph_tail
+
     if spec.parse and spec.sparse_as == "ragged" and spec.schema.varlen:
         raise ValueError("service: ragged features cannot be re-cut into equal batches here (tf.data's rebatch "
                          "refuses RaggedTensors); use sparse_as='sparse' or read locally")
@@ -104,9 +106,7 @@ def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
             ds = one if ds is None else ds.concatenate(one)
         if spare:   # never reached unless an epoch came short (its job starts only when the concatenate gets there)
             ds = ds.take(choice.steps * spec.epochs)
-    if spec.prefetch != 0:
-        ds = ds.prefetch(AUTOTUNE if spec.prefetch is None else spec.prefetch)
-    return ds
+    return graph_tail(ds, spec, calls=AUTOTUNE, deterministic=spec.deterministic, parsed=True)   # the prefetch
 
 
 def service_stages(spec: Any, env: Mapping[str, str] | None = None) -> list[Stage]:
