@@ -21,6 +21,7 @@ BENCHMARKS = (
     "bench.commands.stream",
     "bench.commands.offload",
     "bench.commands.layout",
+    "bench.commands.resume",
     "bench.suite.command",
 )
 

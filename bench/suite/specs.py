@@ -242,6 +242,19 @@ def _layout(smoke: bool) -> dict:
             "text_best_rec_s": text["best_example_rec_s"], "text_bytes": text["bytes_ratio"]}
 
 
+def _resume_sizes(smoke: bool) -> dict:
+    return ({"records": 6_000, "shards": 4, "rounds": 2, "batch_size": 64, "shuffle_buffer": 200} if smoke else
+            {"records": 200_000, "shards": 16, "rounds": 15, "batch_size": 256, "shuffle_buffer": 1_000})
+
+
+def _resume(smoke: bool) -> dict:
+    from ..commands.resume import run_benchmark
+
+    r = run_benchmark(**_resume_sizes(smoke))
+    return {"cpu_ratio": r["cpu_ratio"], "wall_ratio": r["wall_ratio"],
+            "resumable_rec_per_cpu_s": r["resumable_rec_per_cpu_s"], "default_rec_per_cpu_s": r["default_rec_per_cpu_s"]}
+
+
 def _overhead(smoke: bool) -> dict:
     from ..commands.overhead import overhead
 
@@ -378,6 +391,16 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
                    ("libsvm_ratio", "libsvm_cpu_ratio", "libsvm_rec_s", "libsvm_best_rec_s", "libsvm_bytes")),
                Row("`tfpipe bench layout`, text windows of 2,049 tokens",
                    ("text_ratio", "text_cpu_ratio", "text_rec_s", "text_best_rec_s", "text_bytes")))),
+    Benchmark("resume", "tfpipe bench resume",
+              lambda s: (f"{_resume_sizes(s)['records']:,} Criteo-like records in {_resume_sizes(s)['shards']} shards, "
+                         f"batch {_resume_sizes(s)['batch_size']}, shuffle_buffer {_resume_sizes(s)['shuffle_buffer']:,} "
+                         f"in both, median of {_resume_sizes(s)['rounds']} paired rounds"), _resume,
+              (Metric("cpu_ratio", "resumable vs default graph, records per CPU-second", op=">=", target=0.95),
+               Metric("wall_ratio", "same, records/s"),
+               Metric("resumable_rec_per_cpu_s", "resumable, records per CPU-second", "rec/s"),
+               Metric("default_rec_per_cpu_s", "default, records per CPU-second", "rec/s")),
+              (Row("`tfpipe bench resume`", ("cpu_ratio", "wall_ratio", "resumable_rec_per_cpu_s",
+                                             "default_rec_per_cpu_s")),)),
     Benchmark("overhead", "tfpipe bench overhead",
               lambda s: "10 × 2 ms steps, 1 round" if s else "200 × 10 ms steps, 5 rounds", _overhead,
               (Metric("ratio", "measured / bare wall time", "ratio", op="<", target=1.02),),
