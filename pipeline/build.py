@@ -2,7 +2,8 @@
 proven order.
 
 source → (shard) → cache → shuffle → batch → map(vectorized ``tf.io.parse_example``, AUTOTUNE) → repeat →
-prefetch(AUTOTUNE). The decisions (read strategy, cache policy, steps) are pure functions of the spec —
+prefetch(AUTOTUNE); a seeded, shuffled File-mode spec reads the resumable order instead (``resumable=None``: when
+possible, ``pipeline.resume.state.resume_choice``; ``pipeline.resume.resumable``). The decisions (read strategy, cache policy, steps) are pure functions of the spec —
 ``plan_stages`` — so ``describe`` explains exactly what ``build_dataset`` builds.
 
 The read (File mode) comes from :func:`pipeline.plan.readplan.read_plan`: explicit options, else a stored
@@ -29,6 +30,7 @@ from .graph.tail import graph_tail, parse_batches, tail_stages
 from .graph.weighted import build_weighted, weighted_stages
 from .plan.cachepolicy import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache, total_memory
 from .plan.readplan import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan, rule_config
+from .resume.state import resume_choice
 from .spec.pipelinespec import PipelineSpecBase
 from .spec.stage import Stage
 from .threads import process_cpus
@@ -44,7 +46,7 @@ def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
         from .service.trainer import service_stages
 
         return service_stages(spec)
-    if spec.resumable:
+    if resume_choice(spec)[0]:  # the resumable order: asked for, or when possible (resumable=None)
         from .resume.resumable import resumable_stages
 
         return resumable_stages(spec)
@@ -236,12 +238,13 @@ def _pipe_epochs(spec: PipelineSpecBase):
 
 def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
     """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records).
-    ``resume``: an input state (``pipeline.input_state``) of a ``resumable=True`` spec to continue from."""
+    ``resume``: an input state (``pipeline.input_state``) of a spec that builds the resumable order (a seeded
+    File-mode spec, unless ``resumable=False``: ``pipeline.resume.state.resume_choice``) to continue from."""
     if spec.service is not None and resume is None:  # read + parse on a service's workers (pipeline.service)
         from .service.trainer import service_dataset
 
         return service_dataset(spec)
-    if spec.resumable or resume is not None:  # the resumable order (pipeline.resume.resumable) checks the spec
+    if resume is not None or resume_choice(spec)[0]:  # the resumable order (pipeline.resume.resumable)
         from .resume.resumable import build_resumable
 
         return build_resumable(spec, resume)

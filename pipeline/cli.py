@@ -69,8 +69,12 @@ def register(sub) -> None:
     old_spelling(e, "--cache-limit", "--stream-cache-limit")
     e.add_argument("--read-ahead", type=nonneg_int, help="remote sets: shards fetched ahead of the ones being read "
                                                        "(default 2)")
-    e.add_argument("--resumable", action="store_true",
-                   help="the resumable File-mode order (a pure function of seed, epoch, position; default: off)")
+    r = e.add_mutually_exclusive_group()
+    r.add_argument("--resumable", action="store_true",
+                   help="demand the resumable File-mode order (a pure function of seed, epoch, position; default: "
+                        "when possible, i.e. a seeded, shuffled File-mode set) and list what cannot resume")
+    r.add_argument("--no-resumable", action="store_true",
+                   help="the default shuffle graph even where the resumable order is possible")
     e.add_argument("--service", metavar="grpc://HOST:PORT",
                    help="read and parse on this tf.data service's workers (docs/offload.md; default: here)")
     e.add_argument("--service-job", metavar="NAME", help="with --service: the run's job name, shared by its ranks "
@@ -126,8 +130,8 @@ def _explain(args: argparse.Namespace) -> int:
     from .plan.manifest import PipelineSpec
 
     extra = {"cores": args.cores} if args.cores else {}
-    if args.resumable:
-        extra["resumable"] = True
+    if args.resumable or args.no_resumable:
+        extra["resumable"] = bool(args.resumable)
     if args.service:
         extra.update(service=args.service, service_job=args.service_job)
     spec = PipelineSpec.from_manifest(

@@ -1,10 +1,12 @@
-"""``describe(spec)``: the stages ``build_dataset`` builds, in order, with their settings and why."""
+"""``describe(spec)``: which graph ``build_dataset`` builds (the resumable order or the default one, and why), and
+its stages, in order, with their settings and why."""
 from __future__ import annotations
 
 from .build import Stage, plan_stages
+from .resume.state import resume_choice
 from .spec.pipelinespec import PipelineSpecBase
 
-__all__ = ["describe", "format_stages"]
+__all__ = ["describe", "format_stages", "graph_line"]
 
 
 def _fmt(value) -> str:
@@ -25,5 +27,11 @@ def format_stages(stages: list[Stage]) -> str:
 def describe(spec: PipelineSpecBase) -> str:
     """A readable explanation of the graph for ``spec`` (e.g. "cache: memory, dataset 180 MiB < 25% of RAM")."""
     head = [f"pipeline: mode={spec.mode} batch_size={spec.batch_size} epochs={spec.epochs or 'forever'}"
-            + (f" records={spec.records}" if spec.records is not None else "")]
+            + (f" records={spec.records}" if spec.records is not None else ""), graph_line(spec)]
     return "\n".join(head) + "\n" + format_stages(plan_stages(spec))
+
+
+def graph_line(spec: PipelineSpecBase) -> str:
+    """Which graph ``build_dataset(spec)`` builds, the resumable order or the default one, and why (one line)."""
+    builds, why = resume_choice(spec)
+    return f"graph: resumable order: {why}" if builds else f"graph: default: not resumable because {why}"

@@ -99,10 +99,16 @@ class PipelineSpec(PipelineSpecBase):
             entry = _rank_entry(plan, rank)
             if getattr(entry, "files", None) is not None:
                 names = [_shard_name(f, by_name) for f in entry.files]
-                if overrides.get("resumable"):   # each rank's own order; a state names the plan it holds under
+                if overrides.get("resumable", None) is not False:   # each rank's own order; a state names the
+                    from ..spec.options import ResumeError                # plan it holds under
                     from .rankplan import plan_fingerprint
 
-                    overrides["plan_fingerprint"] = plan_fingerprint(plan)
+                    try:
+                        overrides["plan_fingerprint"] = plan_fingerprint(plan)
+                    except ResumeError as exc:   # resumable=True: refused; None (when possible): the default graph
+                        if overrides.get("resumable") is True:
+                            raise
+                        overrides["resume_refusal"] = str(exc).removeprefix("resumable=True with ")
             shard = getattr(entry, "shard", None)
             if shard is not None:
                 num_shards, shard_index = int(shard[0]), int(shard[1])

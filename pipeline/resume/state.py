@@ -1,6 +1,10 @@
 """Input state of a resumable File-mode pipeline: a few integers that say where the input stands.
 
-With ``resumable=True`` the records of epoch ``e`` come in one *global* order that is a pure function of
+:func:`resume_choice` decides which graph a spec builds (the build, ``describe`` and ``tfpipe pipeline explain``
+share it): ``resumable=None`` (the default) builds the resumable order for a seeded, shuffled File-mode spec on
+one rank that :func:`resume_refusal` does not refuse, ``True`` demands it, ``False`` opts out.
+
+In the resumable order the records of epoch ``e`` come in one *global* order that is a pure function of
 (manifest, seed, epoch) (``pipeline.resume.resumable`` builds it); every step takes ``batch_size × num_shards``
 records of it, rank ``i`` the ``i``-th ``batch_size`` of them. So the position after ``steps`` steps is
 (epoch, records of that epoch's order consumed), whatever the number of ranks, and
@@ -26,6 +30,7 @@ from ..plan.rankplan import plan_fingerprint
 from ..spec.options import ResumeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "RESUME_LIMITS", "check_resumable",
+           "resume_refusal", "resume_choice",
            "fingerprint", "plan_fingerprint", "global_batch", "epoch_records", "steps_for", "order_epoch_steps", "input_state",
            "resume_position", "advance", "locate"]
 
@@ -50,37 +55,79 @@ RESUME_LIMITS = (
     "files hold (remainder='pad'): plan with remainder='drop'",
     "a state saved under another plan's per-rank file lists (another number of ranks): resume with the same "
     "plan, or use num_shards/shard_index (one global order) to change the number of ranks",
+    "a columnar set (not yet: positions are rows inside blocks): re-lay it with tfpipe reshard SET --out NEW "
+    "--layout example",
+    "a read on a tf.data service's workers (service=...): restart a service run at an epoch boundary",
 )
 
 
+def resume_refusal(spec) -> str | None:
+    """Why ``spec`` cannot build the resumable order (one line), or None when it can; ``spec.resumable`` aside."""
+    if spec.offload.service is not None:
+        return ("it reads on a tf.data service's workers (service=...), which hand files to whichever worker asks "
+                "next: no position names the records consumed")
+    if spec.mode != "file":
+        return ("Pipe mode cannot resume mid-epoch: SageMaker restarts each channel's FIFO from its first record; "
+                "restart at an epoch boundary with first_epoch=E, or use File mode")
+    if spec.layout is not None:
+        return ("a columnar set is not read in the resumable order yet (positions are rows inside blocks); re-lay "
+                "it to resume: tfpipe reshard SET --out NEW --layout example")
+    if spec.cache not in ("auto", "none"):
+        return (f"cache={spec.cache!r} would freeze one order, and the resumable order reads each epoch's files in "
+                f"its own seeded order; use cache='auto' or 'none' (the OS page cache keeps recently read shards)")
+    if spec.shuffle_buffer and spec.seed is None:
+        return ("shuffle_buffer > 0 needs a seed to resume: the order must be a pure function of (seed, epoch, "
+                "position)")
+    if spec.resuming.resume_refusal:
+        return spec.resuming.resume_refusal
+    if len(spec.file_records) != len(spec.files):
+        return (f"it needs the record count of every file (file_records): got {len(spec.file_records)} counts for "
+                f"{len(spec.files)} files; use PipelineSpec.from_manifest")
+    if spec.file_sha256 and len(spec.file_sha256) != len(spec.files):
+        return (f"file_sha256 gives {len(spec.file_sha256)} digests for {len(spec.files)} files: one per file, or "
+                f"none; use PipelineSpec.from_manifest")
+    if spec.steps is None and spec.num_shards > 1 and epoch_records(spec) < global_batch(spec):
+        return (f"an epoch of {epoch_records(spec)} records is less than one global batch ({spec.batch_size} x "
+                f"{spec.num_shards} ranks)")
+    if spec.resuming.plan_fingerprint and spec.steps is not None and order_epoch_steps(spec) < spec.steps:
+        return (f"this rank's {sum(spec.file_records)} records make {order_epoch_steps(spec)} steps per epoch, "
+                f"fewer than the plan's {spec.steps}: a plan with remainder='pad' repeats a rank's records to fill "
+                f"its steps, which the resumable order does not; plan with remainder='drop'")
+    return None
+
+
+def resume_choice(spec) -> tuple[bool, str]:
+    """(whether ``build_dataset(spec)`` builds the resumable order, why) — the one decision the build, ``describe``
+    and ``tfpipe pipeline explain`` share (pure). ``resumable=None``: when possible, i.e. a seeded, shuffled
+    File-mode spec that :func:`resume_refusal` does not refuse; ``True``: always, a spec that cannot is a
+    :class:`ResumeError` (one line); ``False``: never."""
+    asked = spec.resumable
+    if asked is False:
+        return False, "resumable=False (asked for)"
+    why = resume_refusal(spec)
+    if asked is True:
+        if why is not None:
+            raise ResumeError(f"resumable=True: {why}")
+        return True, "resumable=True (asked for)"
+    if why is not None:
+        return False, why
+    if not spec.shuffle_buffer:
+        return False, ("no shuffle (shuffle_buffer=0): the unshuffled read keeps its tuned strategy (resumable=True "
+                       "reads the files in manifest order, resumable)")
+    if spec.num_shards > 1:
+        return False, (f"{spec.num_shards} ranks share one order here (num_shards): each rank would run the delay "
+                       f"order over every record, which costs more than its shuffle of its own share (0.86x the "
+                       f"default graph's records per CPU-second for rank 0 of 2: tfpipe bench resume --ranks 2); "
+                       f"resumable=True to resume anyway, or per-rank file lists (a plan) resume at no such cost")
+    return True, "seeded File-mode set (resumable=None: when possible; resumable=False opts out)"
 
 
 def check_resumable(spec) -> None:
     """Raise :class:`ResumeError` (one line) unless ``spec`` builds the resumable order."""
-    if not spec.resumable:
-        raise ResumeError("input state needs a spec with resumable=True (the order a state points into); "
-                          "build the uninterrupted run with it too")
-    if spec.mode != "file":
-        raise ResumeError("Pipe mode cannot resume mid-epoch: SageMaker restarts each channel's FIFO from its "
-                          "first record; restart at an epoch boundary with first_epoch=E, or use File mode")
-    if spec.shuffle_buffer and spec.seed is None:
-        raise ResumeError("resumable=True with shuffle_buffer > 0 needs a seed: the order must be a pure "
-                          "function of (seed, epoch, position)")
-    if len(spec.file_records) != len(spec.files):
-        raise ResumeError(f"resumable=True needs the record count of every file (file_records): got "
-                          f"{len(spec.file_records)} counts for {len(spec.files)} files; use "
-                          f"PipelineSpec.from_manifest")
-    if spec.file_sha256 and len(spec.file_sha256) != len(spec.files):
-        raise ResumeError(f"file_sha256 gives {len(spec.file_sha256)} digests for {len(spec.files)} files: one per "
-                          f"file, or none; use PipelineSpec.from_manifest")
-    if spec.steps is None and spec.num_shards > 1 and epoch_records(spec) < global_batch(spec):
-        raise ResumeError(f"an epoch of {epoch_records(spec)} records is less than one global batch "
-                          f"({spec.batch_size} x {spec.num_shards} ranks)")
-    if spec.resuming.plan_fingerprint and spec.steps is not None and order_epoch_steps(spec) < spec.steps:
-        raise ResumeError(f"this rank's {sum(spec.file_records)} records make {order_epoch_steps(spec)} steps per epoch, "
-                          f"fewer than the plan's {spec.steps}: a plan with remainder='pad' repeats a rank's records "
-                          f"to fill its steps, which the resumable order does not; plan with remainder='drop'")
-
+    builds, why = resume_choice(spec)
+    if not builds:
+        raise ResumeError(f"an input state needs a spec that builds the resumable order, and this one does not: "
+                          f"{why}; build the uninterrupted run with it too")
 
 
 def _records(spec) -> int:

@@ -62,7 +62,7 @@ def block_rank_steps(spec) -> int:
 def check_columnar(spec) -> None:
     """A ValueError for what a columnar spec cannot do, naming the way out."""
     spec.layout.check_schema(spec.schema)
-    if spec.resumable:
+    if spec.resumable is True:   # None (when possible): a columnar set keeps its own graph (resume_choice)
         raise ValueError("resumable=True does not read columnar sets yet (positions are rows inside blocks); "
                          "read it with resumable=False, or re-lay it: tfpipe reshard SET --out NEW --layout example")
     if spec.part_weights:

@@ -11,7 +11,7 @@ group (``spec.<name>``)   class           options
 ``caching``               CacheOptions    cache policy and the RAM it plans with
 ``batching``              BatchOptions    batch size, remainder, epochs, prefetch, determinism
 ``parsing``               ParsingOptions  parse or not, output structure, sparse features
-``resuming``              ResumeOptions   a resumable File-mode order (a pure function of seed, epoch, position)
+``resuming``              ResumeOptions   the resumable File-mode order (a pure function of seed, epoch, position)
 ``offload``               ServiceOptions  a tf.data service's workers read and parse (``spec/serviceopts.py``)
 ========================  ==============  ==================================================================
 
@@ -248,22 +248,29 @@ class ResumeError(TfpipeError, ValueError):
 
 @dataclass(frozen=True)
 class ResumeOptions:
-    """``resumable=True``: File mode reads one global, seeded record order that is a pure function of (manifest,
+    """The resumable File-mode order: one global, seeded record order that is a pure function of (manifest,
     seed, epoch, position), so ``pipeline.input_state`` can save a position and ``build_dataset(spec,
-    resume=state)`` continue from it (``pipeline.resume.resumable``). ``file_records``: records per file, in
+    resume=state)`` continue from it (``pipeline.resume.resumable``). ``resumable=None`` (the default): that order
+    when possible — a seeded, shuffled File-mode spec that nothing in ``pipeline.resume.state.resume_choice``
+    refuses — else the default shuffle graph; ``True`` demands it (a spec that cannot is refused in one line);
+    ``False`` builds the default graph. ``resume_refusal``: why ``from_manifest`` found this spec's files (a plan's
+    per-rank lists) unable to resume, when ``resumable`` was not ``True``. ``file_records``: records per file, in
     ``files`` order; ``file_sha256``: each file's sha256, the key of its record-offset index (the one
     ``tfpipe pipeline offsets`` caches); ``from_manifest`` fills both from the manifest. ``plan_fingerprint``:
     the sharding plan whose per-rank file list ``files`` is (``from_manifest(plan=...)`` fills it;
     ``pipeline.resume.state.plan_fingerprint``): a state then holds only under that plan."""
 
-    resumable: bool = False
+    resumable: bool | None = None
     file_records: tuple[int, ...] = ()
     file_sha256: tuple[str, ...] = ()
     plan_fingerprint: str | None = None
+    resume_refusal: str | None = None
 
     def __post_init__(self):
-        if not isinstance(self.resumable, bool):
-            raise ValueError(f"resumable must be True or False, got {self.resumable!r}")
+        if self.resumable is not None and not isinstance(self.resumable, bool):
+            raise ValueError(f"resumable must be None (when possible), True or False, got {self.resumable!r}")
+        if self.resume_refusal is not None and (not isinstance(self.resume_refusal, str) or not self.resume_refusal):
+            raise ValueError(f"resume_refusal must be None or a non-empty string, got {self.resume_refusal!r}")
         counts = tuple(self.file_records)
         if any(not _is_int(n) or n < 0 for n in counts):
             raise ValueError(f"file_records must be record counts (integers >= 0), got {self.file_records!r}")

@@ -121,7 +121,7 @@ class PipelineSpecBase:
         if self.source.mode == "pipe" and self.caching.cache not in ("auto", "none"):
             raise ValueError(f"pipe mode streams every epoch from a new FIFO: cache must be auto or none, "
                              f"got {self.caching.cache!r}")
-        if self.resuming.resumable and self.caching.cache not in ("auto", "none"):
+        if self.resuming.resumable is True and self.caching.cache not in ("auto", "none"):
             raise ValueError(f"resumable=True reads each epoch's files in its own seeded order: cache="
                              f"{self.caching.cache!r} would freeze one; use cache='auto' or 'none' (the OS page "
                              f"cache keeps recently read shards)")

@@ -58,7 +58,7 @@ def check_service(spec: Any) -> None:
     why = None
     if spec.source.mode == "pipe":
         why = "Pipe mode streams a FIFO on this host, which the service's workers cannot open"
-    elif spec.resuming.resumable:
+    elif spec.resuming.resumable is True:
         why = ("resumable=True enters one global order at a saved position; the service hands files to whichever "
                "worker asks next, so no position names the records already consumed. Restart a service run at an "
                "epoch boundary (epochs=the ones left), or read locally with resumable=True")

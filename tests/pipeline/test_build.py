@@ -42,7 +42,7 @@ def test_every_record_exactly_once_per_rank_set(data, ranks, shuffle, read):
     seen = Counter()
     for i in range(ranks):
         spec = PipelineSpec.from_manifest(data, B, shuffle_buffer=shuffle, seed=7, num_shards=ranks,
-                                          shard_index=i, equal_steps=False, read=read)
+                                          shard_index=i, equal_steps=False, read=read, resumable=False)
         seen.update(labels_of(build_dataset(spec)))
     assert sorted(seen) == list(range(N))
     assert max(seen.values()) == 1
@@ -90,8 +90,9 @@ def test_drop_remainder(data):
     assert all(len(b) == B for b in batches) and len(batches) == N // B
 
 
-def test_seeded_shuffle_is_deterministic_and_reshuffles_per_epoch(data):
-    spec = PipelineSpec.from_manifest(data, B, shuffle_buffer=200, seed=3, epochs=2)
+@pytest.mark.parametrize("resumable", [None, False])   # the resumable order (the default here) and shuffle(B)
+def test_seeded_shuffle_is_deterministic_and_reshuffles_per_epoch(data, resumable):
+    spec = PipelineSpec.from_manifest(data, B, shuffle_buffer=200, seed=3, epochs=2, resumable=resumable)
     a, b = labels_of(build_dataset(spec)), labels_of(build_dataset(spec))
     assert a == b
     assert sorted(a[:N]) == list(range(N)) and sorted(a[N:]) == list(range(N))

@@ -19,7 +19,7 @@ def _stage_lines(text):
 
 
 def test_order_and_reasons(data):
-    text = describe(PipelineSpec.from_manifest(data, 32, epochs=3, shuffle_buffer=100, seed=1))
+    text = describe(PipelineSpec.from_manifest(data, 32, epochs=3, shuffle_buffer=100, seed=1, resumable=False))
     assert _stage_lines(text) == ["source", "shard", "cache", "shuffle", "batch", "parse", "repeat", "prefetch"]
     assert "policy=memory" in text and "< 25% of RAM" in text
     assert "why: per-record shuffle" in text

@@ -206,7 +206,7 @@ def test_states_every_run_reaches_are_accepted(data):
                 assert resume_position(two, state) == (state["epoch"], state["position"])
 
 
-@pytest.mark.parametrize("kw, match", [(dict(resumable=False), "resumable=True"),
+@pytest.mark.parametrize("kw, match", [(dict(resumable=False), "does not: resumable=False"),
                                        (dict(seed=None), "needs a seed")])
 def test_unresumable_specs_are_refused(spec, kw, match):
     with pytest.raises(ResumeError, match=match):
@@ -220,11 +220,12 @@ def test_pipe_mode_refuses_resume_in_one_line(data):
     assert "\n" not in str(e.value)
 
 
-def test_default_graph_is_unchanged(data):
-    spec = PipelineSpec.from_manifest(data, BATCH, shuffle_buffer=100, seed=7, epochs=2)
-    assert not spec.resumable
+def test_resumable_false_keeps_the_default_graph_unchanged(data):
+    spec = PipelineSpec.from_manifest(data, BATCH, shuffle_buffer=100, seed=7, epochs=2, resumable=False)
+    assert spec.resumable is False
     assert [s.name for s in plan_stages(spec)][:4] == ["source", "shard", "cache", "shuffle"]
     assert "resumable" in plan_stages(spec.with_(resumable=True))[0].settings
+    assert "resumable" in plan_stages(spec.with_(resumable=None))[0].settings     # the default: when possible
 
 
 def _first_batch_seconds(spec, resume=None) -> float:

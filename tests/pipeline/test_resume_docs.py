@@ -177,7 +177,7 @@ def test_callback_every_n_batches_and_bad_save_freq(here):
 def test_callback_refuses_an_unresumable_spec(here):
     from pipeline import ResumeError
 
-    with pytest.raises(ResumeError, match="resumable=True"):
+    with pytest.raises(ResumeError, match="builds the resumable order, and this one does not: resumable=False"):
         InputStateCallback(_spec().with_(resumable=False), "cb/")
 
 

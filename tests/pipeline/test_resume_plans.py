@@ -30,6 +30,15 @@ def data(tmp_path_factory):
     return str(d)
 
 
+@pytest.fixture(scope="module")
+def columnar(tmp_path_factory):
+    from columnar_data import indexed_columns, write_columnar_set
+
+    d = tmp_path_factory.mktemp("plans-columnar")
+    write_columnar_set(d, indexed_columns(200))
+    return str(d)
+
+
 def _plan(data, workers, **kw):
     return plan(read_manifest(data), Topology(hosts=1, workers_per_host=workers), batch_size=BATCH, **kw)
 
@@ -87,6 +96,19 @@ def test_a_state_of_another_plan_is_refused(data, other):
     _one_line(lambda: build_dataset(saver, resume=input_state(two, 3)), "another sharding plan")
 
 
+def test_a_plan_that_cannot_resume_keeps_the_default_graph_unless_resumable_is_demanded(data):
+    from pipeline.resume.state import resume_choice
+
+    seeded = dict(shuffle_buffer=100, seed=7)
+    alone = PipelineSpec.from_manifest(data, BATCH, plan=_plan(data, 2).for_rank(0), **seeded)
+    builds, why = resume_choice(alone)
+    assert not builds and "needs the whole plan" in why and "\n" not in why
+    whole = PipelineSpec.from_manifest(data, BATCH, plan=_plan(data, 2), rank=0, **seeded)
+    assert resume_choice(whole)[0] and whole.resuming.plan_fingerprint            # the default: resumable
+    assert not PipelineSpec.from_manifest(data, BATCH, plan=_plan(data, 2), rank=0, resumable=False,
+                                          **seeded).resuming.plan_fingerprint
+
+
 @pytest.mark.parametrize("cache", ["memory", "file:cached"])
 def test_a_cache_stage_is_refused(data, cache):
     _one_line(lambda: PipelineSpec.from_manifest(data, BATCH, cache=cache, **BASE), f"cache='{cache}' would freeze")
@@ -98,7 +120,7 @@ def _limit(start: str) -> int:
     return i
 
 
-def _refusals(data):
+def _refusals(data, columnar):
     """Each entry of RESUME_LIMITS -> a call that meets it (a spec, or a state under another plan)."""
     spec = PipelineSpec.from_manifest(data, BATCH, **BASE)
     two = _plan(data, 2)
@@ -118,12 +140,16 @@ def _refusals(data):
         _limit("a state saved under another plan"): (
             lambda: build_dataset(PipelineSpec.from_manifest(data, BATCH, plan=two, rank=0, **BASE),
                                   resume=input_state(spec, 2)), "another sharding plan"),
+        _limit("a columnar set"): (lambda: PipelineSpec.from_manifest(columnar, BATCH, **BASE),
+                                   "does not read columnar sets yet"),
+        _limit("a read on a tf.data service"): (lambda: spec.with_(service="grpc://localhost:5050"),
+                                                "resumable=True enters one global order"),
     }
 
 
 @pytest.mark.parametrize("i", range(len(RESUME_LIMITS)))
-def test_every_listed_limit_is_a_one_line_refusal(data, i):
-    refusals = _refusals(data)
+def test_every_listed_limit_is_a_one_line_refusal(data, columnar, i):
+    refusals = _refusals(data, columnar)
     assert sorted(refusals) == list(range(len(RESUME_LIMITS)))
     call, match = refusals[i]
     _one_line(call, match)
