@@ -4,7 +4,8 @@ in, ``pipeline.resume.resumable``) against the default shuffle graph (``resumabl
 every thread; the steadier figure on a shared host) and records/s, over whole epochs after the first batch, in
 paired rounds with the order alternating; the median and range of the per-round ratios, and the 1-minute load
 before each round. Without SET, Criteo-like records are generated (16 shards of 200,000 records by default).
-``--busy N`` runs N busy loops beside the rounds; ``--ranks N`` times rank 0 of N ranks (``num_shards=N``). The bar: the resumable graph at >= 0.95x the default graph's
+``--busy N`` runs N busy loops beside the rounds; ``--ranks N`` times rank 0 of N ranks (``num_shards=N``);
+``--epochs-per-round N`` reads N epochs per graph and round. The bar: the resumable graph at >= 0.95x the default graph's
 records per CPU-second (the median)."""
 from __future__ import annotations
 
@@ -36,12 +37,12 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--shards", type=positive_int, default=DEFAULT_SHARDS, metavar="N",
                    help=f"shards to write them in (default {DEFAULT_SHARDS})")
     p.add_argument("--batch-size", type=positive_int, default=256, metavar="N", help="batch size (default 256)")
-    p.add_argument("--shuffle-buffer", type=positive_int, default=1_000, metavar="B",
+    p.add_argument("--shuffle-buffer", type=nonneg_int, default=1_000, metavar="N",
                    help="shuffle_buffer of both graphs (default 1000)")
     p.add_argument("--seed", type=nonneg_int, default=1, help="seed of both graphs (default 1)")
-    p.add_argument("--epochs", type=positive_int, default=1, metavar="N",
-                   help="epochs per graph and round (default 1; from 2 the default graph may cache in memory)")
-    p.add_argument("--ranks", type=positive_int, default=1, metavar="N",
+    p.add_argument("--epochs-per-round", type=positive_int, default=1, metavar="N",
+                   help="epochs each graph reads per round (default 1; from 2 the default graph may cache in memory)")
+    p.add_argument("--ranks", type=positive_int, default=1, dest="num_shards", metavar="N",
                    help="time rank 0 of N ranks sharing the set (num_shards=N; default 1)")
     p.add_argument("--repeats", type=positive_int, default=15, metavar="N", help="paired rounds (default 15)")
     p.add_argument("--busy", type=nonneg_int, default=0, metavar="N", help="busy loops beside the rounds (default 0)")
@@ -52,8 +53,8 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
 def run(args) -> int:
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     report = run_benchmark(args.path, records=args.records, shards=args.shards, batch_size=args.batch_size,
-                           shuffle_buffer=args.shuffle_buffer, seed=args.seed, epochs=args.epochs,
-                           ranks=args.ranks, rounds=args.repeats, busy=args.busy, log=say)
+                           shuffle_buffer=args.shuffle_buffer, seed=args.seed,
+                           epochs=args.epochs_per_round, ranks=args.num_shards, rounds=args.repeats, busy=args.busy, log=say)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 

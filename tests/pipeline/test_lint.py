@@ -83,9 +83,10 @@ def test_options_after_prefetch_still_counts(parts):
     {},
     {"read": "sequential"},
     {"read": "parallel_reads"},
-    {"shuffle_buffer": 50, "seed": 1},
-    {"shuffle_buffer": 50, "seed": 1, "epochs": 3},                  # memory cache, shuffle, repeat
-    {"shuffle_buffer": 50, "seed": 1, "epochs": None, "cache": "none"},  # file-order shuffle
+    {"shuffle_buffer": 50, "seed": 1, "resumable": False},
+    {"shuffle_buffer": 50, "seed": 1, "epochs": 3, "resumable": False},        # memory cache, shuffle, repeat
+    {"shuffle_buffer": 50, "seed": 1, "epochs": None, "cache": "none", "resumable": False},  # file-order shuffle
+    {"shuffle_buffer": 50, "seed": 1, "epochs": 2},                   # the resumable order (the seeded default)
     {"num_shards": 3, "shard_index": 2, "shuffle_buffer": 50, "epochs": 2},
     {"drop_remainder": True, "output": "dict"},
 ])
