@@ -18,7 +18,8 @@ in tf.data ops: nothing in Python per record.
 
 A streamed remote set reads the same order through ``pipeline.resume.resumestream`` (its shards fetched in that
 order, from the entry point on); a balanced group (``label_weights``) is one endless sampled stream of its
-parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.resumeweighted``).
+parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.resumeweighted``); a columnar set's
+order is over its decoded rows, positions in rows (``pipeline.resume.resumerows``).
 """
 from __future__ import annotations
 
@@ -121,14 +122,16 @@ def order_from(spec, e, pos, source=None):
     names = [spec.files[f] for f in order]
     counts = [spec.file_records[f] for f in order]
     digests = [spec.file_sha256[f] if spec.file_sha256 else None for f in order]
-    if spec.layout is not None:     # a columnar set: positions are rows (pipeline.resume.resumerows)
-        from .resumerows import rows_reader
 
-        read = rows_reader(spec, order, source)
-    elif source is not None:
-        read = lambda start: source.read_from(order, start)                     # noqa: E731
-    else:
-        read = lambda start: _read_from(spec, names, counts, start, digests)    # noqa: E731
+    def read(start):                # the epoch's records from record ``start``
+        if spec.layout is not None:     # a columnar set: its decoded rows, positions in rows (resume.resumerows)
+            from .resumerows import rows_reader
+
+            return rows_reader(spec, order, enter, source)(start)
+        if source is not None:
+            return source.read_from(order, start)
+        return _read_from(spec, names, counts, start, digests)
+
     if spec.shuffle_buffer <= 0:
         return read(min(pos, total))
     key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
@@ -256,15 +259,7 @@ def resumable_stages(spec) -> list[Stage]:
         from ..remote.stream import stream_stage
 
         stream = [stream_stage(spec, SimpleNamespace(read="sequential", parallelism=1), shuffle)]
-    if spec.layout is not None:     # a columnar set: blocks decoded to rows, positions in rows
-        from .resumerows import row_stages
-
-        return row_stages(spec, _stages(spec, stream, n, shuffle))
-    return _stages(spec, stream, n, shuffle)
-
-
-def _stages(spec, stream, n, shuffle):
-    return [
+    stages = [
         *stream,
         Stage("source", True, {"mode": "file", "files": len(spec.files), "read": "sequential", "resumable": True,
                                "file_order": f"permuted per epoch (seed={spec.seed})" if shuffle else "manifest order"},
@@ -290,3 +285,8 @@ def _stages(spec, stream, n, shuffle):
         *tail_stages(spec, calls=_parse_calls(spec), deterministic=True,
                      repeat_why="one order per epoch, from (seed, epoch)"),
     ]
+    if spec.layout is not None:     # a columnar set: blocks decoded to rows, positions in rows
+        from .resumerows import row_stages
+
+        return row_stages(spec, stages)
+    return stages

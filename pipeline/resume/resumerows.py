@@ -47,14 +47,14 @@ def decoded_rows(spec, blocks, drop: int = 0) -> Any:
     return ds
 
 
-def rows_reader(spec, order: list[int], source=None):
+def rows_reader(spec, order: list[int], enter, source=None):
     """A function ``start -> the decoded rows of the epoch whose files come in order`` (file numbers, Python
     ints) from its row ``start``: whole files before it skipped by their row counts, the file holding it
-    entered at the block holding it (``resumable.enter``, or ``source``: a ``resumestream.StreamedShards``)."""
+    entered at the block holding it (``enter``: ``resumable.enter``, the one place a file is entered in the
+    middle; or ``source``: a ``resumestream.StreamedShards``)."""
     import tensorflow as tf
 
     from ..plan.readplan import DEFAULT_BUFFER_BYTES
-    from .resumable import enter
 
     rows = [spec.file_records[f] for f in order]
     br = spec.layout.block_rows
