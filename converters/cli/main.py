@@ -9,6 +9,7 @@ import signal
 import sys
 from importlib.metadata import entry_points
 
+from ..engines.interrupt import set_exit_lines
 from ..util.errors import TfpipeError
 from ..util.version import __version__
 from .notices import announce_compiles
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     announce_compiles()
+    set_exit_lines(_EXIT_LINES)  # an engine's stuck clean-up, ended by its deadline, says the same
     previous = _terminate_cleanly()
     try:
         return int(args.func(args) or 0)
@@ -83,18 +85,27 @@ def main(argv: list[str] | None = None) -> int:
               "--seq-len, --workers); nothing was written", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("tfpipe: interrupted", file=sys.stderr)
+        print(_EXIT_LINES[signal.SIGINT], file=sys.stderr)
         return 130
     except _Terminated:
-        print("tfpipe: terminated (temporary files removed, no manifest written)", file=sys.stderr)
+        print(_EXIT_LINES[signal.SIGTERM], file=sys.stderr)
         return 143
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
 
-class _Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that every ``with`` block cleans up on the way out."""
+_EXIT_LINES = {signal.SIGINT: "tfpipe: interrupted",
+               signal.SIGTERM: "tfpipe: terminated (temporary files removed, no manifest written)"}
+
+
+class _Terminated(SystemExit):
+    """SIGTERM, raised in the main thread so that every ``with`` block cleans up on the way out. A ``SystemExit``
+    (code 143): code that swallows every other exception lets it through, as it does ``KeyboardInterrupt`` (seen:
+    Beam's IPython probe during a pipeline's construction kept running a conversion that ``kill`` had stopped)."""
+
+    def __init__(self):
+        super().__init__(143)
 
 
 def _terminate_cleanly():

@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from typing import Mapping, Sequence
 
 from .. import registry
@@ -137,7 +138,9 @@ def pipeline_options(beam_options: Mapping[str, object] | None = None):
         with contextlib.redirect_stderr(err):
             known = options.get_all_options()
             every = options.get_all_options(retain_unknown_options=True)
-    except SystemExit:  # argparse's way of rejecting a value; its message went to err
+    except SystemExit as exc:  # argparse's way of rejecting a value (exit 2); its message went to err
+        if exc.code != 2:  # a SIGTERM (the CLI's exit 143) on the way
+            raise
         why = err.getvalue().strip().splitlines()
         raise ValueError(f"bad Beam pipeline option: {why[-1].split(' error: ', 1)[-1] if why else argv}") from None
     finally:
@@ -323,21 +326,26 @@ def _quiet_workers(interrupts):
     from apache_beam.runners.portability import local_job_service
 
     started = []
+    lock = threading.Lock()  # a worker starting while the signal's stop runs (another thread) is stopped too
+    stopping = []
 
     def popen(args, *rest, **kwargs):
         if not log.isEnabledFor(logging.DEBUG):
             kwargs.setdefault("stderr", subprocess.DEVNULL)
         args, kwargs["shell"] = _worker_argv(args, bool(kwargs.get("shell"))), False
-        proc = subprocess.Popen(args, *rest, **kwargs)
-        started.append(proc)
-        if interrupts:  # started as (or after) the signal came: stopped as the others
-            proc.kill()
+        with lock:
+            proc = subprocess.Popen(args, *rest, **kwargs)
+            started.append(proc)
+            if stopping or interrupts:  # started as (or after) the signal came: stopped as the others
+                proc.kill()
         return proc
 
     def stop_workers():
-        for proc in started:
-            if proc.poll() is None:
-                proc.kill()
+        with lock:
+            stopping.append(True)
+            for proc in started:
+                if proc.poll() is None:
+                    proc.kill()
 
     interrupts.on_signal.append(stop_workers)
 
@@ -388,18 +396,21 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
     log.info("converting on Beam (%s), run %s -> %s", runner if isinstance(runner, str) else type(runner).__name__,
              job.area.run_id, job.area.out)
     try:
-        pipeline = beam.Pipeline(runner=runner, options=options)
-        _ = pipeline | "Convert" >> TwoPassConversion(job)
-        with interruptible() as interrupts, _quiet_workers(interrupts), _quiet_own_errors():
-            try:
-                result = pipeline.run()
-                state = result.wait_until_finish()
-            except BaseException as exc:  # noqa: BLE001 - a failed step: its own error if we can find it
-                if interrupts:  # Ctrl-C / kill, however Beam wrapped it: the signal's own exit, one line
-                    interrupts.reraise()
-                if not isinstance(exc, Exception):
-                    raise
-                raise _failure(exc, options) from exc
+        # from the pipeline's construction on: a signal there is noted too, even if Beam's code swallows it
+        with interruptible() as interrupts:
+            interrupts.on_stuck += [job.area.cleanup, job.area.release]  # a clean-up stuck past the deadline
+            pipeline = beam.Pipeline(runner=runner, options=options)
+            _ = pipeline | "Convert" >> TwoPassConversion(job)
+            with _quiet_workers(interrupts), _quiet_own_errors():
+                try:
+                    result = pipeline.run()
+                    state = result.wait_until_finish()
+                except BaseException as exc:  # noqa: BLE001 - a failed step: its own error if we can find it
+                    if interrupts:  # Ctrl-C / kill, however Beam wrapped it: the signal's own exit, one line
+                        interrupts.reraise()
+                    if not isinstance(exc, Exception):
+                        raise
+                    raise _failure(exc, options) from exc
             if interrupts:  # a signal whose exception Beam swallowed: the run still ends as the signal says
                 interrupts.reraise()
         if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):

@@ -22,7 +22,7 @@ from ..spec.stage import Stage
 from .rowshuffle import pool_rows, row_generator, shuffle_rows
 
 __all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
-           "build_columnar"]
+           "columnar_output", "build_columnar"]
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,8 @@ def _decoded(blocks: Any, spec: PipelineSpecBase, gen: Any) -> Any:
     return ds.take(steps) if steps is not None else ds
 
 
-def _output(ds: Any, spec: PipelineSpecBase) -> Any:
+def columnar_output(ds: Any, spec: PipelineSpecBase) -> Any:
+    """Batches of decoded rows as the spec's output: the dict, or ``(features, label)``."""
     label = spec.schema.label
     if spec.output == "dict" or label is None:
         return ds
@@ -230,5 +231,5 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
             blocks = blocks.shard(spec.num_shards, spec.shard_index)
         ds = _decoded(cache_dataset(blocks, spec), spec, gen)
         repeat = True
-    return graph_tail(_output(ds, spec), spec, calls=calls, deterministic=spec.deterministic, parsed=True,
+    return graph_tail(columnar_output(ds, spec), spec, calls=calls, deterministic=spec.deterministic, parsed=True,
                       repeat=repeat)

@@ -92,7 +92,9 @@ def range_keys(key, first_chunk, chunks, buffer: int, total):
 def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, rebuild_chunk=0, skip=0):
     """``records`` (a dataset of scalar strings, record ``first_chunk · c`` of the epoch first) in the delay
     order, as **runs**: a dataset of 1-D string tensors (one per scan step, some empty) whose concatenation is
-    the order, its first ``skip`` records left out. Cut them with ``rebatch`` (one copy per record, one
+    the order, its first ``skip`` records left out. A columnar set's ``records`` are its decoded rows (dicts
+    of columns, rows first, in chunks of any size; ``pipeline.resume.resumerows``): the order is then over
+    rows, and runs are dicts of rows. Cut them with ``rebatch`` (one copy per record, one
     tf.data step per batch), not ``unbatch().batch()`` (two tf.data steps per record). A resume also gives
     ``rebuild``: the records of chunks ``rebuild_chunk .. first_chunk - 1`` (those that may still wait at
     ``first_chunk``), read as one element that refills the waiting records and emits nothing. No map
@@ -103,13 +105,18 @@ def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, r
     c = chunk_size(buffer)
     i64 = tf.int64
     k = step_chunks(buffer)
+    nest = tf.nest
+    rows = isinstance(records.element_spec, dict)   # a columnar set's decoded rows: dicts of columns, rows first
+
+    def cut(ds, size):     # elements of ``size`` records (rows: rebatch the decoded chunks)
+        return ds.rebatch(size) if rows else ds.batch(size)
 
     @tf.autograph.experimental.do_not_convert       # no Python control flow here: spare the conversion
     def step(state, element):
         held, held_keys, left = state           # left: records still to leave out (skip)
         e, chunk = element                      # e: the element's number (-1: the refill), its records
         q = tf.where(e < 0, tf.constant(rebuild_chunk, i64), first_chunk + e * k)   # its first chunk number
-        n = tf.shape(chunk, out_type=i64)[0]
+        n = tf.shape(nest.flatten(chunk)[0], out_type=i64)[0]
         spans = (n + c - 1) // c
         chunk_key = tf.reshape(range_keys(key, q, spans, buffer, total), [-1])[:n]
         keys = tf.concat([held_keys, chunk_key], 0)
@@ -120,14 +127,16 @@ def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, r
         gone = tf.where(q >= first_chunk, tf.minimum(left, nd), nd)     # a refill emits nothing
         # the pending records stay in index order; the due ones leave sorted by key (stable): one gather each,
         # on the indices (a record is copied by the gathers only, never to be left out)
-        both = tf.concat([held, chunk], 0)
+        both = nest.map_structure(lambda a, b: tf.concat([a, b], 0), held, chunk)
         left = tf.where(q >= first_chunk, left - gone, left)
-        return (tf.gather(both, keep_at), tf.gather(keys, keep_at), left), tf.gather(both, out_at[gone:])
+        return ((nest.map_structure(lambda v: tf.gather(v, keep_at), both), tf.gather(keys, keep_at), left),
+                nest.map_structure(lambda v: tf.gather(v, out_at[gone:]), both))
 
-    chunks = records.batch(k * c).enumerate()
+    chunks = cut(records, k * c).enumerate()
     if rebuild is not None and rebuild_chunk < first_chunk:
-        chunks = rebuild.batch((first_chunk - rebuild_chunk) * c).enumerate(-1).concatenate(chunks)
-    init = (tf.zeros([0], tf.string), tf.zeros([0], i64), tf.constant(skip, i64))
+        chunks = cut(rebuild, (first_chunk - rebuild_chunk) * c).take(1).enumerate(-1).concatenate(chunks)
+    empty = nest.map_structure(lambda s: tf.zeros([0, *s.shape[1:]], s.dtype), chunks.element_spec[1])
+    init = (empty, tf.zeros([0], i64), tf.constant(skip, i64))
     return chunks.scan(init, step)
 
 

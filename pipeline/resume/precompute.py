@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from converters.util.checks import as_int
 from converters.util.errors import IntegrityError, TfpipeError
 
+from ..spec.blocks import file_blocks
 from .offsets import OFFSET_BYTES, index_dir, ensure_index
 
 __all__ = ["OffsetsReport", "index_offsets", "format_offsets_report"]
@@ -71,14 +72,17 @@ def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
         return OffsetsReport(str(set_path), len(shards), manifest.records, 0, 0, 0, len(shards), 0,
                              time.perf_counter() - start, directory)
 
+    def records_of(info) -> int:    # TFRecord records of a shard: a columnar set's are blocks of rows
+        return file_blocks(info.records, manifest.layout.block_rows) if manifest.layout.columnar else info.records
+
     def one(item):
         info, path = item
         problem = _shard_problem(path, info)
         if problem is None:
             try:
-                res = ensure_index(path, records=info.records, sha256=info.sha256, directory=directory)
+                res = ensure_index(path, records=records_of(info), sha256=info.sha256, directory=directory)
                 # (another count than the manifest's: ensure_index warned, naming the file and both counts)
-                return res.status if res.records == info.records else "bad"    # (not the offsets: never all held)
+                return res.status if res.records == records_of(info) else "bad"   # (not the offsets: never all held)
             except IntegrityError as exc:   # damaged: the message names the file and the byte
                 log.warning("%s: not indexed", exc)
                 return "bad"
@@ -97,7 +101,8 @@ def index_offsets(set_path: str, *, workers: int = 1, progress: bool = False,
         raise IntegrityError(f"{set_path}: {counts['bad']} of {len(shards)} shard(s) not indexed (each named above; "
                              "tfpipe verify checks the set)")
     return OffsetsReport(str(set_path), len(shards), manifest.records, counts["indexed"], counts["cached"],
-                         counts["uncached"], 0, OFFSET_BYTES * manifest.records, time.perf_counter() - start,
+                         counts["uncached"], 0, OFFSET_BYTES * sum(records_of(i) for i, _ in shards),
+                         time.perf_counter() - start,
                          directory)
 
 

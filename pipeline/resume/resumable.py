@@ -18,7 +18,8 @@ in tf.data ops: nothing in Python per record.
 
 A streamed remote set reads the same order through ``pipeline.resume.resumestream`` (its shards fetched in that
 order, from the entry point on); a balanced group (``label_weights``) is one endless sampled stream of its
-parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.resumeweighted``).
+parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.resumeweighted``); a columnar set's
+order is over its decoded rows, positions in rows (``pipeline.resume.resumerows``).
 """
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def _io(spec):
 def cut_batches(recs, size: int, drop_remainder: bool):
     """Batches of ``size`` records of an order: ``recs`` is records (scalars) or the delay order's runs (1-D:
     cut by ``rebatch``, the same batches as ``unbatch().batch(size)`` with one tf.data step per batch)."""
-    if recs.element_spec.shape.rank == 1:
+    if isinstance(recs.element_spec, dict) or recs.element_spec.shape.rank == 1:   # runs, or decoded rows
         return recs.rebatch(size, drop_remainder=drop_remainder)
     return recs.batch(size, drop_remainder=drop_remainder)
 
@@ -121,10 +122,18 @@ def order_from(spec, e, pos, source=None):
     names = [spec.files[f] for f in order]
     counts = [spec.file_records[f] for f in order]
     digests = [spec.file_sha256[f] if spec.file_sha256 else None for f in order]
-    if spec.shuffle_buffer <= 0:
+
+    def read(start):                # the epoch's records from record ``start``
+        if spec.layout is not None:     # a columnar set: its decoded rows, positions in rows (resume.resumerows)
+            from .resumerows import rows_reader
+
+            return rows_reader(spec, order, enter, source)(start)
         if source is not None:
-            return source.read_from(order, min(pos, total))
-        return _read_from(spec, names, counts, min(pos, total), digests)
+            return source.read_from(order, start)
+        return _read_from(spec, names, counts, start, digests)
+
+    if spec.shuffle_buffer <= 0:
+        return read(min(pos, total))
     key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
     q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
     c = chunk_size(spec.shuffle_buffer)
@@ -132,12 +141,12 @@ def order_from(spec, e, pos, source=None):
         # one read from record q0·c on (a stream fetches each shard once): the delay order started afresh at
         # chunk q0 emits, from chunk m on, exactly what the epoch's order does (every record before q0·c has
         # left by chunk m), and pos - q0·c records before that
-        return delay_order(source.read_from(order, q0 * c), key, spec.shuffle_buffer, total, q0, skip=pos - q0 * c)
+        return delay_order(read(q0 * c), key, spec.shuffle_buffer, total, q0, skip=pos - q0 * c)
     rebuild = None
     if q0 < m:      # the records that may still wait at chunk m: one read, one refill, no output
-        rebuild = _read_from(spec, names, counts, q0 * c, digests).take((m - q0) * c)
-    return delay_order(_read_from(spec, names, counts, m * c, digests), key, spec.shuffle_buffer, total, m, rebuild,
-                       q0, skip=drop)
+        rebuild = read(q0 * c)
+        rebuild = rebuild if spec.layout is not None else rebuild.take((m - q0) * c)   # rows: delay_order cuts
+    return delay_order(read(m * c), key, spec.shuffle_buffer, total, m, rebuild, q0, skip=drop)
 
 
 def order_of(spec, e, source=None):
@@ -150,6 +159,10 @@ def order_of(spec, e, source=None):
         recs = source.records(_file_order(spec, e))
     else:
         recs = tf.data.TFRecordDataset(tf.gather(tf.constant(list(spec.files)), _file_order(spec, e)), ctype, buf)
+    if spec.layout is not None:     # a columnar set's blocks: the order is over their rows
+        from .resumerows import decoded_rows
+
+        recs = decoded_rows(spec, recs)
     if spec.shuffle_buffer > 0:
         key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
         recs = delay_order(recs, key, spec.shuffle_buffer, sum(spec.file_records))
@@ -219,8 +232,13 @@ def build_resumable(spec, resume: dict | None = None):
     else:
         last = spec.epochs if spec.epochs is not None else 1 << 62
         ds = _epochs(spec, e0, pos, last, steps_for(spec, epoch_records(spec) - pos), order_epoch_steps(spec))
+    parsed = spec.layout is not None    # a columnar set's rows come decoded
+    if parsed:
+        from ..graph.columnar import columnar_output
+
+        ds = columnar_output(ds, spec)
     # parse always in order: deterministic=False could swap batches, and a resume must find them where they were
-    return graph_tail(ds, spec, calls=_parse_calls(spec), deterministic=True)
+    return graph_tail(ds, spec, calls=_parse_calls(spec), deterministic=True, parsed=parsed)
 
 
 def _parse_calls(spec) -> int:
@@ -241,7 +259,7 @@ def resumable_stages(spec) -> list[Stage]:
         from ..remote.stream import stream_stage
 
         stream = [stream_stage(spec, SimpleNamespace(read="sequential", parallelism=1), shuffle)]
-    return [
+    stages = [
         *stream,
         Stage("source", True, {"mode": "file", "files": len(spec.files), "read": "sequential", "resumable": True,
                                "file_order": f"permuted per epoch (seed={spec.seed})" if shuffle else "manifest order"},
@@ -267,3 +285,8 @@ def resumable_stages(spec) -> list[Stage]:
         *tail_stages(spec, calls=_parse_calls(spec), deterministic=True,
                      repeat_why="one order per epoch, from (seed, epoch)"),
     ]
+    if spec.layout is not None:     # a columnar set: blocks decoded to rows, positions in rows
+        from .resumerows import row_stages
+
+        return row_stages(spec, stages)
+    return stages

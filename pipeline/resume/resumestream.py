@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 
+from ..spec.blocks import file_record_counts
+
 __all__ = ["StreamedShards", "entry"]
 
 
@@ -43,7 +45,7 @@ class StreamedShards:
 
     def _files(self, order, start, k):
         """Generator of (local path, ticket, byte offset, records to skip) for ``order[start:]``."""
-        refs, counts = self.spec.stream.shards, self.spec.file_records
+        refs, counts = self.spec.stream.shards, file_record_counts(self.spec)     # records: a columnar set's blocks
         order, start, k = [int(i) for i in order], int(start), int(k)
         with contextlib.closing(self.stream.session(order=order, start=start)) as files:
             for n, (path, ticket) in enumerate(files):

@@ -55,8 +55,6 @@ RESUME_LIMITS = (
     "files hold (remainder='pad'): plan with remainder='drop'",
     "a state saved under another plan's per-rank file lists (another number of ranks): resume with the same "
     "plan, or use num_shards/shard_index (one global order) to change the number of ranks",
-    "a columnar set (not yet: positions are rows inside blocks): re-lay it with tfpipe reshard SET --out NEW "
-    "--layout example",
     "a read on a tf.data service's workers (service=...): restart a service run at an epoch boundary",
 )
 
@@ -69,9 +67,6 @@ def resume_refusal(spec) -> str | None:
     if spec.mode != "file":
         return ("Pipe mode cannot resume mid-epoch: SageMaker restarts each channel's FIFO from its first record; "
                 "restart at an epoch boundary with first_epoch=E, or use File mode")
-    if spec.layout is not None:
-        return ("a columnar set is not read in the resumable order yet (positions are rows inside blocks); re-lay "
-                "it to resume: tfpipe reshard SET --out NEW --layout example")
     if spec.cache not in ("auto", "none"):
         return (f"cache={spec.cache!r} would freeze one order, and the resumable order reads each epoch's files in "
                 f"its own seeded order; use cache='auto' or 'none' (the OS page cache keeps recently read shards)")
@@ -111,6 +106,9 @@ def resume_choice(spec) -> tuple[bool, str]:
         return True, "resumable=True (asked for)"
     if why is not None:
         return False, why
+    if spec.layout is not None:
+        return False, ("a columnar set keeps its own graph by default (the resumable order over its rows is not "
+                       "measured against it yet): resumable=True reads it in the resumable order")
     if not spec.shuffle_buffer:
         return False, ("no shuffle (shuffle_buffer=0): the unshuffled read keeps its tuned strategy (resumable=True "
                        "reads the files in manifest order, resumable)")

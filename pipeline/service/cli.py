@@ -41,6 +41,7 @@ def register(sub) -> None:
     d.add_argument("--port", type=tcp_port, default=DEFAULT_SERVICE_PORT, metavar="P",
                    help=f"the port trainers and workers dial (default {DEFAULT_SERVICE_PORT}; 0: any free port)")
     _work_dir(d)
+    _worker_timeout(d)
     d.set_defaults(func=_dispatcher)
 
     w = ssub.add_parser("worker", help="run a tf.data service worker for a dispatcher until SIGINT/SIGTERM")
@@ -62,6 +63,7 @@ def register(sub) -> None:
     a.add_argument("--worker-port", type=tcp_port, default=0, metavar="Q",
                    help="each data host's worker port (default 0: any free port)")
     _work_dir(a)
+    _worker_timeout(a)
     a.add_argument("--idle-timeout", type=positive_float, default=120.0, metavar="SECONDS",
                    help="stop a data host when its worker has had no task for this long after its first "
                         "(default 120)")
@@ -78,6 +80,15 @@ def _work_dir(p) -> None:
                         "and --port keeps its jobs (default: none, not fault tolerant)")
 
 
+def _worker_timeout(p) -> None:
+    from .workerwatch import DEFAULT_WORKER_TIMEOUT
+
+    p.add_argument("--worker-timeout", type=positive_float, default=DEFAULT_WORKER_TIMEOUT, metavar="SECONDS",
+                   help="give up the tasks of a worker that has not answered for this long, so that trainers go "
+                        f"on without it (default {DEFAULT_WORKER_TIMEOUT:g}; its unsent records are lost, "
+                        "docs/offload.md)")
+
+
 def _timeout(p) -> None:
     p.add_argument("--timeout", type=positive_float, default=60.0, metavar="SECONDS",
                    help="how long to wait for the dispatcher to answer (default 60)")
@@ -88,9 +99,10 @@ def _say(line: str) -> None:
 
 
 def _mode(dispatcher) -> str:
+    lost = f"; lost workers given up after {dispatcher.watch.worker_timeout:g} s" if dispatcher.watch else ""
     if dispatcher.fault_tolerant:
-        return f"fault tolerant, work dir {dispatcher.work_dir}"
-    return "not fault tolerant: no --work-dir, a restart loses its jobs"
+        return f"fault tolerant, work dir {dispatcher.work_dir}{lost}"
+    return f"not fault tolerant: no --work-dir, a restart loses its jobs{lost}"
 
 
 def _dispatcher(args: argparse.Namespace) -> int:
@@ -98,7 +110,7 @@ def _dispatcher(args: argparse.Namespace) -> int:
 
     from .servers import serve, start_dispatcher
 
-    d = start_dispatcher(args.port, args.work_dir)
+    d = start_dispatcher(args.port, args.work_dir, worker_timeout=args.worker_timeout)
     reason = serve([d], ready=lambda: _say(f"dispatcher serving grpc://{socket.gethostname()}:{d.port} ({_mode(d)})"))
     _say(f"dispatcher stopped ({reason})")
     return 0
@@ -138,7 +150,8 @@ def _auto(args: argparse.Namespace) -> int:
         return 0
     servers = []
     if plan.role == "dispatcher+worker":
-        d = start_dispatcher(args.port, args.work_dir, job_gc_timeout=args.idle_timeout)
+        d = start_dispatcher(args.port, args.work_dir, job_gc_timeout=args.idle_timeout,
+                             worker_timeout=args.worker_timeout)
         servers.append(d)
     w = start_worker(plan.dispatcher, port=args.worker_port, address=plan.worker_host, timeout=args.timeout)
     servers.insert(0, w)

@@ -11,9 +11,11 @@ import socket
 
 from converters.util.errors import ServiceError
 
-__all__ = ["split_address", "check_port_free", "dispatcher_version", "dispatcher_workers", "SERVICE"]
+__all__ = ["split_address", "check_port_free", "dispatcher_version", "dispatcher_workers", "call", "fields",
+           "SERVICE", "WORKER_SERVICE"]
 
 SERVICE = "/tensorflow.data.DispatcherService/"
+WORKER_SERVICE = "/tensorflow.data.WorkerService/"
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -52,17 +54,23 @@ def check_port_free(port: int, what: str) -> None:
         return
 
 
-def _call(address: str, method: str, timeout: float) -> bytes:
+def call(address: str, method: str, timeout: float, request: bytes = b"", *, service: str = SERVICE,
+         wait: bool = True) -> bytes:
+    """One gRPC call of a tf.data service server, raw protobuf bytes in and out, within ``timeout`` seconds
+    (``wait``: wait for the server to come up until then; else a refused connection fails at once);
+    ``ServiceError`` when it does not answer."""
     import grpc
 
     host, port = split_address(address)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     with grpc.insecure_channel(target) as channel:
-        rpc = channel.unary_unary(SERVICE + method)  # raw bytes in and out: the requests used here are empty
+        rpc = channel.unary_unary(service + method)
         try:
-            return rpc(b"", timeout=timeout, wait_for_ready=True)
+            return rpc(request, timeout=timeout, wait_for_ready=wait)
         except grpc.RpcError as exc:
             code = exc.code()
+            if service != SERVICE:
+                raise ServiceError(f"{host}:{port} did not answer {method}: {code.name}") from None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise ServiceError(f"no tf.data service dispatcher answered at {host}:{port} within {timeout:g} s "
                                    "(is it started, and is the address right? see --timeout)") from None
@@ -70,7 +78,7 @@ def _call(address: str, method: str, timeout: float) -> bytes:
                                f"{exc.details()}") from None
 
 
-def _fields(buf: bytes):
+def fields(buf: bytes):
     """(field number, wire type, value) of one protobuf message: the few fields read here."""
     i = 0
     while i < len(buf):
@@ -106,7 +114,7 @@ def dispatcher_version(address: str, timeout: float) -> int:
     """The data-service protocol version of the dispatcher at ``address``, waiting up to ``timeout`` seconds
     for it to come up; ``ServiceError`` when none answers."""
     version = 0
-    for number, wire, value in _fields(_call(address, "GetVersion", timeout)):
+    for number, wire, value in fields(call(address, "GetVersion", timeout)):
         if number == 1 and wire == 0:
             version = value
     return version
@@ -115,7 +123,7 @@ def dispatcher_version(address: str, timeout: float) -> int:
 def dispatcher_workers(address: str, timeout: float) -> list[str]:
     """The addresses of the workers registered with the dispatcher at ``address`` (sorted)."""
     workers = []
-    for number, wire, value in _fields(_call(address, "GetWorkers", timeout)):
+    for number, wire, value in fields(call(address, "GetWorkers", timeout)):
         if number == 1 and wire == 2:
-            workers += [v.decode() for n, w, v in _fields(value) if n == 1 and w == 2]
+            workers += [v.decode() for n, w, v in fields(value) if n == 1 and w == 2]
     return sorted(workers)

@@ -1,6 +1,7 @@
-"""tf.data service servers as long-running processes: a dispatcher (fault tolerant with a work directory), a
-worker that checks its dispatcher answers before it registers, and the loop that serves until SIGINT, SIGTERM or
-a stop condition, then stops the servers. Library code: the CLI (``service/cli.py``) prints."""
+"""tf.data service servers as long-running processes: a dispatcher (fault tolerant with a work directory) that
+gives up the tasks of a worker lost for longer than its worker timeout (``workerwatch``), a worker that checks
+its dispatcher answers before it registers, and the loop that serves until SIGINT, SIGTERM or a stop condition,
+then stops the servers. Library code: the CLI (``service/cli.py``) prints."""
 from __future__ import annotations
 
 import logging
@@ -16,21 +17,27 @@ from converters.util.checks import as_int, as_real
 from converters.util.errors import ServiceError
 
 from .probe import check_port_free, dispatcher_version, split_address
+from .workerwatch import DEFAULT_WORKER_TIMEOUT, WorkerWatch
 
-__all__ = ["Dispatcher", "Worker", "start_dispatcher", "start_worker", "serve", "DEFAULT_WORKER_PORT"]
+__all__ = ["Dispatcher", "Worker", "start_dispatcher", "start_worker", "serve", "DEFAULT_WORKER_PORT",
+           "DEFAULT_WORKER_TIMEOUT", "HEARTBEAT_MS"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_WORKER_PORT = 0  # any free port: the worker tells the dispatcher where it listens
+HEARTBEAT_MS = 1000      # a worker's heartbeat (TensorFlow's default: 30 s), well inside any worker timeout: the
+                         # dispatcher's own "Lost worker" (worker_timeout_ms, set to ours) never names a live one
 
 
 @dataclass(frozen=True)
 class Dispatcher:
-    """A started dispatcher: the server, the port it listens on, its work directory (None: not fault tolerant)."""
+    """A started dispatcher: the server, the port it listens on, its work directory (None: not fault tolerant),
+    and the watch that gives up lost workers' tasks (None: lost workers are waited for)."""
 
     server: object
     port: int
     work_dir: str | None
+    watch: WorkerWatch | None = None
 
     @property
     def fault_tolerant(self) -> bool:
@@ -57,11 +64,14 @@ def _first_line(exc: BaseException) -> str:
     return text.strip().splitlines()[0]
 
 
-def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: float | None = None) -> Dispatcher:
+def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: float | None = None,
+                     worker_timeout: float | None = DEFAULT_WORKER_TIMEOUT) -> Dispatcher:
     """Start a dispatcher on ``port`` of this host (0: any free port; ``Dispatcher.port`` says which). With
     ``work_dir`` it is fault tolerant: it journals its state there, and one restarted with the same directory
     (on the same port) keeps its datasets, jobs and workers. ``job_gc_timeout``: seconds a job without clients
-    lives on (TensorFlow's default: 5 minutes)."""
+    lives on (TensorFlow's default: 5 minutes). ``worker_timeout``: seconds a registered worker may not answer
+    before its tasks are given up, so that trainers go on without it (``workerwatch``; None: wait for it to come
+    back at its address, TensorFlow's own behaviour)."""
     port = as_int(port, "port", minimum=0, maximum=65535, must="a TCP port in [0, 65535] (0: any free port)")
     if port:
         check_port_free(port, "dispatcher")
@@ -74,6 +84,9 @@ def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: 
     extra = {}
     if job_gc_timeout is not None:
         extra["job_gc_timeout_ms"] = int(as_real(job_gc_timeout, "job_gc_timeout", above=0) * 1000)
+    if worker_timeout is not None:
+        worker_timeout = as_real(worker_timeout, "worker_timeout", above=0)
+        extra["worker_timeout_ms"] = max(1, int(worker_timeout * 1000))   # TensorFlow only logs "Lost worker"
     service = _tf_service()
     config = service.DispatcherConfig(port=port, work_dir=work_dir, fault_tolerant_mode=work_dir is not None, **extra)
     try:
@@ -81,8 +94,11 @@ def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: 
     except Exception as exc:  # TensorFlow's own errors (a journal it cannot read, a bind it refuses)
         raise ServiceError(f"dispatcher on port {port} did not start: {_first_line(exc)}") from None
     port = int(server.target.rpartition(":")[2])  # the port chosen when port=0
-    log.info("dispatcher started on port %d (work dir %s)", port, work_dir)
-    return Dispatcher(server, port, work_dir)
+    watch = None
+    if worker_timeout is not None:
+        watch = WorkerWatch(f"127.0.0.1:{port}", worker_timeout).start()
+    log.info("dispatcher started on port %d (work dir %s, worker timeout %s s)", port, work_dir, worker_timeout)
+    return Dispatcher(server, port, work_dir, watch)
 
 
 def start_worker(dispatcher: str, *, port: int = DEFAULT_WORKER_PORT, address: str | None = None,
@@ -100,7 +116,8 @@ def start_worker(dispatcher: str, *, port: int = DEFAULT_WORKER_PORT, address: s
     dispatcher_version(f"{host}:{dport}", timeout)  # before TensorFlow's endless registration retries
     address = address or socket.gethostname()
     service = _tf_service()
-    config = service.WorkerConfig(dispatcher_address=f"{host}:{dport}", worker_address=f"{address}:%port%", port=port)
+    config = service.WorkerConfig(dispatcher_address=f"{host}:{dport}", worker_address=f"{address}:%port%", port=port,
+                                  heartbeat_interval_ms=HEARTBEAT_MS)
     try:
         server = service.WorkerServer(config)
     except Exception as exc:
@@ -142,6 +159,8 @@ def serve(servers: list, *, stop_when: Callable[[], str | None] | None = None, r
             signal.signal(sig, old)
     for s in servers:
         started = time.monotonic()
+        if getattr(s, "watch", None) is not None:
+            s.watch.stop()
         try:
             s.server.stop()
         except Exception as exc:  # stopping is best effort: the process ends next

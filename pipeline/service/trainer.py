@@ -7,8 +7,10 @@ record-level ``shard(n, i)`` applied to each file) → shuffle → batch → par
 ``ShardingPolicy.DYNAMIC`` as the job ``<run>-<rank>-e<epoch>``; here only: re-cut to ``batch_size``, take the
 equal steps, prefetch. With equal steps, one spare epoch follows the last and the whole run takes ``steps x
 epochs`` batches: an epoch left short by a lost worker is made up from the spare one, so every rank still runs
-the same number of steps (the spare epoch's job starts only if it is reached). What each choice is and why: ``pipeline.service.choice``; faults and limits:
-docs/offload.md.
+the same number of steps (the spare epoch's job starts only if it is reached). A run that even the spare epoch
+cannot make up (workers lost and too few left) ends with an error that says so (``run_ended_short``), after the
+dispatcher gives the lost workers' tasks up (``pipeline.service.workerwatch``). What each choice is and why:
+``pipeline.service.choice``; faults and limits: docs/offload.md.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
 from .choice import ServiceChoice, service_choice
 
-__all__ = ["service_dataset", "service_stages", "worker_graph", "element_batches", "MAX_FILE_READERS",
+__all__ = ["service_dataset", "service_stages", "worker_graph", "element_batches", "run_ended_short",
+           "repeat_until_empty", "MAX_FILE_READERS",
            "ELEMENT_RECORDS", "ELEMENT_BYTES"]
 
 log = logging.getLogger(__name__)
@@ -97,7 +100,11 @@ def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
     choice = service_choice(spec, os.environ if env is None else env)
     log.info("reading through the tf.data service %s as job %s (%s)", spec.service, choice.job_name, choice.split)
     if spec.epochs is None:   # forever: one job per epoch through the repeat's iteration counter, one order
-        ds = _distributed_epoch(spec, choice, choice.job_name, _epoch_seed(spec, _FOREVER_SEED_EPOCHS)).repeat()
+        ds = repeat_until_empty(
+            _distributed_epoch(spec, choice, choice.job_name, _epoch_seed(spec, _FOREVER_SEED_EPOCHS)), (
+                f"tf.data service {spec.service}: an epoch of job {choice.job_name} came out empty: no worker is "
+                "left (the tasks of lost workers are given up after the worker timeout of the dispatcher); start "
+                "workers and restart from the last checkpoint (docs/offload.md)"))
     else:                     # a new seeded order each epoch, each epoch its own job
         spare = choice.steps is not None   # equal steps: a lost worker's records made up from one more epoch
         ds = None
@@ -105,8 +112,71 @@ def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
             one = _distributed_epoch(spec, choice, f"{choice.job_name}-e{e}", _epoch_seed(spec, e))
             ds = one if ds is None else ds.concatenate(one)
         if spare:   # never reached unless an epoch came short (its job starts only when the concatenate gets there)
-            ds = ds.take(choice.steps * spec.epochs)
+            total = choice.steps * spec.epochs
+            ds = ds.concatenate(run_ended_short(ds.element_spec, (
+                f"tf.data service {spec.service}: jobs {choice.job_name}-e* delivered fewer than the {total} steps "
+                f"of the run ({choice.steps} x {spec.epochs} epochs), even with the spare epoch: workers were lost and "
+                "too few are left (or none); start workers and restart from the last checkpoint "
+                "(docs/offload.md)"))).take(total)
     return graph_tail(ds, spec, calls=AUTOTUNE, deterministic=spec.deterministic, parsed=True)   # the prefetch
+
+
+def _empty_element(element_spec: Any) -> Any:
+    """An element of ``element_spec`` with no rows (unknown dimensions 0), made inside the caller's control
+    dependencies (each part through ``identity``)."""
+    import tensorflow as tf
+
+    def empty(spec):
+        shape = [0 if d is None else d for d in spec.shape]
+        if isinstance(spec, tf.SparseTensorSpec):
+            return tf.SparseTensor(tf.identity(tf.zeros([0, len(shape)], tf.int64)),
+                                   tf.identity(tf.zeros([0], spec.dtype)),
+                                   tf.identity(tf.constant(shape, tf.int64)))
+        return tf.identity(tf.zeros(shape, spec.dtype))
+
+    return tf.nest.map_structure(empty, element_spec)
+
+
+def run_ended_short(element_spec: Any, message: str) -> Any:
+    """A dataset of ``element_spec`` whose first element is an error carrying ``message``
+    (``InvalidArgumentError: ... assertion failed: [message]``): placed where only a run that came out short
+    gets, so a trainer whose workers are gone stops with the reason instead of ending early or silently."""
+    import tensorflow as tf
+
+    def fail(_):
+        with tf.control_dependencies([tf.debugging.Assert(tf.constant(False), [tf.constant(message)])]):
+            return _empty_element(element_spec)
+
+    return tf.data.Dataset.from_tensors(0).map(fail)
+
+
+def repeat_until_empty(one: Any, message: str) -> Any:
+    """``one`` repeated forever, but an error carrying ``message`` when a repetition comes out empty.
+    TensorFlow repeats a tf.data service input even then (a new, empty job every second while no worker is
+    left): each repetition here ends on a marker element, and a marker right after a marker ends the stream
+    (nothing more is asked of the service: no new jobs) on the error."""
+    import tensorflow as tf
+
+    spec = one.element_spec
+    marked = one.map(lambda *e: (e[0] if len(e) == 1 else e, tf.constant(False)))
+    marker = tf.data.Dataset.from_tensors(0).map(lambda _: (_empty_element(spec), tf.constant(True)))
+
+    def count(markers_in_a_row, pair):
+        element, is_marker = pair
+        n = tf.where(is_marker, markers_in_a_row + 1, tf.constant(0, tf.int64))
+        return n, (element, is_marker, n)
+
+    def going(element, is_marker, n):
+        return n < 2
+
+    def data(element, is_marker, n):
+        return tf.logical_not(is_marker)
+
+    def unmarked(element, is_marker, n):
+        return element
+
+    ds = marked.concatenate(marker).repeat().scan(tf.constant(0, tf.int64), count)
+    return ds.take_while(going).filter(data).map(unmarked).concatenate(run_ended_short(spec, message))
 
 
 def service_stages(spec: Any, env: Mapping[str, str] | None = None) -> list[Stage]:
@@ -135,7 +205,8 @@ def service_stages(spec: Any, env: Mapping[str, str] | None = None) -> list[Stag
               f"workers send {element_batches(spec)} batch(es) per element (receiving costs the trainer per element, "
               f"not per record) and each worker's stream ends short: re-cut here to full batches"),
         Stage("take", c.steps is not None, {"steps": c.steps}, c.steps_why + (
-            "; a spare epoch makes up batches a lost worker took with it (the run takes steps x epochs)"
+            "; a spare epoch makes up batches a lost worker took with it (the run takes steps x epochs; a run "
+            "that comes out short even so ends with an error that says why)"
             if c.steps is not None and spec.epochs else "")),
         Stage("prefetch", spec.prefetch != 0, {"buffer": "AUTOTUNE" if spec.prefetch is None else spec.prefetch},
               "overlaps the service's replies with the training step" if spec.prefetch != 0

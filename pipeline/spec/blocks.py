@@ -18,12 +18,20 @@ def decode_rows_for(schema) -> int:
     row = sum((8 if f.dtype == "int64" else 4) * math.prod(f.shape or ()) for f in schema.features)
     return max(1, min(DECODE_ROWS, DECODE_BYTES // max(1, row)))
 
-__all__ = ["DECODE_ROWS", "DECODE_BYTES", "decode_rows_for", "file_blocks", "rank_rows", "smallest_rank_rows", "spec_file_rows", "block_rank_steps", "check_columnar"]
+__all__ = ["DECODE_ROWS", "DECODE_BYTES", "decode_rows_for", "file_blocks", "file_record_counts", "rank_rows", "smallest_rank_rows", "spec_file_rows", "block_rank_steps", "check_columnar"]
 
 
 def file_blocks(rows: int, block_rows: int) -> int:
     """Blocks of a file of ``rows`` rows."""
     return -(-rows // block_rows)
+
+
+def file_record_counts(spec) -> tuple[int, ...]:
+    """Records (TFRecord records) per file of a spec: ``file_records``, or for a columnar set the blocks of
+    its files' rows."""
+    if spec.layout is None:
+        return tuple(spec.file_records)
+    return tuple(file_blocks(n, spec.layout.block_rows) for n in spec.file_records)
 
 
 def rank_rows(file_records, block_rows: int, num_shards: int, index: int) -> int:
@@ -62,9 +70,6 @@ def block_rank_steps(spec) -> int:
 def check_columnar(spec) -> None:
     """A ValueError for what a columnar spec cannot do, naming the way out."""
     spec.layout.check_schema(spec.schema)
-    if spec.resumable is True:   # None (when possible): a columnar set keeps its own graph (resume_choice)
-        raise ValueError("resumable=True does not read columnar sets yet (positions are rows inside blocks); "
-                         "read it with resumable=False, or re-lay it: tfpipe reshard SET --out NEW --layout example")
     if spec.part_weights:
         raise ValueError("label_weights reads groups of example-layout sets; this set is columnar")
     if not spec.parse:

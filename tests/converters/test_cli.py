@@ -221,3 +221,24 @@ def test_inspect_a_text_set_shows_tokenizer_and_subsets(tmp_path, capsys):
     assert f"subsets     {len(subsets)}" in out
     for name, c in subsets.items():
         assert re.search(rf"^  {re.escape(name)} +{c['documents']:,} +{c['tokens']:,}$", out, re.M), name
+
+
+def test_sigterm_passes_through_code_that_swallows_all_but_exits(tmp_path):
+    """Third-party code with ``except (KeyboardInterrupt, SystemExit): raise`` then a bare ``except`` (Beam's
+    IPython probe while a pipeline is built) must not swallow the CLI's SIGTERM exception: the run still ends 143."""
+    import textwrap
+
+    code = textwrap.dedent("""
+        import os, signal, sys, time
+        from converters.cli.main import _terminate_cleanly
+        _terminate_cleanly()
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except:  # noqa: E722
+            print("swallowed")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (143, ""), r.stderr

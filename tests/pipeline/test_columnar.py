@@ -138,7 +138,6 @@ def test_describe_shows_the_layout_and_the_decode_stage(sets):
 
 
 @pytest.mark.parametrize("kw,says", [
-    ({"resumable": True}, "resumable=True does not read columnar sets"),
     ({"parse": False}, "a columnar set's records are blocks of rows"),
 ])
 def test_what_a_columnar_read_refuses_is_one_line(sets, kw, says):

@@ -30,15 +30,6 @@ def data(tmp_path_factory):
     return str(d)
 
 
-@pytest.fixture(scope="module")
-def columnar(tmp_path_factory):
-    from columnar_data import indexed_columns, write_columnar_set
-
-    d = tmp_path_factory.mktemp("plans-columnar")
-    write_columnar_set(d, indexed_columns(200))
-    return str(d)
-
-
 def _plan(data, workers, **kw):
     return plan(read_manifest(data), Topology(hosts=1, workers_per_host=workers), batch_size=BATCH, **kw)
 
@@ -120,7 +111,7 @@ def _limit(start: str) -> int:
     return i
 
 
-def _refusals(data, columnar):
+def _refusals(data):
     """Each entry of RESUME_LIMITS -> a call that meets it (a spec, or a state under another plan)."""
     spec = PipelineSpec.from_manifest(data, BATCH, **BASE)
     two = _plan(data, 2)
@@ -140,16 +131,14 @@ def _refusals(data, columnar):
         _limit("a state saved under another plan"): (
             lambda: build_dataset(PipelineSpec.from_manifest(data, BATCH, plan=two, rank=0, **BASE),
                                   resume=input_state(spec, 2)), "another sharding plan"),
-        _limit("a columnar set"): (lambda: PipelineSpec.from_manifest(columnar, BATCH, **BASE),
-                                   "does not read columnar sets yet"),
         _limit("a read on a tf.data service"): (lambda: spec.with_(service="grpc://localhost:5050"),
                                                 "resumable=True enters one global order"),
     }
 
 
 @pytest.mark.parametrize("i", range(len(RESUME_LIMITS)))
-def test_every_listed_limit_is_a_one_line_refusal(data, columnar, i):
-    refusals = _refusals(data, columnar)
+def test_every_listed_limit_is_a_one_line_refusal(data, i):
+    refusals = _refusals(data)
     assert sorted(refusals) == list(range(len(RESUME_LIMITS)))
     call, match = refusals[i]
     _one_line(call, match)

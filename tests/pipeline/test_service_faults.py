@@ -1,18 +1,24 @@
-"""pipeline.service under faults, against real servers: a worker process killed mid-epoch (and started again
-at its address) and a dispatcher restarted with its ``work_dir``. What is lost or repeated is counted."""
+"""pipeline.service under faults, against real servers: a ``tfpipe service worker`` process killed mid-epoch
+that never comes back (the dispatcher gives its tasks up after its worker timeout, the trainers go on, equal
+steps), every worker gone (the trainer stops with the reason), a worker process killed mid-epoch and started
+again at its address, and a dispatcher restarted with its ``work_dir``. What is lost or repeated is counted."""
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
 import pytest
 from pipeline_data import write_indexed_set
+from service_procs import Proc
 
 from converters.shardset.reader import read_manifest
 from pipeline import PipelineSpec, build_dataset
+from pipeline.service.choice import service_steps
+from pipeline.service.servers import start_dispatcher
 
 tf = pytest.importorskip("tensorflow")
 
@@ -43,6 +49,171 @@ def data(tmp_path_factory):
     return out
 
 
+WORKER_TIMEOUT = 2.0   # the dispatcher's --worker-timeout here (seconds)
+TF_TASK_REFRESH = 1.0  # how often TensorFlow's client asks the dispatcher for its tasks (its default, seconds)
+
+
+def rank_files(data, n: int, i: int) -> list[list[int]]:
+    """Per file, the records of rank ``i`` of ``n`` (``shard(n, i)`` of each file) in file order."""
+    out, start = [], 0
+    for shard in read_manifest(data).shards:
+        out.append(list(range(start + i, start + shard.records, n)))
+        start += shard.records
+    return out
+
+
+def first_epoch(batches: list[list[int]]) -> int:
+    """How many batches the killed epoch gave: up to its short last batch (its records end there), else the
+    longest run of whole batches without a repeated record."""
+    for k, b in enumerate(batches[:-1]):
+        if len(b) < BATCH:
+            return k + 1
+    seen: set[int] = set()
+    for k, b in enumerate(batches):
+        if seen & set(b):
+            return k
+        seen |= set(b)
+    return len(batches)
+
+
+class Rank(threading.Thread):
+    """One trainer rank reading ``spec`` in a thread (a hang fails the test instead of hanging it); it stops
+    after batch ``pause_at`` until ``go`` is set."""
+
+    def __init__(self, spec, pause_at: int | None = None, go: threading.Event | None = None):
+        super().__init__(daemon=True)
+        self.spec, self.pause_at, self.go = spec, pause_at, go
+        self.batches: list[list[int]] = []
+        self.error: BaseException | None = None
+        self.reached = threading.Event()
+        self.ended: float | None = None
+
+    def run(self):
+        it = iter(build_dataset(self.spec))
+        try:
+            for k, (_, label) in enumerate(it):
+                self.batches.append([int(x) for x in label.numpy()])
+                if k == self.pause_at:
+                    self.reached.set()
+                    self.go.wait()
+        except Exception as exc:   # the trainer's error is what the test looks at
+            self.error = exc
+        finally:
+            self.ended = time.monotonic()
+            del it                 # the iterator goes now, not with the error's traceback at exit
+            self.reached.set()
+
+
+def one_epoch_seconds(data, addr: str, job: str) -> float:
+    """The clock of this run: both ranks read one epoch through the service, no fault (every record once)."""
+    started = time.monotonic()
+    got = []
+    for i in range(2):
+        spec = PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=i, epochs=1,
+                                          service=f"grpc://{addr}", service_job=job, prefetch=0)
+        got += [int(x) for _, label in build_dataset(spec) for x in label.numpy()]
+    assert sorted(got) == list(range(N))
+    return time.monotonic() - started
+
+
+def test_worker_killed_mid_epoch_never_back_ranks_go_on_equal_steps_lost_and_repeated_counted(data, monkeypatch):
+    monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)   # one batch per element
+    d = start_dispatcher(0, worker_timeout=WORKER_TIMEOUT)
+    addr = f"127.0.0.1:{d.port}"
+    workers = [Proc("service", "worker", "--dispatcher", addr, "--address", "127.0.0.1") for _ in range(2)]
+    try:
+        dead = workers[0].wait_line("worker serving").split()[2]
+        workers[1].wait_line("worker serving")
+        epoch = one_epoch_seconds(data, addr, "clean")
+        go = threading.Event()
+        specs = [PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=i, epochs=1,
+                                            service=f"grpc://{addr}", service_job="lost", prefetch=0) for i in range(2)]
+        ranks = [Rank(spec, pause_at=5, go=go) for spec in specs]
+        for r in ranks:
+            r.start()
+        for r in ranks:
+            assert r.reached.wait(60 + 20 * epoch) and r.error is None, r.error
+        workers[0].kill()                                        # SIGKILL mid-epoch; it never comes back
+        killed = time.monotonic()
+        go.set()
+        # the watch gives the dead worker's task up (worker timeout + a look), the client hears it (a task
+        # refresh), the spare epoch runs, and its task on the dead worker is given up at the next look
+        bound = WORKER_TIMEOUT + 3 * d.watch.poll + TF_TASK_REFRESH + 4 * epoch
+        for r in ranks:
+            r.join(3 * bound + 30)
+            assert not r.is_alive(), f"the trainer hangs ({3 * bound + 30:.0f} s after the kill)"
+            assert r.error is None, r.error
+            assert WORKER_TIMEOUT <= r.ended - killed < bound    # it waited for the timeout, and no longer
+        assert d.watch.given_up.get(dead, 0) >= 2                # the lost worker's task in each rank's job
+
+        steps = [service_steps(spec)[0] for spec in specs]
+        assert [len(r.batches) for r in ranks] == steps and steps[0] == steps[1]   # equal steps kept
+        for i, r in enumerate(ranks):
+            files = rank_files(data, 2, i)
+            mine = set().union(*map(set, files))
+            k = first_epoch(r.batches)
+            e0 = [x for b in r.batches[:k] for x in b]
+            spare = [x for b in r.batches[k:] for x in b]
+            assert len(e0) == len(set(e0)) and set(e0) <= mine and set(spare) <= mine
+            lost = mine - set(e0)
+            assert lost, "the killed worker held records it had not sent"
+            for f in files:   # lost: the unsent rest of each file it held (DYNAMIC hands a file out once)
+                sent = [x for x in e0 if x in set(f)]
+                assert sent == f[:len(sent)], "a file's records reached the trainer out of order or with a gap"
+            # made up: the missing batches come from the spare epoch (its own order); those the first
+            # epoch had delivered are read a second time
+            assert len(r.batches) - k == steps[i] - -(-len(e0) // BATCH)
+            repeated = [x for x in spare if x in set(e0)]
+            assert max(Counter(e0 + spare).values()) <= 2
+            print(f"rank {i}: {len(mine)} records, lost {len(lost)} in {sum(bool(set(f) & lost) for f in files)} "
+                  f"files, spare batches {len(r.batches) - k}, repeated {len(repeated)}, recovered "
+                  f"{len(set(spare) - set(e0))}, after the kill {r.ended - killed:.2f} s (bound {bound:.2f})")
+    finally:
+        for w in workers:
+            w.kill()
+        d.watch.stop()
+        d.server._stop()
+
+
+def test_every_worker_lost_the_trainer_stops_with_the_reason(data, monkeypatch):
+    monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)
+    d = start_dispatcher(0, worker_timeout=WORKER_TIMEOUT)
+    addr = f"127.0.0.1:{d.port}"
+    worker = Proc("service", "worker", "--dispatcher", addr, "--address", "127.0.0.1")
+    try:
+        worker.wait_line("worker serving")
+        epoch = one_epoch_seconds(data, addr, "clean")
+        spec = PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=0, epochs=2,
+                                          service=f"grpc://{addr}", service_job="gone", prefetch=0)
+        go = threading.Event()
+        r = Rank(spec, pause_at=2, go=go)
+        r.start()
+        assert r.reached.wait(60 + 20 * epoch) and r.error is None, r.error
+        worker.kill()                                            # the only worker: nothing can make up
+        killed = time.monotonic()
+        go.set()
+        bound = WORKER_TIMEOUT + 5 * d.watch.poll + 3 * TF_TASK_REFRESH + 4 * epoch   # three jobs: e0, e1, spare
+        r.join(3 * bound + 30)
+        assert not r.is_alive(), "the trainer hangs"
+        assert isinstance(r.error, tf.errors.InvalidArgumentError), r.error
+        assert "delivered fewer than the" in str(r.error) and "workers were lost" in str(r.error)
+        assert 3 <= len(r.batches) < 2 * service_steps(spec)[0]
+        assert WORKER_TIMEOUT <= r.ended - killed < bound
+
+        forever = Rank(PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=0, epochs=None,
+                                                  service=f"grpc://{addr}", service_job="gone-forever", prefetch=0))
+        started = time.monotonic()
+        forever.start()
+        forever.join(3 * bound + 30)
+        assert not forever.is_alive(), "the trainer hangs"
+        assert forever.batches == [] and "came out empty: no worker is left" in str(forever.error)
+        assert forever.ended - started < bound
+    finally:
+        worker.kill()
+        d.watch.stop()
+        d.server._stop()
+
+
 def test_worker_killed_mid_epoch_then_back_equal_steps_lost_and_repeated_counted(data, monkeypatch):
     monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)   # one batch per element: a kill
     svc = tf.data.experimental.service
@@ -54,8 +225,6 @@ def test_worker_killed_mid_epoch_then_back_equal_steps_lost_and_repeated_counted
     try:
         spec = PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=0, epochs=1,
                                           service=f"grpc://{addr}", service_job="fault", prefetch=0)
-        from pipeline.service.choice import service_steps
-
         steps = service_steps(spec)[0]
         got: list[int] = []
         batches = 0

@@ -1,0 +1,118 @@
+"""The resumable order of a columnar set (``resumable=True`` on ``--layout columnar``): positions are rows.
+
+A columnar set's records are blocks of rows (every block of a file holds ``block_rows`` rows but the file's
+last one). The resumable graph (``pipeline.resume.resumable``) reads the blocks of epoch ``e`` in its seeded
+file order, decodes them in batches of blocks (``decode_raw``, no per-row work) and numbers the epoch's
+*rows* ``0 .. N-1`` in that read order; the delay order (``pipeline.resume.delayorder``) then runs over rows
+exactly as it runs over an Example set's records, so rows mix across blocks with about ``shuffle_buffer``
+rows held, and the input state stays (epoch, position in rows).
+
+Entering the epoch at row ``p`` (:func:`rows_reader`): the file holding it is found by the manifest's row
+counts, its block by ``row // block_rows`` (the blocks before it are never decoded: a seek by the file's
+record-offset index, or a skip of whole records), and the first ``row % block_rows`` rows of that block are
+dropped after its decode. Later epochs read whole files (:func:`decoded_rows`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..spec.blocks import decode_rows_for, file_blocks
+from .state import locate
+
+__all__ = ["blocks_per_decode", "decoded_rows", "rows_reader", "row_stages"]
+
+
+def blocks_per_decode(spec) -> int:
+    """Blocks per decode call: the built-in rule's rows per call (``decode_rows_for``) in whole blocks."""
+    return max(1, decode_rows_for(spec.schema) // spec.layout.block_rows)
+
+
+def decoded_rows(spec, blocks, drop: int = 0) -> Any:
+    """The rows of ``blocks`` (serialized blocks) as chunks of decoded columns (dicts, rows first), in order;
+    the first ``drop`` rows (fewer than the first block's) left out."""
+    import tensorflow as tf
+
+    from ..graph.columnar import decode_blocks_fn
+
+    calls = tf.data.AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
+    ds = blocks.batch(blocks_per_decode(spec)).map(decode_blocks_fn(spec.schema, spec.layout),
+                                                   num_parallel_calls=calls, deterministic=True)
+    if drop:
+        @tf.autograph.experimental.do_not_convert
+        def cut(i, cols):
+            start = tf.where(i == 0, tf.constant(drop, tf.int64), tf.constant(0, tf.int64))
+            return {k: v[start:] for k, v in cols.items()}
+
+        ds = ds.enumerate().map(cut)
+    return ds
+
+
+def rows_reader(spec, order: list[int], enter, source=None):
+    """A function ``start -> the decoded rows of the epoch whose files come in order`` (file numbers, Python
+    ints) from its row ``start``: whole files before it skipped by their row counts, the file holding it
+    entered at the block holding it (``enter``: ``resumable.enter``, the one place a file is entered in the
+    middle; or ``source``: a ``resumestream.StreamedShards``)."""
+    import tensorflow as tf
+
+    from ..plan.readplan import DEFAULT_BUFFER_BYTES
+
+    rows = [spec.file_records[f] for f in order]
+    br = spec.layout.block_rows
+    ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
+
+    def read(start: int):
+        j, k = locate(rows, start)
+        block, drop = divmod(k, br)
+        if block >= file_blocks(rows[j], br):       # at the end of the last file: nothing left
+            block, drop = file_blocks(rows[j], br), 0
+        if source is not None:
+            blocks = source.records(order, j, block)
+        else:
+            f = order[j]
+            digest = spec.file_sha256[f] if spec.file_sha256 else None
+            blocks = enter(spec.files[f], block, ctype, buf, file_blocks(rows[j], br), digest)
+            if j + 1 < len(order):
+                blocks = blocks.concatenate(tf.data.TFRecordDataset([spec.files[f] for f in order[j + 1:]],
+                                                                    ctype, buf))
+        return decoded_rows(spec, blocks, drop)
+
+    return read
+
+
+
+def row_stages(spec, stages: list) -> list:
+    """``resumable_stages`` of a columnar spec: the source reads blocks, a decode stage follows it, the order
+    and the batches are over rows, and no parse stage (the decode gives the schema's tensors)."""
+    from dataclasses import replace
+
+    from ..spec.stage import Stage
+
+    lay = spec.layout
+    k = blocks_per_decode(spec)
+    calls = "AUTOTUNE" if spec.parse_parallelism is None else spec.parse_parallelism
+    out = []
+    for s in stages:
+        if s.name == "parse":
+            continue
+        if s.name == "source":
+            s = replace(s, settings={**s.settings, "layout": "columnar", "block_rows": lay.block_rows,
+                                     "position": "row"},
+                        why=s.why + "; positions are rows: a resume enters the block holding its row (the blocks "
+                                    "before it are not decoded) and drops that block's rows before it")
+            out.append(s)
+            out.append(Stage("decode", True, {"blocks_per_call": k, "rows_per_call": k * lay.block_rows,
+                                              "fn": "tf.io.decode_raw",
+                                              "stored": ", ".join(f"{n}:{t}" for n, t in lay.stored),
+                                              "num_parallel_calls": calls, "deterministic": True,
+                                              "output": spec.output},
+                               "one parse_example of the blocks' raw columns, then one decode_raw per column, cast "
+                               "to the schema's dtypes; rows in the read order"))
+            continue
+        if s.name == "shuffle" and s.enabled:
+            s = replace(s, settings={**s.settings, "unit": "row"},
+                        why=s.why.replace("record", "row"))
+        if s.name == "batch":
+            s = replace(s, settings={**s.settings, "how": "rebatch of decoded rows"},
+                        why="any batch size: rebatch cuts the decoded columns, no per-row step")
+        out.append(s)
+    return out
