@@ -18,28 +18,20 @@ import numpy as np
 from ..tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, frame_into, load_u64
 from ..tfrecord.examples import put_varint, varint_len
 from ..util.jit import njit
+from ..util.protowire import varint
 
 __all__ = ["serialize_fixed", "max_record_bytes"]
 
 _LABEL, _IDS, _VALUES = 0, 1, 2
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 128:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def _entry_head(key: bytes, feature_tag: int, payload: int) -> bytes:
     """A ``Features.feature`` map entry's bytes up to its packed payload (``payload`` bytes, > 0)."""
-    lst = 1 + len(_varint(payload)) + payload
-    feat = 1 + len(_varint(lst)) + lst
-    entry = 1 + len(_varint(len(key))) + len(key) + 1 + len(_varint(feat)) + feat
-    return (b"\x0a" + _varint(entry) + b"\x0a" + _varint(len(key)) + key + b"\x12" + _varint(feat)
-            + bytes([feature_tag]) + _varint(lst) + b"\x0a" + _varint(payload))
+    lst = 1 + len(varint(payload)) + payload
+    feat = 1 + len(varint(lst)) + lst
+    entry = 1 + len(varint(len(key))) + len(key) + 1 + len(varint(feat)) + feat
+    return (b"\x0a" + varint(entry) + b"\x0a" + varint(len(key)) + key + b"\x12" + varint(feat)
+            + bytes([feature_tag]) + varint(lst) + b"\x0a" + varint(payload))
 
 
 def _templates(keys: tuple[str, str, str], field_size: int):

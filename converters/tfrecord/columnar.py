@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..util.protowire import field
 from .layout import RecordLayout, narrowest_int
 
 __all__ = ["BlockError", "encode_block", "decode_block", "stored_for", "block_rows_of", "ValueRange"]
@@ -15,22 +16,6 @@ __all__ = ["BlockError", "encode_block", "decode_block", "stored_for", "block_ro
 
 class BlockError(ValueError):
     """A record that is not a well-formed columnar block of its set's layout."""
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _field(tag: int, payload: bytes) -> bytes:
-    return bytes((tag,)) + _varint(len(payload)) + payload
 
 
 def _column_bytes(name: str, column: np.ndarray, stype: str, width: int) -> bytes:
@@ -57,9 +42,9 @@ def encode_block(columns: dict[str, np.ndarray], schema, layout: RecordLayout) -
     entries = b""
     for f in schema.features:   # Schema keeps its features in name order
         data = _column_bytes(f.name, columns[f.name], layout.stored_type(f.name), f.width)
-        feature = _field(0x0A, _field(0x0A, data))                     # Feature.bytes_list{value: data}
-        entries += _field(0x0A, _field(0x0A, f.name.encode()) + _field(0x12, feature))
-    return _field(0x0A, entries)                                          # Example.features
+        feature = field(1, field(1, data))                             # Feature.bytes_list{value: data}
+        entries += field(1, field(1, f.name.encode()) + field(2, feature))
+    return field(1, entries)                                              # Example.features
 
 
 def _read_len(buf: bytes, pos: int, where: str) -> tuple[int, int]:

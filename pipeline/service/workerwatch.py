@@ -26,6 +26,7 @@ from typing import Callable
 
 from converters.util.checks import as_real
 from converters.util.errors import ServiceError
+from converters.util.protowire import field as pb_field
 
 from .probe import WORKER_SERVICE, call, dispatcher_workers, fields, split_address
 
@@ -36,30 +37,11 @@ log = logging.getLogger(__name__)
 DEFAULT_WORKER_TIMEOUT = 30.0   # seconds a worker may not answer before its tasks are given up (docs/offload.md)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1   # int64 as protobuf writes it
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes | int) -> bytes:
-    if isinstance(payload, int):
-        return _varint(number << 3) + _varint(payload)
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def lost_worker_tasks(dispatcher: str, worker: str, timeout: float) -> list[int]:
     """The ids of the tasks ``dispatcher`` holds for ``worker`` (a registered address): a heartbeat in its name
     that says it runs none (``WorkerHeartbeatRequest``: worker_address = 1, current_tasks = 2; the answer's
     ``new_tasks`` = 1 are ``TaskDef``s, task_id = 4)."""
-    answer = call(dispatcher, "WorkerHeartbeat", timeout, _field(1, worker.encode()))
+    answer = call(dispatcher, "WorkerHeartbeat", timeout, pb_field(1, worker.encode()))
     ids = []
     for number, wire, value in fields(answer):
         if number == 1 and wire == 2:
@@ -71,8 +53,8 @@ def finish_tasks(dispatcher: str, worker: str, task_ids: list[int], timeout: flo
     """Report ``task_ids`` of ``worker`` completed (``WorkerUpdateRequest``: worker_address = 1, updates = 2 of
     ``TaskProgress``: task_id = 1, completed = 2)."""
     if task_ids:
-        updates = b"".join(_field(2, _field(1, t) + _field(2, 1)) for t in task_ids)
-        call(dispatcher, "WorkerUpdate", timeout, _field(1, worker.encode()) + updates)
+        updates = b"".join(pb_field(2, pb_field(1, t) + pb_field(2, 1)) for t in task_ids)
+        call(dispatcher, "WorkerUpdate", timeout, pb_field(1, worker.encode()) + updates)
 
 
 def _answers(worker: str, timeout: float) -> bool:

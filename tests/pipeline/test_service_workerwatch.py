@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
+from converters.util.protowire import field as _field
 from pipeline.service.probe import fields
-from pipeline.service.workerwatch import WorkerWatch, _field
+from pipeline.service.workerwatch import WorkerWatch
 
 tf = pytest.importorskip("tensorflow")
 
