@@ -56,7 +56,9 @@ class Interrupts:
         self.on_stuck: list = []  # called (no arguments) when the block has not ended ``grace`` s after it
         self.grace = grace
         self._ended = False
-        self._ending = threading.Lock()  # the block's end and the deadline's forced exit: one of the two
+        # the block's end and the deadline's forced exit: one of the two; reentrant, as the main thread's handler
+        # (start_deadline) may run between two bytecodes of end()
+        self._ending = threading.RLock()
         self._deadline: threading.Thread | None = None
 
     def __bool__(self) -> bool:
