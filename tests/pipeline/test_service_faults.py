@@ -143,7 +143,10 @@ def test_worker_killed_mid_epoch_never_back_ranks_go_on_equal_steps_lost_and_rep
             r.join(3 * bound + 30)
             assert not r.is_alive(), f"the trainer hangs ({3 * bound + 30:.0f} s after the kill)"
             assert r.error is None, r.error
-            assert WORKER_TIMEOUT <= r.ended - killed < bound    # it waited for the timeout, and no longer
+            assert r.ended - killed < bound                      # no longer than the timeout and a few looks
+        # a rank whose job held nothing more on the lost worker ends sooner (seen: 1.97 s after the kill, timeout 2 s);
+        # the one that waited for it, did so for the timeout
+        assert max(r.ended for r in ranks) - killed >= WORKER_TIMEOUT
         assert d.watch.given_up.get(dead, 0) >= 2                # the lost worker's task in each rank's job
 
         steps = [service_steps(spec)[0] for spec in specs]
