@@ -93,18 +93,19 @@ def test_shuffle_is_a_seeded_permutation_per_epoch(sets):
 
 
 @pytest.mark.parametrize("buffer", [500, 2000])
-def test_shuffle_moves_rows_as_far_as_shuffle_B_on_examples(tmp_path, buffer):
+@pytest.mark.parametrize("resumable", [False, True])   # the row shuffle; the resumable order over rows
+def test_shuffle_moves_rows_as_far_as_shuffle_B_on_examples(tmp_path, buffer, resumable):
     n = 20_000
     cols = indexed_columns(n)
     write_columnar_set(tmp_path / "c", cols, block_rows=256)
     write_example_set(tmp_path / "e", cols)
 
-    def moved(path):
+    def moved(path, resumable):
         runs = [mix(read_order(build_dataset(PipelineSpec.from_manifest(
-            str(tmp_path / path), 256, shuffle_buffer=buffer, seed=s, resumable=False)))) for s in (1, 2, 3)]
+            str(tmp_path / path), 256, shuffle_buffer=buffer, seed=s, resumable=resumable)))) for s in (1, 2, 3)]
         return np.mean([r["mean_displacement"] for r in runs]), np.mean([r["rank_correlation"] for r in runs])
 
-    (dc, rc), (de, re_) = moved("c"), moved("e")
+    (dc, rc), (de, re_) = moved("c", resumable), moved("e", False)    # against the Example set's shuffle(B)
     assert dc >= 0.95 * de, (dc, de)
     assert rc <= re_ + 0.01, (rc, re_)
     assert dc > 256                              # rows left their blocks
