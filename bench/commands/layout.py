@@ -19,7 +19,7 @@ from converters.cli.types import nonneg_int, positive_int
 from converters.shardset.layoutopts import block_rows_arg
 from converters.tfrecord.layout import DEFAULT_BLOCK_ROWS
 
-__all__ = ["add_parser", "run", "run_benchmark", "format_report", "TARGET_RATIO", "DEFAULT_ROWS"]
+__all__ = ["add_parser", "run", "run_benchmark", "format_report", "size_problem", "TARGET_RATIO", "DEFAULT_ROWS"]
 
 TARGET_RATIO = 2.5          # the bar: columnar default vs the best hand-tuned Example graph, median of the rounds
 DEFAULT_ROWS = 300_000
@@ -46,10 +46,37 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--busy", type=nonneg_int, default=0, metavar="N", help="busy loops beside the rounds (default 0)")
     p.add_argument("--shuffle", action="store_true", help="also measure how far a shuffled read moves rows")
     add_json_option(p, "the report")
+    p.set_defaults(layout_parser=p)
     return p
 
 
+def size_problem(args) -> str | None:
+    """Why the sizes asked for cannot be timed (one line), or None: each workload needs two batches or more
+    (the first is the warmup). Checked before anything is written; SET's row count is read from its
+    manifest."""
+    if args.path:
+        from converters.shardset.reader import read_manifest
+
+        rows = read_manifest(args.path).records
+        what = f"{args.path} holds {rows:,} rows"
+    else:
+        rows, what = args.rows, f"--rows {args.rows:,}"
+    if rows < 2 * args.batch_size:
+        return (f"{what}: too few rows to time at --batch-size {args.batch_size} (give at least "
+                f"{2 * args.batch_size:,}: the first batch is the warmup)")
+    if args.windows and args.windows < 2 * args.text_batch_size:
+        return (f"--windows {args.windows:,}: too few windows to time at --text-batch-size {args.text_batch_size} (give 0 "
+                f"or at least {2 * args.text_batch_size:,}: the first batch is the warmup)")
+    return None
+
+
 def run(args) -> int:
+    problem = size_problem(args)
+    if problem is not None:
+        parser = getattr(args, "layout_parser", None)
+        if parser is None:
+            raise ValueError(problem)
+        parser.error(problem)  # a usage error, before anything is written
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     report = run_benchmark(args.path, rows=args.rows, windows=args.windows, batch_size=args.batch_size,
                            text_batch_size=args.text_batch_size, block_rows=args.block_rows, rounds=args.repeats,

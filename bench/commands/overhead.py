@@ -9,7 +9,7 @@ import sys
 import time
 
 from converters.cli.parser import old_spelling
-from converters.cli.types import nonneg_float, positive_int
+from converters.cli.types import positive_int, step_milliseconds
 
 __all__ = ["add_parser", "run", "overhead"]
 
@@ -58,7 +58,7 @@ def overhead(*, step_ms: float = 10.0, steps: int = 100, rounds: int = 5, batch_
 def add_parser(bench_sub) -> argparse.ArgumentParser:
     p = bench_sub.add_parser("overhead", help="check that measuring adds < 2%% to a 10 ms step loop",
                              description=__doc__)
-    p.add_argument("--step-ms", type=nonneg_float, default=10.0, metavar="MS", help="simulated step (default 10)")
+    p.add_argument("--step-ms", type=step_milliseconds, default=10.0, metavar="MS", help="simulated step (default 10)")
     p.add_argument("--steps", type=positive_int, default=200, metavar="N", help="steps per loop (default 200)")
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N",
                    help="bare/measured pairs, alternating (default 5)")

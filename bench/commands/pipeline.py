@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 from converters.cli.parser import add_json_out_option, add_output_file_option, add_set_argument, old_spelling
-from converters.cli.types import nonneg_float, nonneg_int, positive_float, positive_int
+from converters.cli.types import nonneg_int, positive_float, positive_int, step_milliseconds
 
 __all__ = ["add_parser", "run", "load_variants", "choose_scenario", "DEFAULT_GENERATE", "DEFAULT_STEP_MS"]
 
@@ -46,7 +46,7 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     add_set_argument(p, "dir", nargs="?", help="the shard set (a directory with index.json); omitted: generate one")
     p.add_argument("--generate", type=positive_int, metavar="N", default=None,
                    help=f"generate N Criteo-like records in a temp dir (default {DEFAULT_GENERATE:,} when DIR is omitted)")
-    p.add_argument("--step-ms", type=nonneg_float, default=None, metavar="MS",
+    p.add_argument("--step-ms", type=step_milliseconds, default=None, metavar="MS",
                    help="simulated accelerator step time (default: chosen from the measured throughputs, so that "
                         "the naive graph is input-bound and the default is not)")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N",

@@ -8,7 +8,7 @@ import os
 import sys
 
 from converters.cli.parser import add_json_out_option, old_spelling
-from converters.cli.types import nonneg_int, positive_float, positive_int
+from converters.cli.types import duration_seconds, nonneg_int, positive_int
 
 __all__ = ["add_parser", "run", "apply_hint"]
 
@@ -41,7 +41,7 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     old_spelling(p, "--cpus", "--cores")
     p.add_argument("--combos", default=None, metavar="I,J,K;...",
                    help="explicit combinations intra,inter[,omp] separated by ';' (omp '-' = unset; 0 = TF default)")
-    p.add_argument("--timeout", type=positive_float, default=300.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=duration_seconds, default=300.0, metavar="SECONDS",
                    help="seconds per combination (default 300)")
     add_json_out_option(p, "the results")
     old_spelling(p, "--json", "--json-out")

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 from converters.cli.parser import add_json_out_option, add_set_argument, old_spelling
-from converters.cli.types import positive_float, positive_int
+from converters.cli.types import duration_seconds, positive_int
 
 __all__ = ["add_parser", "run", "run_benchmark", "summarize", "format_report", "TARGETS"]
 
@@ -42,11 +42,11 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=positive_int, default=512, metavar="N", help="batch size (default 512)")
     p.add_argument("--repeats", type=positive_int, default=7, metavar="N", help="paired rounds (default 7)")
     old_spelling(p, "--rounds", "--repeats")
-    p.add_argument("--tune-seconds", type=positive_float, default=30.0, metavar="SECONDS",
+    p.add_argument("--tune-seconds", type=duration_seconds, default=30.0, metavar="SECONDS",
                    help="budget of 'tfpipe pipeline tune' (default 30)")
     p.add_argument("--window-batches", type=positive_int, default=None, metavar="N",
                    help="batches timed per graph and round (default: one epoch)")
-    p.add_argument("--max-seconds", type=positive_float, default=3.0, metavar="SECONDS",
+    p.add_argument("--max-seconds", type=duration_seconds, default=3.0, metavar="SECONDS",
                    help="stop a slow graph's run after this (default 3)")
     p.add_argument("--keep", action="store_true", help="store the tuning result in the real tfpipe cache")
     add_json_out_option(p, "the results")

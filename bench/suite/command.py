@@ -13,7 +13,7 @@ import json
 import sys
 
 from converters.cli.parser import add_json_option, add_json_out_option, add_output_file_option
-from converters.cli.types import positive_float, positive_int
+from converters.cli.types import duration_seconds, positive_int
 
 from .specs import BENCHMARKS, DEFAULT, OPTIONAL, show, show_range
 
@@ -48,7 +48,7 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     add_json_out_option(p, "every run's numbers and the summary")
     add_output_file_option(p, "--markdown",
                            "write the README 'Measured speed' table rows (median [min-max], load) to PATH")
-    p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
+    p.add_argument("--timeout", type=duration_seconds, default=None, metavar="SECONDS",
                    help="stop a run that takes longer and record it as failed (default: no limit)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes, to check that the harness works (the figures mean nothing)")

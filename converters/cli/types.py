@@ -12,6 +12,7 @@ from ..util.units import DEFAULT_SHARD_BYTES, parse_size
 from .parser import add_endpoint_option
 
 __all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "nonneg_floats", "size", "names",
+           "duration_seconds", "step_milliseconds", "MAX_SECONDS", "MAX_STEP_MS",
            "add_shard_output_options", "shard_output_options", "layout_line", "add_prep_options", "prep_options", "print_skips", "add_engine_options", "engine_choice", "beam_module",
            "print_prep", "convert_on_engine", "use_endpoint"]
 
@@ -54,6 +55,32 @@ def nonneg_float(s: str) -> float:
     if not 0 <= v < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a non-negative number, got {s!r}")
     return v
+
+
+MAX_SECONDS = 7 * 24 * 3600.0   # a week: the longest wait a duration option takes (timers overflow near 1e9 s)
+MAX_STEP_MS = 60_000.0           # a minute: the longest simulated training step
+
+
+def _bounded(s: str, low: float, high: float, *, open_low: bool, what: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not ((low < v) if open_low else (low <= v)) or not v <= high:
+        raise argparse.ArgumentTypeError(f"expected {what} from {low:g}{' (excluded)' if open_low else ''} to "
+                                         f"{high:g}, got {s!r}")
+    return v
+
+
+def duration_seconds(s: str) -> float:
+    """A number of seconds > 0 and at most ``MAX_SECONDS`` (a timeout, a budget): a larger one would overflow
+    the timers that wait for it."""
+    return _bounded(s, 0.0, MAX_SECONDS, open_low=True, what="a number of seconds")
+
+
+def step_milliseconds(s: str) -> float:
+    """A simulated step of 0 to ``MAX_STEP_MS`` milliseconds."""
+    return _bounded(s, 0.0, MAX_STEP_MS, open_low=False, what="a step in milliseconds")
 
 
 def nonneg_floats(s: str) -> list[float]:

@@ -69,7 +69,8 @@ class LabelSplitWriter:
             if local is not None and not os.path.exists(local):
                 self._made.append(local)
             # the group's claim covers its parts; a part of the old group stays until the group commits
-            w = ShardSetWriter(part, self.output, storage=open_storage(part, **self.storage_options))
+            w = ShardSetWriter(part, self.output, storage=open_storage(part, **self.storage_options),
+                               run_id=self.run_id)
             self.writers[bits] = w
         self._open[bits] = None
         self._open.move_to_end(bits)

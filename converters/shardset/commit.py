@@ -25,6 +25,14 @@ manifests this commit wrote are removed, the old files are moved back over whate
 ``commit_set`` before it starts) rolls back when the new manifest was not published, else finishes step 4.
 No run deletes a file set aside before it was put back or the new set committed. ``release`` (the claim) is
 called in every case. Errors of the clean-up in step 4 are logged: the new set is committed.
+
+Recovery acts only on what the journal proves is its own (``ownership``): a journal written for another
+location or another set is refused in one line, touching nothing; a roll-back checks, before it touches
+anything, that every file it will move or delete holds what the journal recorded (size and sha256) or carries
+its run's temporary name, and that nothing it puts an old file back over is a stranger's; a roll-forward
+deletes an old file only if it holds what the journal recorded. A roll-back for another run also deletes that
+run's new shards (nobody will publish them again); the same run (a Processing rerun) keeps them under their
+temporary names and publishes them again.
 """
 from __future__ import annotations
 
@@ -36,10 +44,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from ..storage import Storage
-from ..util.errors import TfpipeError
+from ..util.errors import IntegrityError, TfpipeError
 from ..util.fs import fsync_dir
-from .journal import ASIDE_PREFIX, Journal, aside_name, is_journal, journal_name
+from .journal import ASIDE_PREFIX, MAX_JOURNAL_BYTES, Journal, aside_name, is_journal, journal_name
 from .manifest import MANIFEST_NAME
+from .ownership import digest, foreign_reason, holds, location_id, published, read_journal
 from .reader import parse_manifest
 
 __all__ = ["Move", "commit_set", "publish_moves", "committed_names", "recover", "aside_name", "ASIDE_PREFIX"]
@@ -57,31 +66,54 @@ class Move:
     nbytes: int | None = None
 
 
+def _old_set(storage: Storage, where: str, read_part: Callable[[str], bytes] | None = None
+             ) -> tuple[str | None, list[str], dict[str, tuple[int, str]]]:
+    """The set committed at ``storage``: its manifest's sha256 (None without one), every name it lists (its
+    shards, a group's part manifests, the manifest itself) and what each holds (size, sha256)."""
+    try:
+        raw = storage.read_bytes(MANIFEST_NAME)
+    except FileNotFoundError:
+        return None, [], {}
+    sha = hashlib.sha256(raw).hexdigest()
+    records = {MANIFEST_NAME: (len(raw), sha)}
+    read = read_part or storage.read_bytes
+    seen: dict[str, bytes] = {}
+
+    def part(name: str) -> bytes:
+        seen[name] = read(name)
+        return seen[name]
+
+    try:
+        m = parse_manifest(raw, f"{where or storage.url}/{MANIFEST_NAME}", read_part=part)
+    except (TfpipeError, OSError):
+        return sha, [MANIFEST_NAME], records
+    records.update({n: (len(b), hashlib.sha256(b).hexdigest()) for n, b in seen.items()})
+    records.update({s.name: (s.bytes, s.sha256) for s in m.shards})
+    return sha, [MANIFEST_NAME] + [f"{p.path}/{MANIFEST_NAME}" for p in m.parts] + [s.name for s in m.shards], records
+
+
 def committed_names(storage: Storage, where: str = "", read_part: Callable[[str], bytes] | None = None
                     ) -> list[str]:
     """Every name the manifest at ``storage`` lists (its shards, a group's part manifests, the manifest
     itself), relative to the location; [] when there is no manifest. A manifest tfpipe cannot read lists only
     itself (``prepare_output`` refuses to replace one; a commit then leaves everything else alone)."""
-    try:
-        raw = storage.read_bytes(MANIFEST_NAME)
-    except FileNotFoundError:
-        return []
-    try:
-        m = parse_manifest(raw, f"{where or storage.url}/{MANIFEST_NAME}", read_part=read_part or storage.read_bytes)
-    except (TfpipeError, OSError):
-        return [MANIFEST_NAME]
-    return [MANIFEST_NAME] + [f"{p.path}/{MANIFEST_NAME}" for p in m.parts] + [s.name for s in m.shards]
+    return _old_set(storage, where, read_part)[1]
 
 
-def _size(storage: Storage, name: str) -> int | None:
-    local = storage.local_path(name)
+def _new_records(manifest: bytes, parts: list[tuple[str, bytes]], where: str) -> dict[str, tuple[int, str]]:
+    """(size, sha256) of every shard the new manifest lists ({} when it is not one tfpipe can read)."""
+    written = dict(parts)
+
+    def read_part(name: str) -> bytes:
+        if name not in written:
+            raise FileNotFoundError(name)
+        return written[name]
+
     try:
-        if local is not None:
-            return os.path.getsize(local)
-        size = getattr(storage, "size", None)
-        return size(name) if size is not None else None
-    except FileNotFoundError:
-        return None
+        m = parse_manifest(manifest, f"{where}/{MANIFEST_NAME}", read_part=read_part)
+    except Exception:  # noqa: BLE001 - a caller's manifest tfpipe cannot read: its shards are hashed instead
+        return {}
+    return {s.name: (s.bytes, s.sha256) for s in m.shards}
 
 
 def _quietly(fn: Callable[[], object], what: str) -> None:
@@ -111,7 +143,7 @@ def commit_set(storage: Storage, moves: Sequence[Move], manifest: bytes, *, run_
     just before the manifest is written. ``release``: called last, whatever happened."""
     where = where or storage.url
     try:
-        recover(storage, where)
+        recover(storage, where, run_id=run_id)
         _commit(storage, list(moves), manifest, run_id, list(parts), list(obsolete), resumable, before_manifest,
                 where)
     finally:
@@ -120,24 +152,39 @@ def commit_set(storage: Storage, moves: Sequence[Move], manifest: bytes, *, run_
 
 
 def _plan(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, parts: list[tuple[str, bytes]],
-          obsolete: list[str], where: str) -> Journal:
-    old = committed_names(storage, where)
+          obsolete: list[str], where: str, resumable: bool = False) -> Journal:
+    old_sha, old, records = _old_set(storage, where)
     new = {m.final for m in moves} | {name for name, _ in parts}
     clashes = [n for n in old if n in new and n != MANIFEST_NAME]
     local = storage.local_path("")
     dirs = [d for d in _dirs(new) if local is not None and not os.path.isdir(os.path.join(local, d))]
-    retire = [n for n in dict.fromkeys(list(old) + list(obsolete)) if n not in new and n != MANIFEST_NAME]
-    return Journal(run=run_id, manifest_sha256=hashlib.sha256(manifest).hexdigest(),
-                   moves=tuple((m.tmp, m.final) for m in moves), parts=tuple(name for name, _ in parts),
+    retire = []
+    for name in dict.fromkeys(list(old) + list(obsolete)):
+        if name not in new and name != MANIFEST_NAME:
+            rec = records.get(name) or digest(storage, name)
+            if rec is not None and rec[0] >= 0:  # a name that holds no regular file is nothing to retire
+                retire.append((name, *rec))
+    shards = _new_records(manifest, parts, where)
+    rows = []
+    for m in moves:
+        rec = shards.get(m.final) or digest(storage, m.final if resumable and not storage.exists(m.tmp) else m.tmp)
+        rows.append((m.tmp, m.final, *(rec if rec is not None and rec[0] >= 0 else (0, "0" * 64))))
+    return Journal(run=run_id, manifest_sha256=hashlib.sha256(manifest).hexdigest(), location=location_id(storage),
+                   old_manifest_sha256=old_sha, where=where, moves=tuple(rows),
+                   parts=tuple((name, len(data), hashlib.sha256(data).hexdigest()) for name, data in parts),
                    aside=tuple([MANIFEST_NAME] + clashes) if clashes else (), retire=tuple(retire),
                    dirs=tuple(dirs))
 
 
 def _commit(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, parts: list[tuple[str, bytes]],
             obsolete: list[str], resumable: bool, before_manifest, where: str) -> None:
-    plan = _plan(storage, moves, manifest, run_id, parts, obsolete, where)
+    plan = _plan(storage, moves, manifest, run_id, parts, obsolete, where, resumable)
+    journal = plan.to_bytes()
+    if len(journal) > MAX_JOURNAL_BYTES:
+        raise TfpipeError(f"{where}: a commit of {len(moves)} shards needs a journal of {len(journal)} bytes, more "
+                          f"than the {MAX_JOURNAL_BYTES} a recovery reads: write fewer, larger shards")
     local = storage.local_path("")
-    storage.write_bytes_atomic(journal_name(run_id), plan.to_bytes())
+    storage.write_bytes_atomic(journal_name(run_id), journal)
     try:
         for name in plan.aside:
             storage.publish(name, aside_name(name, run_id))
@@ -183,29 +230,78 @@ def publish_moves(storage: Storage, moves: Sequence[Move], *, resumable: bool = 
     return placed
 
 
-def _roll_back(storage: Storage, plan: Journal, where: str) -> None:
-    """Bring back the old set exactly, from whatever state the commit of ``plan`` reached (its own failure, or
-    a kill found by the next run): each new shard goes back to its temporary name (the caller removes it, or a
-    rerun of the same run publishes it again), a part manifest this commit wrote is removed, then every old
-    file set aside is moved back over whatever holds its name, ``index.json`` last; the journal goes only when
-    all that is done. Raises if a step fails (the journal stays: the next run tries again)."""
+def _size(storage: Storage, name: str) -> int | None:
+    local = storage.local_path(name)
+    try:
+        if local is not None:
+            return os.path.getsize(local)
+        size = getattr(storage, "size", None)
+        return size(name) if size is not None else None
+    except FileNotFoundError:
+        return None
+
+
+def _may_put_back(storage: Storage, plan: Journal, name: str, held: str) -> bool:
+    """Whether the old file set aside as ``held`` may go back over what holds ``name``: nothing, the commit's
+    own new file, or the same bytes (a copy an object store made before the kill)."""
+    found = digest(storage, name)
+    return found is None or found == plan.new_record(name) or found == digest(storage, held)
+
+
+def _roll_back_steps(storage: Storage, plan: Journal, discard: bool):
+    """The storage calls that bring back the old set from the state found now, and what must hold before
+    them: ``(steps, checks)``; ``checks`` are ``(name, predicate)``. Each step touches names no other step
+    touches before it, so the whole list is decided from the state before the first one."""
     clashes = set(plan.aside)
-    for tmp, final in reversed(plan.moves):
+    steps: list[tuple[str, ...]] = []
+    checks: list[tuple[str, Callable[[], bool]]] = []
+    for tmp, final, size, sha in reversed(plan.moves):
         held = final in clashes and storage.exists(aside_name(final, plan.run))
-        if (final in clashes and not held) or not storage.exists(final):
-            continue  # the old file (never moved aside, or already put back), or nothing there
-        if not storage.exists(tmp):
-            storage.publish(final, tmp)  # the new bytes back to their temporary name
-        elif not held:
-            storage.delete(final)  # an object store's copy made before the temporary was deleted
-        # (else the old file set aside is put back over it below)
-    for name in plan.parts:
-        if name not in clashes:
-            storage.delete(name)
+        has_tmp = storage.exists(tmp)
+        if not (final in clashes and not held) and storage.exists(final):  # the commit's new bytes are there
+            checks.append((final, lambda f=final, r=(size, sha), h=held: holds(storage, f, r) or (
+                h and digest(storage, f) == digest(storage, aside_name(f, plan.run)))))  # or a copy set aside
+            if discard or (has_tmp and not held):
+                steps.append(("delete", final))  # (the second: an object store's copy made before the delete)
+            elif not has_tmp:
+                steps.append(("publish", final, tmp))  # the new bytes back to their temporary name
+            # (else the old file set aside is put back over it below)
+        if discard and has_tmp:
+            steps.append(("delete", tmp))  # a temporary name of the journal's own run
+    for name, size, sha in plan.parts:
+        if name not in clashes and storage.exists(name):
+            checks.append((name, lambda n=name, r=(size, sha): holds(storage, n, r)))
+            steps.append(("delete", name))
     for name in reversed(plan.aside):
         held = aside_name(name, plan.run)
         if storage.exists(held):
-            storage.publish(held, name)
+            checks.append((name, lambda n=name, h=held: _may_put_back(storage, plan, n, h)))
+            steps.append(("publish", held, name))
+    return steps, checks
+
+
+def _roll_back(storage: Storage, plan: Journal, where: str, *, check: bool = False, discard: bool = False) -> None:
+    """Bring back the old set exactly, from whatever state the commit of ``plan`` reached (its own failure, or
+    a kill found by the next run): each new shard goes back to its temporary name (the caller removes it, or a
+    rerun of the same run publishes it again) or, with ``discard``, is deleted; a part manifest this commit
+    wrote is removed, then every old file set aside is moved back over whatever holds its name, ``index.json``
+    last; the journal goes only when all that is done. ``check`` (a journal read from storage): first check
+    that every file it will touch is the commit's own, and touch nothing if one is not. Raises if a step
+    fails (the journal stays: the next run tries again)."""
+    steps, checks = _roll_back_steps(storage, plan, discard)
+    if check:
+        strange = [name for name, ok in checks if not ok()]
+        if strange:
+            raise IntegrityError(
+                f"{where}: the interrupted commit of run {plan.run} cannot be rolled back: {', '.join(strange[:3])}"
+                f"{', ...' if len(strange) > 3 else ''} do(es) not hold what its journal recorded; tfpipe touched "
+                f"nothing: look at {journal_name(plan.run)} and the .tfpipe-tmp-old.{plan.run}-* files (the old "
+                "set moved aside) before removing anything")
+    for step in steps:
+        if step[0] == "publish":
+            storage.publish(step[1], step[2])
+        else:
+            storage.delete(step[1])
     local = storage.local_path("")
     if local is not None:
         for d in sorted(plan.dirs, key=lambda d: -d.count("/")):
@@ -219,10 +315,17 @@ def _roll_back(storage: Storage, plan: Journal, where: str) -> None:
     storage.delete(journal_name(plan.run))
 
 
-def _roll_forward(storage: Storage, plan: Journal, where: str) -> None:
+def _roll_forward(storage: Storage, plan: Journal, where: str, *, check: bool = False) -> None:
     """After the commit of ``plan``: delete the files set aside, the old files the new set does not list, old
-    part directories left empty, and the journal last."""
-    names = [aside_name(n, plan.run) for n in plan.aside] + list(plan.retire)
+    part directories left empty, and the journal last. ``check`` (a journal read from storage): an old file
+    that does not hold what the journal recorded is left in place (logged)."""
+    names = [aside_name(n, plan.run) for n in plan.aside]
+    for name, size, sha in plan.retire:
+        if check and storage.exists(name) and not holds(storage, name, (size, sha)):
+            log.warning("%s/%s: left in place: it does not hold the old file the commit of run %s recorded",
+                        where, name, plan.run)
+            continue
+        names.append(name)
     for name in names:
         _quietly(lambda n=name: storage.delete(n), f"remove the old {where}/{name}")
     local = storage.local_path("")
@@ -234,35 +337,31 @@ def _roll_forward(storage: Storage, plan: Journal, where: str) -> None:
     _quietly(lambda: storage.delete(journal_name(plan.run)), f"remove {where}/{journal_name(plan.run)}")
 
 
-def _published(storage: Storage, plan: Journal) -> bool:
-    """Whether the new manifest of ``plan`` is the one at the location (the commit happened)."""
-    try:
-        raw = storage.read_bytes(MANIFEST_NAME)
-    except FileNotFoundError:
-        return False
-    return hashlib.sha256(raw).hexdigest() == plan.manifest_sha256
-
-
-def recover(storage: Storage, where: str = "") -> list[str]:
+def recover(storage: Storage, where: str = "", run_id: str | None = None) -> list[str]:
     """Finish what an interrupted commit left (called with the location claimed: by ``output.prepare_output``
-    before it looks at the location, and by ``commit_set`` before it starts). For each commit journal there:
-    when the new manifest was published, finish its step 4 (the new set stays); else roll it back (the old
-    set comes back byte for byte). Returns the runs recovered. A location without a journal but with an old
-    manifest set aside (a commit of an earlier tfpipe version) gets its set-aside files moved back."""
+    before it looks at the location, and by ``commit_set`` before it starts). Every commit journal there must
+    belong to the set there (``ownership.foreign_reason``), else ``IntegrityError`` in one line and nothing is
+    touched. Then for each: when the new manifest was published, finish its step 4 (the new set stays); else
+    roll it back (the old set comes back byte for byte; the new shards are deleted unless the journal is
+    ``run_id``'s own). Returns the runs recovered. A location without a journal but with an old manifest set
+    aside (a commit of an earlier tfpipe version) gets its set-aside files moved back."""
     where = where or storage.url
     names = storage.list()
+    plans = [read_journal(storage, name, where) for name in sorted(n for n in names if is_journal(n))]
     done: list[str] = []
-    for name in sorted(n for n in names if is_journal(n)):
-        plan = Journal.from_bytes(storage.read_bytes(name), f"{where}/{name}")
-        if name != journal_name(plan.run):
-            raise TfpipeError(f"{where}/{name}: the commit journal names run {plan.run!r}, not its own: "
-                              "look at it before removing anything")
-        if _published(storage, plan):
+    for plan in plans:
+        why = foreign_reason(storage, plan)
+        if why is not None:
+            raise IntegrityError(f"{where}/{journal_name(plan.run)}: a commit journal that does not belong to the "
+                                 f"set here ({why}); tfpipe touched nothing: if 'tfpipe verify {where}' passes, "
+                                 "remove that file and rerun")
+    for plan in plans:
+        if published(storage, plan):
             log.warning("%s: finishing the commit of run %s (its new set was published)", where, plan.run)
-            _roll_forward(storage, plan, where)
+            _roll_forward(storage, plan, where, check=True)
         else:
             log.warning("%s: restoring the set an interrupted commit (run %s) had moved aside", where, plan.run)
-            _roll_back(storage, plan, where)
+            _roll_back(storage, plan, where, check=True, discard=plan.run != run_id)
         done.append(plan.run)
     if not done and MANIFEST_NAME not in names:
         done += _recover_unjournaled(storage, names, where)

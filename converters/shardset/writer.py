@@ -46,7 +46,7 @@ class ShardSetWriter:
     """
 
     def __init__(self, out: str, output: ShardOutputOptions | None = None, *, overwrite: bool = False,
-                 storage: Storage | None = None, **storage_options):
+                 storage: Storage | None = None, run_id: str | None = None, **storage_options):
         output = output if output is not None else ShardOutputOptions()
         if not isinstance(output, ShardOutputOptions):
             raise TypeError(f"output must be a ShardOutputOptions, got {type(output).__name__}")
@@ -55,7 +55,7 @@ class ShardSetWriter:
         self.compression = output.compression
         self.names = output.names
         self.shard_bytes = output.shard_size
-        self.run_id = new_run_id()
+        self.run_id = run_id or new_run_id()  # a group's parts: the group's run (its commit journal names them)
         owned = storage is None
         self.storage = storage or prepare_output(self.out, overwrite=overwrite, run_id=self.run_id,
                                                  **storage_options)

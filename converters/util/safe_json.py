@@ -14,8 +14,8 @@ from typing import Any
 from .errors import TfpipeError
 from .fs import file_kind
 
-__all__ = ["read_bounded_json", "read_bounded", "json_depth", "UnsafeFileError", "MAX_JSON_BYTES",
-           "MAX_JSON_DEPTH"]
+__all__ = ["read_bounded_json", "read_bounded", "loads_bounded", "json_depth", "UnsafeFileError",
+           "MAX_JSON_BYTES", "MAX_JSON_DEPTH"]
 
 MAX_JSON_BYTES = 1 << 20      # 1 MiB: a cache file of tfpipe's is a few KiB
 MAX_JSON_DEPTH = 32           # tfpipe's own files nest 4 levels deep
@@ -91,13 +91,10 @@ def json_depth(raw: bytes, limit: int | None = None) -> int:
     return deepest
 
 
-def read_bounded_json(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_BYTES,
-                      max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """The JSON value in the file at ``path``, read with :func:`read_bounded` and refused (``UnsafeFileError``
-    naming the file) when it is not UTF-8 JSON or nests deeper than ``max_depth`` — checked before parsing,
-    so a deeply nested file never reaches the recursive parser."""
-    raw = read_bounded(path, max_bytes)
-    where = os.fspath(path)
+def loads_bounded(raw: bytes, where: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The JSON value of the bytes ``raw`` (read from ``where``, which the messages name), refused
+    (``UnsafeFileError``) when they are not UTF-8 JSON or nest deeper than ``max_depth`` — checked before
+    parsing, so a deeply nested text never reaches the recursive parser."""
     if json_depth(raw, max_depth) > max_depth:
         raise UnsafeFileError(f"{where} nests deeper than {max_depth} levels: not a file tfpipe wrote")
     try:
@@ -107,3 +104,9 @@ def read_bounded_json(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_BYTE
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise UnsafeFileError(f"{where} nests too deeply: not a file tfpipe wrote") from None
 
+
+def read_bounded_json(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_BYTES,
+                      max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The JSON value in the file at ``path``, read with :func:`read_bounded` and parsed with
+    :func:`loads_bounded` (``UnsafeFileError`` naming the file)."""
+    return loads_bounded(read_bounded(path, max_bytes), os.fspath(path), max_depth=max_depth)

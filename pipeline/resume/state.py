@@ -37,6 +37,7 @@ __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "RESUM
 STATE_FORMAT = "tfpipe.input_state/1"
 MAX_STATE_BYTES = 1024
 MAX_COUNT = 1 << 62          # epochs, positions, steps and ranks a state may hold: below int64's end, as tf.data counts
+_SCALARS = (str, int, float, bool, type(None))   # every value of a state is one of these
 _KEYS = ("format", "fingerprint", "seed", "shuffle_buffer", "batch_size", "drop_remainder", "records", "epoch",
          "position", "world_size", "steps", "plan")
 
@@ -238,12 +239,20 @@ def resume_position(spec, state: Any) -> tuple[int, int]:
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         got = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise ResumeError(f"not a tfpipe input state (format {got!r}, expected {STATE_FORMAT!r})")
-    size = len(json.dumps(state))
+    unknown = sorted(repr(k)[:40] for k in state if k not in _KEYS)
+    if unknown:
+        raise ResumeError(f"input state has unknown keys [{', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}]")
+    nested = [k for k, v in state.items() if not isinstance(v, _SCALARS)]
+    if nested:  # checked before anything walks it: a deeply nested value never reaches a recursive encoder
+        raise ResumeError(f"input state: {nested[0]} holds a {type(state[nested[0]]).__name__}, not a number or a "
+                          "string: not one tfpipe wrote")
+    try:
+        size = len(json.dumps(state))
+    except (ValueError, TypeError, OverflowError) as exc:   # an integer of more digits than Python converts
+        raise ResumeError(f"input state cannot be written as JSON ({str(exc).split(';')[0]}): not one tfpipe "
+                          "wrote") from None
     if size > MAX_STATE_BYTES:
         raise ResumeError(f"input state is {size} bytes of JSON, more than {MAX_STATE_BYTES}: not one tfpipe wrote")
-    unknown = sorted(set(state) - set(_KEYS))
-    if unknown:
-        raise ResumeError(f"input state has unknown keys {unknown}")
     if state.get("fingerprint") != fingerprint(spec):
         raise ResumeError(f"input state is from another shard set (fingerprint {str(state.get('fingerprint'))[:16]}"
                           f"... vs this set's {fingerprint(spec)[:16]}...)")

@@ -3,7 +3,8 @@ replaces a set with ``--overwrite`` and is killed (``os._exit``) just before eac
 commit (``tests/killpoints.py``), on a local disk and in S3 (moto). After each kill: a refused run (no
 ``--overwrite``), ``verify``, a failing ``--overwrite`` run (its input breaks before the commit), ``verify``
 again — the set verifies and is, byte for byte, the old set or (only when its manifest was published) the new
-one, and nothing set aside is ever deleted before it was put back."""
+one, nothing set aside is ever deleted before it was put back, and the refused run leaves none of the
+temporary files of a killed run that wrote its journal."""
 from __future__ import annotations
 
 import hashlib
@@ -82,6 +83,8 @@ def check_after_kill(out: str, old: dict, new: dict, k: int) -> None:
     now = the_set(out)
     assert now in (old, new), f"kill point {k}: neither the old nor the new set: {sorted(now)}"
     assert not [n for n in files(out) if ASIDE_PREFIX in n or JOURNAL_PREFIX in n], f"kill point {k}"
+    if k > 1:  # (killed before call 1, the journal's write, its staged shards are not the journal's to prove)
+        assert not [n for n in files(out) if TMP_PREFIX in n], f"kill point {k}: the killed run's shards stay"
     failing_overwrite(out)
     assert verify(out).ok and the_set(out) == now, f"kill point {k}"
     assert not [n for n in files(out) if TMP_PREFIX in n], f"kill point {k}: {sorted(files(out))}"
@@ -198,6 +201,7 @@ def test_a_kill_in_a_cli_overwrite_then_a_refused_and_a_failing_run(tmp_path, re
     r = run_cli(argv, env=env, timeout=180)
     check_one_line_error(r, "not empty")
     assert verify(out).ok and the_set(out) == old
+    assert not [n for n in files(out) if TMP_PREFIX in n], sorted(files(out))  # nothing of the killed run
     r = run_cli(["convert", "libsvm", str(bad), "--out", out, "--field-size", "39", "--overwrite", "--no-progress"],
                 env=env, timeout=180)
     check_one_line_error(r, r"bad\.libsvm:21")
