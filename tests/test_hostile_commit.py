@@ -248,3 +248,43 @@ def test_processing_overwrite_keeps_the_old_set_until_it_commits(s3, tmp_path):
     names = {s.name for s in read_manifest(out).shards}
     assert read_manifest(out).records == 102
     assert {k[len("set/"):] for k in keys(s3, "set/")} == names | {"index.json"}  # old shards and temporaries gone
+
+
+# -- the commit journal acts only on what it can prove it owns ----------------------------------------------
+
+def test_a_killed_reshards_journal_copied_into_another_set_touches_nothing(tmp_path):
+    """``reshard --overwrite`` of set A killed half-way through its publishes; its journal copied into a
+    healthy set B: the next runs into B, refused or ``--overwrite``, end in one line naming the journal, and
+    every byte of B stays."""
+    from killpoints import KILLED, run_cli_killed
+
+    src = tmp_path / "src"
+    write_criteo_shards(str(src), 60, seed=2, shard_bytes=6_000)
+    a = tmp_path / "A"
+    write_criteo_shards(str(a), 60, seed=1, shard_bytes=6_000)
+    argv = ["reshard", str(src), "--out", str(a), "--num-shards", "4", "--no-progress"]
+    r = run_cli_killed(1 + 5 + 2, argv + ["--overwrite"], tmp_path / "calls")  # journal, 5 set aside, 2 publishes
+    assert r.returncode == KILLED, r.stderr[-2000:]
+    journal = next(p for p in a.iterdir() if p.name.startswith(".tfpipe-tmp-commit."))
+    b = tmp_path / "B"
+    _old_set(b)
+    shutil.copy(journal, b)
+    before = snapshot(b)
+    for extra in ([], ["--overwrite"]):
+        r = run_cli(["reshard", str(src), "--out", str(b), "--num-shards", "2", "--no-progress", *extra])
+        check_one_line_error(r, r"\.tfpipe-tmp-commit\..*does not belong to the set here")
+        assert snapshot(b) == before
+    assert verify(str(b)).ok
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["refused", "overwrite"])
+def test_a_deeply_nested_journal_is_one_line(tmp_path, overwrite):
+    src = tmp_path / "src"
+    write_criteo_shards(str(src), 60, seed=2, shard_bytes=6_000)
+    out = tmp_path / "out"
+    _old_set(out)
+    (out / ".tfpipe-tmp-commit.r1.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    before = snapshot(out)
+    r = run_cli(["reshard", str(src), "--out", str(out), "--num-shards", "2", "--no-progress", *overwrite])
+    check_one_line_error(r, "nests deeper than")
+    assert snapshot(out) == before

@@ -51,8 +51,8 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
 
 
 def size_problem(args) -> str | None:
-    """Why the sizes asked for cannot be timed (one line), or None: each workload needs two batches or more
-    (the first is the warmup). Checked before anything is written; SET's row count is read from its
+    """Why the sizes asked for cannot be timed (one line), or None: each workload needs more rows than one
+    batch (the first batch is the warmup). Checked before anything is written; SET's row count is read from its
     manifest."""
     if args.path:
         from converters.shardset.reader import read_manifest
@@ -61,12 +61,12 @@ def size_problem(args) -> str | None:
         what = f"{args.path} holds {rows:,} rows"
     else:
         rows, what = args.rows, f"--rows {args.rows:,}"
-    if rows < 2 * args.batch_size:
-        return (f"{what}: too few rows to time at --batch-size {args.batch_size} (give at least "
-                f"{2 * args.batch_size:,}: the first batch is the warmup)")
-    if args.windows and args.windows < 2 * args.text_batch_size:
-        return (f"--windows {args.windows:,}: too few windows to time at --text-batch-size {args.text_batch_size} (give 0 "
-                f"or at least {2 * args.text_batch_size:,}: the first batch is the warmup)")
+    if rows <= args.batch_size:
+        return (f"{what}: too few rows to time at --batch-size {args.batch_size} (give more than "
+                f"{args.batch_size:,}: the first batch is the warmup)")
+    if args.windows and args.windows <= args.text_batch_size:
+        return (f"--windows {args.windows:,}: too few windows to time at --text-batch-size {args.text_batch_size} "
+                f"(give 0 or more than {args.text_batch_size:,}: the first batch is the warmup)")
     return None
 
 

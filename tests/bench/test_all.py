@@ -100,6 +100,8 @@ def test_every_benchmark_has_rows_naming_its_metrics():
     (["--only", "small-files,nope"], "invalid choice: 'nope'"),
     (["--with", "tun"], "invalid choice: 'tun'"),
     (["--repeats", "0"], "--repeats"),
+    (["--timeout", "1e18"], "--timeout: expected a number of seconds from 0 (excluded) to 604800"),
+    (["--timeout", "inf"], "--timeout"),
 ])
 def test_usage_errors_exit_64_with_one_error_line(argv, expected, capsys):
     with pytest.raises(SystemExit) as exc:

@@ -138,6 +138,14 @@ def test_oversized_or_odd_state_is_refused(spec):
         build_dataset(spec, resume={**state, "position": -1})
 
 
+def _deep(levels: int) -> list:
+    """A list nested ``levels`` deep (a recursive encoder or comparison would overflow the stack on it)."""
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 # A state after 40 steps of ``spec`` (1,000 records, batch 32, 2 epochs of 32 steps): epoch 1, position 256,
 # steps 40; each row changes it as a hostile or careless caller might.
 HOSTILE_STATES = [
@@ -164,6 +172,9 @@ HOSTILE_STATES = [
     ({"steps": -1}, r"steps must be an integer from 0 to 2\^62 - 1, got -1"),
     ({"world_size": 0}, r"world_size must be an integer from 1 to 2\^62 - 1, got 0"),
     ({"world_size": 2 ** 63}, r"world_size must be an integer from 1 to 2\^62 - 1, got 9223372036854775808"),
+    ({"epoch": _deep(100_000)}, r"input state: epoch holds a list, not a number or a string"),
+    ({"fingerprint": {"a": _deep(100_000)}}, r"input state: fingerprint holds a dict, not a number or a string"),
+    ({"seed": 10 ** 5000}, r"input state cannot be written as JSON \(Exceeds the limit"),
 ]
 
 
