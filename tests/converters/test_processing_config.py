@@ -48,6 +48,8 @@ def test_job_config_is_optional(tmp_path):
     (None, None, "resourceconfig.json not found: not inside a SageMaker Processing job"),
     ("{nope", None, "resourceconfig.json is not valid JSON"),
     ("[1]", None, "must hold a JSON object"),
+    ("[" * 100_000 + "]" * 100_000, None, "resourceconfig.json nests deeper than 32 levels"),
+    (RES, '{"a":' * 100_000 + "1" + "}" * 100_000, "processingjobconfig.json nests deeper than 32 levels"),
     ({"current_host": "algo-9", "hosts": ["algo-1"]}, None, r"resourceconfig.json: current_host 'algo-9'"),
     ({"current_host": "a", "hosts": []}, None, "hosts must not be empty"),
     (RES, {"ProcessingInputs": {"a": 1}}, "ProcessingInputs must be a list"),

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from converters.util.safe_json import UnsafeFileError, json_depth, read_bounded, read_bounded_json
+from converters.util.safe_json import UnsafeFileError, json_depth, loads_bounded, read_bounded, read_bounded_json
 
 
 @pytest.mark.parametrize("text, depth", [
@@ -45,3 +45,18 @@ def test_a_small_regular_file_and_a_link_to_one_are_read(tmp_path):
     assert read_bounded(path, max_bytes=len(path.read_bytes())) == path.read_bytes()
     with pytest.raises(FileNotFoundError):
         read_bounded_json(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("raw, needle", [
+    (b"[" * 100_000 + b"]" * 100_000, "where nests deeper than 4 levels"),
+    (b'{"a": [[[[1]]]]}', "where nests deeper than 4 levels"),
+    (b"{nope", "where is not valid JSON"),
+    (b"\xff", "where is not valid JSON"),
+])
+def test_loads_bounded_refuses_naming_where(raw, needle):
+    with pytest.raises(UnsafeFileError, match=re.escape(needle)):
+        loads_bounded(raw, "where", max_depth=4)
+
+
+def test_loads_bounded_reads_what_fits():
+    assert loads_bounded(b'{"a": [[[1]]]}', "where", max_depth=4) == {"a": [[[1]]]}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from converters.util.errors import TfpipeError
+from converters.util.safe_json import MAX_JSON_DEPTH, json_depth
 
 from .hosts import DISTRIBUTIONS, FULLY_REPLICATED, Place
 
@@ -66,6 +67,9 @@ def _read(path: str, required: bool):
 
 def json_object(raw: bytes, where: str, hint: str = "") -> dict:
     """``raw`` parsed as a JSON object, else one ``TfpipeError`` naming ``where`` (and ``hint``, what to do)."""
+    if json_depth(raw if isinstance(raw, bytes) else raw.encode(), MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise TfpipeError(f"{where} nests deeper than {MAX_JSON_DEPTH} levels: not a file SageMaker or tfpipe "
+                          f"wrote{hint}")  # checked before the recursive parser sees it
     try:
         data = json.loads(raw)
     except ValueError as exc:
