@@ -131,8 +131,10 @@ class Journal:
             name = _check_name(_check_record(entry, "retired file", 1)[0], "retired file")
             if name == MANIFEST_NAME or _base(name).startswith(TMP_PREFIX):
                 raise ValueError(f"retired file {name!r} cannot be retired")
+        parents = {posixpath.dirname(n) for n in self.finals}
         for name in self.dirs:
-            _check_name(name, "directory")
+            if _check_name(name, "directory") not in parents:
+                raise ValueError(f"directory {name!r} holds none of the commit's new files")
 
     @property
     def finals(self) -> set[str]:

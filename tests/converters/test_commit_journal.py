@@ -236,6 +236,7 @@ SHA = "a" * 64
     ({"retire": ((".tfpipe-tmp-claim", 1, SHA),)}, "cannot be retired"),
     ({"old_manifest_sha256": "nope"}, "not a sha256"),
     ({"location": ""}, "not a location"),
+    ({"dirs": ("mine",)}, "holds none of the commit's new files"),
 ])
 def test_journal_model_refuses(kw, match):
     with pytest.raises(ValueError, match=match):
