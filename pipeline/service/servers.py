@@ -75,6 +75,10 @@ def host_port(host: str, port: int | str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _where(bind: str) -> str:
+    return "" if is_wildcard(bind) else f" (is {bind} an address of this host? see --bind)"
+
+
 def _started(server, what: str, port: int, bind: str, stop: Callable[[], None]) -> None:
     """Refuse (stop, ``ServiceError``) a server the kernel shows listening anywhere but ``bind``."""
     if is_wildcard(bind):
@@ -119,7 +123,8 @@ def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: 
     except ServiceError:
         raise
     except Exception as exc:  # TensorFlow's own errors (a journal it cannot read, a bind it refuses)
-        raise ServiceError(f"dispatcher on {host_port(bind, port)} did not start: {_first_line(exc)}") from None
+        raise ServiceError(f"dispatcher on {host_port(bind, port)} did not start: {_first_line(exc)}{_where(bind)}"
+                           ) from None
     port = int(server.target.rpartition(":")[2])  # the port chosen when port=0
     _started(server, "dispatcher", port, bind, server._stop)
     watch = None
@@ -156,7 +161,8 @@ def start_worker(dispatcher: str, *, port: int = DEFAULT_WORKER_PORT, address: s
     except ServiceError:
         raise
     except Exception as exc:
-        raise ServiceError(f"worker did not start: {_first_line(exc)}") from None
+        raise ServiceError(f"worker on {host_port(bind, port)} did not start: {_first_line(exc)}{_where(bind)}"
+                           ) from None
     bound = int(server._address.rpartition(":")[2])  # the port chosen when port=0
     _started(server, "worker", bound, bind, server._stop)
     log.info("worker %s registered with %s, listening on %s", host_port(address, bound), host_port(host, dport),
