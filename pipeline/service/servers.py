@@ -153,8 +153,9 @@ def start_worker(dispatcher: str, *, port: int = DEFAULT_WORKER_PORT, address: s
     dispatcher_version(f"{host}:{dport}", timeout)  # before TensorFlow's endless registration retries
     address = address or (socket.gethostname() if is_wildcard(bind) else bind)
     service = _tf_service()
-    config = service.WorkerConfig(dispatcher_address=host_port(host, dport), worker_address=host_port(address, "%port%"),
-                                  port=port, heartbeat_interval_ms=HEARTBEAT_MS)
+    config = service.WorkerConfig(dispatcher_address=host_port(host, dport),
+                                  worker_address=host_port(address, "%port%"), port=port,
+                                  heartbeat_interval_ms=HEARTBEAT_MS)
     try:
         with bound_to(bind):
             server = service.WorkerServer(config)

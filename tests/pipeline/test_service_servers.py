@@ -239,6 +239,7 @@ def test_bind_refusals(capsys):
         assert w.finish(300) == 7
     finally:
         w.kill()
-    assert w.stderr.strip().splitlines()[-1] == ("tfpipe: error: dispatcher on 192.0.2.254:0 did not start: Could not "
-                                                 "start gRPC server (is 192.0.2.254 an address of this host? see --bind)")
+    assert w.stderr.strip().splitlines()[-1] == (
+        "tfpipe: error: dispatcher on 192.0.2.254:0 did not start: Could not start gRPC server (is 192.0.2.254 an "
+        "address of this host? see --bind)")
     assert "Traceback" not in w.stderr
