@@ -161,7 +161,7 @@ def test_auto_bind_is_the_private_address_never_every_interface(advertised, give
 @pytest.mark.slow
 def test_two_data_hosts_serve_and_stop_when_the_trainer_is_done(tmp_path):
     port, idle = free_port(), 4
-    common = ["-v", "--data-group", "data_group", "--port", str(port), "--idle-timeout", str(idle),
+    common = ["-v", "--data-group", "data_group", "--port", str(port), "--idle-timeout", str(idle), "--timeout", "300",
               "--host-address", "algo-2=127.0.0.1", "--host-address", "algo-3=127.0.0.1"]
     first = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-2"), *common)
     other = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-3"), *common)
