@@ -1,6 +1,8 @@
 """``tfpipe service dispatcher | worker | auto``: tf.data service servers from the command line. Each prints one
 line when it serves (its address and mode) and one when it stops; SIGINT and SIGTERM stop it cleanly (exit 0);
-a taken port or a dispatcher that does not answer within --timeout is one error line (exit 7)."""
+a taken port or a dispatcher that does not answer within --timeout is one error line (exit 7). A server listens on
+one address (--bind): this host only (127.0.0.1) unless asked; ``auto`` on the cluster's private address. Anyone
+who reaches a server's port can run graphs on its host: docs/offload.md, trust model."""
 from __future__ import annotations
 
 import argparse
@@ -40,6 +42,7 @@ def register(sub) -> None:
     d = ssub.add_parser("dispatcher", help="run a tf.data service dispatcher until SIGINT/SIGTERM")
     d.add_argument("--port", type=tcp_port, default=DEFAULT_SERVICE_PORT, metavar="P",
                    help=f"the port trainers and workers dial (default {DEFAULT_SERVICE_PORT}; 0: any free port)")
+    _bind(d, "127.0.0.1: this host only")
     _work_dir(d)
     _worker_timeout(d)
     d.set_defaults(func=_dispatcher)
@@ -47,8 +50,9 @@ def register(sub) -> None:
     w = ssub.add_parser("worker", help="run a tf.data service worker for a dispatcher until SIGINT/SIGTERM")
     w.add_argument("--dispatcher", required=True, metavar="HOST:P", help="the dispatcher's address (required)")
     w.add_argument("--port", type=tcp_port, default=0, metavar="Q", help="the worker's port (default 0: any free port)")
-    w.add_argument("--address", metavar="HOST", help="the host name trainers reach this worker at (default: this "
-                                                    "host's name)")
+    w.add_argument("--address", metavar="HOST", help="the host name trainers reach this worker at (default: the --bind "
+                                                    "address; this host's name with --bind 0.0.0.0)")
+    _bind(w, "127.0.0.1: this host only")
     _timeout(w)
     w.set_defaults(func=_worker)
 
@@ -70,8 +74,16 @@ def register(sub) -> None:
     a.add_argument("--host-address", type=host_address, action="append", default=[], metavar="HOST=ADDRESS",
                    help="dial and advertise ADDRESS for host HOST of the resource config (repeatable; default: "
                         "the host names)")
+    _bind(a, "this host's private address: its --host-address, else the address of the resource config's "
+             "network_interface_name, else its host name's")
     _timeout(a)
     a.set_defaults(func=_auto)
+
+
+def _bind(p, default: str) -> None:
+    p.add_argument("--bind", metavar="ADDRESS",
+                   help=f"the address to listen on (default {default}); 0.0.0.0: every interface. No authentication: "
+                        "anyone who reaches the port can run graphs on this host (docs/offload.md, trust model)")
 
 
 def _work_dir(p) -> None:
@@ -98,6 +110,14 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+def _listening(server) -> str:
+    from .bindaddr import is_wildcard
+
+    if is_wildcard(server.bind):
+        return "listening on every interface, no authentication"
+    return f"listening on {server.bind} only"
+
+
 def _mode(dispatcher) -> str:
     lost = f"; lost workers given up after {dispatcher.watch.worker_timeout:g} s" if dispatcher.watch else ""
     if dispatcher.fault_tolerant:
@@ -110,8 +130,13 @@ def _dispatcher(args: argparse.Namespace) -> int:
 
     from .servers import serve, start_dispatcher
 
-    d = start_dispatcher(args.port, args.work_dir, worker_timeout=args.worker_timeout)
-    reason = serve([d], ready=lambda: _say(f"dispatcher serving grpc://{socket.gethostname()}:{d.port} ({_mode(d)})"))
+    from .bindaddr import LOOPBACK, is_wildcard
+    from .servers import host_port
+
+    d = start_dispatcher(args.port, args.work_dir, worker_timeout=args.worker_timeout, bind=args.bind or LOOPBACK)
+    host = socket.gethostname() if is_wildcard(d.bind) else d.bind
+    reason = serve([d], ready=lambda: _say(f"dispatcher serving grpc://{host_port(host, d.port)} ({_listening(d)}; "
+                                           f"{_mode(d)})"))
     _say(f"dispatcher stopped ({reason})")
     return 0
 
@@ -119,8 +144,12 @@ def _dispatcher(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     from .servers import serve, start_worker
 
-    w = start_worker(args.dispatcher, port=args.port, address=args.address, timeout=args.timeout)
-    reason = serve([w], ready=lambda: _say(f"worker serving {w.address} for dispatcher grpc://{w.dispatcher}"))
+    from .bindaddr import LOOPBACK
+
+    w = start_worker(args.dispatcher, port=args.port, address=args.address, timeout=args.timeout,
+                     bind=args.bind or LOOPBACK)
+    reason = serve([w], ready=lambda: _say(f"worker serving {w.address} for dispatcher grpc://{w.dispatcher} "
+                                           f"({_listening(w)})"))
     _say(f"worker stopped ({reason})")
     return 0
 
@@ -137,8 +166,7 @@ def _auto(args: argparse.Namespace) -> int:
     if args.port == 0:
         raise ValueError("--port 0: the data group's dispatcher needs a fixed port that every host knows")
     path = os.path.join(args.config_dir, "resourceconfig.json")
-    if not os.path.isfile(path):
-        raise TfpipeError(f"{path}: no resource config (not on SageMaker? pass --config-dir)")
+    interface = _resource_config(path).get("network_interface_name")
     topo = Topology.from_env({}, config_dir=args.config_dir, processing_config_dir=None)
     if topo.instance_groups is None:
         raise TfpipeError(f"{path} has no instance_groups: not a heterogeneous cluster (run 'tfpipe service "
@@ -148,18 +176,70 @@ def _auto(args: argparse.Namespace) -> int:
     if plan.role == "none":
         _say(f"auto: {where}: not the data group, nothing to run here; trainers dial grpc://{plan.dispatcher}")
         return 0
+    bind = args.bind or auto_bind(plan.worker_host, plan.host in dict(args.host_address), interface)
     servers = []
     if plan.role == "dispatcher+worker":
         d = start_dispatcher(args.port, args.work_dir, job_gc_timeout=args.idle_timeout,
-                             worker_timeout=args.worker_timeout)
+                             worker_timeout=args.worker_timeout, bind=bind)
         servers.append(d)
-    w = start_worker(plan.dispatcher, port=args.worker_port, address=plan.worker_host, timeout=args.timeout)
+    w = start_worker(plan.dispatcher, port=args.worker_port, address=plan.worker_host, timeout=args.timeout,
+                     bind=bind)
     servers.insert(0, w)
     running = f"dispatcher grpc://{plan.dispatcher} ({_mode(d)}) + " if len(servers) == 2 else ""
-    line = (f"auto: {where}: {running}worker {w.address} for dispatcher grpc://{plan.dispatcher}; stops "
-            f"{args.idle_timeout:g} s after its last task")
+    line = (f"auto: {where}: {running}worker {w.address} for dispatcher grpc://{plan.dispatcher} ({_listening(w)}); "
+            f"stops {args.idle_timeout:g} s after its last task")
     watch_dispatcher = None if plan.role == "dispatcher+worker" else plan.dispatcher
     reason = serve(servers, stop_when=stop_rule(w.server, args.idle_timeout, watch_dispatcher),
                    ready=lambda: _say(line))
     _say(f"auto: {where}: stopped ({reason})")
     return 0
+
+
+MAX_RESOURCE_CONFIG = 1 << 20   # bytes: SageMaker's resourceconfig.json is a few hundred
+
+
+def _resource_config(path: str) -> dict:
+    """The resource config at ``path`` as a JSON object; one ``TfpipeError`` line for a missing one, one that
+    is not a regular file (a FIFO would block the read), too large, or too deeply nested to parse."""
+    import json
+    import os
+    import stat
+
+    from converters.util.errors import TfpipeError
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise TfpipeError(f"{path}: no resource config (not on SageMaker? pass --config-dir)") from None
+    except OSError as exc:
+        raise TfpipeError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise TfpipeError(f"{path}: the resource config is not a regular file (a FIFO, a device or a directory)")
+    if st.st_size > MAX_RESOURCE_CONFIG:
+        raise TfpipeError(f"{path}: the resource config is {st.st_size} bytes, more than the {MAX_RESOURCE_CONFIG} "
+                          "read")
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.loads(f.read(MAX_RESOURCE_CONFIG + 1))
+    except RecursionError:
+        raise TfpipeError(f"{path}: the resource config is nested too deeply to read") from None
+    except (OSError, ValueError) as exc:
+        raise TfpipeError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise TfpipeError(f"{path} must be a JSON object")
+    return value
+
+
+def auto_bind(advertised: str, given: bool, interface: object) -> str:
+    """The address a data host of ``service auto`` listens on: the one it advertises when given
+    (``--host-address``), else the IPv4 address of the resource config's ``network_interface_name``, else the
+    address its host name resolves to. Never every interface."""
+    from .bindaddr import interface_address, is_wildcard, resolve_bind
+
+    found = None if given or not isinstance(interface, str) else interface_address(interface)
+    address = found or resolve_bind(advertised, f"auto: the address of {advertised}")
+    if is_wildcard(address):
+        from converters.util.errors import ServiceError
+
+        raise ServiceError(f"auto: {advertised} names every interface ({address}); pass --bind ADDRESS")
+    return address

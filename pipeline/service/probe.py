@@ -22,8 +22,11 @@ def split_address(address: str) -> tuple[str, int]:
     """``(host, port)`` of ``HOST:PORT`` or ``grpc://HOST:PORT``; anything else is a ``ValueError`` naming it."""
     text = address[len("grpc://"):] if address.startswith("grpc://") else address
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError(f"expected a dispatcher address HOST:PORT (or grpc://HOST:PORT), got {address!r}")
+    if (not sep or not host or len(host) > 255 or not host.isascii() or not port.isascii() or not port.isdigit()
+            or len(port) > 5 or not 1 <= int(port) <= 65535):
+        shown = address if len(address) <= 300 else f"{address[:80]}...({len(address)} characters)"
+        raise ValueError(f"expected a dispatcher address HOST:PORT (or grpc://HOST:PORT; an ASCII host name of at most "
+                         f"253 characters, an ASCII port 1-65535), got {shown!r}")
     return host.strip("[]"), int(port)
 
 
@@ -55,7 +58,7 @@ def check_port_free(port: int, what: str) -> None:
 
 
 def call(address: str, method: str, timeout: float, request: bytes = b"", *, service: str = SERVICE,
-         wait: bool = True) -> bytes:
+         wait: bool = True, hint: str = "see --timeout") -> bytes:
     """One gRPC call of a tf.data service server, raw protobuf bytes in and out, within ``timeout`` seconds
     (``wait``: wait for the server to come up until then; else a refused connection fails at once);
     ``ServiceError`` when it does not answer."""
@@ -73,7 +76,7 @@ def call(address: str, method: str, timeout: float, request: bytes = b"", *, ser
                 raise ServiceError(f"{host}:{port} did not answer {method}: {code.name}") from None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise ServiceError(f"no tf.data service dispatcher answered at {host}:{port} within {timeout:g} s "
-                                   "(is it started, and is the address right? see --timeout)") from None
+                                   f"(is it started, and is the address right? {hint})") from None
             raise ServiceError(f"{host}:{port} is not a tf.data service dispatcher: {code.name}: "
                                f"{exc.details()}") from None
 
@@ -110,11 +113,11 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
         shift += 7
 
 
-def dispatcher_version(address: str, timeout: float) -> int:
+def dispatcher_version(address: str, timeout: float, hint: str = "see --timeout") -> int:
     """The data-service protocol version of the dispatcher at ``address``, waiting up to ``timeout`` seconds
-    for it to come up; ``ServiceError`` when none answers."""
+    for it to come up; ``ServiceError`` when none answers (its message ends on ``hint``)."""
     version = 0
-    for number, wire, value in fields(call(address, "GetVersion", timeout)):
+    for number, wire, value in fields(call(address, "GetVersion", timeout, hint=hint)):
         if number == 1 and wire == 0:
             version = value
     return version

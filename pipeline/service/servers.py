@@ -1,7 +1,8 @@
 """tf.data service servers as long-running processes: a dispatcher (fault tolerant with a work directory) that
 gives up the tasks of a worker lost for longer than its worker timeout (``workerwatch``), a worker that checks
 its dispatcher answers before it registers, and the loop that serves until SIGINT, SIGTERM or a stop condition,
-then stops the servers. Library code: the CLI (``service/cli.py``) prints."""
+then stops the servers. Each listens on one address (``bind``, default ``127.0.0.1``: this host only; ``bindaddr``),
+and is refused if the kernel shows it listening anywhere else. Library code: the CLI (``service/cli.py``) prints."""
 from __future__ import annotations
 
 import logging
@@ -16,11 +17,12 @@ from typing import Callable
 from converters.util.checks import as_int, as_real
 from converters.util.errors import ServiceError
 
+from .bindaddr import LOOPBACK, bound_to, is_wildcard, listen_addresses, resolve_bind
 from .probe import check_port_free, dispatcher_version, split_address
 from .workerwatch import DEFAULT_WORKER_TIMEOUT, WorkerWatch
 
 __all__ = ["Dispatcher", "Worker", "start_dispatcher", "start_worker", "serve", "DEFAULT_WORKER_PORT",
-           "DEFAULT_WORKER_TIMEOUT", "HEARTBEAT_MS"]
+           "DEFAULT_WORKER_TIMEOUT", "HEARTBEAT_MS", "host_port"]
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +34,14 @@ HEARTBEAT_MS = 1000      # a worker's heartbeat (TensorFlow's default: 30 s), we
 @dataclass(frozen=True)
 class Dispatcher:
     """A started dispatcher: the server, the port it listens on, its work directory (None: not fault tolerant),
-    and the watch that gives up lost workers' tasks (None: lost workers are waited for)."""
+    the watch that gives up lost workers' tasks (None: lost workers are waited for), and the address it listens
+    on (``0.0.0.0``: every interface)."""
 
     server: object
     port: int
     work_dir: str | None
     watch: WorkerWatch | None = None
+    bind: str = LOOPBACK
 
     @property
     def fault_tolerant(self) -> bool:
@@ -46,11 +50,13 @@ class Dispatcher:
 
 @dataclass(frozen=True)
 class Worker:
-    """A started worker: the server, the address it gave the dispatcher, and the dispatcher's address."""
+    """A started worker: the server, the address it gave the dispatcher, the dispatcher's address, and the
+    address it listens on (``0.0.0.0``: every interface)."""
 
     server: object
     address: str
     dispatcher: str
+    bind: str = LOOPBACK
 
 
 def _tf_service():
@@ -64,14 +70,36 @@ def _first_line(exc: BaseException) -> str:
     return text.strip().splitlines()[0]
 
 
+def host_port(host: str, port: int | str) -> str:
+    """``HOST:PORT``, an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _where(bind: str) -> str:
+    return "" if is_wildcard(bind) else f" (is {bind} an address of this host? see --bind)"
+
+
+def _started(server, what: str, port: int, bind: str, stop: Callable[[], None]) -> None:
+    """Refuse (stop, ``ServiceError``) a server the kernel shows listening anywhere but ``bind``."""
+    if is_wildcard(bind):
+        return
+    where = listen_addresses(port)
+    if where != [bind]:
+        stop()
+        raise ServiceError(f"{what} listened on {', '.join(where) or 'nothing'} at port {port}, not on {bind} only: "
+                           "stopped; pass --bind 0.0.0.0 to listen on every interface (docs/offload.md, trust model)")
+
+
 def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: float | None = None,
-                     worker_timeout: float | None = DEFAULT_WORKER_TIMEOUT) -> Dispatcher:
+                     worker_timeout: float | None = DEFAULT_WORKER_TIMEOUT, bind: str = LOOPBACK) -> Dispatcher:
     """Start a dispatcher on ``port`` of this host (0: any free port; ``Dispatcher.port`` says which). With
     ``work_dir`` it is fault tolerant: it journals its state there, and one restarted with the same directory
     (on the same port) keeps its datasets, jobs and workers. ``job_gc_timeout``: seconds a job without clients
     lives on (TensorFlow's default: 5 minutes). ``worker_timeout``: seconds a registered worker may not answer
     before its tasks are given up, so that trainers go on without it (``workerwatch``; None: wait for it to come
-    back at its address, TensorFlow's own behaviour)."""
+    back at its address, TensorFlow's own behaviour). ``bind``: the address it listens on (an IP address or host
+    name; ``0.0.0.0``: every interface, anyone who reaches the port can use it: docs/offload.md)."""
+    bind = resolve_bind(bind)
     port = as_int(port, "port", minimum=0, maximum=65535, must="a TCP port in [0, 65535] (0: any free port)")
     if port:
         check_port_free(port, "dispatcher")
@@ -90,41 +118,57 @@ def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: 
     service = _tf_service()
     config = service.DispatcherConfig(port=port, work_dir=work_dir, fault_tolerant_mode=work_dir is not None, **extra)
     try:
-        server = service.DispatchServer(config)
+        with bound_to(bind):
+            server = service.DispatchServer(config)
+    except ServiceError:
+        raise
     except Exception as exc:  # TensorFlow's own errors (a journal it cannot read, a bind it refuses)
-        raise ServiceError(f"dispatcher on port {port} did not start: {_first_line(exc)}") from None
+        raise ServiceError(f"dispatcher on {host_port(bind, port)} did not start: {_first_line(exc)}{_where(bind)}"
+                           ) from None
     port = int(server.target.rpartition(":")[2])  # the port chosen when port=0
+    _started(server, "dispatcher", port, bind, server._stop)
     watch = None
     if worker_timeout is not None:
-        watch = WorkerWatch(f"127.0.0.1:{port}", worker_timeout).start()
-    log.info("dispatcher started on port %d (work dir %s, worker timeout %s s)", port, work_dir, worker_timeout)
-    return Dispatcher(server, port, work_dir, watch)
+        watch = WorkerWatch(host_port(LOOPBACK if is_wildcard(bind) else bind, port), worker_timeout).start()
+    log.info("dispatcher started on %s (work dir %s, worker timeout %s s)", host_port(bind, port), work_dir,
+             worker_timeout)
+    return Dispatcher(server, port, work_dir, watch, bind)
 
 
 def start_worker(dispatcher: str, *, port: int = DEFAULT_WORKER_PORT, address: str | None = None,
-                 timeout: float = 60.0) -> Worker:
+                 timeout: float = 60.0, bind: str = LOOPBACK) -> Worker:
     """Start a worker that serves the dispatcher at ``dispatcher`` (``HOST:PORT`` or ``grpc://HOST:PORT``).
 
-    ``port``: the worker's port (0: any free one); ``address``: the host name trainers reach this worker at
-    (default: this host's name; TensorFlow's own default, ``localhost``, is wrong for every other host).
-    The dispatcher must answer within ``timeout`` seconds, else ``ServiceError``."""
+    ``port``: the worker's port (0: any free one); ``bind``: the address it listens on (default ``127.0.0.1``;
+    ``0.0.0.0``: every interface); ``address``: the host name trainers reach this worker at (default: the
+    ``bind`` address, or this host's name when it listens on every interface; TensorFlow's own default,
+    ``localhost``, is wrong for every other host). The dispatcher must answer within ``timeout`` seconds, else
+    ``ServiceError``."""
+    bind = resolve_bind(bind)
     port = as_int(port, "port", minimum=0, maximum=65535, must="a TCP port in [0, 65535] (0: any free port)")
     timeout = as_real(timeout, "timeout", above=0)
     host, dport = split_address(dispatcher)
     if port:
         check_port_free(port, "worker")
     dispatcher_version(f"{host}:{dport}", timeout)  # before TensorFlow's endless registration retries
-    address = address or socket.gethostname()
+    address = address or (socket.gethostname() if is_wildcard(bind) else bind)
     service = _tf_service()
-    config = service.WorkerConfig(dispatcher_address=f"{host}:{dport}", worker_address=f"{address}:%port%", port=port,
+    config = service.WorkerConfig(dispatcher_address=host_port(host, dport),
+                                  worker_address=host_port(address, "%port%"), port=port,
                                   heartbeat_interval_ms=HEARTBEAT_MS)
     try:
-        server = service.WorkerServer(config)
+        with bound_to(bind):
+            server = service.WorkerServer(config)
+    except ServiceError:
+        raise
     except Exception as exc:
-        raise ServiceError(f"worker did not start: {_first_line(exc)}") from None
+        raise ServiceError(f"worker on {host_port(bind, port)} did not start: {_first_line(exc)}{_where(bind)}"
+                           ) from None
     bound = int(server._address.rpartition(":")[2])  # the port chosen when port=0
-    log.info("worker %s:%d registered with %s:%d", address, bound, host, dport)
-    return Worker(server, f"{address}:{bound}", f"{host}:{dport}")
+    _started(server, "worker", bound, bind, server._stop)
+    log.info("worker %s registered with %s, listening on %s", host_port(address, bound), host_port(host, dport),
+             host_port(bind, bound))
+    return Worker(server, host_port(address, bound), host_port(host, dport), bind)
 
 
 def serve(servers: list, *, stop_when: Callable[[], str | None] | None = None, ready: Callable[[], None] | None = None,

@@ -9,7 +9,9 @@ equal steps, prefetch. With equal steps, one spare epoch follows the last and th
 epochs`` batches: an epoch left short by a lost worker is made up from the spare one, so every rank still runs
 the same number of steps (the spare epoch's job starts only if it is reached). A run that even the spare epoch
 cannot make up (workers lost and too few left) ends with an error that says so (``run_ended_short``), after the
-dispatcher gives the lost workers' tasks up (``pipeline.service.workerwatch``). What each choice is and why:
+dispatcher gives the lost workers' tasks up (``pipeline.service.workerwatch``). Before any of it the dispatcher
+must answer within ``service_timeout`` (:func:`reach_service`), and a watch in this process cuts its connections
+to a worker silent for ``service_worker_timeout`` (a frozen one, ``clientwatch``). What each choice is and why:
 ``pipeline.service.choice``; faults and limits: docs/offload.md.
 """
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..spec.stage import Stage
 from .choice import ServiceChoice, service_choice
 
 __all__ = ["service_dataset", "service_stages", "worker_graph", "element_batches", "run_ended_short",
-           "repeat_until_empty", "MAX_FILE_READERS",
+           "repeat_until_empty", "reach_service", "MAX_FILE_READERS",
            "ELEMENT_RECORDS", "ELEMENT_BYTES"]
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,7 @@ def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
         raise ValueError("service: ragged features cannot be re-cut into equal batches here (tf.data's rebatch "
                          "refuses RaggedTensors); use sparse_as='sparse' or read locally")
     choice = service_choice(spec, os.environ if env is None else env)
+    reach_service(spec)
     log.info("reading through the tf.data service %s as job %s (%s)", spec.service, choice.job_name, choice.split)
     if spec.epochs is None:   # forever: one job per epoch through the repeat's iteration counter, one order
         ds = repeat_until_empty(
@@ -119,6 +122,19 @@ def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
                 "too few are left (or none); start workers and restart from the last checkpoint "
                 "(docs/offload.md)"))).take(total)
     return graph_tail(ds, spec, calls=AUTOTUNE, deterministic=spec.deterministic, parsed=True)   # the prefetch
+
+
+def reach_service(spec: Any) -> None:
+    """Before TensorFlow dials the dispatcher (it retries forever): it must answer within ``service_timeout``
+    seconds, else ``ServiceError`` naming its address; then this process's watch of frozen workers runs."""
+    from ..spec.serviceopts import parse_service
+    from .clientwatch import client_watch
+    from .probe import dispatcher_version
+
+    host, port = parse_service(spec.service)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    dispatcher_version(address, spec.service_timeout, hint=f"service={spec.service!r}, see service_timeout")
+    client_watch(address, spec.service_worker_timeout)
 
 
 def _empty_element(element_spec: Any) -> Any:

@@ -69,8 +69,8 @@ def _answers(worker: str, timeout: float) -> bool:
 class WorkerWatch:
     """Looks at the workers of ``dispatcher`` (``HOST:PORT``) every ``poll`` seconds (default: a quarter of
     ``worker_timeout``, 0.25-5 s) and finishes the tasks of any that has not answered for ``worker_timeout``
-    seconds. ``check()`` is one look (tests call it); ``start()`` looks in a daemon thread until ``stop()``.
-    ``given_up`` counts the tasks finished per worker address."""
+    seconds (``give_up``). ``check()`` is one look (tests call it); ``start()`` looks in a daemon thread until
+    ``stop()``. ``given_up`` counts what was given up per worker address (tasks here)."""
 
     dispatcher: str
     worker_timeout: float = DEFAULT_WORKER_TIMEOUT
@@ -109,22 +109,28 @@ class WorkerWatch:
             since = self._seen.setdefault(w, now)
             if now - since < self.worker_timeout:
                 continue
-            try:
-                tasks = lost_worker_tasks(self.dispatcher, w, self.rpc_timeout)
-                finish_tasks(self.dispatcher, w, tasks, self.rpc_timeout)
-            except ServiceError as exc:
-                log.warning("worker %s lost, but its tasks could not be finished now: %s", w, exc)
-                continue
-            if tasks:
-                done[w] = tasks
-                self.given_up[w] = self.given_up.get(w, 0) + len(tasks)
-                log.warning("worker %s has not answered for %.0f s: its %d task(s) %s finished without it (the "
-                            "records it held are lost; docs/offload.md)", w, now - since, len(tasks), tasks)
+            given = self.give_up(w, now - since)
+            if given:
+                done[w] = given
+                self.given_up[w] = self.given_up.get(w, 0) + len(given)
         return done
+
+    def give_up(self, worker: str, silent: float) -> list[int]:
+        """What a look does about ``worker``, silent for ``silent`` seconds: finish its tasks (their ids)."""
+        try:
+            tasks = lost_worker_tasks(self.dispatcher, worker, self.rpc_timeout)
+            finish_tasks(self.dispatcher, worker, tasks, self.rpc_timeout)
+        except ServiceError as exc:
+            log.warning("worker %s lost, but its tasks could not be finished now: %s", worker, exc)
+            return []
+        if tasks:
+            log.warning("worker %s has not answered for %.0f s: its %d task(s) %s finished without it (the "
+                        "records it held are lost; docs/offload.md)", worker, silent, len(tasks), tasks)
+        return tasks
 
     def start(self) -> "WorkerWatch":
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="tfpipe-worker-watch", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=f"tfpipe-{type(self).__name__}", daemon=True)
             self._thread.start()
         return self
 

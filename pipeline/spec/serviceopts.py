@@ -4,7 +4,10 @@
 ``service``: the dispatcher, ``"grpc://HOST:PORT"`` (None: read in this process); ``service_job``: the name the
 ranks of one run share (None: derived from the SageMaker job name, ``TF_CONFIG`` or the manifest fingerprint and
 seed, ``pipeline.service.choice.base_job_name``); ``service_compression``: ``"auto"`` (off on a fast link, on
-otherwise), ``"on"`` or ``"off"``. No I/O here; the choices and their reasons are made in
+otherwise), ``"on"`` or ``"off"``; ``service_timeout``: seconds ``build_dataset`` waits for the dispatcher to
+answer before it fails naming the address; ``service_worker_timeout``: seconds a worker may not answer before
+this trainer drops its connections to it, as it would to a dead one (a frozen worker; docs/offload.md).
+No I/O here; the choices and their reasons are made in
 ``pipeline.service.choice``.
 """
 from __future__ import annotations
@@ -13,20 +16,30 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ServiceOptions", "SERVICE_COMPRESSION", "parse_service", "check_service"]
+from converters.util.checks import as_real
+
+__all__ = ["ServiceOptions", "SERVICE_COMPRESSION", "parse_service", "check_service", "MAX_HOST",
+           "DEFAULT_SERVICE_TIMEOUT", "DEFAULT_SERVICE_WORKER_TIMEOUT", "MAX_SERVICE_TIMEOUT"]
 
 SERVICE_COMPRESSION = ("auto", "on", "off")
+MAX_HOST = 253                          # characters of a host name (DNS's limit)
+DEFAULT_SERVICE_TIMEOUT = 300.0         # seconds to wait for the dispatcher (it may start after the trainers)
+DEFAULT_SERVICE_WORKER_TIMEOUT = 30.0   # the dispatcher's default worker timeout (pipeline.service.workerwatch)
+MAX_SERVICE_TIMEOUT = 86400.0
 _JOB = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 
 
 def parse_service(value: str) -> tuple[str, int]:
     """``"grpc://HOST:PORT"`` -> (host, port), or ValueError naming the bad value."""
-    bad = ValueError(f"service must be 'grpc://HOST:PORT' (the dispatcher, e.g. grpc://10.0.0.5:5050), got {value!r}")
+    shown = value if not isinstance(value, str) or len(value) <= 300 else f"{value[:80]}...({len(value)} characters)"
+    bad = ValueError(f"service must be 'grpc://HOST:PORT' (the dispatcher, e.g. grpc://10.0.0.5:5050; a host name "
+                     f"of at most {MAX_HOST} characters, an ASCII port 1-65535), got {shown!r}")
     if not isinstance(value, str) or not value.startswith("grpc://"):
         raise bad
     host, sep, port = value[len("grpc://"):].rpartition(":")
-    if not sep or not _HOST.fullmatch(host) or not port.isdigit() or not 1 <= int(port) <= 65535:
+    if (not sep or len(host) > MAX_HOST or not _HOST.fullmatch(host) or not port.isascii() or not port.isdigit()
+            or len(port) > 5 or not 1 <= int(port) <= 65535):
         raise bad
     return host.strip("[]"), int(port)
 
@@ -38,6 +51,8 @@ class ServiceOptions:
     service: str | None = None
     service_job: str | None = None
     service_compression: str = "auto"
+    service_timeout: float = DEFAULT_SERVICE_TIMEOUT
+    service_worker_timeout: float = DEFAULT_SERVICE_WORKER_TIMEOUT
 
     def __post_init__(self):
         if self.service is not None:
@@ -49,6 +64,9 @@ class ServiceOptions:
         if self.service_compression not in SERVICE_COMPRESSION:
             raise ValueError(f"service_compression must be one of {SERVICE_COMPRESSION}, got "
                              f"{self.service_compression!r}")
+        for name in ("service_timeout", "service_worker_timeout"):
+            as_real(getattr(self, name), name, above=0, maximum=MAX_SERVICE_TIMEOUT,
+                    must=f"a number of seconds in (0, {MAX_SERVICE_TIMEOUT:g}]")
 
 
 def check_service(spec: Any) -> None:

@@ -4,6 +4,7 @@ machine (host names mapped to 127.0.0.1) that serve a real pipeline and stop by 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import time
@@ -115,34 +116,64 @@ def test_training_group_runs_nothing(tmp_path, capsys):
     ("no config", 1, "resourceconfig.json: no resource config (not on SageMaker? pass --config-dir)"),
     ("homogeneous", 1, "has no instance_groups: not a heterogeneous cluster"),
     ("unknown group", 1, "no instance group 'cpu': the cluster has data_group, dnn_group"),
+    ("fifo", 1, "resourceconfig.json: the resource config is not a regular file (a FIFO, a device or a directory)"),
+    ("nested", 1, "resourceconfig.json: the resource config is nested too deeply to read"),
+    ("huge", 1, "bytes, more than the 1048576 read"),
 ])
 def test_auto_refusals(setup, code, message, tmp_path, capsys):
     d = tmp_path / "cfg"
     d.mkdir()
-    if setup == "homogeneous":
+    if setup == "fifo":   # a read would block: refused before any open
+        os.mkfifo(d / "resourceconfig.json")
+    elif setup == "nested":
+        (d / "resourceconfig.json").write_text("[" * 200_000 + "]" * 200_000)
+    elif setup == "huge":
+        (d / "resourceconfig.json").write_text(json.dumps({**config("algo-2"), "pad": "x" * (2 << 20)}))
+    elif setup == "homogeneous":
         (d / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1"]}))
     elif setup == "unknown group":
         (d / "resourceconfig.json").write_text(json.dumps(config("algo-2")))
     group = "cpu" if setup == "unknown group" else "data_group"
     assert main(["service", "auto", "--data-group", group, "--config-dir", str(d)]) == code
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("advertised, given, interface, expected", [
+    ("127.0.0.1", True, "lo", "127.0.0.1"),          # --host-address: the address it gives the others
+    ("localhost", False, "lo", "127.0.0.1"),         # the resource config's interface
+    ("127.0.0.1", False, "no-such-if0", "127.0.0.1"),   # no such interface: the host name's address
+    ("127.0.0.1", False, None, "127.0.0.1"),
+    ("0.0.0.0", True, None, "names every interface"),
+    ("no-such-host.invalid", False, None, "cannot resolve it"),
+])
+def test_auto_bind_is_the_private_address_never_every_interface(advertised, given, interface, expected):
+    from converters.util.errors import ServiceError
+    from pipeline.service.cli import auto_bind
+
+    if expected[0].isdigit():
+        assert auto_bind(advertised, given, interface) == expected
+    else:
+        with pytest.raises(ServiceError, match=expected):
+            auto_bind(advertised, given, interface)
 
 
 @pytest.mark.slow
 def test_two_data_hosts_serve_and_stop_when_the_trainer_is_done(tmp_path):
     port, idle = free_port(), 4
-    common = ["-v", "--data-group", "data_group", "--port", str(port), "--idle-timeout", str(idle),
+    common = ["-v", "--data-group", "data_group", "--port", str(port), "--idle-timeout", str(idle), "--timeout", "300",
               "--host-address", "algo-2=127.0.0.1", "--host-address", "algo-3=127.0.0.1"]
     first = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-2"), *common)
     other = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-3"), *common)
     try:
         line = first.wait_line("auto: algo-2")
         assert re.fullmatch(rf"auto: algo-2 \(data_group\): dispatcher grpc://127\.0\.0\.1:{port} \(not fault "
-                            rf"tolerant: .*\) \+ worker 127\.0\.0\.1:\d+ for dispatcher grpc://127\.0\.0\.1:{port}; "
-                            rf"stops {idle} s after its last task", line)
+                            rf"tolerant: .*\) \+ worker 127\.0\.0\.1:\d+ for dispatcher grpc://127\.0\.0\.1:{port} "
+                            rf"\(listening on 127\.0\.0\.1 only\); stops {idle} s after its last task", line)
         line = other.wait_line("auto: algo-3")
         assert re.fullmatch(rf"auto: algo-3 \(data_group\): worker 127\.0\.0\.1:\d+ for dispatcher "
-                            rf"grpc://127\.0\.0\.1:{port}; stops {idle} s after its last task", line)
+                            rf"grpc://127\.0\.0\.1:{port} \(listening on 127\.0\.0\.1 only\); stops {idle} s after its "
+                            rf"last task", line)
         time.sleep(idle + 2)  # no job yet: both keep waiting for the trainer
         assert first.p.poll() is None and other.p.poll() is None
         records = read_through(f"grpc://127.0.0.1:{port}", 200, mode="parallel_epochs")

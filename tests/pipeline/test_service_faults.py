@@ -280,3 +280,52 @@ def test_dispatcher_restarted_with_its_work_dir_keeps_the_job(data, tmp_path):
         for w in workers:
             w._stop()
         d._stop()
+
+
+def test_worker_frozen_mid_epoch_is_given_up_like_a_lost_one(data, monkeypatch):
+    """A SIGSTOPped worker (frozen, its connections open): the dispatcher gives its tasks up after its worker
+    timeout, and the trainer's watch cuts its connections to it after ``service_worker_timeout``, so the ranks
+    go on as for a killed worker: equal steps, within the timeouts and a few looks."""
+    import signal
+
+    monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)
+    d = start_dispatcher(0, worker_timeout=WORKER_TIMEOUT)
+    addr = f"127.0.0.1:{d.port}"
+    workers = [Proc("service", "worker", "--dispatcher", addr, "--address", "127.0.0.1") for _ in range(2)]
+    try:
+        frozen = workers[0].wait_line("worker serving").split()[2]
+        workers[1].wait_line("worker serving")
+        epoch = one_epoch_seconds(data, addr, "clean-frozen")
+        go = threading.Event()
+        specs = [PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=i, epochs=1,
+                                            service=f"grpc://{addr}", service_job="frozen", prefetch=0,
+                                            service_worker_timeout=WORKER_TIMEOUT) for i in range(2)]
+        ranks = [Rank(spec, pause_at=5, go=go) for spec in specs]
+        for r in ranks:
+            r.start()
+        for r in ranks:
+            assert r.reached.wait(60 + 20 * epoch) and r.error is None, r.error
+        workers[0].p.send_signal(signal.SIGSTOP)                # frozen, not dead: its sockets stay open
+        stopped = time.monotonic()
+        go.set()
+        poll = min(5.0, max(0.25, WORKER_TIMEOUT / 4))          # both watches' look interval
+        bound = WORKER_TIMEOUT + 3 * poll + TF_TASK_REFRESH + 4 * epoch + 2 * 2.0   # + the RPC deadlines
+        for r in ranks:
+            r.join(3 * bound + 30)
+            assert not r.is_alive(), f"the trainer hangs ({3 * bound + 30:.0f} s after the stop)"
+            assert r.error is None, r.error
+            assert r.ended - stopped < bound
+        assert max(r.ended for r in ranks) - stopped >= WORKER_TIMEOUT
+        assert d.watch.given_up.get(frozen, 0) >= 2             # its task in each rank's job given up
+        steps = [service_steps(spec)[0] for spec in specs]
+        assert [len(r.batches) for r in ranks] == steps         # equal steps kept (the spare epoch)
+        for r in ranks:
+            got = [x for b in r.batches for x in b]
+            assert max(Counter(got).values()) <= 2              # a record at most repeated once (spare epoch)
+        print(f"after the stop: {[round(r.ended - stopped, 2) for r in ranks]} s (bound {bound:.2f}, epoch "
+              f"{epoch:.2f} s)")
+    finally:
+        for w in workers:
+            w.kill()                                            # SIGKILL ends a stopped process too
+        d.watch.stop()
+        d.server._stop()

@@ -36,11 +36,12 @@ def test_dispatcher_and_worker_serve_and_stop_cleanly(procs, tmp_path):
     d = procs("service", "dispatcher", "--port", str(port), "--work-dir", str(tmp_path / "wd"),
               "--worker-timeout", "12")
     line = d.wait_line("dispatcher serving")
-    assert re.fullmatch(rf"dispatcher serving grpc://\S+:{port} \(fault tolerant, work dir {tmp_path / 'wd'}; lost "
-                        rf"workers given up after 12 s\)", line)
+    assert re.fullmatch(rf"dispatcher serving grpc://127\.0\.0\.1:{port} \(listening on 127\.0\.0\.1 only; fault "
+                        rf"tolerant, work dir {tmp_path / 'wd'}; lost workers given up after 12 s\)", line)
     w = procs("service", "worker", "--dispatcher", f"localhost:{port}", "--address", "127.0.0.1")
     line = w.wait_line("worker serving")
-    address = re.fullmatch(rf"worker serving (127\.0\.0\.1:\d+) for dispatcher grpc://localhost:{port}", line).group(1)
+    address = re.fullmatch(rf"worker serving (127\.0\.0\.1:\d+) for dispatcher grpc://localhost:{port} \(listening "
+                           rf"on 127\.0\.0\.1 only\)", line).group(1)
     assert dispatcher_workers(f"localhost:{port}", 30) == [address]
     assert read_through(f"grpc://localhost:{port}", 100) == list(range(100))
 
@@ -58,8 +59,8 @@ def test_dispatcher_and_worker_serve_and_stop_cleanly(procs, tmp_path):
 def test_dispatcher_without_work_dir_says_it_is_not_fault_tolerant(procs):
     d = procs("service", "dispatcher", "--port", "0")
     line = d.wait_line("dispatcher serving")
-    assert re.fullmatch(r"dispatcher serving grpc://\S+:\d+ \(not fault tolerant: no --work-dir, a restart loses "
-                        r"its jobs; lost workers given up after 30 s\)", line)
+    assert re.fullmatch(r"dispatcher serving grpc://127\.0\.0\.1:\d+ \(listening on 127\.0\.0\.1 only; not fault "
+                        r"tolerant: no --work-dir, a restart loses its jobs; lost workers given up after 30 s\)", line)
     assert not line.split(" (")[0].endswith(":0")  # the real port
     d.signal(signal.SIGINT)
     assert d.finish() == 0 and d.lines[-1] == "dispatcher stopped (SIGINT)"
@@ -77,7 +78,8 @@ def test_restarted_dispatcher_keeps_its_port_and_the_worker_registers_again(proc
     assert any(p.name.startswith("tf_data_dispatcher_journal") for p in (tmp_path / "journal").iterdir())
 
     again = procs("service", "dispatcher", "--port", str(port), "--work-dir", wd)
-    assert f":{port} (fault tolerant, work dir {wd}; lost workers" in again.wait_line("dispatcher serving")
+    assert f":{port} (listening on 127.0.0.1 only; fault tolerant, work dir {wd}; lost workers" in \
+        again.wait_line("dispatcher serving")
     deadline = time.monotonic() + 120
     while dispatcher_workers(f"127.0.0.1:{port}", 30) != [address]:  # the running worker, not a new one
         assert time.monotonic() < deadline, "the worker did not register with the restarted dispatcher"
@@ -136,6 +138,8 @@ def test_check_port_free_sees_a_listener_and_a_free_port(listener):
 @pytest.mark.parametrize("address, expected", [
     ("algo-2:5050", ("algo-2", 5050)), ("grpc://10.0.0.3:6000", ("10.0.0.3", 6000)), ("[::1]:7", ("::1", 7)),
     ("algo-2", None), ("algo-2:", None), (":5050", None), ("algo-2:70000", None), ("grpc://algo-2:x", None),
+    ("algo-2:\u0665\u0660\u0665\u0660", None), ("algo-2:\uff15\uff10", None), ("h" * 256 + ":5050", None),
+    ("algo-2:000005050", None),
 ])
 def test_split_address(address, expected):
     if expected is None:
@@ -151,6 +155,8 @@ def test_split_address(address, expected):
     (["service", "worker", "--dispatcher", "h:1", "--timeout", "0"], 64, "expected a positive number"),
     (["service", "auto", "--data-group", "data_group", "--port", "0"], 2, "--port 0"),
     (["service", "auto", "--data-group", "g", "--host-address", "algo-2"], 64, "expected HOST=ADDRESS"),
+    (["service", "worker", "--dispatcher", "h:\u0665\u0660\u0665\u0660"], 2, "an ASCII port 1-65535"),
+    (["service", "worker", "--dispatcher", "h" * 100_000 + ":5050"], 2, "(100005 characters)"),
 ])
 def test_usage(argv, code, message, capsys):
     try:
@@ -158,3 +164,82 @@ def test_usage(argv, code, message, capsys):
     except SystemExit as exc:  # the parser refuses the command line
         rc = exc.code
     assert rc == code and message in capsys.readouterr().err
+
+
+def _listening(pid: int) -> set[str]:
+    """The addresses process ``pid`` listens on (``::ffff:a.b.c.d`` read as ``a.b.c.d``), from the kernel."""
+    import ipaddress
+
+    import psutil
+
+    out = set()
+    for c in psutil.Process(pid).net_connections("tcp"):
+        if c.status == psutil.CONN_LISTEN:
+            ip = ipaddress.ip_address(c.laddr.ip)
+            out.add(str(ip.ipv4_mapped if ip.version == 6 and ip.ipv4_mapped else ip))
+    return out
+
+
+def _outside_address() -> str | None:
+    """A non-loopback IPv4 address of this host, or None."""
+    import psutil
+
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.family == socket.AF_INET and not a.address.startswith("127."):
+                return a.address
+    return None
+
+
+def _connects(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
+def test_servers_listen_on_loopback_unless_asked(procs):
+    """Without --bind, a dispatcher and its worker listen on 127.0.0.1 only (the kernel's view of their
+    processes), and this host's other address is refused; --bind ADDRESS listens there only; --bind 0.0.0.0
+    on every interface."""
+    outside = _outside_address()
+    d = procs("service", "dispatcher", "--port", "0")
+    port = int(re.search(r":(\d+) \(", d.wait_line("dispatcher serving")).group(1))
+    w = procs("service", "worker", "--dispatcher", f"127.0.0.1:{port}")
+    line = w.wait_line("worker serving")
+    worker_port = int(re.fullmatch(r"worker serving 127\.0\.0\.1:(\d+) for dispatcher \S+ \(listening on 127\.0\.0\.1 "
+                                   r"only\)", line).group(1))
+    assert _listening(d.p.pid) == {"127.0.0.1"} and _listening(w.p.pid) == {"127.0.0.1"}
+    assert _connects("127.0.0.1", port) and _connects("127.0.0.1", worker_port)
+    if outside:
+        assert not _connects(outside, port) and not _connects(outside, worker_port)
+    assert read_through(f"grpc://127.0.0.1:{port}", 20) == list(range(20))
+
+    everywhere = procs("service", "dispatcher", "--port", "0", "--bind", "0.0.0.0")
+    line = everywhere.wait_line("dispatcher serving")
+    assert "(listening on every interface, no authentication;" in line
+    wide = int(re.search(r":(\d+) \(", line).group(1))
+    assert _listening(everywhere.p.pid) & {"::", "0.0.0.0"}
+    if outside:
+        assert _connects(outside, wide)
+        one = procs("service", "dispatcher", "--port", "0", "--bind", outside)
+        line = one.wait_line("dispatcher serving")
+        assert f"(listening on {outside} only;" in line
+        assert _listening(one.p.pid) == {outside}
+        assert not _connects("127.0.0.1", int(re.search(r":(\d+) \(", line).group(1)))
+
+
+def test_bind_refusals(capsys):
+    w = Proc("service", "dispatcher", "--port", "0", "--bind", "no-such-host.invalid")
+    assert w.finish(300) == 7
+    assert w.stderr.strip().startswith("tfpipe: error: --bind no-such-host.invalid: cannot resolve it")
+    w = Proc("service", "dispatcher", "--port", "0", "--bind", "192.0.2.254")   # not an address of this host
+    try:
+        assert w.finish(300) == 7
+    finally:
+        w.kill()
+    assert w.stderr.strip().splitlines()[-1] == (
+        "tfpipe: error: dispatcher on 192.0.2.254:0 did not start: Could not start gRPC server (is 192.0.2.254 an "
+        "address of this host? see --bind)")
+    assert "Traceback" not in w.stderr

@@ -1,0 +1,105 @@
+"""The trainer's side of a frozen worker: a watch in the trainer's process that drops its connections to a worker
+that has not answered for ``service_worker_timeout`` seconds.
+
+Why: a frozen worker (stopped, not dead: SIGSTOP, a hung host, a paused VM) keeps its TCP connections open, and
+the kernel acknowledges what the trainer sends, so TensorFlow's client waits on its request for an element
+forever (it sets no deadline): the dispatcher giving the worker's tasks up (``workerwatch``) does not reach a
+request already sent. A dead worker's connections are reset by its host, the request fails and the client goes on
+without the task. The watch makes a frozen worker look the same: it shuts down this process's sockets connected
+to the worker (``shutdown``, the socket stays TensorFlow's to close), the request fails, and TensorFlow's client
+treats the worker as gone (it retries it, and stops once the dispatcher has given its task up). A worker that
+answers again is connected to again. One watch per dispatcher and timeout in a process, started by
+``pipeline.service.trainer``; it looks like ``WorkerWatch`` (the dispatcher's worker list, a ``GetWorkerTasks``
+to each worker) and lives as long as the process."""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+import threading
+
+from converters.util.errors import ServiceError
+
+from .probe import split_address
+from .workerwatch import WorkerWatch
+
+__all__ = ["ClientWatch", "client_watch", "cut_connections"]
+
+log = logging.getLogger(__name__)
+
+_watches: dict[tuple[str, float], "ClientWatch"] = {}
+_lock = threading.Lock()
+
+
+def _ips(host: str) -> set[str]:
+    try:
+        return {str(ipaddress.ip_address(host))}
+    except ValueError:
+        pass
+    try:
+        return {i[4][0].split("%")[0] for i in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError):
+        return set()
+
+
+def _same(ip: str, ips: set[str]) -> bool:
+    a = ipaddress.ip_address(ip.split("%")[0])
+    if a.version == 6 and a.ipv4_mapped is not None:
+        a = a.ipv4_mapped
+    return str(a) in ips
+
+
+def cut_connections(worker: str) -> int:
+    """Shut down this process's TCP connections to ``worker`` (``HOST:PORT``); how many."""
+    import psutil
+
+    try:
+        host, port = split_address(worker)
+    except ValueError:
+        return 0
+    ips = _ips(host)
+    cut = 0
+    for c in psutil.Process().net_connections("tcp"):
+        if c.fd < 0 or not c.raddr or c.raddr.port != port or not _same(c.raddr.ip, ips):
+            continue
+        try:
+            s = socket.socket(fileno=os.dup(c.fd))
+        except OSError:   # closed meanwhile
+            continue
+        try:
+            peer = s.getpeername()
+            if peer[1] == port and _same(peer[0], ips):   # still that connection (the fd was not reused)
+                s.shutdown(socket.SHUT_RDWR)
+                cut += 1
+        except OSError:
+            pass
+        finally:
+            s.close()   # our duplicate only
+    return cut
+
+
+class ClientWatch(WorkerWatch):
+    """``WorkerWatch`` whose step for a silent worker is :func:`cut_connections` in this process."""
+
+    def give_up(self, worker: str, silent: float) -> list[int]:
+        try:
+            cut = cut_connections(worker)
+        except (OSError, ServiceError) as exc:
+            log.warning("worker %s does not answer, but this trainer's connections to it could not be cut: %s",
+                        worker, exc)
+            return []
+        if cut:
+            log.warning("worker %s has not answered for %.0f s: %d connection(s) of this trainer to it cut, as "
+                        "for a lost worker (docs/offload.md)", worker, silent, cut)
+        return [cut] if cut else []
+
+
+def client_watch(dispatcher: str, worker_timeout: float) -> ClientWatch:
+    """The running watch of this process for ``dispatcher`` (``HOST:PORT``) and ``worker_timeout``."""
+    key = (dispatcher, float(worker_timeout))
+    with _lock:
+        watch = _watches.get(key)
+        if watch is None:
+            watch = _watches[key] = ClientWatch(dispatcher, worker_timeout).start()
+        return watch
