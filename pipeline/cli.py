@@ -62,9 +62,10 @@ def register(sub) -> None:
     e.add_argument("--tune", choices=("stored", "on-first-use", "off"), default="stored",
                    help="use a stored 'tfpipe pipeline tune' result (default), tune on first build, or never")
     e.add_argument("--stream-cache-dir", help="remote sets (s3://, ...): the host's stream cache directory "
-                                              "(default $TFPIPE_CACHE/<hash of the URL>)")
+                                              "(default <scratch>/<hash of the URL>, scratch: $TFPIPE_CACHE, "
+                                              "$TMPDIR/tfpipe, SageMaker's /tmp/tfpipe or ~/.cache/tfpipe)")
     e.add_argument("--stream-cache-limit", help="remote sets: most bytes the stream cache keeps, e.g. 200GiB "
-                                                "(default: none)")
+                                                "(default: half the free space of its disk, read when the cache opens)")
     old_spelling(e, "--cache-dir", "--stream-cache-dir")
     old_spelling(e, "--cache-limit", "--stream-cache-limit")
     e.add_argument("--read-ahead", type=nonneg_int, help="remote sets: shards fetched ahead of the ones being read "
