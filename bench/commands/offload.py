@@ -29,6 +29,7 @@ import time
 
 from converters.cli.parser import add_json_option, add_set_argument
 from bench.core.steps import MAX_STEP_MS, host_burn, step_ms
+from bench.report.tables import mark_default
 from converters.cli.types import nonneg_float, nonneg_int, positive_int
 
 __all__ = ["add_parser", "run", "run_benchmark", "verdict", "format_report", "PAYS_RATIO"]
@@ -186,10 +187,11 @@ def format_report(r: dict) -> str:
                f"load {r['load'][0]:.1f} -> {r['load'][1]:.1f}"]
     for k in ("local", "service"):
         f = r["figures"][k]
-        lines.append(f"  {k:<8} {f['records_per_s']['median']:>12,.0f} rec/s "
-                     f"({f['records_per_s']['min']:,.0f}-{f['records_per_s']['max']:,.0f})  "
-                     f"{f['cpu_us_per_record']['median']:.2f} CPU us/record "
-                     f"({f['cpu_us_per_record']['min']:.2f}-{f['cpu_us_per_record']['max']:.2f})")
+        row = (f"  {k:<8} {f['records_per_s']['median']:>12,.0f} rec/s "
+               f"({f['records_per_s']['min']:,.0f}-{f['records_per_s']['max']:,.0f})  "
+               f"{f['cpu_us_per_record']['median']:.2f} CPU us/record "
+               f"({f['cpu_us_per_record']['min']:.2f}-{f['cpu_us_per_record']['max']:.2f})")
+        lines.append(mark_default(row, "no service=") if k == "local" else row)
     v = r["verdict"]
     line = (f"verdict: offloading {'pays' if v['pays'] else 'does not pay'} for this step: the service feeds "
             f"{v['speedup']:.2f}x the records/s at {v['cpu_ratio']:.2f}x the trainer CPU per record")
