@@ -143,12 +143,30 @@ def _explain(args: argparse.Namespace) -> int:
         stream_cache_dir=args.stream_cache_dir, stream_cache_limit=args.stream_cache_limit, read_ahead=args.read_ahead,
         **extra)
     print(describe(spec))
+    if args.service:
+        _warn_idle_workers(spec)
     if args.resumable:
         from .resume.state import RESUME_LIMITS
 
         print("cannot resume mid-epoch (each refused with one line):")
         print("\n".join(f"  - {limit}" for limit in RESUME_LIMITS))
     return 0
+
+
+def _warn_idle_workers(spec) -> None:
+    """Warn when the service's workers outnumber this rank's files (asks the dispatcher, 2 s at most)."""
+    from converters.util.errors import ServiceError
+
+    from .service.choice import idle_workers_warning
+    from .service.probe import dispatcher_workers
+
+    try:
+        workers: int | None = len(dispatcher_workers(spec.service, 2.0))
+    except (ServiceError, ValueError):  # no dispatcher answering (yet): judged on the files alone
+        workers = None
+    line = idle_workers_warning(len(spec.files), workers)
+    if line:
+        print(line)
 
 
 def _tune(args: argparse.Namespace) -> int:
