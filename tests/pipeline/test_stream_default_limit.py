@@ -14,6 +14,7 @@ import pytest
 from pipeline_data import cache_bytes, labels_of, write_indexed_set
 
 from converters.util.errors import TfpipeError
+from converters.util.units import format_size
 from converters.util.system import scratch_root
 from pipeline import PipelineSpec, build_dataset, describe
 from pipeline.remote.streamcache import CACHE_SUBDIR, default_limit
@@ -87,7 +88,7 @@ def test_a_set_larger_than_the_disk_streams_through_the_default_limit(s3, small_
     limit, how = default_limit(cache)
     assert 0 < limit <= shutil.disk_usage(small_fs).total * DEFAULT_LIMIT_SHARE < m.total_bytes
     text = describe(spec)
-    assert f"stream_cache_limit={limit / 2**20:.1f} MiB (the default: 50% of" in text, text
+    assert f"stream_cache_limit={format_size(limit)} (the default: 50% of" in text, text
     peak, total = 0, shutil.disk_usage(small_fs).total
     labels = []
     with caplog.at_level(logging.INFO, logger="pipeline.remote.stream"):
