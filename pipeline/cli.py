@@ -62,9 +62,10 @@ def register(sub) -> None:
     e.add_argument("--tune", choices=("stored", "on-first-use", "off"), default="stored",
                    help="use a stored 'tfpipe pipeline tune' result (default), tune on first build, or never")
     e.add_argument("--stream-cache-dir", help="remote sets (s3://, ...): the host's stream cache directory "
-                                              "(default $TFPIPE_CACHE/<hash of the URL>)")
+                                              "(default <scratch>/<hash of the URL>, scratch: $TFPIPE_CACHE, "
+                                              "$TMPDIR/tfpipe, SageMaker's /tmp/tfpipe or ~/.cache/tfpipe)")
     e.add_argument("--stream-cache-limit", help="remote sets: most bytes the stream cache keeps, e.g. 200GiB "
-                                                "(default: none)")
+                                                "(default: half the free space of its disk, read when the cache opens)")
     old_spelling(e, "--cache-dir", "--stream-cache-dir")
     old_spelling(e, "--cache-limit", "--stream-cache-limit")
     e.add_argument("--read-ahead", type=nonneg_int, help="remote sets: shards fetched ahead of the ones being read "
@@ -142,12 +143,30 @@ def _explain(args: argparse.Namespace) -> int:
         stream_cache_dir=args.stream_cache_dir, stream_cache_limit=args.stream_cache_limit, read_ahead=args.read_ahead,
         **extra)
     print(describe(spec))
+    if args.service:
+        _warn_idle_workers(spec)
     if args.resumable:
         from .resume.state import RESUME_LIMITS
 
         print("cannot resume mid-epoch (each refused with one line):")
         print("\n".join(f"  - {limit}" for limit in RESUME_LIMITS))
     return 0
+
+
+def _warn_idle_workers(spec) -> None:
+    """Warn when the service's workers outnumber this rank's files (asks the dispatcher, 2 s at most)."""
+    from converters.util.errors import ServiceError
+
+    from .service.choice import idle_workers_warning
+    from .service.probe import dispatcher_workers
+
+    try:
+        workers: int | None = len(dispatcher_workers(spec.service, 2.0))
+    except (ServiceError, ValueError):  # no dispatcher answering (yet): judged on the files alone
+        workers = None
+    line = idle_workers_warning(len(spec.files), workers)
+    if line:
+        print(line)
 
 
 def _tune(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@ __all__ = ["keras_dataset", "distributed_dataset_fn", "tune", "fit_calls"]
 
 
 def keras_dataset(manifest: str, batch_size: int, **options: Any):
-    """``build_dataset(PipelineSpec.from_manifest(manifest, batch_size, **options))``: ready for ``model.fit``."""
+    """``build_dataset(PipelineSpec.from_manifest(manifest, batch_size, **options))``: ready for
+    ``model.fit(dataset, ..., shuffle=False)`` (the spec shuffles; Keras's own flag is ignored for a dataset)."""
     return build_dataset(PipelineSpec.from_manifest(manifest, batch_size, **options))
 
 
@@ -50,7 +51,8 @@ def fit_calls(spec, state: dict | None, *, epochs: int, steps_per_epoch: int) ->
     ``steps_per_epoch`` steps each, going on from ``state`` (``None``: a first run) — exactly the steps and
     batches the uninterrupted run has left, whatever step the state was saved at.
 
-    Each call is ``{"x": dataset, "epochs", "initial_epoch", "steps_per_epoch"}``. A state saved at an epoch
+    Each call is ``{"x": dataset, "epochs", "initial_epoch", "steps_per_epoch", "shuffle": False}`` (the spec
+    shuffles; Keras's ``shuffle=True`` default is ignored for a dataset and warns at every ``fit``). A state saved at an epoch
     end (or none) makes one call. A state saved ``k`` steps into Keras epoch ``e`` (``save_freq`` not a multiple
     of ``steps_per_epoch``) makes two: epoch ``e``'s other ``steps_per_epoch - k`` steps as a short epoch of its
     own, then epochs ``e + 1 ..`` from the state after it; so epoch ends (and what runs there: epoch-end
@@ -71,9 +73,9 @@ def fit_calls(spec, state: dict | None, *, epochs: int, steps_per_epoch: int) ->
     if into:
         rest = steps_per_epoch - into
         calls.append({"x": build_dataset(spec, resume=state), "epochs": epoch + 1, "initial_epoch": epoch,
-                      "steps_per_epoch": rest})
+                      "steps_per_epoch": rest, "shuffle": False})
         state, epoch = input_state(spec, rest, start=state), epoch + 1
     if epoch < epochs:
         calls.append({"x": build_dataset(spec, resume=state), "epochs": epochs, "initial_epoch": epoch,
-                      "steps_per_epoch": steps_per_epoch})
+                      "steps_per_epoch": steps_per_epoch, "shuffle": False})
     return calls

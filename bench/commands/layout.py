@@ -19,6 +19,8 @@ from converters.cli.types import nonneg_int, positive_int
 from converters.shardset.layoutopts import block_rows_arg
 from converters.tfrecord.layout import DEFAULT_BLOCK_ROWS
 
+from ..report.tables import mark_default
+
 __all__ = ["add_parser", "run", "run_benchmark", "format_report", "size_problem", "TARGET_RATIO", "DEFAULT_ROWS"]
 
 TARGET_RATIO = 2.5          # the bar: columnar default vs the best hand-tuned Example graph, median of the rounds
@@ -128,7 +130,8 @@ def format_report(r: dict) -> str:
                   f"{w['columnar_rec_per_cpu_s']:>12,.0f} rec/CPU-s  {w['columnar_bytes']:>14,} bytes",
                   f"    best hand-tuned Example   {w['best_example_rec_s']:>12,.0f} rec/s  "
                   f"{w['best_example_rec_per_cpu_s']:>12,.0f} rec/CPU-s  {w['example_bytes']:>14,} bytes",
-                  f"    tfpipe default, Example   {w['example_default_rec_s']:>12,.0f} rec/s",
+                  mark_default(f"    tfpipe default, Example   {w['example_default_rec_s']:>12,.0f} rec/s",
+                               "the layout convert writes, read with the default spec"),
                   f"    columnar vs best Example  {w['ratio']:.2f}x (range {w['ratio_min']:.2f}-{w['ratio_max']:.2f}; "
                   f"{ok} the bar >= {r['target_ratio']:g}x), per CPU-second {w['cpu_ratio']:.2f}x, bytes "
                   f"{w['bytes_ratio']:.3f}x"]

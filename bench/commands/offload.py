@@ -1,14 +1,17 @@
 """``tfpipe bench offload SET``: does reading and parsing on tf.data service workers pay for this model step?
 
-The trainer (one process, pinned to one core) reads SET against a simulated step (``--step-ms``: a sleep, as a
-GPU step costs the host no CPU) twice per round, each in a fresh process: **local** (``build_dataset`` of the
+The trainer (one process, pinned to one core) reads SET against a simulated step twice per round: ``--step-ms``
+(a sleep, as a GPU step costs the host no CPU) then ``--step-cpu-ms`` (CPU time the step burns on the trainer's
+own core: a Python step, host-side augmentation; default 0). Each run is in a fresh process: **local** (``build_dataset`` of the
 set, read + parse here) and **service** (``service=grpc://...``: read + parse on the workers, finished batches
 here). Without ``--service`` a dispatcher and ``--workers`` workers are started on this host, pinned to the
 other cores. Reported per variant: records/s and the trainer's CPU seconds per record (the process's CPU time,
 robust to other load); figures are the median and range over ``--repeats`` paired rounds, with the 1-minute load average.
 
 The verdict: offloading pays for this step when the service feeds the trainer faster than it feeds itself
-(records/s ratio >= 1.05); in dollars (``--price-gpu``, ``--price-cpu``: per hour, the GPU instance and the CPU
+(records/s ratio >= 1.05) — which happens when the trainer's core is busy, with the input or with
+the step's own CPU; the verdict also gives the trainer CPU per record that the input costs, with and without
+the service (the step's own ``--step-cpu-ms`` per record taken out); in dollars (``--price-gpu``, ``--price-cpu``: per hour, the GPU instance and the CPU
 instances that run the workers) when (price with the CPU instances / price without) x (epoch time with the
 service / without) < 1.
 """
@@ -25,6 +28,8 @@ import tempfile
 import time
 
 from converters.cli.parser import add_json_option, add_set_argument
+from bench.core.steps import MAX_STEP_MS, host_burn, step_ms
+from bench.report.tables import mark_default
 from converters.cli.types import nonneg_float, nonneg_int, positive_int
 
 __all__ = ["add_parser", "run", "run_benchmark", "verdict", "format_report", "PAYS_RATIO"]
@@ -46,7 +51,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="a running dispatcher (default: start one and --workers workers on this host's other cores)")
     p.add_argument("--workers", type=positive_int, default=1, help="local workers to start (default 1)")
     p.add_argument("--batch-size", type=positive_int, default=512, help="batch size (default 512)")
-    p.add_argument("--step-ms", type=nonneg_float, default=5.0, help="simulated step per batch, ms (default 5)")
+    p.add_argument("--step-ms", type=step_ms, default=5.0,
+                   help=f"simulated step per batch, ms: a sleep, the trainer's CPU left free (default 5, "
+                        f"at most {MAX_STEP_MS:g})")
+    p.add_argument("--step-cpu-ms", type=step_ms, default=0.0,
+                   help="CPU the step burns on the trainer's core per batch, ms, after --step-ms (default 0)")
     p.add_argument("--batches", type=nonneg_int, default=0, help="batches per run (default 0: one epoch)")
     p.add_argument("--repeats", type=positive_int, default=3, help="paired rounds of local and service runs (default 3)")
     p.add_argument("--price-gpu", type=nonneg_float, default=None, metavar="USD",
@@ -68,7 +77,7 @@ def trainer(cfg: dict) -> dict:
     ds = build_dataset(spec)
     if cfg["batches"]:
         ds = ds.take(cfg["batches"])
-    step = cfg["step_ms"] / 1e3
+    step, burn = cfg["step_ms"] / 1e3, cfg.get("step_cpu_ms", 0.0) / 1e3
     it = iter(ds)
     first = next(it)                        # graph start-up (and the service's job) outside the timing
     records, cpu0, t0 = 0, time.process_time(), time.perf_counter()
@@ -76,6 +85,8 @@ def trainer(cfg: dict) -> dict:
         records += int(batch[1].shape[0]) if isinstance(batch, tuple) else int(next(iter(batch.values())).shape[0])
         if step:
             time.sleep(step)
+        if burn:
+            host_burn(burn)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     del first
     return {"records": records, "seconds": wall, "cpu_seconds": cpu, "records_per_s": records / max(wall, 1e-9),
@@ -118,11 +129,16 @@ def _stats(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def verdict(local: dict, service: dict, price_gpu: float | None, price_cpu: float | None) -> dict:
-    """Whether offloading pays for the step (records/s), and in dollars when prices are given."""
+def verdict(local: dict, service: dict, price_gpu: float | None, price_cpu: float | None,
+            step_cpu_us_per_record: float = 0.0) -> dict:
+    """Whether offloading pays for the step (records/s), and in dollars when prices are given; the trainer
+    CPU per record the input costs locally and with the service (``step_cpu_us_per_record``, the step's own
+    CPU, taken out)."""
     speed = service["records_per_s"] / max(local["records_per_s"], 1e-9)
     out = {"speedup": speed, "cpu_ratio": service["cpu_us_per_record"] / max(local["cpu_us_per_record"], 1e-9),
-           "pays": speed >= PAYS_RATIO}
+           "pays": speed >= PAYS_RATIO, "step_cpu_us_per_record": step_cpu_us_per_record,
+           "input_cpu_us_per_record": {k: max(0.0, f["cpu_us_per_record"] - step_cpu_us_per_record)
+                                       for k, f in (("local", local), ("service", service))}}
     if price_gpu:
         price_ratio = (price_gpu + (price_cpu or 0.0)) / price_gpu
         out.update(price_ratio=price_ratio, cost_ratio=price_ratio / speed, pays_dollars=price_ratio / speed < 1)
@@ -130,7 +146,7 @@ def verdict(local: dict, service: dict, price_gpu: float | None, price_cpu: floa
 
 
 def run_benchmark(path: str, *, service: str | None = None, workers: int = 1, batch_size: int = 512,
-                  step_ms: float = 5.0, batches: int = 0, rounds: int = 3, price_gpu: float | None = None,
+                  step_ms: float = 5.0, step_cpu_ms: float = 0.0, batches: int = 0, rounds: int = 3, price_gpu: float | None = None,
                   price_cpu: float | None = None, log=None) -> dict:
     """Paired rounds of local and service trainer runs; the figures, the load and the verdict."""
     core, others = _cores()
@@ -143,7 +159,8 @@ def run_benchmark(path: str, *, service: str | None = None, workers: int = 1, ba
             pin = ",".join(map(str, others))
             procs += [_start(["worker", f"127.0.0.1:{port}", pin]) for _ in range(workers)]
             service = f"grpc://127.0.0.1:{port}"
-        base = {"path": str(path), "batch_size": batch_size, "step_ms": step_ms, "batches": batches, "core": core}
+        base = {"path": str(path), "batch_size": batch_size, "step_ms": step_ms, "step_cpu_ms": step_cpu_ms,
+                "batches": batches, "core": core}
         runs: dict[str, list[dict]] = {"local": [], "service": []}
         for r in range(rounds):
             runs["local"].append(_run_child({**base, "service": None}))
@@ -159,24 +176,33 @@ def run_benchmark(path: str, *, service: str | None = None, workers: int = 1, ba
     med = {k: {m: s["median"] for m, s in v.items()} for k, v in fig.items()}
     return {"service": service, "local_workers": workers if procs else 0, "trainer_core": core,
             "worker_cores": others if procs else None, "batch_size": batch_size, "step_ms": step_ms,
-            "rounds": rounds, "load": [load0, os.getloadavg()[0]], "figures": fig,
-            "verdict": verdict(med["local"], med["service"], price_gpu, price_cpu)}
+            "step_cpu_ms": step_cpu_ms, "rounds": rounds, "load": [load0, os.getloadavg()[0]], "figures": fig,
+            "verdict": verdict(med["local"], med["service"], price_gpu, price_cpu, 1e3 * step_cpu_ms / batch_size)}
 
 
 def format_report(r: dict) -> str:
     lines = [f"trainer on core {r['trainer_core']}, service {r['service']}"
              + (f" ({r['local_workers']} local worker(s) on cores {r['worker_cores']})" if r["local_workers"] else "")
-             + f"; step {r['step_ms']:g} ms, batch {r['batch_size']}, {r['rounds']} round(s), "
+             + f"; step {r['step_ms']:g} ms + {r.get('step_cpu_ms', 0.0):g} ms of trainer CPU, batch {r['batch_size']}, {r['rounds']} round(s), "
                f"load {r['load'][0]:.1f} -> {r['load'][1]:.1f}"]
     for k in ("local", "service"):
         f = r["figures"][k]
-        lines.append(f"  {k:<8} {f['records_per_s']['median']:>12,.0f} rec/s "
-                     f"({f['records_per_s']['min']:,.0f}-{f['records_per_s']['max']:,.0f})  "
-                     f"{f['cpu_us_per_record']['median']:.2f} CPU us/record "
-                     f"({f['cpu_us_per_record']['min']:.2f}-{f['cpu_us_per_record']['max']:.2f})")
+        row = (f"  {k:<8} {f['records_per_s']['median']:>12,.0f} rec/s "
+               f"({f['records_per_s']['min']:,.0f}-{f['records_per_s']['max']:,.0f})  "
+               f"{f['cpu_us_per_record']['median']:.2f} CPU us/record "
+               f"({f['cpu_us_per_record']['min']:.2f}-{f['cpu_us_per_record']['max']:.2f})")
+        lines.append(mark_default(row, "no service=") if k == "local" else row)
     v = r["verdict"]
     line = (f"verdict: offloading {'pays' if v['pays'] else 'does not pay'} for this step: the service feeds "
             f"{v['speedup']:.2f}x the records/s at {v['cpu_ratio']:.2f}x the trainer CPU per record")
+    if "input_cpu_us_per_record" in v:
+        cost = v["input_cpu_us_per_record"]
+        line += (f"; the input costs the trainer {cost['local']:.2f} CPU us/record here, {cost['service']:.2f} with "
+                 f"the service")
+        if v.get("step_cpu_us_per_record"):
+            line += f" (beside the step's own {v['step_cpu_us_per_record']:.2f})"
+        elif not v["pays"]:
+            line += " (a step that keeps the trainer's CPU busy, --step-cpu-ms, is where offloading pays)"
     if "price_ratio" in v:
         line += (f"; in dollars it {'pays' if v['pays_dollars'] else 'does not pay'}: price ratio "
                  f"{v['price_ratio']:.2f} x step-time ratio {1 / v['speedup']:.2f} = {v['cost_ratio']:.2f} "
@@ -195,7 +221,7 @@ def run(args) -> int:
             return 2
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     report = run_benchmark(args.path, service=args.service, workers=args.workers, batch_size=args.batch_size,
-                           step_ms=args.step_ms, batches=args.batches, rounds=args.repeats,
+                           step_ms=args.step_ms, step_cpu_ms=args.step_cpu_ms, batches=args.batches, rounds=args.repeats,
                            price_gpu=args.price_gpu, price_cpu=args.price_cpu, log=say)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0

@@ -10,6 +10,8 @@ import sys
 from converters.cli.parser import add_json_out_option, old_spelling
 from converters.cli.types import duration_seconds, nonneg_int, positive_int
 
+from ..report.tables import mark_default
+
 __all__ = ["add_parser", "run", "apply_hint"]
 
 
@@ -77,8 +79,10 @@ def run(args) -> int:
                      f"{top.step_ms_p50 / r.step_ms_p50:.2f}x" if r.ok and top else "-"))  # speed: > 1 is better
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
-    for row in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    for row, r in zip(rows, results):
+        cells = "  ".join(c.rjust(w) for c, w in zip(row, widths))
+        untouched = r.combo.intra == 0 and r.combo.inter == 0 and r.combo.omp is None
+        print(mark_default(cells, "TensorFlow's own thread counts") if untouched else cells)
     if args.json_out:
         doc = {"model": args.model, "batch_size": args.batch_size, "cpus": cpus,
                "results": [r.as_dict() for r in results], "best": top.as_dict() if top else None}

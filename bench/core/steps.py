@@ -8,6 +8,11 @@
 * otherwise (``"host"``): the host waits ``ms`` — mostly in ``time.sleep`` (which releases the GIL, so the
   tf.data producer threads keep running, as they would beside a real accelerator), then a short spin on
   ``perf_counter`` for the last fraction of a millisecond, for precision.
+
+``host_burn(seconds)`` is the other kind of step: work on the trainer's own CPU (a Python step, host-side
+augmentation, an optimizer on the CPU). It spins until the calling thread has used ``seconds`` of CPU time
+(``time.thread_time``), so on a core shared with the input pipeline it takes longer than ``seconds`` of wall
+time — the contention that offloading the input removes.
 """
 from __future__ import annotations
 
@@ -15,13 +20,28 @@ import logging
 import time
 from typing import Any, Callable
 
-__all__ = ["simulated_step", "host_wait", "gpu_available", "SPIN_S"]
+__all__ = ["simulated_step", "host_wait", "host_burn", "gpu_available", "step_ms", "SPIN_S", "MAX_STEP_MS"]
 
 log = logging.getLogger(__name__)
 
 SPIN_S = 0.0003  # last 0.3 ms spun (GIL held only that long), the rest slept
 
 _DEVICES = ("auto", "host", "gpu")
+MAX_STEP_MS = 60_000.0  # a simulated step of a minute per batch at most: beyond it no bench run ends
+
+
+def step_ms(s: str) -> float:
+    """argparse ``type=`` of a simulated step: a finite number of milliseconds in [0, MAX_STEP_MS]."""
+    import argparse
+
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not 0 <= v <= MAX_STEP_MS:
+        raise argparse.ArgumentTypeError(f"expected milliseconds from 0 to {MAX_STEP_MS:g} (a minute per batch), "
+                                         f"got {s!r}")
+    return v
 
 
 def host_wait(seconds: float) -> None:
@@ -33,6 +53,16 @@ def host_wait(seconds: float) -> None:
         time.sleep(rest)
     while perf() < end:
         pass
+
+
+def host_burn(seconds: float) -> int:
+    """Use ``seconds`` of this thread's CPU time (a busy loop holding the GIL); the loop's iterations."""
+    clock = time.thread_time
+    end = clock() + seconds
+    n = 0
+    while clock() < end:
+        n += 1
+    return n
 
 
 def gpu_available() -> bool:

@@ -1,5 +1,6 @@
-"""Reports as text and JSON: ``format_table`` (one row per variant, cost columns when present) and
-``reports_to_json`` (``{"meta": ..., "variants": [...]}``)."""
+"""Reports as text and JSON: ``format_table`` (one row per variant, cost columns when present, tfpipe's default
+row marked), ``reports_to_json`` (``{"meta": ..., "variants": [...]}``), and ``mark_default``, the one mark every
+bench table puts on the row that tfpipe's defaults give — the user's row."""
 from __future__ import annotations
 
 import json
@@ -7,16 +8,25 @@ from typing import Any, Mapping
 
 from ..core.measure import Report
 
-__all__ = ["format_table", "reports_to_json"]
+__all__ = ["format_table", "reports_to_json", "mark_default", "DEFAULT_MARK"]
+
+DEFAULT_MARK = "<- tfpipe's default"
 
 
 def _fmt_rate(x: float) -> str:
     return f"{x:,.0f}"
 
 
-def format_table(reports: list[Report], *, extra_columns: Mapping[str, Mapping[str, str]] | None = None) -> str:
+def mark_default(row: str, what: str = "") -> str:
+    """``row`` of a bench table marked as the one tfpipe's defaults give (``what``: which default, briefly)."""
+    return f"{row}  {DEFAULT_MARK}" + (f" ({what})" if what else "")
+
+
+def format_table(reports: list[Report], *, extra_columns: Mapping[str, Mapping[str, str]] | None = None,
+                 default: str | None = None, default_what: str = "") -> str:
     """A plain-text table, one row per report. ``extra_columns``: {column title: {variant name: text}},
-    placed after the variant name (e.g. pipeline throughput without a step)."""
+    placed after the variant name (e.g. pipeline throughput without a step); the row of the variant named
+    ``default`` is marked (``mark_default``)."""
     extra_columns = dict(extra_columns or {})
     has_cost_epoch = any("idle_dollars_per_epoch" in dict(r.extra) for r in reports)
     has_cost_hour = any("idle_dollars_per_hour" in dict(r.extra) for r in reports)
@@ -56,7 +66,8 @@ def format_table(reports: list[Report], *, extra_columns: Mapping[str, Mapping[s
                          for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
     out = [line(head), line(["-" * w for w in widths])]
-    out += [line(r) for r in rows]
+    out += [mark_default(line(row), default_what) if default is not None and r.name == default else line(row)
+            for r, row in zip(reports, rows)]
     return "\n".join(out)
 
 

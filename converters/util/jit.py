@@ -8,8 +8,9 @@ The kernels are compiled once per machine and kept in numba's on-disk cache (``c
 compile takes seconds. When numba is first imported here a listener on numba's ``"numba:compile"`` event is
 installed: the event fires only for a real compile (a kernel loaded from the cache fires none), and nested
 compiles (a kernel compiling the helpers it calls) count once, as the outermost. ``compile_seconds()`` is
-this process's time spent compiling so far; a callback given to ``on_next_compile`` runs once, when this
-process next starts a compile — the CLI prints a notice from one (library code only logs).
+this process's time spent compiling so far; ``compiling()`` names the kernel being compiled now; a callback
+given to ``on_next_compile`` runs once, when this process next starts a compile — the CLI prints a notice from
+one, naming the kernel (library code only logs).
 """
 from __future__ import annotations
 
@@ -18,13 +19,13 @@ import threading
 import time
 from typing import Callable
 
-__all__ = ["njit", "intrinsic", "compile_seconds", "compiles", "on_next_compile"]
+__all__ = ["njit", "intrinsic", "compile_seconds", "compiles", "compiling", "on_next_compile"]
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _callbacks: list[Callable[[], None]] = []
-_state = {"installed": False, "depth": 0, "started": 0.0, "seconds": 0.0, "compiles": 0}
+_state = {"installed": False, "depth": 0, "started": 0.0, "seconds": 0.0, "compiles": 0, "what": ""}
 
 
 def njit(*args, **kwargs):
@@ -54,6 +55,20 @@ def compiles() -> int:
     return _state["compiles"]
 
 
+def compiling() -> str:
+    """The kernel whose (outermost) compile runs now, as ``module.name``; "" when none does."""
+    with _lock:
+        return _state["what"] if _state["depth"] else ""
+
+
+def _kernel_name(ev) -> str:
+    """``module.name`` of the function a numba compile event is for ("a numba kernel" when it names none)."""
+    func = getattr((getattr(ev, "data", None) or {}).get("dispatcher"), "py_func", None)
+    if func is None:
+        return "a numba kernel"
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', getattr(func, '__name__', '?'))}"
+
+
 def on_next_compile(callback: Callable[[], None]) -> None:
     """Call ``callback()`` once, when this process next starts compiling a kernel (never, if every kernel it
     needs comes from the cache); the same callback registered twice runs once. An exception in a callback is
@@ -81,7 +96,7 @@ def _install() -> None:
 
         class _CompileWatch(event.Listener):
             def on_start(self, ev):
-                _started()
+                _started(_kernel_name(ev))
 
             def on_end(self, ev):
                 _ended()
@@ -90,18 +105,18 @@ def _install() -> None:
         _state["installed"] = True
 
 
-def _started() -> None:
+def _started(what: str = "a numba kernel") -> None:
     with _lock:
         _state["depth"] += 1
         if _state["depth"] > 1:
             return
-        _state["started"] = time.perf_counter()
+        _state["started"], _state["what"] = time.perf_counter(), what
         first = _state["compiles"] == 0
         _state["compiles"] += 1
         callbacks = list(_callbacks)
         _callbacks.clear()
     if first:
-        log.info("compiling numba kernels (first run on this machine; later runs load them from numba's cache)")
+        log.info("compiling %s (numba: its first use on this machine; later runs load it from numba's cache)", what)
     for cb in callbacks:
         _call(cb)
 

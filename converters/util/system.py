@@ -6,7 +6,7 @@ import math
 import os
 
 __all__ = ["cpu_count", "cpu_quota", "idle_cpus", "cap_workers", "available_memory", "total_memory", "cache_root",
-           "WORKERS_PER_CPU", "IGNORE_LOAD_ENV"]
+           "scratch_root", "WORKERS_PER_CPU", "IGNORE_LOAD_ENV", "SAGEMAKER_SCRATCH"]
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +131,25 @@ def total_memory() -> int:
 def cache_root() -> str:
     """tfpipe's cache directory: ``$TFPIPE_CACHE``, else ``~/.cache/tfpipe`` (fetched shards, tuning results)."""
     return os.environ.get("TFPIPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfpipe")
+
+
+SAGEMAKER_SCRATCH = "/tmp"  # SageMaker training's scratch space, on the instance's storage volume (EBS or NVMe)
+
+
+def _sagemaker_training() -> bool:
+    return bool(os.environ.get("SM_CURRENT_HOST") or os.environ.get("TRAINING_JOB_NAME")
+                or os.path.exists("/opt/ml/input/config/resourceconfig.json"))
+
+
+def scratch_root() -> tuple[str, str]:
+    """Where bulky host-local copies of data go (the stream cache, downloaded shards), and why there:
+    ``$TFPIPE_CACHE``; else ``$TMPDIR/tfpipe`` (batch schedulers point it at the node's scratch disk); else, in
+    a SageMaker training job, ``/tmp/tfpipe`` (its documented scratch space, on the instance's storage volume,
+    where the home directory is on the small system disk); else ``~/.cache/tfpipe``."""
+    if os.environ.get("TFPIPE_CACHE"):
+        return os.environ["TFPIPE_CACHE"], "$TFPIPE_CACHE"
+    if os.environ.get("TMPDIR"):
+        return os.path.join(os.environ["TMPDIR"], "tfpipe"), "$TMPDIR/tfpipe"
+    if _sagemaker_training():
+        return os.path.join(SAGEMAKER_SCRATCH, "tfpipe"), "SageMaker training's scratch space /tmp"
+    return cache_root(), "~/.cache/tfpipe (no $TFPIPE_CACHE, no $TMPDIR)"

@@ -18,7 +18,7 @@ from typing import Any
 from converters.shardset.reader import check_file
 from converters.util.checks import is_real
 from converters.util.errors import IntegrityError, TfpipeError
-from converters.util.system import cache_root
+from converters.util.system import scratch_root
 
 from ..spec.options import DEFAULT_PIPE_DIR, DEFAULT_PIPE_TIMEOUT, FLAT, unknown_keyword
 from ..spec.pipelinespec import PipelineSpecBase
@@ -37,9 +37,11 @@ _FROM_MANIFEST_FILLS = ("files", "compression", "records", "total_bytes", "manif
 
 
 def default_cache_dir(url: str) -> str:
-    """Local directory for shards fetched from ``url`` (``$TFPIPE_CACHE`` or ``~/.cache/tfpipe``)."""
+    """Local directory for shards fetched from ``url``: ``<scratch root>/<hash of the URL>``, the scratch root
+    being ``$TFPIPE_CACHE``, ``$TMPDIR/tfpipe``, SageMaker training's ``/tmp/tfpipe`` or ``~/.cache/tfpipe``
+    (``converters.util.system.scratch_root``)."""
     key = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
-    return os.path.join(cache_root(), key)
+    return os.path.join(scratch_root()[0], key)
 
 
 
@@ -72,9 +74,11 @@ class PipelineSpec(PipelineSpecBase):
         A remote set (``s3://``, ``gs://``, ...) is streamed (``pipeline.remote.stream``): nothing is fetched here;
         ``build_dataset`` fetches each shard, checked, into ``stream_cache_dir`` (shared by the host's ranks) at
         most ``read_ahead`` shards ahead of the ones being read, keeping at most ``stream_cache_limit`` bytes
-        there (a size such as ``"200GiB"``, or bytes; None: no limit). ``stream=StreamOptions(...)`` sets them
-        all at once. A remote balanced group (``label_weights``) is copied whole into ``copy_dir`` instead.
-        Both directories default to ``$TFPIPE_CACHE/<hash of the URL>``; ``cache_dir=`` and ``cache_limit=``,
+        there (a size such as ``"200GiB"``, or bytes; None: half the space its file system has for it, read
+        when the stream opens). ``stream=StreamOptions(...)`` sets them all at once. A remote balanced group
+        (``label_weights``) is copied whole into ``copy_dir`` instead. Both directories default to
+        ``default_cache_dir(url)`` (``$TFPIPE_CACHE``, ``$TMPDIR/tfpipe``, SageMaker's ``/tmp/tfpipe`` or
+        ``~/.cache/tfpipe``, then ``/<hash of the URL>``); ``cache_dir=`` and ``cache_limit=``,
         their old spellings, still work with a ``DeprecationWarning``.
         """
         from converters.shardset.reader import read_manifest_raw

@@ -1,8 +1,9 @@
 """Streaming a remote shard set: shards fetched in the order this rank reads them, a few ahead, through the
 host's bounded cache (``streamcache``), handed to a native tf.data graph as local paths.
 
-Planning is pure (``epoch_order``, ``open_width``, ``min_cache_bytes``, ``check_cache_limit``); ``ShardStream``
-does the I/O. The graph: ``from_generator`` yields ``(path, ticket)`` — one Python call per shard — then
+Planning is pure (``epoch_order``, ``open_width``, ``min_cache_bytes``), but for ``cache_limit``, which reads
+the free space of the cache's disk when ``stream_cache_limit`` is None (``streamcache.default_limit``);
+``ShardStream`` does the I/O. The graph: ``from_generator`` yields ``(path, ticket)`` — one Python call per shard — then
 ``flat_map`` (one file at a time) or a sequential ``interleave`` of ``TFRecordDataset`` (each file with its own
 prefetch, so they are read side by side); after a file's last record a
 one-element tail calls ``release(ticket)`` (again once per shard), so a shard stays leased exactly while
@@ -26,10 +27,11 @@ from converters.util.errors import IntegrityError, TfpipeError
 from converters.util.units import format_size
 
 from converters.storage.download import Aborted, RetryPolicy, fetch_verified
-from .streamcache import ShardCache
+from .streamcache import ShardCache, default_limit
 from ..spec.streamopts import StreamOptions
 
-__all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", "local_readers", "ShardStream",
+__all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", "cache_limit", "local_readers",
+           "ShardStream",
            "stream_source", "released_after", "WAIT_TIMEOUT"]
 
 log = logging.getLogger(__name__)
@@ -76,22 +78,41 @@ def local_readers(opts: StreamOptions) -> int:
         return 1
 
 
-def check_cache_limit(opts: StreamOptions, sizes, width: int) -> int | None:
-    """Refuse, in one line naming the minimum, a ``stream_cache_limit`` too small for every local reader's window;
-    the minimum (None without a limit)."""
-    if opts.stream_cache_limit is None:
-        return None
+def cache_limit(opts: StreamOptions) -> tuple[int, str]:
+    """The limit the cache keeps (``stream_cache_limit``, or the default derived from the free space of its
+    disk) and how it was chosen ("given", or how the default was derived)."""
+    if opts.stream_cache_limit is not None:
+        return opts.stream_cache_limit, "given"
+    return default_limit(opts.stream_cache_dir)
+
+
+def check_cache_limit(opts: StreamOptions, sizes, width: int) -> int:
+    """Refuse, in one line naming the minimum, a ``stream_cache_limit`` (given, or the default from the free
+    space) too small for every local reader's window; the minimum."""
     readers = local_readers(opts)
     need = min_cache_bytes(sizes, width, opts.read_ahead, readers)
-    if opts.stream_cache_limit < need:
+    limit, how = cache_limit(opts)
+    if limit < need:
         largest = max(sizes) if sizes else 0
-        limit = opts.stream_cache_limit
+        fix = ("raise stream_cache_limit or lower read_ahead" if how == "given" else
+               "free space there, pass a stream_cache_dir on a larger disk, or lower read_ahead")
         raise TfpipeError(
-            f"stream_cache_limit {format_size(limit)} ({limit} bytes) for the stream cache in "
-            f"{opts.stream_cache_dir} is too small: {readers} local reader(s) x ({width} open + {opts.read_ahead} read "
-            f"ahead) shard(s) need at least {format_size(need)} (stream_cache_limit={need}; the largest shard "
-            f"is {format_size(largest)}); raise stream_cache_limit or lower read_ahead")
+            f"stream_cache_limit {format_size(limit)} ({limit} bytes{'' if how == 'given' else '; ' + how}) for the "
+            f"stream cache in {opts.stream_cache_dir} is too small: {readers} local reader(s) x ({width} open + "
+            f"{opts.read_ahead} read ahead) shard(s) need at least {format_size(need)} (stream_cache_limit={need}; "
+            f"the largest shard is {format_size(largest)}); {fix}")
     return need
+
+
+def _where(cache_dir: str) -> str:
+    """The cache directory, with the reason when it is under the default scratch root."""
+    import os
+
+    from converters.util.system import scratch_root
+
+    root, why = scratch_root()
+    return cache_dir + (f" (default: {why})" if os.path.dirname(os.path.abspath(cache_dir)) == os.path.abspath(root)
+                        else "")
 
 
 def stream_stage(spec, config, shuffle_files: bool):
@@ -103,9 +124,9 @@ def stream_stage(spec, config, shuffle_files: bool):
     sizes = [s.bytes for s in opts.shards]
     readers = local_readers(opts)
     need = min_cache_bytes(sizes, width, opts.read_ahead, readers)
-    limit = (format_size(opts.stream_cache_limit) if opts.stream_cache_limit is not None
-             else "none (the whole set may stay)")
-    settings = {"from": opts.url, "stream_cache_dir": opts.stream_cache_dir, "stream_cache_limit": limit,
+    limit, how = cache_limit(opts)
+    limit = format_size(limit) + ("" if how == "given" else f" ({how})")
+    settings = {"from": opts.url, "stream_cache_dir": _where(opts.stream_cache_dir), "stream_cache_limit": limit,
                 "read_ahead": opts.read_ahead, "open_files": width, "local_readers": readers, "min_cache": format_size(need),
                 "order": f"shuffled per epoch (seed={spec.seed})" if shuffle_files else "as listed"}
     why = (f"TensorFlow cannot read {opts.url.split(':', 1)[0]}:// itself and {format_size(sum(sizes))} need not "
@@ -128,12 +149,14 @@ def _cache_for(opts: StreamOptions) -> ShardCache:
     import os
 
     key = os.path.abspath(opts.stream_cache_dir)
+    limit, how = cache_limit(opts)
     with _CACHES_LOCK:
         cache = _CACHES.get(key)
         if cache is None:
-            cache = _CACHES[key] = ShardCache(opts.stream_cache_dir, opts.stream_cache_limit)
+            cache = _CACHES[key] = ShardCache(opts.stream_cache_dir, limit)
+            log.info("stream cache: %s, at most %s (%s)", _where(key), format_size(limit), how)
         else:
-            cache.lower_limit(opts.stream_cache_limit)  # under the cache's own lock: never mid-reservation
+            cache.lower_limit(limit)  # under the cache's own lock: never mid-reservation
         return cache
 
 

@@ -14,6 +14,10 @@ Everything the cache creates lives under ``<stream_cache_dir>/tfpipe-stream/`` a
 * ``lease/<owner>.<key>`` — an empty file while a reader process uses (or is about to use) the shard: a leased
   shard is never evicted; leases of dead owners are removed.
 
+Without a limit given, ``default_limit`` derives one when the cache opens: ``DEFAULT_LIMIT_SHARE`` (half) of
+the bytes its file system has for it (free bytes for this user, plus what the cache already holds), so the
+default never fills the disk.
+
 Bytes of ``data`` + reserved bytes of ``part`` never exceed ``limit``: before a download the reader reserves
 the shard's bytes, evicting unleased shards least recently used first; a shard another reader is already
 downloading is waited for, not fetched twice.
@@ -38,9 +42,9 @@ from converters.storage.owners import Owners, fault
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
-from ..spec.streamopts import CACHE_SUBDIR
+from ..spec.streamopts import CACHE_SUBDIR, DEFAULT_LIMIT_SHARE
 
-__all__ = ["ShardCache", "Acquired", "CACHE_SUBDIR", "PART_PREFIX"]
+__all__ = ["ShardCache", "Acquired", "CACHE_SUBDIR", "PART_PREFIX", "default_limit"]
 
 log = logging.getLogger(__name__)
 
@@ -352,3 +356,42 @@ def check_writable(cache_dir: str) -> None:
     except OSError as exc:
         raise TfpipeError(f"stream_cache_dir {cache_dir}: cannot create it "
                           f"({os.strerror(exc.errno or errno.EIO)})") from None
+
+
+def _existing(path: str) -> str:
+    """``path``, or its nearest existing parent (the cache directory may not exist yet)."""
+    path = os.path.abspath(path)
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def _held(cache_dir: str) -> int:
+    """Bytes the cache under ``cache_dir`` holds now: its shards and the bytes its downloads reserved."""
+    total = 0
+    with contextlib.suppress(OSError), os.scandir(os.path.join(cache_dir, CACHE_SUBDIR, "data")) as it:
+        for e in it:
+            if e.name.startswith(PART_PREFIX):
+                size = e.name[len(PART_PREFIX):].partition(".")[2].partition(".")[0]
+                total += int(size) if size.isdigit() else 0
+            elif _KEY.match(e.name):
+                with contextlib.suppress(OSError):
+                    if e.is_file(follow_symlinks=False):
+                        total += e.stat(follow_symlinks=False).st_size
+    return total
+
+
+def default_limit(cache_dir: str) -> tuple[int, str]:
+    """The limit of a cache given none, and how it was derived (one phrase for logs and ``explain``):
+    ``DEFAULT_LIMIT_SHARE`` of (the bytes free to this user on the file system of ``cache_dir`` + what the
+    cache there already holds)."""
+    cache_dir = os.path.abspath(cache_dir)
+    where = _existing(cache_dir)
+    try:
+        st = os.statvfs(where)
+    except OSError as exc:
+        raise fault(where, exc) from None
+    free, held = st.f_bavail * st.f_frsize, _held(cache_dir)
+    limit = int((free + held) * DEFAULT_LIMIT_SHARE)
+    return limit, (f"the default: {DEFAULT_LIMIT_SHARE:.0%} of {format_size(free)} free on the file system of "
+                   f"{where} + {format_size(held)} the cache holds")

@@ -27,7 +27,8 @@ from sharding.plan import shard_count
 
 from ..spec.serviceopts import parse_service
 
-__all__ = ["ServiceChoice", "service_choice", "base_job_name", "compression", "service_steps", "fast_link"]
+__all__ = ["ServiceChoice", "service_choice", "base_job_name", "compression", "service_steps", "fast_link",
+           "idle_workers_warning"]
 
 _CLUSTER_HOST = re.compile(r"(algo-\d+|localhost|[^.]+|.+\.(internal|local|cluster\.local))", re.I)
 
@@ -144,3 +145,17 @@ def service_choice(spec: Any, env: Mapping[str, str]) -> ServiceChoice:
     return ServiceChoice(job_name=f"{base}-{who}", job_why=f"The run's name from {where}",
                          compression=comp, compression_why=comp_why, steps=steps, steps_why=steps_why,
                          split=split, split_why=split_why)
+
+
+def idle_workers_warning(files: int, workers: int | None) -> str | None:
+    """The warning ``explain`` prints when a service read leaves workers idle: DYNAMIC sharding hands each of
+    the rank's ``files`` to one worker, so at most ``files`` of the ``workers`` registered ones (None: unknown,
+    then only a one-file set is warned of) ever read. None when every worker can be busy."""
+    if workers is not None and files < workers:
+        return (f"warning: {workers - files} of the service's {workers} workers will sit idle: each of this "
+                f"rank's {files} file(s) is read by one worker; reshard into at least {workers} files "
+                f"(tfpipe reshard --num-shards {workers}) to use them all")
+    if workers is None and files == 1:
+        return ("warning: this rank reads one file, so one worker of the service reads it and any others sit "
+                "idle; reshard into at least as many files as workers (tfpipe reshard --num-shards N)")
+    return None

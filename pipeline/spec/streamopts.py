@@ -3,7 +3,9 @@ cache — one frozen option group embedded in :class:`~pipeline.PipelineSpec` as
 
 ``stream_cache_dir``: the host-local directory shared by every rank of the host that reads the set (the cache
 keeps everything it creates under ``stream_cache_dir/tfpipe-stream/``); ``stream_cache_limit``: the most bytes
-the cache keeps there (``"200GiB"``, an int, or a string of digits; None: no limit, the whole set may stay);
+the cache keeps there (``"200GiB"``, an int, or a string of digits; None, the default: ``DEFAULT_LIMIT_SHARE``
+of the space the cache's file system has for it — its free bytes plus what the cache already holds — read by
+the layer that opens the cache, ``pipeline.remote.streamcache.default_limit``, never here);
 ``read_ahead``: shards fetched ahead of the ones being read; ``local_readers``: processes on this host sharing
 ``stream_cache_dir``
 (None: this host's workers from the topology, 1 outside a cluster); ``request_timeout``,
@@ -27,11 +29,12 @@ from converters.util.fs import is_sha256
 from converters.util.units import parse_size
 
 __all__ = ["StreamOptions", "ShardRef", "DEFAULT_READ_AHEAD", "DEFAULT_TIMEOUTS", "CACHE_SUBDIR", "is_remote",
-           "stream_options", "renamed", "OLD_SPELLINGS"]
+           "stream_options", "renamed", "OLD_SPELLINGS", "DEFAULT_LIMIT_SHARE"]
 
 DEFAULT_READ_AHEAD = 2
 # seconds: one request (cut and resumed past it), no byte at all (across retries), one whole shard
 DEFAULT_TIMEOUTS = {"request_timeout": 120.0, "stall_timeout": 30.0, "shard_timeout": 1800.0}
+DEFAULT_LIMIT_SHARE = 0.5  # stream_cache_limit=None: this share of (free bytes + the cache's own) on its disk
 CACHE_SUBDIR = "tfpipe-stream"   # everything the cache creates lives under <stream_cache_dir>/tfpipe-stream/
 OLD_SPELLINGS = {"cache_dir": "stream_cache_dir", "cache_limit": "stream_cache_limit"}  # old keyword -> new
 
@@ -77,7 +80,8 @@ def _limit(value) -> int | None:
     if is_integral(value):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"stream_cache_limit must be a size such as '200GiB', a byte count or None, got {value!r}")
+        raise ValueError(f"stream_cache_limit must be a size such as '200GiB', a byte count or None (the default: "
+                         f"half the free space), got {value!r}")
     try:
         return parse_size(value)
     except ValueError as exc:

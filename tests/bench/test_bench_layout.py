@@ -22,6 +22,8 @@ def test_smoke_run(tmp_path):
         assert w["example_bytes"] > 0 and w["columnar_bytes"] > 0
     text = format_report(r)
     assert "columnar vs best Example" in text and "libsvm" in text and "text" in text
+    marked = [line for line in text.splitlines() if "<- tfpipe's default" in line]   # the user's row, per workload
+    assert len(marked) == 2 and all(line.lstrip().startswith("tfpipe default, Example") for line in marked)
     assert list(tmp_path.iterdir()) == []
 
 

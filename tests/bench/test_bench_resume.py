@@ -18,6 +18,8 @@ def test_smoke_run(tmp_path):
     assert 0 < r["records"] < 3_000 and r["load_min"] <= r["load_max"] and r["shuffle_buffer"] == 200
     text = format_report(r)
     assert "per CPU-second" in text and "median of 2 paired rounds" in text and "the bar >= 0.95x" in text
+    marked = [line for line in text.splitlines() if "<- tfpipe's default" in line]   # a seeded spec's graph
+    assert len(marked) == 1 and marked[0].lstrip().startswith("resumable")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -19,6 +19,8 @@ def test_bench_stream_smoke(tmp_path):
     assert r["links"][0]["limit_rps"] <= r["links"][0]["link_rps"]
     text = format_report(r)
     assert "link 50 MiB/s:" in text and "x the limit" in text and "copy first" in text
+    marked = [line for line in text.splitlines() if "<- tfpipe's default" in line]   # streaming, per link
+    assert len(marked) == 2 and all(line.lstrip().startswith("stream ") for line in marked)
     assert not list(tmp_path.iterdir())  # its temporary directory is gone
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bench.core.steps import host_wait, simulated_step
+from bench.core.steps import host_burn, host_wait, simulated_step
 
 
 def _gpu() -> bool:
@@ -94,3 +94,28 @@ def test_gpu_step_is_calibrated(ms):
         step(None).numpy()  # measure synchronizes the same way
         times.append((time.perf_counter() - t0) * 1e3)
     assert abs(statistics.median(times) - ms) < max(1.0, 0.15 * ms), times
+
+
+@pytest.mark.parametrize("seconds", [0.005, 0.03])
+def test_host_burn_uses_the_cpu_time_asked(seconds):
+    """The CPU step uses at least the CPU time asked, by the process's own CPU clock (independent of the thread
+    clock the loop watches), and not much more than its wall time allows."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    host_burn(seconds)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    assert cpu >= seconds * 0.95
+    assert wall >= cpu * 0.9
+
+
+@pytest.mark.parametrize("text, ok", [("0", True), ("60000", True), ("5.5", True), ("60000.1", False),
+                                      ("1e18", False), ("-0.1", False), ("nan", False), ("inf", False), ("x", False)])
+def test_step_ms_argument_is_bounded(text, ok):
+    import argparse
+
+    from bench.core.steps import step_ms
+
+    if ok:
+        assert step_ms(text) == float(text)
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match="from 0 to 60000"):
+            step_ms(text)

@@ -96,10 +96,12 @@ def test_first_example(here):
     exec(_blocks()[0], {})
 
 
-def test_keras_fit_example_resumes_mid_epoch_exactly(here):
+def test_keras_fit_example_resumes_mid_epoch_exactly(here, recwarn):
     """save_freq=25 with 30-step epochs: the run killed at step 90 resumes from the state of step 75 and trains
-    steps 76..120, the uninterrupted run's batches (the former recipe trained to step 135)."""
+    steps 76..120, the uninterrupted run's batches; and no ``fit`` of the recipe warns that Keras ignores
+    ``shuffle=True`` (``fit_calls`` passes ``shuffle=False``)."""
     full, killed, resumed = _three_runs(_blocks()[1], "ckpt", {"make_model": lambda: _model})
+    assert not [str(w.message) for w in recwarn if "shuffle=True" in str(w.message)]
     assert len(full) == 120 and len(killed) == 90
     assert len(resumed) == 45 and killed[:75] + resumed == full
     assert full == batches_of_ids(build_dataset(_spec(epochs=None)).take(120))
@@ -138,6 +140,7 @@ def test_fit_calls_train_the_uninterrupted_runs_steps(here, saved, calls):
     state = None if saved is None else input_state(spec, saved)
     got = fit_calls(spec, state, epochs=4, steps_per_epoch=30)
     assert [(c["initial_epoch"], c["epochs"], c["steps_per_epoch"]) for c in got] == calls
+    assert all(c["shuffle"] is False for c in got)     # the spec shuffles: Keras's flag off, no warning
     assert sum(c["steps_per_epoch"] * (c["epochs"] - c["initial_epoch"]) for c in got) == max(0, 120 - (saved or 0))
     step = saved or 0                       # each call's data starts at the step the calls before it end
     for c in got:

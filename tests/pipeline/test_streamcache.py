@@ -73,14 +73,15 @@ def test_open_width(read, par, width):
     assert open_width(read, par) == width
 
 
-def test_minimum_names_readers_window_and_bytes():
+def test_minimum_names_readers_window_and_bytes(tmp_path):
     sizes = [100, 300, 200, 50]
     assert min_cache_bytes(sizes, 1, 2, 2) == 2 * (300 + 200 + 100)
     opts = StreamOptions("/tmp/c", 1199, 2, 2)
     with pytest.raises(TfpipeError, match=r"2 local reader\(s\) x \(1 open \+ 2 read ahead\).*\(stream_cache_limit=1200;"):
         check_cache_limit(opts, sizes, 1)
     assert check_cache_limit(StreamOptions("/tmp/c", 1200, 2, 2), sizes, 1) == 1200
-    assert check_cache_limit(StreamOptions("/tmp/c", None), sizes, 1) is None
+    # no limit given: the default (half the free space of the disk) is checked the same way, and holds here
+    assert check_cache_limit(StreamOptions(str(tmp_path / "c"), None, 2, 2), sizes, 1) == 1200
 
 
 def _fill(cache: ShardCache, key: str, data: bytes) -> str:
