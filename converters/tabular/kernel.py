@@ -1,0 +1,126 @@
+"""numba kernels of the tabular reader: split a block of complete lines into fields, parse the label and the
+integer columns, and gather a categorical column's bytes into a fixed-width array."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..util.jit import njit
+
+__all__ = ["split_fields", "parse_ints", "parse_labels", "gather", "OK", "BAD_FIELDS", "NOT_INT", "OVERFLOW",
+           "BAD_LABEL", "BLANK"]
+
+OK, BAD_FIELDS, NOT_INT, OVERFLOW, BAD_LABEL, BLANK = 0, 1, 2, 3, 4, 5
+_LIMIT = np.uint64(9223372036854775807)
+
+
+@njit(cache=True, nogil=True)
+def split_fields(buf, ncols, delim):
+    """``buf``: complete lines, each ending with ``\\n``. Per line: the first ``ncols`` fields' ``[start, end)``
+    offsets (a trailing ``\\r`` dropped), the line's field count and a status (``OK``, ``BAD_FIELDS``,
+    ``BLANK`` for an empty line)."""
+    n = 0
+    for i in range(buf.size):
+        if buf[i] == 10:
+            n += 1
+    starts = np.zeros((n, ncols), np.int64)
+    ends = np.zeros((n, ncols), np.int64)
+    counts = np.zeros(n, np.int64)
+    status = np.zeros(n, np.int8)
+    pos = 0
+    for r in range(n):
+        end = pos
+        while buf[end] != 10:
+            end += 1
+        stop = end
+        if stop > pos and buf[stop - 1] == 13:
+            stop -= 1
+        if stop == pos:
+            status[r] = BLANK
+        else:
+            f = 0
+            s = pos
+            for i in range(pos, stop + 1):
+                if i == stop or buf[i] == delim:
+                    if f < ncols:
+                        starts[r, f] = s
+                        ends[r, f] = i
+                    f += 1
+                    s = i + 1
+            counts[r] = f
+            if f != ncols:
+                status[r] = BAD_FIELDS
+        pos = end + 1
+    return starts, ends, counts, status
+
+
+@njit(cache=True, nogil=True)
+def parse_ints(buf, starts, ends, status, cols, values, missing, errcol):
+    """Parse integer columns ``cols`` of the lines whose status is ``OK`` into ``values`` (int64) / ``missing``
+    (empty field); a bad value sets the line's status (``NOT_INT``, ``OVERFLOW``) and ``errcol`` (its index)."""
+    for r in range(starts.shape[0]):
+        if status[r] != OK:
+            continue
+        for j in range(cols.size):
+            c = cols[j]
+            a, b = starts[r, c], ends[r, c]
+            if a == b:
+                missing[r, j] = True
+                values[r, j] = 0
+                continue
+            neg = False
+            if buf[a] == 45 or buf[a] == 43:
+                neg = buf[a] == 45
+                a += 1
+            if a == b:
+                status[r] = NOT_INT
+                errcol[r] = j
+                break
+            acc = np.uint64(0)
+            lim = _LIMIT + np.uint64(1) if neg else _LIMIT
+            bad = OK
+            for i in range(a, b):
+                d = buf[i] - 48
+                if d < 0 or d > 9:
+                    bad = NOT_INT
+                    break
+                if acc > (lim - np.uint64(d)) // np.uint64(10):
+                    bad = OVERFLOW
+                    break
+                acc = acc * np.uint64(10) + np.uint64(d)
+            if bad == OVERFLOW:  # a non-digit later on is the likelier mistake
+                for i in range(a, b):
+                    if buf[i] < 48 or buf[i] > 57:
+                        bad = NOT_INT
+            if bad != OK:
+                status[r] = bad
+                errcol[r] = j
+                break
+            if neg:
+                values[r, j] = -np.int64(acc - np.uint64(1)) - 1 if acc > 0 else 0
+            else:
+                values[r, j] = np.int64(acc)
+
+
+@njit(cache=True, nogil=True)
+def parse_labels(buf, starts, ends, status, col, labels):
+    """The label field of every ``OK`` line: exactly ``0`` or ``1``, else status ``BAD_LABEL``."""
+    for r in range(starts.shape[0]):
+        if status[r] != OK:
+            continue
+        a, b = starts[r, col], ends[r, col]
+        if b - a == 1 and (buf[a] == 48 or buf[a] == 49):
+            labels[r] = buf[a] - 48
+        else:
+            status[r] = BAD_LABEL
+
+
+@njit(cache=True, nogil=True)
+def gather(buf, starts, ends, rows, col, width):
+    """Column ``col`` of lines ``rows`` as an (n, width) uint8 array of their bytes, zero-padded."""
+    out = np.zeros((rows.size, max(width, 1)), np.uint8)
+    for k in range(rows.size):
+        r = rows[k]
+        a = starts[r, col]
+        for i in range(ends[r, col] - a):
+            out[k, i] = buf[a + i]
+    return out

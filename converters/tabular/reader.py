@@ -1,0 +1,156 @@
+"""Read a table's rows in blocks: tab-separated text by position (``.gz`` and the other compressions
+``sources.open_input`` knows, LF or CRLF), CSV with a header line by name (``.csv``: comma-separated, no
+quoting), Parquet by name (pyarrow). A block's good rows come out as columns (``Rows``); a bad row is named by
+file and line (``InputError``) or, with ``on_error="skip"``, counted by reason in the input's ``InputStats``."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from ..shardset.manifest import InputStats
+from ..sources import open_input
+from ..util.errors import InputError
+from . import kernel as K
+from .schema import TableSchema
+
+__all__ = ["Rows", "iter_rows", "REASONS", "DEFAULT_BLOCK_BYTES", "is_parquet", "is_csv", "INPUT_SUFFIXES"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BLOCK_BYTES = 8 << 20
+REASONS = ("wrong_field_count", "not_an_integer", "int64_overflow", "bad_label")
+_REASON = {K.BAD_FIELDS: "wrong_field_count", K.NOT_INT: "not_an_integer", K.OVERFLOW: "int64_overflow",
+           K.BAD_LABEL: "bad_label"}
+INPUT_SUFFIXES = None  # every file of a directory is an input (Criteo's day_0 .. day_23 have no suffix)
+
+
+def _base(path: str) -> str:
+    low = path.lower()
+    for z in (".gz", ".bz2", ".zst", ".xz"):
+        if low.endswith(z):
+            return low[:-len(z)]
+    return low
+
+
+def is_parquet(path: str) -> bool:
+    return path.lower().endswith(".parquet")
+
+
+def is_csv(path: str) -> bool:
+    return _base(path).endswith(".csv")
+
+
+@dataclass
+class Rows:
+    """A block's good rows: their line numbers (1-based; Parquet: row numbers), labels (0/1), integer columns
+    with a missing mask, and each categorical column as a fixed-width bytes array (``""``: missing)."""
+
+    lines: np.ndarray
+    labels: np.ndarray
+    nums: np.ndarray
+    missing: np.ndarray
+    cats: list[np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.lines.size)
+
+
+def iter_rows(path: str, schema: TableSchema, stats: InputStats, on_error: str = "raise",
+              block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[Rows]:
+    """Every block of ``path``'s good rows, in order (see the module docstring)."""
+    if is_parquet(path):
+        from .parquet import iter_parquet
+
+        yield from iter_parquet(path, schema, stats, on_error)
+        return
+    csv = is_csv(path)
+    with open_input(path) as fh:
+        first, rest = 1, b""
+        positions = schema.positions() + (len(schema.columns),)
+        delim = ord(",") if csv else 9
+        while True:
+            data = fh.read(block_bytes)
+            buf = rest + data
+            if not data:
+                if not buf:
+                    return
+                if not buf.endswith(b"\n"):
+                    buf += b"\n"
+                cut = len(buf)
+            else:
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = buf
+                    continue
+            block, rest = buf[:cut], buf[cut:]
+            if csv and first == 1:
+                head, _, block = block.partition(b"\n")
+                positions = _header(path, head, schema)
+                first = 2
+                if not block:
+                    continue
+            rows, nlines = _parse(block, path, first, positions, schema, delim, stats, on_error)
+            first += nlines
+            if len(rows):
+                yield rows
+
+
+def _header(path: str, head: bytes, schema: TableSchema):
+    names = head.rstrip(b"\r").decode("utf-8", "replace").split(",")
+    pos = {n: i for i, n in enumerate(names)}
+    missing = [c.name for c in schema.columns if c.role != "ignore" and c.name not in pos]
+    if missing:
+        raise InputError(f"the CSV header has no column {', '.join(missing)} of schema {schema.name!r}",
+                         path=path, line=1, reason="missing_column")
+    return (pos[schema.label], tuple(pos[n] for n in schema.numeric), tuple(pos[n] for n in schema.categorical),
+            len(names))
+
+
+def _parse(block: bytes, path: str, first: int, positions, schema: TableSchema, delim: int, stats: InputStats,
+           on_error: str) -> tuple[Rows, int]:
+    lab, nums, cats, ncols = positions
+    buf = np.frombuffer(block, np.uint8)
+    starts, ends, counts, status = K.split_fields(buf, ncols, delim)
+    n = status.size
+    labels = np.zeros(n, np.int8)
+    K.parse_labels(buf, starts, ends, status, lab, labels)
+    values = np.zeros((n, len(nums)), np.int64)
+    missing = np.zeros((n, len(nums)), np.bool_)
+    errcol = np.zeros(n, np.int64)
+    K.parse_ints(buf, starts, ends, status, np.asarray(nums, np.int64), values, missing, errcol)
+    blank = status == K.BLANK
+    bad = np.flatnonzero((status != K.OK) & ~blank)
+    stats.blank_lines += int(blank.sum())
+    stats.records_read += int(n - blank.sum())
+    for r in bad[: (1 if on_error == "raise" else len(bad))]:
+        reason = _REASON[int(status[r])]
+        msg = _message(block, int(r), status, starts, ends, counts, errcol, schema, lab, nums, ncols, delim)
+        if on_error == "raise":
+            raise InputError(f"{reason}: {msg}", path=path, line=first + int(r), reason=reason)
+        stats.skip(reason, 1, f"{path}:{first + int(r)}: {reason}: {msg}")
+    good = np.flatnonzero(status == K.OK)
+    cols = []
+    for c in cats:
+        width = int((ends[good, c] - starts[good, c]).max()) if good.size else 0
+        arr = K.gather(buf, starts, ends, good, c, width)
+        cols.append(arr.view(f"S{arr.shape[1]}").reshape(-1))
+    rows = Rows(first + good.astype(np.int64), labels[good], values[good], missing[good], cols)
+    return rows, n
+
+
+def _message(block, r, status, starts, ends, counts, errcol, schema, lab, nums, ncols, delim) -> str:
+    s = int(status[r])
+    if s == K.BAD_FIELDS:
+        sep = "tab" if delim == 9 else "comma"
+        return f"expected {ncols} {sep}-separated fields, got {int(counts[r])}"
+    if s == K.BAD_LABEL:
+        return f"label {block[starts[r, lab]:ends[r, lab]].decode('utf-8', 'replace')!r} is not 0 or 1"
+    j = int(errcol[r])
+    name = schema.numeric[j]
+    text = block[starts[r, nums[j]]:ends[r, nums[j]]].decode("utf-8", "replace")
+    if s == K.OVERFLOW:
+        return f"column {name}: {text!r} is out of the int64 range"
+    return f"column {name}: {text!r} is not an integer"
