@@ -22,9 +22,10 @@ def source_tables(options) -> tuple[Tables, list[tuple[str, bytes]]]:
     if m.kind != "tabular" or not isinstance(cats, dict):
         raise TfpipeError(f"--vocab-from {src}: not a set written by convert tabular")
     s = options.schema
-    if list(cats) != list(s.categorical):
+    if sorted(cats) != sorted(s.categorical):
         raise TfpipeError(f"--vocab-from {src}: its categorical columns {list(cats)} are not schema "
                           f"{s.name!r}'s {list(s.categorical)}")
+    cats = {name: cats[name] for name in s.categorical}  # the manifest's keys are sorted: schema order here
     if any("vocab" not in e for e in cats.values()):
         raise TfpipeError(f"--vocab-from {src}: it was converted with --hash-buckets (no vocabularies)")
     storage = open_storage(m.location)
@@ -37,8 +38,8 @@ def source_tables(options) -> tuple[Tables, list[tuple[str, bytes]]]:
     mins = maxs = (0.0,) * len(s.numeric)
     if options.numeric == "minmax":
         mm = x.get("minmax")
-        if not isinstance(mm, dict) or list(mm) != list(s.numeric):
+        if not isinstance(mm, dict) or sorted(mm) != sorted(s.numeric):
             raise TfpipeError(f"--vocab-from {src}: --numeric minmax needs a source converted with it")
-        mins = tuple(float(v[0]) for v in mm.values())
-        maxs = tuple(float(v[1]) for v in mm.values())
+        mins = tuple(float(mm[n][0]) for n in s.numeric)
+        maxs = tuple(float(mm[n][1]) for n in s.numeric)
     return Tables(tuple(int(e["table_size"]) for e in cats.values()), mins, maxs), vocabs
