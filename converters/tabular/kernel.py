@@ -124,3 +124,44 @@ def gather(buf, starts, ends, rows, col, width):
         for i in range(ends[r, col] - a):
             out[k, i] = buf[a + i]
     return out
+
+
+@njit(cache=True, nogil=True)
+def _slot(k, mask):
+    x = k + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return np.int64((x ^ (x >> np.uint64(31))) & mask)
+
+
+@njit(cache=True, nogil=True)
+def table_build(keys, ids):
+    """An open-addressing hash table of uint64 ``keys`` -> ``ids`` (capacity a power of two, load <= 1/2)."""
+    cap = 16
+    while cap < 2 * keys.size:
+        cap *= 2
+    tk = np.zeros(cap, np.uint64)
+    tv = np.full(cap, -1, np.int64)
+    mask = np.uint64(cap - 1)
+    for i in range(keys.size):
+        s = _slot(keys[i], mask)
+        while tv[s] >= 0:
+            s = (s + 1) & (cap - 1)
+        tk[s] = keys[i]
+        tv[s] = ids[i]
+    return tk, tv
+
+
+@njit(cache=True, nogil=True)
+def table_get(tk, tv, query):
+    """The id of every query key, 0 where it is not in the table."""
+    mask = np.uint64(tk.size - 1)
+    out = np.zeros(query.size, np.int64)
+    for i in range(query.size):
+        s = _slot(query[i], mask)
+        while tv[s] >= 0:
+            if tk[s] == query[i]:
+                out[i] = tv[s]
+                break
+            s = (s + 1) & (tk.size - 1)
+    return out
