@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .reader import Rows
+from .rows import Rows
 
 __all__ = ["Tables", "numeric_values", "hash_bins", "encode", "keep_mask"]
 

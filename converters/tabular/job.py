@@ -26,7 +26,7 @@ from ..engines.area import RunArea, prepare_run
 from ..engines.core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
 from ..engines.units import InputFile, Unit, plan_units
 from ..prep.options import PrepOptions
-from ..shardset.blocks import Blocks
+from ..shardset.blocks import Blocks, block_lengths
 from ..shardset.manifest import InputStats
 from ..sources import expand_inputs
 from ..tfrecord.examples import column_payloads, framed_lengths, serialize_batch
@@ -219,7 +219,7 @@ class TabularJob:
                 dropped = int((~keep).sum())
                 if dropped:
                     out.stats.skip("sampled_out", dropped)
-                    rows = _take(rows, keep)
+                    rows = rows.take(keep)
                 ids = [hash_bins(c, o.hash_buckets) if hashed else lk(c)
                        for c, lk in zip(rows.cats, lookups or [None] * len(rows.cats))]
                 cols = encode(rows, o.target, o.numeric, ctx.tables, ids)
@@ -265,8 +265,6 @@ class TabularJob:
         raise TypeError("tabular has no scatter step")
 
     def plan(self, summaries: Sequence[Summary], sizes: Sequence = (), ctx: Context | None = None) -> Plan:
-        from ..text.blocks import block_shards
-
         if ctx is not None and ctx.error is not None:
             return Plan.failed(ctx.error)
         summaries = sorted(summaries, key=lambda s: s.unit.index)
@@ -281,7 +279,7 @@ class TabularJob:
         total = at
         layout = self.record_layout(ctx.tables)
         if layout.columnar:
-            ranges = block_shards(total, self.schema, layout, self.output.shard_size)
+            ranges = _block_shards(total, self.schema, layout, self.output.shard_size)
         else:
             cutter = Cutter(self.output.shard_size)
             for _, c in chunks:
@@ -346,11 +344,13 @@ class TabularJob:
             yield {k: v[lo:hi] for k, v in cols.items()}
 
 
-def _take(rows, mask):
-    from .reader import Rows
-
-    return Rows(rows.lines[mask], rows.labels[mask], rows.nums[mask], rows.missing[mask],
-                [c[mask] for c in rows.cats])
+def _block_shards(rows: int, schema, layout, shard_size: int) -> list[tuple[int, int]]:
+    """Shards of ``rows`` rows in blocks: a shard closed before a block would cross ``shard_size`` (the local
+    writer's rule), so every shard starts on a block boundary."""
+    cutter = Cutter(shard_size)
+    cutter.add(block_lengths(rows, schema, layout))
+    br = layout.block_rows
+    return [(a * br, min(b * br, rows)) for a, b in cutter.ranges()]
 
 
 def _check_prep(prep: PrepOptions | None) -> None:

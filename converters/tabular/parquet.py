@@ -9,6 +9,7 @@ import numpy as np
 
 from ..shardset.manifest import InputStats
 from ..util.errors import InputError
+from .rows import Rows
 from .schema import TableSchema
 
 __all__ = ["iter_parquet"]
@@ -20,8 +21,6 @@ def iter_parquet(path: str, schema: TableSchema, stats: InputStats, on_error: st
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
-    from .reader import Rows
 
     try:
         pf = pq.ParquetFile(path)

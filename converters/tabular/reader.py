@@ -5,7 +5,6 @@ file and line (``InputError``) or, with ``on_error="skip"``, counted by reason i
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -14,6 +13,7 @@ from ..shardset.manifest import InputStats
 from ..sources import open_input
 from ..util.errors import InputError
 from . import kernel as K
+from .rows import Rows
 from .schema import TableSchema
 
 __all__ = ["Rows", "iter_rows", "REASONS", "DEFAULT_BLOCK_BYTES", "is_parquet", "is_csv", "INPUT_SUFFIXES"]
@@ -41,21 +41,6 @@ def is_parquet(path: str) -> bool:
 
 def is_csv(path: str) -> bool:
     return _base(path).endswith(".csv")
-
-
-@dataclass
-class Rows:
-    """A block's good rows: their line numbers (1-based; Parquet: row numbers), labels (0/1), integer columns
-    with a missing mask, and each categorical column as a fixed-width bytes array (``""``: missing)."""
-
-    lines: np.ndarray
-    labels: np.ndarray
-    nums: np.ndarray
-    missing: np.ndarray
-    cats: list[np.ndarray]
-
-    def __len__(self) -> int:
-        return int(self.lines.size)
 
 
 def iter_rows(path: str, schema: TableSchema, stats: InputStats, on_error: str = "raise",
