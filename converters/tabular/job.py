@@ -139,8 +139,9 @@ class TabularJob:
         out = Counts(unit)
         try:
             for rows in iter_rows(unit.path, s, InputStats(unit.path), o.output.on_error, self.block_bytes):
-                for c, col in zip(counters, rows.cats):
-                    c.add(col)
+                for j, c in enumerate(counters):
+                    key = rows.key(j)
+                    c.add(rows.cat(j) if key is None else None, key)
                 if len(rows) and rows.nums.shape[1]:
                     v = np.where(rows.missing | (rows.nums < 0), 0, rows.nums)
                     hi = np.maximum(hi, v.max(axis=0))
@@ -220,8 +221,8 @@ class TabularJob:
                 if dropped:
                     out.stats.skip("sampled_out", dropped)
                     rows = rows.take(keep)
-                ids = [hash_bins(c, o.hash_buckets) if hashed else lk(c)
-                       for c, lk in zip(rows.cats, lookups or [None] * len(rows.cats))]
+                ids = [hash_bins(rows.cat(j), o.hash_buckets) if hashed else lookups[j].of(rows, j)
+                       for j in range(rows.ncat)]
                 cols = encode(rows, o.target, o.numeric, ctx.tables, ids)
                 out.stats.records_written += len(rows)
                 parts.append(cols)

@@ -165,3 +165,120 @@ def table_get(tk, tv, query):
                 break
             s = (s + 1) & (tk.size - 1)
     return out
+
+
+@njit(cache=True, nogil=True)
+def cat_keys(buf, starts, ends, rows, cols):
+    """Columns ``cols`` of lines ``rows`` as big-endian uint64 keys of their first 8 bytes, zero-padded (the
+    key sorts like the bytes; it is the value itself when the value has at most 8 bytes), one row per column,
+    and each column's longest value in bytes."""
+    keys = np.zeros((cols.size, rows.size), np.uint64)
+    widths = np.zeros(cols.size, np.int64)
+    for k in range(rows.size):
+        r = rows[k]
+        for j in range(cols.size):
+            a = starts[r, cols[j]]
+            n = ends[r, cols[j]] - a
+            if n > widths[j]:
+                widths[j] = n
+            key = np.uint64(0)
+            for i in range(8):
+                key = key << np.uint64(8)
+                if i < n:
+                    key = key | np.uint64(buf[a + i])
+            keys[j, k] = key
+    return keys, widths
+
+
+@njit(cache=True, nogil=True)
+def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
+    """One pass over a block of complete lines: per line its status, label, integer columns (``values``,
+    ``missing``, the bad column in ``errcol``), categorical uint64 keys (``cat_keys``'s) and each categorical
+    column's longest value; ``role[f]``: 0 ignored, 1 label, 2 numeric, 3 categorical field, ``slot[f]`` its
+    index among its role's columns. ``begins``: each line's first byte (and the end of the last)."""
+    n = 0
+    for i in range(buf.size):
+        if buf[i] == 10:
+            n += 1
+    status = np.zeros(n, np.int8)
+    labels = np.zeros(n, np.int8)
+    values = np.zeros((n, nnum), np.int64)
+    missing = np.zeros((n, nnum), np.bool_)
+    errcol = np.zeros(n, np.int64)
+    counts = np.zeros(n, np.int64)
+    keys = np.zeros((ncat, n), np.uint64)
+    widths = np.zeros(ncat, np.int64)
+    begins = np.zeros(n + 1, np.int64)
+    pos = 0
+    for r in range(n):
+        begins[r] = pos
+        end = pos
+        while buf[end] != 10:
+            end += 1
+        stop = end
+        if stop > pos and buf[stop - 1] == 13:
+            stop -= 1
+        if stop == pos:
+            status[r] = BLANK
+            pos = end + 1
+            continue
+        f = 0
+        a = pos
+        st = OK
+        for i in range(pos, stop + 1):
+            if i < stop and buf[i] != delim:
+                continue
+            if f < ncols and st == OK:
+                k = role[f]
+                w = i - a
+                if k == 3:
+                    j = slot[f]
+                    if w > widths[j]:
+                        widths[j] = w
+                    key = np.uint64(0)
+                    for q in range(8):
+                        key = key << np.uint64(8)
+                        if q < w:
+                            key = key | np.uint64(buf[a + q])
+                    keys[j, r] = key
+                elif k == 2:
+                    j = slot[f]
+                    if w == 0:
+                        missing[r, j] = True
+                    else:
+                        b = a
+                        neg = False
+                        if buf[b] == 45 or buf[b] == 43:
+                            neg = buf[b] == 45
+                            b += 1
+                        lim = _LIMIT + np.uint64(1) if neg else _LIMIT
+                        acc = np.uint64(0)
+                        bad = OK if b < i else NOT_INT
+                        for q in range(b, i):
+                            d = buf[q] - 48
+                            if d < 0 or d > 9:
+                                bad = NOT_INT
+                                break
+                            if bad == OK and acc > (lim - np.uint64(d)) // np.uint64(10):
+                                bad = OVERFLOW
+                            if bad == OK:
+                                acc = acc * np.uint64(10) + np.uint64(d)
+                        if bad != OK:
+                            st = bad
+                            errcol[r] = j
+                        elif neg:
+                            values[r, j] = -np.int64(acc - np.uint64(1)) - 1 if acc > 0 else 0
+                        else:
+                            values[r, j] = np.int64(acc)
+                elif k == 1:
+                    if w == 1 and (buf[a] == 48 or buf[a] == 49):
+                        labels[r] = buf[a] - 48
+                    else:
+                        st = BAD_LABEL
+            f += 1
+            a = i + 1
+        counts[r] = f
+        status[r] = BAD_FIELDS if f != ncols else st
+        pos = end + 1
+    begins[n] = pos
+    return status, labels, values, missing, errcol, counts, keys, widths, begins

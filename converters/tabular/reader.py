@@ -94,48 +94,65 @@ def _header(path: str, head: bytes, schema: TableSchema):
             len(names))
 
 
+def _roles(positions) -> tuple[np.ndarray, np.ndarray]:
+    lab, nums, cats, ncols = positions
+    role = np.zeros(ncols, np.int64)
+    slot = np.zeros(ncols, np.int64)
+    role[lab] = 1
+    for j, c in enumerate(nums):
+        role[c], slot[c] = 2, j
+    for j, c in enumerate(cats):
+        role[c], slot[c] = 3, j
+    return role, slot
+
+
 def _parse(block: bytes, path: str, first: int, positions, schema: TableSchema, delim: int, stats: InputStats,
            on_error: str) -> tuple[Rows, int]:
     lab, nums, cats, ncols = positions
     buf = np.frombuffer(block, np.uint8)
-    starts, ends, counts, status = K.split_fields(buf, ncols, delim)
+    role, slot = _roles(positions)
+    status, labels, values, missing, errcol, counts, keys, widths, begins = K.parse_block(
+        buf, ncols, delim, role, slot, len(nums), len(cats))
     n = status.size
-    labels = np.zeros(n, np.int8)
-    K.parse_labels(buf, starts, ends, status, lab, labels)
-    values = np.zeros((n, len(nums)), np.int64)
-    missing = np.zeros((n, len(nums)), np.bool_)
-    errcol = np.zeros(n, np.int64)
-    K.parse_ints(buf, starts, ends, status, np.asarray(nums, np.int64), values, missing, errcol)
     blank = status == K.BLANK
     bad = np.flatnonzero((status != K.OK) & ~blank)
     stats.blank_lines += int(blank.sum())
     stats.records_read += int(n - blank.sum())
     for r in bad[: (1 if on_error == "raise" else len(bad))]:
         reason = _REASON[int(status[r])]
-        msg = _message(block, int(r), status, starts, ends, counts, errcol, schema, lab, nums, ncols, delim)
+        line = block[begins[r]:begins[r + 1] - 1]
+        msg = _message(line, int(status[r]), int(counts[r]), int(errcol[r]), schema, lab, nums, ncols, delim)
         if on_error == "raise":
             raise InputError(f"{reason}: {msg}", path=path, line=first + int(r), reason=reason)
         stats.skip(reason, 1, f"{path}:{first + int(r)}: {reason}: {msg}")
-    good = np.flatnonzero(status == K.OK)
-    cols = []
-    for c in cats:
-        width = int((ends[good, c] - starts[good, c]).max()) if good.size else 0
-        arr = K.gather(buf, starts, ends, good, c, width)
-        cols.append(arr.view(f"S{arr.shape[1]}").reshape(-1))
-    rows = Rows(first + good.astype(np.int64), labels[good], values[good], missing[good], cols)
-    return rows, n
+    allgood = bad.size == 0 and not blank.any()
+    good = np.arange(n) if allgood else np.flatnonzero(status == K.OK)
+    cols, keyed, long = [], [], [j for j in range(len(cats)) if widths[j] > 8]
+    if long:  # a column with values of more than 8 bytes: its bytes, not keys
+        starts, ends, _, _ = K.split_fields(buf, ncols, delim)
+    for j, c in enumerate(cats):
+        if j in long:
+            w = int((ends[good, c] - starts[good, c]).max()) if good.size else 0
+            arr = K.gather(buf, starts, ends, good, c, w)
+            cols.append(arr.view(f"S{arr.shape[1]}").reshape(-1))
+            keyed.append(None)
+        else:
+            cols.append(None)
+            keyed.append(keys[j] if allgood else keys[j][good])
+    lines = first + good.astype(np.int64)
+    if allgood:
+        return Rows(lines, labels, values, missing, cols, keyed), n
+    return Rows(lines, labels[good], values[good], missing[good], cols, keyed), n
 
 
-def _message(block, r, status, starts, ends, counts, errcol, schema, lab, nums, ncols, delim) -> str:
-    s = int(status[r])
-    if s == K.BAD_FIELDS:
+def _message(line: bytes, status: int, count: int, j: int, schema, lab, nums, ncols, delim) -> str:
+    fields = line.rstrip(b"\r").split(bytes([delim]))
+    if status == K.BAD_FIELDS:
         sep = "tab" if delim == 9 else "comma"
-        return f"expected {ncols} {sep}-separated fields, got {int(counts[r])}"
-    if s == K.BAD_LABEL:
-        return f"label {block[starts[r, lab]:ends[r, lab]].decode('utf-8', 'replace')!r} is not 0 or 1"
-    j = int(errcol[r])
-    name = schema.numeric[j]
-    text = block[starts[r, nums[j]]:ends[r, nums[j]]].decode("utf-8", "replace")
-    if s == K.OVERFLOW:
-        return f"column {name}: {text!r} is out of the int64 range"
-    return f"column {name}: {text!r} is not an integer"
+        return f"expected {ncols} {sep}-separated fields, got {count}"
+    if status == K.BAD_LABEL:
+        return f"label {fields[lab].decode('utf-8', 'replace')!r} is not 0 or 1"
+    text = fields[nums[j]].decode("utf-8", "replace")
+    if status == K.OVERFLOW:
+        return f"column {schema.numeric[j]}: {text!r} is out of the int64 range"
+    return f"column {schema.numeric[j]}: {text!r} is not an integer"

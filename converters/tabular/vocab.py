@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["sort_key", "unique_counts", "servable", "merge_sorted", "ColumnCounter", "Run", "merge_runs", "select", "Lookup", "vocab_bytes",
+__all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "Run", "merge_runs", "select", "Lookup", "vocab_bytes",
            "parse_vocab"]
 
 CHUNK = 1 << 16  # entries read from each run at a time by the merge
@@ -54,6 +54,20 @@ def unique_counts(values: np.ndarray, counts: np.ndarray | None = None) -> tuple
     else:
         c = np.add.reduceat(counts[order], idx)
     return values[order[idx]], c
+
+
+def unique_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values (as ``S8``) and counts of values given by their uint64 keys, the empty value
+    (key 0) left out."""
+    k = np.sort(keys)
+    flag = np.ones(k.size, np.bool_)
+    flag[1:] = k[1:] != k[:-1]
+    idx = np.flatnonzero(flag)
+    counts = np.diff(np.append(idx, k.size)).astype(np.int64)
+    u = k[idx]
+    if u.size and u[0] == 0:
+        u, counts = u[1:], counts[1:]
+    return u.astype(">u8").view("S8"), counts
 
 
 def merge_sorted(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -94,10 +108,14 @@ class ColumnCounter:
         self.nbytes = 0
         self.runs: list[Run] = []
 
-    def add(self, values: np.ndarray) -> None:
-        if not values.size:
+    def add(self, values: np.ndarray | None, keys: np.ndarray | None = None) -> None:
+        """Count a block's values (a bytes array, or ``keys``: the uint64 keys of values of at most 8 bytes)."""
+        if keys is not None:
+            u, c = unique_keys(keys)
+        elif values.size:
+            u, c = unique_counts(values)
+        else:
             return
-        u, c = unique_counts(values)
         ok = servable(u)  # on the block's distinct values only
         u, c = u[ok], c[ok]
         self.parts.append((u, c))
@@ -179,7 +197,7 @@ def select(merged: Iterator[tuple[np.ndarray, np.ndarray]], min_count: int) -> t
 
 def vocab_bytes(values: np.ndarray) -> bytes:
     """A vocabulary file: one value per line, in id order (id 1 first)."""
-    return b"".join(bytes(v) + b"\n" for v in values.tolist())
+    return b"\n".join(values.tolist()) + b"\n" if values.size else b""
 
 
 def parse_vocab(data: bytes) -> np.ndarray:
@@ -202,6 +220,15 @@ class Lookup:
         self.size = int(values.size)
         key = sort_key(values)
         self.table = table_build(key, np.arange(1, key.size + 1, dtype=np.int64)) if key.dtype == np.uint64 else None
+
+    def of(self, rows, j: int) -> np.ndarray:
+        """The ids of column ``j`` of a block of ``Rows``."""
+        key = rows.key(j)
+        if key is not None and self.table is not None:
+            from .kernel import table_get
+
+            return table_get(*self.table, key) if self.size else np.zeros(key.size, np.int64)  # key 0: empty
+        return self(rows.cat(j))
 
     def __call__(self, column: np.ndarray) -> np.ndarray:
         if not self.size:
