@@ -13,6 +13,7 @@ __all__ = ["register"]
 BENCHMARKS = (
     "bench.commands.convert_libsvm",
     "bench.commands.convert_text",
+    "bench.commands.tabular",
     "bench.commands.pipeline",
     "bench.commands.tune",
     "bench.commands.threads",

@@ -33,7 +33,8 @@ __all__ = ["Format", "UnknownFormatError", "get", "names", "formats", "register"
 log = logging.getLogger(__name__)
 
 # the built-in formats, imported on first lookup
-_BUILTIN = {"libsvm": "converters.libsvm.format:FORMAT", "text": "converters.text.format:FORMAT"}
+_BUILTIN = {"libsvm": "converters.libsvm.format:FORMAT", "text": "converters.text.format:FORMAT",
+            "tabular": "converters.tabular.format:FORMAT"}
 _REGISTERED: dict[str, "Format"] = {}
 _ADDED: dict[str, "Format"] = {}  # registered at run time (plugins, tests), after the built-in ones
 

@@ -5,7 +5,7 @@ Layers, lowest first: ``converters`` < ``sharding`` < ``pipeline`` < ``bench``. 
 ``LAYERS`` each sub-package (or top module) has a rank and imports only from its own layer and the ones below:
 
 - ``converters``: ``util`` < ``tfrecord`` < ``storage`` < ``shardset`` < ``sources``, ``prep`` < ``registry`` <
-  ``engines`` < formats (``libsvm``, ``text``: neither imports the other; each builds its two-pass job on
+  ``engines`` < formats (``libsvm``, ``text``, ``tabular``: none imports another; each builds its two-pass job on
   ``engines``, which find a format by name through ``registry`` and never import one) < ``cli``.
 - ``pipeline``: ``spec`` (pure) < ``remote`` < ``plan`` < ``graph`` < ``resume`` < ``service`` < the front on top
   (``build``, ``describe``, ``training``, ``lint``, ``threads``, ``cli``: one layer, ``TOP``).
@@ -29,7 +29,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("converters", "sharding", "pipeline", "bench")
 CONVERTERS_LAYERS = {"util": 0, "tfrecord": 1, "storage": 2, "shardset": 3, "sources": 4, "prep": 4, "registry": 5,
-                     "engines": 6, "libsvm": 7, "text": 7, "cli": 8}
+                     "engines": 6, "libsvm": 7, "text": 7, "tabular": 7, "cli": 8}
 PIPELINE_LAYERS = {"spec": 0, "remote": 1, "plan": 2, "graph": 3, "resume": 4, "service": 5}
 TOP = "(top)"   # the layer of a package's top modules named in TOPS
 # per package: its layers (a sub-package or top module -> rank) and the top modules that share one layer

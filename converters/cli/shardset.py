@@ -70,6 +70,13 @@ def _num(v) -> str:
     return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
 
+def _natural(items):
+    """``(name, value)`` pairs in natural order of the names (C2 before C10)."""
+    import re
+
+    return sorted(items, key=lambda kv: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(kv[0]))])
+
+
 def _print_extra(extra: dict) -> None:
     """The format's own manifest fields: scalars (absent ones left out), the sparse nonzeros, the text
     tokenizer and the documents and tokens per subset."""
@@ -85,6 +92,9 @@ def _print_extra(extra: dict) -> None:
             sha = v.get("sha256")
             print(f"{k:<{width}} {v.get('name')}   vocabulary {_num(v.get('vocab_size'))}, eod id "
                   f"{_num(v.get('eod_id'))}" + (f", sha256 {str(sha)[:16]}..." if sha else ""))
+        elif k == "categorical" and isinstance(v, dict):  # tabular: each column's table size (and vocabulary)
+            print(f"{'tables':<{width}} " + ", ".join(
+                f"{name} {_num(e.get('table_size'))}" for name, e in _natural(v.items()) if isinstance(e, dict)))
     subsets = extra.get("subsets")
     if isinstance(subsets, dict) and subsets:  # text: per Pile subset
         name_w = max(len("subset"), *(len(n) for n in subsets))

@@ -145,6 +145,7 @@ class Plan:
     parts: tuple[tuple[str, int], ...] = ()
     scatter: tuple = ()
     layout: dict | None = None  # a columnar set's manifest ``layout`` entry (``RecordLayout.to_json``), else None
+    files: tuple[tuple[str, str, int], ...] = ()  # (temporary name, final name, bytes) of files beside the shards
 
     @classmethod
     def failed(cls, error: ErrorRecord) -> "Plan":
@@ -228,25 +229,27 @@ class Outcome:
     results: tuple[ShardResult, ...]
     parts: tuple[tuple[str, int], ...] = ()   # (label, shards) per part of a split by label
     layout: dict | None = None                # the plan's record layout entry (columnar), else None
+    files: tuple[tuple[str, str, int], ...] = ()  # the plan's files beside the shards (vocabularies)
 
     @classmethod
     def of(cls, plan: Plan, results: Sequence[ShardResult]) -> "Outcome":
         return cls(plan.error, tuple(s.records for s in plan.shards), plan.records, tuple(plan.inputs),
                    dict(plan.options), dict(plan.extra), tuple(sorted(results, key=lambda r: r.index)),
-                   tuple(plan.parts), plan.layout)
+                   tuple(plan.parts), plan.layout, tuple(plan.files))
 
     def to_json(self) -> dict:
         return {"error": asdict(self.error) if self.error else None, "expected": list(self.expected),
                 "records": self.records, "inputs": [asdict(i) for i in self.inputs], "options": self.options,
                 "extra": self.extra, "results": [asdict(r) for r in self.results],
-                "parts": [list(p) for p in self.parts]} | ({"layout": self.layout} if self.layout else {})
+                "parts": [list(p) for p in self.parts]} | ({"layout": self.layout} if self.layout else {}) | (
+                    {"files": [list(f) for f in self.files]} if self.files else {})
 
     @classmethod
     def from_json(cls, d: dict) -> "Outcome":
         return cls(ErrorRecord(**d["error"]) if d["error"] else None, tuple(d["expected"]), d["records"],
                    tuple(InputStats(**i) for i in d["inputs"]), d["options"], d["extra"],
                    tuple(ShardResult(**r) for r in d["results"]), tuple((a, b) for a, b in d.get("parts", [])),
-                   d.get("layout"))
+                   d.get("layout"), tuple(tuple(f) for f in d.get("files", ())))
 
     def checked(self, run_id: str, why: str | None = None) -> dict[int, ShardResult]:
         """Raise the plan's error, or check that pass 2 reported every planned shard with its planned count;
@@ -279,7 +282,9 @@ def finalize(area: RunArea, output: ShardOutputOptions, schema: Schema, kind: st
         n = len(outcome.expected)
         names = output.names
         moves = [Move(got[i].tmp_name, names.format(i, n), got[i].bytes) for i in range(n)]
-        shards = tuple(ShardInfo(m.final, got[i].records, got[i].bytes, got[i].sha256) for i, m in enumerate(moves))
+        moves += [Move(tmp, final, nbytes) for tmp, final, nbytes in outcome.files]  # written before the manifest
+        shards = tuple(ShardInfo(m.final, got[i].records, got[i].bytes, got[i].sha256)
+                       for i, m in enumerate(moves[:n]))
         manifest = Manifest(records=outcome.records, shards=shards, schema=schema, inputs=outcome.inputs,
                             options=dict(outcome.options), compression=output.compression, kind=kind,
                             extra=dict(outcome.extra), location=area.out,

@@ -50,12 +50,33 @@ def verify(path: str, *, progress: bool = False, raise_on_error: bool = True,
         for info in manifest.shards:
             bar.update(1)
             _check_one(storage, manifest, info, report, raise_on_error)
+    for entry in (manifest.extra or {}).get("files") or ():  # files beside the shards (tabular vocabularies)
+        _check_file(storage, manifest, entry, report, raise_on_error)
     if report.ok and report.records != manifest.records:
         problem = f"{report.records} records in shards, manifest total says {manifest.records}"
         report.problems.append(problem)
         if raise_on_error:
             raise IntegrityError(f"{manifest.location}: {problem}")
     return report
+
+
+def _check_file(storage, manifest: Manifest, entry: dict, report: VerifyReport, raise_on_error: bool) -> None:
+    """A file the manifest lists beside the shards (``extra.files``: name, bytes, sha256) is there, unchanged."""
+    import hashlib
+
+    name = str(entry.get("name"))
+    try:
+        data = storage.read_bytes(name)
+    except FileNotFoundError:
+        problem = f"{name}: missing"
+    else:
+        problem = (f"{name}: {len(data)} bytes, manifest says {entry.get('bytes')}" if len(data) != entry.get("bytes")
+                   else f"{name}: sha256 differs from the manifest's" if hashlib.sha256(data).hexdigest()
+                   != entry.get("sha256") else None)
+    if problem:
+        report.problems.append(problem)
+        if raise_on_error:
+            raise IntegrityError(f"{manifest.location}: {problem}")
 
 
 def _not_a_shard(path: str, info: ShardInfo, manifest: Manifest) -> str | None:

@@ -1,0 +1,99 @@
+"""``tfpipe convert tabular``: Criteo-style tables -> DeepFM or DLRM training sets."""
+from __future__ import annotations
+
+from ..tabular.format import FORMAT
+from .types import (
+    add_engine_options,
+    add_shard_output_options,
+    convert_on_engine,
+    positive_int,
+    print_skips,
+    shard_output_options,
+    size,
+)
+
+__all__ = ["register", "options_from_args"]
+
+
+def _rate(s: str) -> float:
+    import argparse
+
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"expected a rate in (0, 1], got {s!r}")
+    return v
+
+
+def register(convert_sub, top_sub) -> None:
+    p = convert_sub.add_parser(
+        "tabular", help="tab-separated/CSV/Parquet tables (Criteo) -> DeepFM or DLRM training sets",
+        description="Convert tables of a label, integer counts and categorical values (the Criteo click logs: "
+                    "label, I1..I13, C1..C26, tab-separated, empty fields where missing) into TFRecord shards: "
+                    "--target deepfm writes ids int64[F], values float32[F], label; --target dlrm writes dense "
+                    "float32[13], sparse int64[26], label. Categorical values get exact vocabularies (written "
+                    "into the set as vocab/<column>.txt, StringLookup-compatible) or Keras Hashing bins. "
+                    "Byte-identical on every engine. See docs/tabular.md.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="input files, directories or globs (.gz too; .csv: CSV with a header; .parquet), in order")
+    p.add_argument("--out", required=True, help="output directory or s3:// prefix (must be empty unless --overwrite)")
+    p.add_argument("--schema", default="criteo", metavar="{criteo|FILE}",
+                   help="'criteo' (label, I1..I13, C1..C26; the default) or a JSON schema file naming each "
+                        "column's role (docs/tabular.md)")
+    p.add_argument("--target", choices=("deepfm", "dlrm"), default="deepfm",
+                   help="deepfm: ids/values/label (default); dlrm: dense/sparse/label")
+    p.add_argument("--numeric", choices=("log1p", "minmax"), default="log1p",
+                   help="numeric transform after missing/negative -> 0: log1p (default) or min-max scaling "
+                        "fitted on the counting pass")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--vocab-from", default=None, metavar="SET",
+                   help="use SET's vocabularies (and min-max) as they are: no counting pass (e.g. the test day)")
+    g.add_argument("--hash-buckets", type=positive_int, default=None, metavar="N",
+                   help="no vocabulary: the bin tf.keras.layers.Hashing(num_bins=N) gives each raw value")
+    p.add_argument("--min-count", type=positive_int, default=1, metavar="T",
+                   help="a value seen at least T times over all inputs gets an id; rarer ones share id 0 "
+                        "(default 1)")
+    p.add_argument("--negative-rate", type=_rate, default=1.0, metavar="R",
+                   help="keep this fraction of label-0 rows (seeded by --seed, per row; default 1: all)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of --negative-rate (default 0)")
+    p.add_argument("--memory", type=size, default=None, metavar="SIZE",
+                   help="categorical counts one counting task holds before spilling sorted runs to the "
+                        "output's temporary area (default 256MiB)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="local processes (default: all cores, at most one per input file)")
+    add_shard_output_options(p, record="row")
+    add_engine_options(p)
+    p.set_defaults(func=_cmd_convert)
+
+
+def options_from_args(args):
+    """The ``TabularOptions`` that ``convert tabular``'s parsed arguments ask for."""
+    from ..tabular.options import DEFAULT_MEMORY, TabularOptions
+
+    return TabularOptions(schema=args.schema, numeric=args.numeric, min_count=args.min_count,
+                          vocab_from=args.vocab_from, hash_buckets=args.hash_buckets, target=args.target,
+                          negative_rate=args.negative_rate, seed=args.seed, memory=args.memory or DEFAULT_MEMORY,
+                          output=shard_output_options(args))
+
+
+def _cmd_convert(args) -> int:
+    from ..util.units import format_size
+
+    args.shuffle = False
+    args.shuffle_memory = args.tmp_dir = None
+    options = options_from_args(args)
+    m, secs = convert_on_engine(args, options, "tabular")
+    x = m.extra
+    read = sum(i.records_read for i in m.inputs)
+    print_skips(m, "row", ignore=FORMAT.routine)
+    print(f"converted {len(m.inputs)} input(s): {read:,} rows read, {m.records:,} written in {len(m.shards)} "
+          f"shard(s), {format_size(m.total_bytes)}, {secs:.1f} s ({m.records / max(secs, 1e-9):,.0f} rows/s)")
+    if x["negatives_in"] and x["negative_kept_fraction"] < 1:
+        print(f"negatives   {x['negatives_kept']:,} of {x['negatives_in']:,} kept "
+              f"({x['negative_kept_fraction']:.4f})")
+    print(f"target      {x['target']}: feature_size {x['feature_size']:,}; table sizes "
+          + ", ".join(f"{k} {v['table_size']:,}" for k, v in x["categorical"].items()))
+    print(f"manifest    {m.location.rstrip('/')}/index.json")
+    return 0

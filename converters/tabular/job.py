@@ -1,0 +1,359 @@
+"""A tabular conversion as a two-pass job (``engines.inprocess`` describes the steps): the one driver every
+engine runs — the local engine (``convert.run``), ``run_job`` in this process, Beam and Processing.
+
+* ``units``: one per input file, in input order.
+* ``prepass(unit)`` (the counting pass; skipped with ``--vocab-from`` and with ``--hash-buckets`` under
+  ``log1p``): count every categorical value (``vocab.ColumnCounter``: sorted runs spilled to the temporary
+  area past ``--memory``) and the numeric columns' min/max.
+* ``resolve``: merge the runs of every column (``vocab.merge_runs``), keep the vocabulary, write
+  ``vocab/<column>.txt`` under a temporary name beside the shards (or copy ``--vocab-from``'s); the context
+  carries the table sizes.
+* ``pass1(unit)``: read the rows again, encode them (``encode``), drop negatives (``--negative-rate``), keep
+  the target's columns in chunks in the temporary area with their framed lengths (example layout).
+* ``plan``: the first bad row in input order, else the shard cuts (``core.Cutter`` over the lengths; columnar:
+  blocks). ``pass2(spec)``: one shard from its chunks."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..engines.area import RunArea, prepare_run
+from ..engines.core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from ..engines.units import InputFile, Unit, plan_units
+from ..prep.options import PrepOptions
+from ..shardset.blocks import Blocks, block_lengths
+from ..shardset.manifest import InputStats
+from ..sources import expand_inputs
+from ..tfrecord.examples import column_payloads, framed_lengths, serialize_batch
+from ..tfrecord.layout import narrowest_int
+from ..util.errors import InputError, TfpipeError
+from .encode import Tables, encode, hash_bins, keep_mask
+from .options import TabularOptions, target_schema
+from .reader import DEFAULT_BLOCK_BYTES, iter_rows
+from .setinfo import source_tables
+from .vocab import ColumnCounter, Lookup, Run, merge_runs, parse_vocab, select, vocab_bytes
+
+__all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary", "DEFAULT_CHUNK_ROWS"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_ROWS = 1 << 18
+_LOOKUPS: dict[tuple, Lookup] = {}  # per process: (run id, column) -> its vocabulary's lookup
+
+
+@dataclass
+class Counts:
+    unit: Unit
+    runs: list[list[Run]] = field(default_factory=list)
+    mins: list[float] = field(default_factory=list)
+    maxs: list[float] = field(default_factory=list)
+    error: ErrorRecord | None = None
+
+
+@dataclass(frozen=True)
+class Context:
+    """What pass 1 needs from the counting pass: the tables, the vocabulary files (column, temporary name in
+    the output location, bytes, sha256, distinct values counted), or the error that stops the run."""
+
+    tables: Tables | None = None
+    files: tuple[tuple[str, str, int, str, int], ...] = ()
+    error: ErrorRecord | None = None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    key: str
+    rows: int
+
+
+@dataclass
+class Summary:
+    unit: Unit
+    stats: InputStats
+    chunks: list[Chunk] = field(default_factory=list)
+    negatives_in: int = 0
+    negatives_kept: int = 0
+    error: ErrorRecord | None = None
+
+
+@dataclass(frozen=True)
+class TabularJob:
+    options: TabularOptions
+    paths: tuple[str, ...]
+    area: RunArea
+    block_bytes: int = DEFAULT_BLOCK_BYTES
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    kind = "tabular"
+
+    @classmethod
+    def create(cls, inputs, out, options: TabularOptions, *, overwrite: bool = False, run_id: str | None = None,
+               prep: PrepOptions | None = None, block_bytes: int = DEFAULT_BLOCK_BYTES,
+               chunk_rows: int = DEFAULT_CHUNK_ROWS, **storage_options) -> "TabularJob":
+        if not isinstance(options, TabularOptions):
+            raise TypeError(f"options must be a TabularOptions, got {type(options).__name__}")
+        _check_prep(prep)
+        files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
+        if options.vocab_from is not None:
+            source_tables(options)  # a missing or mismatched source set fails before the output is touched
+        area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
+        return cls(options, tuple(files), area, block_bytes, chunk_rows)
+
+    @classmethod
+    def from_files(cls, options: TabularOptions, files: Sequence[str], area: RunArea, *,
+                   prep: PrepOptions | None = None, unit_size: int | None = None) -> "TabularJob":
+        _check_prep(prep)
+        return cls(options, tuple(files), area)
+
+    @property
+    def needs_prepass(self) -> bool:
+        return self.options.counting
+
+    @property
+    def output(self):
+        return self.options.output
+
+    @property
+    def schema(self):
+        s = self.options.schema
+        return target_schema(self.options.target, len(s.numeric), len(s.categorical))
+
+    def lite(self) -> "TabularJob":
+        return self
+
+    def units(self) -> list[Unit]:
+        return plan_units([InputFile(p, 0, False) for p in self.paths], 1)
+
+    # -- the counting pass ------------------------------------------------------------------------------
+    def prepass(self, unit: Unit) -> Counts:
+        o, s = self.options, self.options.schema
+        vocab = o.hash_buckets is None
+        counters = [ColumnCounter(self.area, f"{unit.key}-k{j:03d}", o.memory // max(len(s.categorical), 1))
+                    for j in range(len(s.categorical))] if vocab else []
+        lo = np.zeros(len(s.numeric), np.int64)
+        hi = np.zeros(len(s.numeric), np.int64)
+        out = Counts(unit)
+        try:
+            for rows in iter_rows(unit.path, s, InputStats(unit.path), o.output.on_error, self.block_bytes):
+                for j, c in enumerate(counters):
+                    key = rows.key(j)
+                    c.add(rows.cat(j) if key is None else None, key)
+                if len(rows) and rows.nums.shape[1]:
+                    v = np.where(rows.missing | (rows.nums < 0), 0, rows.nums)
+                    hi = np.maximum(hi, v.max(axis=0))
+        except InputError as exc:
+            out.error = ErrorRecord.of(exc)
+            return out
+        out.runs = [c.finish() for c in counters]
+        out.mins, out.maxs = lo.astype(float).tolist(), hi.astype(float).tolist()
+        return out
+
+    def resolve(self, prepasses: Sequence[Counts] = ()) -> Context:
+        o, s = self.options, self.options.schema
+        if o.vocab_from is not None:
+            return self._copy_source()
+        counts = sorted(prepasses, key=lambda p: p.unit.index)
+        for p in counts:
+            if p.error is not None:
+                return Context(error=p.error)
+        k = len(s.numeric)
+        mins = tuple(min([p.mins[j] for p in counts], default=0.0) for j in range(k))
+        maxs = tuple(max([p.maxs[j] for p in counts], default=0.0) for j in range(k))
+        if o.hash_buckets is not None:
+            return Context(Tables((o.hash_buckets,) * len(s.categorical), mins, maxs))
+        files, sizes = [], []
+        for j, name in enumerate(s.categorical):
+            runs = [r for p in counts for r in p.runs[j]]
+            distinct = 0
+
+            def merged():
+                nonlocal distinct
+                for v, c in merge_runs(self.area, runs):
+                    distinct += int(v.size)
+                    yield v, c
+
+            values, _ = select(merged(), o.min_count)
+            files.append(self._put_vocab(name, vocab_bytes(values), distinct))
+            sizes.append(int(values.size) + 1)
+        return Context(Tables(tuple(sizes), mins, maxs), tuple(files))
+
+    def _put_vocab(self, name: str, data: bytes, distinct: int) -> tuple[str, str, int, str, int]:
+        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
+        self.area.output().write_bytes_atomic(tmp, data)
+        self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", data)
+        return (name, tmp, len(data), hashlib.sha256(data).hexdigest(), distinct)
+
+    def _copy_source(self) -> Context:
+        tables, vocabs = source_tables(self.options)
+        files = tuple(self._put_vocab(name, data, -1) for name, data in vocabs)
+        return Context(tables, files)
+
+    def _lookup(self, name: str) -> Lookup:
+        key = (self.area.run_id, self.area.out, name)
+        lk = _LOOKUPS.get(key)
+        if lk is None:
+            if len(_LOOKUPS) > 256:
+                _LOOKUPS.clear()
+            lk = _LOOKUPS[key] = Lookup(parse_vocab(self.area.temp().read_bytes(f"vocab-{name}.txt")))
+        return lk
+
+    # -- pass 1 -----------------------------------------------------------------------------------------
+    def pass1(self, unit: Unit, ctx: Context | None = None) -> Summary:
+        o, s = self.options, self.options.schema
+        out = Summary(unit, InputStats(unit.path))
+        if ctx is None or ctx.error is not None:
+            return out
+        hashed = o.hash_buckets is not None
+        lookups = [] if hashed else [self._lookup(n) for n in s.categorical]
+        parts: list[dict[str, np.ndarray]] = []
+        pending = 0
+        try:
+            for rows in iter_rows(unit.path, s, out.stats, o.output.on_error, self.block_bytes):
+                keep = keep_mask(rows.labels, rows.lines, unit.index, o.seed, o.negative_rate)
+                neg = rows.labels == 0
+                out.negatives_in += int(neg.sum())
+                out.negatives_kept += int((neg & keep).sum())
+                dropped = int((~keep).sum())
+                if dropped:
+                    out.stats.skip("sampled_out", dropped)
+                    rows = rows.take(keep)
+                ids = [hash_bins(rows.cat(j), o.hash_buckets) if hashed else lookups[j].of(rows, j)
+                       for j in range(rows.ncat)]
+                cols = encode(rows, o.target, o.numeric, ctx.tables, ids)
+                out.stats.records_written += len(rows)
+                parts.append(cols)
+                pending += len(rows)
+                if pending >= self.chunk_rows:
+                    self._flush(out, parts)
+                    parts, pending = [], 0
+        except InputError as exc:
+            out.error = ErrorRecord.of(exc)
+            return out
+        if pending:
+            self._flush(out, parts)
+        return out
+
+    def _flush(self, out: Summary, parts: list[dict[str, np.ndarray]]) -> None:
+        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        chunk = Chunk(f"{out.unit.key}-c{len(out.chunks):06d}", len(cols["label"]))
+        for k, v in cols.items():
+            self.area.put_array(f"{chunk.key}.{k}", v.reshape(-1))
+        if not self.output.columnar:
+            self.area.put_array(f"{chunk.key}.len", framed_lengths(self.schema, column_payloads(self.schema, cols)))
+        out.chunks.append(chunk)
+
+    def _load(self, chunk: Chunk) -> dict[str, np.ndarray]:
+        cols = {}
+        for f in self.schema.features:
+            a = self.area.get_array(f"{chunk.key}.{f.name}", np.float32 if f.dtype == "float32" else np.int64)
+            if a.size != chunk.rows * f.width:
+                raise TfpipeError(f"temporary chunk {chunk.key} of run {self.area.run_id} is damaged")
+            cols[f.name] = a.reshape(chunk.rows, -1) if f.shape else a
+        return cols
+
+    # -- plan and pass 2 ----------------------------------------------------------------------------------
+    def size_tasks(self, summaries: Sequence[Summary]) -> list:
+        return []
+
+    def sizes(self, task) -> None:  # pragma: no cover - lengths come from pass 1
+        return None
+
+    def scatter(self, task):  # pragma: no cover - no --shuffle
+        raise TypeError("tabular has no scatter step")
+
+    def plan(self, summaries: Sequence[Summary], sizes: Sequence = (), ctx: Context | None = None) -> Plan:
+        if ctx is not None and ctx.error is not None:
+            return Plan.failed(ctx.error)
+        summaries = sorted(summaries, key=lambda s: s.unit.index)
+        for s in summaries:
+            if s.error is not None:
+                return Plan.failed(s.error)
+        chunks, at = [], 0
+        for s in summaries:
+            for c in s.chunks:
+                chunks.append((at, c))
+                at += c.rows
+        total = at
+        layout = self.record_layout(ctx.tables)
+        if layout.columnar:
+            ranges = _block_shards(total, self.schema, layout, self.output.shard_size)
+        else:
+            cutter = Cutter(self.output.shard_size)
+            for _, c in chunks:
+                lengths = self.area.get_array(f"{c.key}.len", np.int64)
+                if lengths.size != c.rows:
+                    raise TfpipeError(f"temporary lengths {c.key} of run {self.area.run_id} are damaged")
+                cutter.add(lengths)
+            ranges = cutter.ranges()
+        shards = tuple(ShardSpec(k, b - a, tuple((off, c) for off, c in chunks if off < b and off + c.rows > a),
+                                 first=a, layout=layout if layout.columnar else None)
+                       for k, (a, b) in enumerate(ranges))
+        extra = self._extra(summaries, ctx)
+        return Plan(shards, total, tuple(s.stats for s in summaries), self.options.to_json(), extra,
+                    layout=layout.to_json(),
+                    files=tuple((tmp, f"vocab/{name}.txt", n) for name, tmp, n, _, _ in ctx.files))
+
+    def record_layout(self, tables: Tables):
+        k = len(self.options.schema.numeric)
+        top = tables.feature_size(k) - 1 if self.options.target == "deepfm" else max(tables.sizes, default=1) - 1
+        idname = "ids" if self.options.target == "deepfm" else "sparse"
+        stored = {f.name: ("uint8" if f.name == "label" else narrowest_int(0, top) if f.name == idname
+                           else "float32") for f in self.schema.features}
+        out = self.options.layout.record_layout(stored)
+        out.check_schema(self.schema)
+        return out
+
+    def _extra(self, summaries: Sequence[Summary], ctx: Context) -> dict:
+        o, s = self.options, self.options.schema
+        t = ctx.tables
+        k = len(s.numeric)
+        columns = {}
+        for j, name in enumerate(s.categorical):
+            entry: dict = {"table_size": t.sizes[j]}
+            if o.hash_buckets is None:
+                _, _, nbytes, sha, distinct = ctx.files[j]
+                entry.update({"vocab": f"vocab/{name}.txt", "vocab_size": t.sizes[j] - 1, "bytes": nbytes,
+                              "sha256": sha} | ({"distinct": distinct} if distinct >= 0 else {}))
+            columns[name] = entry
+        neg_in = sum(x.negatives_in for x in summaries)
+        neg_kept = sum(x.negatives_kept for x in summaries)
+        extra = {"target": o.target, "feature_size": t.feature_size(k), "numeric_fields": k,
+                 "categorical": columns, "negatives_in": neg_in, "negatives_kept": neg_kept,
+                 "negative_kept_fraction": (neg_kept / neg_in) if neg_in else 1.0}
+        if o.numeric == "minmax":
+            extra["minmax"] = {n: [t.mins[j], t.maxs[j]] for j, n in enumerate(s.numeric)}
+        extra["files"] = [{"name": e["vocab"], "bytes": e["bytes"], "sha256": e["sha256"]}
+                          for e in columns.values() if "vocab" in e]
+        return extra
+
+    def pass2(self, spec: ShardSpec) -> ShardResult:
+        cols = self._columns(spec)
+        if self.output.columnar:
+            return write_shard(self.area, self.output, spec, Blocks(self.schema, spec.layout).framed_rows(cols))
+        return write_shard(self.area, self.output, spec,
+                           ((f, int(n.size)) for f, n in (serialize_batch(self.schema, c) for c in cols)))
+
+    def _columns(self, spec: ShardSpec) -> Iterable[dict[str, np.ndarray]]:
+        a, b = spec.first, spec.first + spec.records
+        for off, chunk in spec.pieces:
+            cols = self._load(chunk)
+            lo, hi = max(a - off, 0), min(b - off, chunk.rows)
+            yield {k: v[lo:hi] for k, v in cols.items()}
+
+
+def _block_shards(rows: int, schema, layout, shard_size: int) -> list[tuple[int, int]]:
+    """Shards of ``rows`` rows in blocks: a shard closed before a block would cross ``shard_size`` (the local
+    writer's rule), so every shard starts on a block boundary."""
+    cutter = Cutter(shard_size)
+    cutter.add(block_lengths(rows, schema, layout))
+    br = layout.block_rows
+    return [(a * br, min(b * br, rows)) for a, b in cutter.ranges()]
+
+
+def _check_prep(prep: PrepOptions | None) -> None:
+    if prep is not None and prep.active:
+        raise ValueError(f"{prep.describe()} does not apply to convert tabular (rows are written in input order)")

@@ -1,0 +1,284 @@
+"""numba kernels of the tabular reader: split a block of complete lines into fields, parse the label and the
+integer columns, and gather a categorical column's bytes into a fixed-width array."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..util.jit import njit
+
+__all__ = ["split_fields", "parse_ints", "parse_labels", "gather", "OK", "BAD_FIELDS", "NOT_INT", "OVERFLOW",
+           "BAD_LABEL", "BLANK"]
+
+OK, BAD_FIELDS, NOT_INT, OVERFLOW, BAD_LABEL, BLANK = 0, 1, 2, 3, 4, 5
+_LIMIT = np.uint64(9223372036854775807)
+
+
+@njit(cache=True, nogil=True)
+def split_fields(buf, ncols, delim):
+    """``buf``: complete lines, each ending with ``\\n``. Per line: the first ``ncols`` fields' ``[start, end)``
+    offsets (a trailing ``\\r`` dropped), the line's field count and a status (``OK``, ``BAD_FIELDS``,
+    ``BLANK`` for an empty line)."""
+    n = 0
+    for i in range(buf.size):
+        if buf[i] == 10:
+            n += 1
+    starts = np.zeros((n, ncols), np.int64)
+    ends = np.zeros((n, ncols), np.int64)
+    counts = np.zeros(n, np.int64)
+    status = np.zeros(n, np.int8)
+    pos = 0
+    for r in range(n):
+        end = pos
+        while buf[end] != 10:
+            end += 1
+        stop = end
+        if stop > pos and buf[stop - 1] == 13:
+            stop -= 1
+        if stop == pos:
+            status[r] = BLANK
+        else:
+            f = 0
+            s = pos
+            for i in range(pos, stop + 1):
+                if i == stop or buf[i] == delim:
+                    if f < ncols:
+                        starts[r, f] = s
+                        ends[r, f] = i
+                    f += 1
+                    s = i + 1
+            counts[r] = f
+            if f != ncols:
+                status[r] = BAD_FIELDS
+        pos = end + 1
+    return starts, ends, counts, status
+
+
+@njit(cache=True, nogil=True)
+def parse_ints(buf, starts, ends, status, cols, values, missing, errcol):
+    """Parse integer columns ``cols`` of the lines whose status is ``OK`` into ``values`` (int64) / ``missing``
+    (empty field); a bad value sets the line's status (``NOT_INT``, ``OVERFLOW``) and ``errcol`` (its index)."""
+    for r in range(starts.shape[0]):
+        if status[r] != OK:
+            continue
+        for j in range(cols.size):
+            c = cols[j]
+            a, b = starts[r, c], ends[r, c]
+            if a == b:
+                missing[r, j] = True
+                values[r, j] = 0
+                continue
+            neg = False
+            if buf[a] == 45 or buf[a] == 43:
+                neg = buf[a] == 45
+                a += 1
+            if a == b:
+                status[r] = NOT_INT
+                errcol[r] = j
+                break
+            acc = np.uint64(0)
+            lim = _LIMIT + np.uint64(1) if neg else _LIMIT
+            bad = OK
+            for i in range(a, b):
+                d = buf[i] - 48
+                if d < 0 or d > 9:
+                    bad = NOT_INT
+                    break
+                if acc > (lim - np.uint64(d)) // np.uint64(10):
+                    bad = OVERFLOW
+                    break
+                acc = acc * np.uint64(10) + np.uint64(d)
+            if bad == OVERFLOW:  # a non-digit later on is the likelier mistake
+                for i in range(a, b):
+                    if buf[i] < 48 or buf[i] > 57:
+                        bad = NOT_INT
+            if bad != OK:
+                status[r] = bad
+                errcol[r] = j
+                break
+            if neg:
+                values[r, j] = -np.int64(acc - np.uint64(1)) - 1 if acc > 0 else 0
+            else:
+                values[r, j] = np.int64(acc)
+
+
+@njit(cache=True, nogil=True)
+def parse_labels(buf, starts, ends, status, col, labels):
+    """The label field of every ``OK`` line: exactly ``0`` or ``1``, else status ``BAD_LABEL``."""
+    for r in range(starts.shape[0]):
+        if status[r] != OK:
+            continue
+        a, b = starts[r, col], ends[r, col]
+        if b - a == 1 and (buf[a] == 48 or buf[a] == 49):
+            labels[r] = buf[a] - 48
+        else:
+            status[r] = BAD_LABEL
+
+
+@njit(cache=True, nogil=True)
+def gather(buf, starts, ends, rows, col, width):
+    """Column ``col`` of lines ``rows`` as an (n, width) uint8 array of their bytes, zero-padded."""
+    out = np.zeros((rows.size, max(width, 1)), np.uint8)
+    for k in range(rows.size):
+        r = rows[k]
+        a = starts[r, col]
+        for i in range(ends[r, col] - a):
+            out[k, i] = buf[a + i]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _slot(k, mask):
+    x = k + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return np.int64((x ^ (x >> np.uint64(31))) & mask)
+
+
+@njit(cache=True, nogil=True)
+def table_build(keys, ids):
+    """An open-addressing hash table of uint64 ``keys`` -> ``ids`` (capacity a power of two, load <= 1/2)."""
+    cap = 16
+    while cap < 2 * keys.size:
+        cap *= 2
+    tk = np.zeros(cap, np.uint64)
+    tv = np.full(cap, -1, np.int64)
+    mask = np.uint64(cap - 1)
+    for i in range(keys.size):
+        s = _slot(keys[i], mask)
+        while tv[s] >= 0:
+            s = (s + 1) & (cap - 1)
+        tk[s] = keys[i]
+        tv[s] = ids[i]
+    return tk, tv
+
+
+@njit(cache=True, nogil=True)
+def table_get(tk, tv, query):
+    """The id of every query key, 0 where it is not in the table."""
+    mask = np.uint64(tk.size - 1)
+    out = np.zeros(query.size, np.int64)
+    for i in range(query.size):
+        s = _slot(query[i], mask)
+        while tv[s] >= 0:
+            if tk[s] == query[i]:
+                out[i] = tv[s]
+                break
+            s = (s + 1) & (tk.size - 1)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def cat_keys(buf, starts, ends, rows, cols):
+    """Columns ``cols`` of lines ``rows`` as big-endian uint64 keys of their first 8 bytes, zero-padded (the
+    key sorts like the bytes; it is the value itself when the value has at most 8 bytes), one row per column,
+    and each column's longest value in bytes."""
+    keys = np.zeros((cols.size, rows.size), np.uint64)
+    widths = np.zeros(cols.size, np.int64)
+    for k in range(rows.size):
+        r = rows[k]
+        for j in range(cols.size):
+            a = starts[r, cols[j]]
+            n = ends[r, cols[j]] - a
+            if n > widths[j]:
+                widths[j] = n
+            key = np.uint64(0)
+            for i in range(8):
+                key = key << np.uint64(8)
+                if i < n:
+                    key = key | np.uint64(buf[a + i])
+            keys[j, k] = key
+    return keys, widths
+
+
+@njit(cache=True, nogil=True)
+def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
+    """One pass over a block of complete lines: per line its status, label, integer columns (``values``,
+    ``missing``, the bad column in ``errcol``), categorical uint64 keys (``cat_keys``'s) and each categorical
+    column's longest value; ``role[f]``: 0 ignored, 1 label, 2 numeric, 3 categorical field, ``slot[f]`` its
+    index among its role's columns. ``begins``: each line's first byte (and the end of the last)."""
+    n = 0
+    for i in range(buf.size):
+        if buf[i] == 10:
+            n += 1
+    status = np.zeros(n, np.int8)
+    labels = np.zeros(n, np.int8)
+    values = np.zeros((n, nnum), np.int64)
+    missing = np.zeros((n, nnum), np.bool_)
+    errcol = np.zeros(n, np.int64)
+    counts = np.zeros(n, np.int64)
+    keys = np.zeros((ncat, n), np.uint64)
+    widths = np.zeros(ncat, np.int64)
+    begins = np.zeros(n + 1, np.int64)
+    pos = 0
+    for r in range(n):
+        begins[r] = pos
+        end = pos
+        while buf[end] != 10:
+            end += 1
+        stop = end
+        if stop > pos and buf[stop - 1] == 13:
+            stop -= 1
+        if stop == pos:
+            status[r] = BLANK
+            pos = end + 1
+            continue
+        f = 0
+        a = pos
+        st = OK
+        for i in range(pos, stop + 1):
+            if i < stop and buf[i] != delim:
+                continue
+            if f < ncols and st == OK:
+                k = role[f]
+                w = i - a
+                if k == 3:
+                    j = slot[f]
+                    if w > widths[j]:
+                        widths[j] = w
+                    key = np.uint64(0)
+                    for q in range(8):
+                        key = key << np.uint64(8)
+                        if q < w:
+                            key = key | np.uint64(buf[a + q])
+                    keys[j, r] = key
+                elif k == 2:
+                    j = slot[f]
+                    if w == 0:
+                        missing[r, j] = True
+                    else:
+                        b = a
+                        neg = False
+                        if buf[b] == 45 or buf[b] == 43:
+                            neg = buf[b] == 45
+                            b += 1
+                        lim = _LIMIT + np.uint64(1) if neg else _LIMIT
+                        acc = np.uint64(0)
+                        bad = OK if b < i else NOT_INT
+                        for q in range(b, i):
+                            d = buf[q] - 48
+                            if d < 0 or d > 9:
+                                bad = NOT_INT
+                                break
+                            if bad == OK and acc > (lim - np.uint64(d)) // np.uint64(10):
+                                bad = OVERFLOW
+                            if bad == OK:
+                                acc = acc * np.uint64(10) + np.uint64(d)
+                        if bad != OK:
+                            st = bad
+                            errcol[r] = j
+                        elif neg:
+                            values[r, j] = -np.int64(acc - np.uint64(1)) - 1 if acc > 0 else 0
+                        else:
+                            values[r, j] = np.int64(acc)
+                elif k == 1:
+                    if w == 1 and (buf[a] == 48 or buf[a] == 49):
+                        labels[r] = buf[a] - 48
+                    else:
+                        st = BAD_LABEL
+            f += 1
+            a = i + 1
+        counts[r] = f
+        status[r] = BAD_FIELDS if f != ncols else st
+        pos = end + 1
+    begins[n] = pos
+    return status, labels, values, missing, errcol, counts, keys, widths, begins

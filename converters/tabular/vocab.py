@@ -1,0 +1,245 @@
+"""Exact categorical vocabularies in bounded memory.
+
+Counting (the job's pre-pass, one task per input): each column's values are counted per block
+(``np.unique``) and merged into a sorted ``(values, counts)`` accumulator; when the task's accumulators pass
+their share of ``--memory`` they are written to the run's temporary area as a sorted run and emptied, so a
+task's memory does not grow with rows or distinct values. ``merge_runs`` merges every task's runs of a column
+in chunks (a k-way merge over sorted runs read piece by piece). ``select`` keeps the values seen at least
+``min_count`` times, ids 1..V by descending count, ties by ascending bytes; the vocabulary file lists them in
+id order, one per line, so ``tf.keras.layers.StringLookup(vocabulary=file, num_oov_indices=1)`` gives the same
+ids; everything else (missing, rarer, never seen) is id 0.
+
+Values are fixed-width bytes arrays (numpy ``S``): a value's trailing NUL bytes are not kept (no real table
+has them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+__all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "Run", "merge_runs", "select", "Lookup", "vocab_bytes",
+           "parse_vocab"]
+
+CHUNK = 1 << 16  # entries read from each run at a time by the merge
+
+
+def sort_key(values: np.ndarray) -> np.ndarray:
+    """A key that sorts like the values' bytes: values of at most 8 bytes (Criteo's hex strings) as big-endian
+    uint64 (radix-sorted, several times faster than comparing bytes), longer ones as they are."""
+    if values.dtype.itemsize <= 8:
+        return np.ascontiguousarray(values.astype("S8")).view(">u8").astype(np.uint64)
+    return values
+
+
+def unique_counts(values: np.ndarray, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique values and their summed counts (``counts``: per value, default 1 each)."""
+    if not values.size:
+        return np.zeros(0, "S1"), np.zeros(0, np.int64)
+    key = sort_key(values)
+    if counts is None and key.dtype == np.uint64:  # a plain sort, no permutation: the keys give the values back
+        key = np.sort(key)
+        flag = np.ones(key.size, np.bool_)
+        flag[1:] = key[1:] != key[:-1]
+        idx = np.flatnonzero(flag)
+        u = key[idx].astype(">u8").view("S8")
+        return u.astype(f"S{max(values.dtype.itemsize, 1)}"), np.diff(np.append(idx, key.size)).astype(np.int64)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    flag = np.ones(key.size, np.bool_)
+    flag[1:] = key[1:] != key[:-1]
+    idx = np.flatnonzero(flag)
+    if counts is None:
+        c = np.diff(np.append(idx, key.size)).astype(np.int64)
+    else:
+        c = np.add.reduceat(counts[order], idx)
+    return values[order[idx]], c
+
+
+def unique_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values (as ``S8``) and counts of values given by their uint64 keys, the empty value
+    (key 0) left out."""
+    k = np.sort(keys)
+    flag = np.ones(k.size, np.bool_)
+    flag[1:] = k[1:] != k[:-1]
+    idx = np.flatnonzero(flag)
+    counts = np.diff(np.append(idx, k.size)).astype(np.int64)
+    u = k[idx]
+    if u.size and u[0] == 0:
+        u, counts = u[1:], counts[1:]
+    return u.astype(">u8").view("S8"), counts
+
+
+def merge_sorted(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique values and summed counts of ``(values, counts)`` parts."""
+    parts = [p for p in parts if p[0].size]
+    if not parts:
+        return np.zeros(0, "S1"), np.zeros(0, np.int64)
+    if len(parts) == 1:
+        return parts[0]
+    return unique_counts(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def servable(values: np.ndarray) -> np.ndarray:
+    """Which values a vocabulary file can hold so that StringLookup reads them back: not empty (missing), no
+    newline, no trailing carriage return (TensorFlow's line reader drops it)."""
+    ok = values != b""
+    if values.dtype.itemsize > 0:
+        ok &= ~np.char.endswith(values, b"\r") & (np.char.find(values, b"\n") < 0)
+    return ok
+
+
+@dataclass(frozen=True)
+class Run:
+    """A sorted run of one column in the temporary area: ``key + '.v'`` (values, ``width`` bytes each) and
+    ``key + '.c'`` (int64 counts), ``size`` entries."""
+
+    key: str
+    width: int
+    size: int
+
+
+class ColumnCounter:
+    """One column's counts in one task: blocks in, sorted runs out (see the module docstring)."""
+
+    def __init__(self, area, key: str, limit: int):
+        self.area, self.key, self.limit = area, key, max(int(limit), 1 << 16)
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self.nbytes = 0
+        self.runs: list[Run] = []
+
+    def add(self, values: np.ndarray | None, keys: np.ndarray | None = None) -> None:
+        """Count a block's values (a bytes array, or ``keys``: the uint64 keys of values of at most 8 bytes)."""
+        if keys is not None:
+            u, c = unique_keys(keys)
+        elif values.size:
+            u, c = unique_counts(values)
+        else:
+            return
+        ok = servable(u)  # on the block's distinct values only
+        u, c = u[ok], c[ok]
+        self.parts.append((u, c))
+        self.nbytes += u.nbytes + c.nbytes
+        if self.nbytes > self.limit // 2:
+            self.parts = [merge_sorted(self.parts)]
+            self.nbytes = self.parts[0][0].nbytes + self.parts[0][1].nbytes
+            if self.nbytes > self.limit // 2:
+                self.spill()
+
+    def spill(self) -> None:
+        v, c = merge_sorted(self.parts)
+        self.parts, self.nbytes = [], 0
+        if not v.size:
+            return
+        run = Run(f"{self.key}-r{len(self.runs):04d}", v.dtype.itemsize, int(v.size))
+        self.area.put_array(run.key + ".v", np.frombuffer(v.tobytes(), np.uint8))
+        self.area.put_array(run.key + ".c", c)
+        self.runs.append(run)
+
+    def finish(self) -> list[Run]:
+        self.spill()
+        return self.runs
+
+
+class _Reader:
+    def __init__(self, area, run: Run, chunk: int):
+        self.area, self.run, self.chunk, self.at = area, run, chunk, 0
+        self.v = np.zeros(0, f"S{run.width}")
+        self.c = np.zeros(0, np.int64)
+
+    @property
+    def more(self) -> bool:
+        return self.at < self.run.size
+
+    def fill(self) -> None:
+        if self.v.size or not self.more:
+            return
+        a, b, w = self.at, min(self.at + self.chunk, self.run.size), self.run.width
+        self.v = np.frombuffer(self.area.get_range(self.run.key + ".v", a * w, b * w), f"S{w}")
+        self.c = np.frombuffer(self.area.get_range(self.run.key + ".c", a * 8, b * 8), np.int64)
+        self.at = b
+
+    def take(self, bound) -> tuple[np.ndarray, np.ndarray]:
+        k = self.v.size if bound is None else int(np.searchsorted(self.v, bound, side="right"))
+        out = (self.v[:k], self.c[:k])
+        self.v, self.c = self.v[k:], self.c[k:]
+        return out
+
+
+def merge_runs(area, runs: Sequence[Run], chunk: int = CHUNK) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The merged ``(values, counts)`` of sorted runs, in ascending value order, chunk by chunk: at most about
+    ``chunk`` entries of every run are held at a time."""
+    readers = [_Reader(area, r, chunk) for r in runs if r.size]
+    while True:
+        for r in readers:
+            r.fill()
+        live = [r for r in readers if r.v.size]
+        if not live:
+            return
+        pending = [r for r in live if r.more]  # runs with entries still on disk bound what is final
+        bound = min(r.v[-1] for r in pending) if pending else None
+        v, c = merge_sorted([r.take(bound) for r in live])
+        if v.size:
+            yield v, c
+
+
+def select(merged: Iterator[tuple[np.ndarray, np.ndarray]], min_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The vocabulary: values seen at least ``min_count`` times in id order (descending count, ties by ascending
+    bytes) and their counts."""
+    kept = [(v[c >= min_count], c[c >= min_count]) for v, c in merged]
+    if not kept:
+        return np.zeros(0, "S1"), np.zeros(0, np.int64)
+    v = np.concatenate([k[0] for k in kept])
+    c = np.concatenate([k[1] for k in kept])
+    order = np.argsort(-c, kind="stable")  # the merge gives ascending values: ties stay in byte order
+    return v[order], c[order]
+
+
+def vocab_bytes(values: np.ndarray) -> bytes:
+    """A vocabulary file: one value per line, in id order (id 1 first)."""
+    return b"\n".join(values.tolist()) + b"\n" if values.size else b""
+
+
+def parse_vocab(data: bytes) -> np.ndarray:
+    """The values of a vocabulary file, in id order."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return np.array(lines, dtype="S") if lines else np.zeros(0, "S1")
+
+
+class Lookup:
+    """Value -> id of one column's vocabulary (values in id order): a sorted copy and ``searchsorted``."""
+
+    def __init__(self, values: np.ndarray):
+        from .kernel import table_build
+
+        order = np.argsort(sort_key(values), kind="stable")
+        self.sorted = values[order]
+        self.ids = (order + 1).astype(np.int64)
+        self.size = int(values.size)
+        key = sort_key(values)
+        self.table = table_build(key, np.arange(1, key.size + 1, dtype=np.int64)) if key.dtype == np.uint64 else None
+
+    def of(self, rows, j: int) -> np.ndarray:
+        """The ids of column ``j`` of a block of ``Rows``."""
+        key = rows.key(j)
+        if key is not None and self.table is not None:
+            from .kernel import table_get
+
+            return table_get(*self.table, key) if self.size else np.zeros(key.size, np.int64)  # key 0: empty
+        return self(rows.cat(j))
+
+    def __call__(self, column: np.ndarray) -> np.ndarray:
+        if not self.size:
+            return np.zeros(column.size, np.int64)
+        if self.table is not None and column.dtype.itemsize <= 8:  # values of at most 8 bytes: a hash table
+            from .kernel import table_get
+
+            ids = table_get(*self.table, sort_key(column))
+            return np.where(column != b"", ids, 0)
+        if self.table is not None:  # longer values than any in the vocabulary: none is in it
+            return np.zeros(column.size, np.int64)
+        at = np.minimum(np.searchsorted(self.sorted, column), self.size - 1)
+        hit = (self.sorted[at] == column) & (column != b"")
+        return np.where(hit, self.ids[at], 0)

@@ -1,0 +1,160 @@
+"""convert tabular against an independent per-row reference (tests/converters/tabularref.py): DeepFM rows
+parsed with plain tf.io.parse_example, DLRM columnar rows through build_dataset, --vocab-from, --min-count,
+min-max, negative downsampling; the same shard bytes from gzip, CRLF, CSV and Parquet copies."""
+from __future__ import annotations
+
+import gzip
+import os
+
+import numpy as np
+import pytest
+import tabularref as R
+from tfread import read_back
+
+from converters.engines.inprocess import run_job
+from converters.shardset.manifest import MANIFEST_NAME
+from converters.shardset.options import ShardOutputOptions
+from converters.shardset.verify import verify
+from converters.tabular.job import TabularJob
+from converters.tabular.options import TabularOptions
+
+SMALL = {"block_bytes": 4096, "chunk_rows": 97}  # many blocks, chunks and shards from a few hundred rows
+
+
+def convert(inputs, out, shard_size=20_000, layout="example", **kw) -> object:
+    block_rows = 64 if layout == "columnar" else None
+    opts = TabularOptions(output=ShardOutputOptions(shard_size=shard_size, layout=layout, block_rows=block_rows),
+                          **kw)
+    return run_job(TabularJob.create([str(i) for i in inputs], str(out), opts, **SMALL))
+
+
+@pytest.fixture(scope="module")
+def days(tmp_path_factory):
+    d = tmp_path_factory.mktemp("days")
+    lines = [R.day_lines(10 + k, 300) for k in range(3)]
+    for k, ls in enumerate(lines):
+        R.write_day(d / f"day_{k}", ls)
+    return d, lines
+
+
+def shard_bytes(m) -> list[bytes]:
+    return [open(p, "rb").read() for p in m.shard_paths()]
+
+
+def test_deepfm_rows_match_the_reference(days, tmp_path):
+    d, lines = days
+    m = convert([d / "day_0", d / "day_1"], tmp_path / "s")
+    train = lines[0] + lines[1]
+    vocab = R.vocabularies(train)
+    got = read_back(m)
+    ref = R.deepfm_rows(train, vocab)
+    assert len(m.shards) > 3 and m.records == len(train)
+    np.testing.assert_array_equal(got["ids"], np.array([r[0] for r in ref], np.int64))
+    assert got["values"].tobytes() == np.array([r[1] for r in ref], np.float32).tobytes()
+    np.testing.assert_array_equal(got["label"], np.array([r[2] for r in ref], np.float32))
+    sizes = [len(v) + 1 for v in vocab]
+    assert m.extra["feature_size"] == 13 + sum(sizes)
+    for c in range(26):
+        entry = m.extra["categorical"][f"C{c + 1}"]
+        assert entry["table_size"] == sizes[c]
+        assert open(tmp_path / "s" / "vocab" / f"C{c + 1}.txt").read().splitlines() == vocab[c]
+    verify(str(tmp_path / "s"))
+
+
+def test_dlrm_columnar_through_build_dataset(days, tmp_path):
+    from pipeline import PipelineSpec, build_dataset
+
+    d, lines = days
+    m = convert([d / "day_0"], tmp_path / "s", layout="columnar", target="dlrm", min_count=2)
+    vocab = R.vocabularies(lines[0], 2)
+    ref = R.dlrm_rows(lines[0], vocab)
+    assert m.layout.columnar and len(m.shards) > 1
+    feats, labels = [], []
+    for f, y in build_dataset(PipelineSpec.from_manifest(str(tmp_path / "s"), 50)):
+        feats.append({k: v.numpy() for k, v in f.items()})
+        labels.append(y.numpy())
+    dense = np.concatenate([f["dense"] for f in feats])
+    sparse = np.concatenate([f["sparse"] for f in feats])
+    assert dense.tobytes() == np.array([r[0] for r in ref], np.float32).tobytes()
+    np.testing.assert_array_equal(sparse, np.array([r[1] for r in ref], np.int64))
+    np.testing.assert_array_equal(np.concatenate(labels).reshape(-1), [r[2] for r in ref])
+    verify(str(tmp_path / "s"))
+
+
+def test_vocab_from_converts_a_later_day_with_the_training_ids(days, tmp_path):
+    d, lines = days
+    convert([d / "day_0", d / "day_1"], tmp_path / "train", min_count=2)
+    m = convert([d / "day_2"], tmp_path / "test", vocab_from=str(tmp_path / "train"))
+    vocab = R.vocabularies(lines[0] + lines[1], 2)
+    ref = R.deepfm_rows(lines[2], vocab)
+    np.testing.assert_array_equal(read_back(m)["ids"], np.array([r[0] for r in ref], np.int64))
+    for c in (1, 26):
+        a = (tmp_path / "train" / "vocab" / f"C{c}.txt").read_bytes()
+        assert (tmp_path / "test" / "vocab" / f"C{c}.txt").read_bytes() == a
+    assert m.options["vocab_from"] == "train"
+
+
+def test_minmax_is_fitted_on_the_counting_pass(days, tmp_path):
+    d, lines = days
+    m = convert([d / "day_0"], tmp_path / "s", numeric="minmax", target="dlrm")
+    raw = np.array([[max(int(v or 0), 0) for v in R.fields(ln)[1:14]] for ln in lines[0]], np.float64)
+    lo, hi = np.zeros(13), raw.max(axis=0)
+    span = hi - lo
+    want = np.where(span > 0, (raw - lo) / np.where(span > 0, span, 1), 0).astype(np.float32)
+    assert read_back(m)["dense"].tobytes() == want.tobytes()
+    assert m.extra["minmax"]["I1"] == [0.0, float(hi[0])]
+
+
+def test_negative_rate_keeps_every_positive_and_the_recorded_fraction(days, tmp_path):
+    d, lines = days
+    m = convert([d / "day_0", d / "day_1"], tmp_path / "s", negative_rate=0.5, seed=3)
+    labels = [int(R.fields(ln)[0]) for ln in lines[0] + lines[1]]
+    got = read_back(m)["label"]
+    assert int(got.sum()) == sum(labels)
+    x = m.extra
+    assert x["negatives_in"] == labels.count(0)
+    assert m.records == sum(labels) + x["negatives_kept"]
+    assert 0.35 < x["negative_kept_fraction"] < 0.65
+    assert m.skipped == {"sampled_out": labels.count(0) - x["negatives_kept"]}
+    again = convert([d / "day_0", d / "day_1"], tmp_path / "t", negative_rate=0.5, seed=3)
+    assert shard_bytes(again) == shard_bytes(m)
+    other = convert([d / "day_0", d / "day_1"], tmp_path / "u", negative_rate=0.5, seed=4)
+    assert shard_bytes(other) != shard_bytes(m)
+
+
+def _parquet(path, lines):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [R.fields(ln) for ln in lines]
+    cols = {"label": pa.array([int(r[0]) for r in rows], pa.int64())}
+    for j in range(13):
+        cols[f"I{j + 1}"] = pa.array([int(r[1 + j]) if r[1 + j] else None for r in rows], pa.int64())
+    for c in range(26):
+        cols[f"C{c + 1}"] = pa.array([r[14 + c] or None for r in rows], pa.string())
+    names = list(cols)[::-1]  # by name: any column order
+    pq.write_table(pa.table({n: cols[n] for n in names}), path, row_group_size=100)
+
+
+def test_gzip_crlf_csv_and_parquet_copies_give_the_same_shards(days, tmp_path):
+    d, lines = days
+    base = convert([d / "day_0"], tmp_path / "base")
+    with gzip.open(tmp_path / "day.gz", "wt", newline="") as fh:
+        fh.write("".join(ln + "\n" for ln in lines[0]))
+    R.write_day(tmp_path / "crlf", lines[0], crlf=True)
+    header = ",".join(["label", *(f"I{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 27))])
+    (tmp_path / "day.csv").write_text(header + "\n" + "".join(ln.replace("\t", ",") + "\n" for ln in lines[0]))
+    _parquet(tmp_path / "day.parquet", lines[0])
+    for name in ("day.gz", "crlf", "day.csv", "day.parquet"):
+        m = convert([tmp_path / name], tmp_path / f"o-{name}")
+        assert shard_bytes(m) == shard_bytes(base), name
+        assert (tmp_path / f"o-{name}" / "vocab" / "C7.txt").read_bytes() == (tmp_path / "base/vocab/C7.txt").read_bytes()
+
+
+def test_input_order_is_kept(days, tmp_path):
+    d, lines = days
+    m = convert([d / "day_1", d / "day_0"], tmp_path / "s", target="dlrm")
+    ref = R.dlrm_rows(lines[1] + lines[0], R.vocabularies(lines[1] + lines[0]))
+    np.testing.assert_array_equal(read_back(m)["sparse"], np.array([r[1] for r in ref], np.int64))
+    assert [os.path.basename(i.path) for i in m.inputs] == ["day_1", "day_0"]
+    assert os.path.exists(tmp_path / "s" / MANIFEST_NAME)

@@ -1,0 +1,74 @@
+"""Bad rows are named by file:line (wrong field count, a non-integer count, int64 overflow, a label other than
+0/1); --on-error skip counts them by reason in the manifest and keeps the rest; a failed run leaves nothing."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import tabularref as R
+
+from converters.cli import main
+from converters.engines.inprocess import run_job
+from converters.shardset.options import ShardOutputOptions
+from converters.tabular.job import TabularJob
+from converters.tabular.options import TabularOptions
+from converters.util.errors import InputError
+
+GOOD = R.day_lines(7, 6)
+
+
+def _with(k, field, value):
+    f = R.fields(GOOD[k])
+    f[field] = value
+    return "\t".join(f)
+
+
+BAD = {  # name -> (bad line, reason, words of the message)
+    "fields": ("\t".join(R.fields(GOOD[0])[:39]), "wrong_field_count", "expected 40 tab-separated fields, got 39"),
+    "12abc": (_with(1, 3, "12abc"), "not_an_integer", "column I3: '12abc' is not an integer"),
+    "float": (_with(1, 1, "1.5"), "not_an_integer", "column I1: '1.5' is not an integer"),
+    "overflow": (_with(2, 13, "9223372036854775808"), "int64_overflow", "column I13: '9223372036854775808'"),
+    "label": (_with(3, 0, "2"), "bad_label", "label '2' is not 0 or 1"),
+    "nolabel": (_with(3, 0, ""), "bad_label", "label '' is not 0 or 1"),
+}
+
+
+def _job(path, out, on_error="raise"):
+    opts = TabularOptions(output=ShardOutputOptions(on_error=on_error))
+    return TabularJob.create([str(path)], str(out), opts)
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_row_is_named_by_file_and_line(tmp_path, name):
+    line, reason, words = BAD[name]
+    R.write_day(tmp_path / "day", GOOD[:4] + [line] + GOOD[4:])
+    with pytest.raises(InputError) as exc:
+        run_job(_job(tmp_path / "day", tmp_path / "out"))
+    assert str(exc.value).startswith(f"{tmp_path / 'day'}:5: {reason}: ")
+    assert words in str(exc.value)
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []  # a failed run leaves nothing
+
+
+def test_limits_of_int64_are_integers(tmp_path):
+    lines = [_with(0, 1, "9223372036854775807"), _with(1, 2, "-9223372036854775808"), _with(2, 3, "+7")]
+    R.write_day(tmp_path / "day", lines)
+    assert run_job(_job(tmp_path / "day", tmp_path / "out")).records == 3
+
+
+def test_skip_counts_by_reason_and_keeps_the_rest(tmp_path):
+    lines = list(GOOD)
+    for i, name in enumerate(BAD):
+        lines.insert(2 * i, BAD[name][0])
+    R.write_day(tmp_path / "day", lines)
+    m = run_job(_job(tmp_path / "day", tmp_path / "out", "skip"))
+    assert m.records == len(GOOD)
+    assert m.skipped == {"wrong_field_count": 1, "not_an_integer": 2, "int64_overflow": 1, "bad_label": 2}
+    assert m.inputs[0].examples[0].startswith(f"{tmp_path / 'day'}:1: wrong_field_count")
+
+
+def test_cli_prints_one_line_and_exits_2(tmp_path, capsys):
+    R.write_day(tmp_path / "day", GOOD[:2] + [BAD["12abc"][0]])
+    rc = main(["convert", "tabular", str(tmp_path / "day"), "--out", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f"day:3: not_an_integer: column I3: '12abc'" in err[0]
+    assert not os.path.exists(tmp_path / "out" / "index.json")
