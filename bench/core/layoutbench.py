@@ -128,8 +128,9 @@ def compare_layouts(example: str, columnar: str, batch: int, *, rounds: int = 5,
 def shuffle_table(root: str, rows: int, buffers, *, seeds=(1, 2, 3), block_rows: int = 256,
                   batch: int = 256) -> list[dict]:
     """Per buffer and layout: the mean displacement and rank correlation of seeded shuffled reads of one-file
-    sets (the Example set through ``shuffle(B)``, ``resumable=False``, as the columnar set's own graph shuffles)
-    sets of ``rows`` rows whose label is the row index (mean over ``seeds``)."""
+    sets of ``rows`` rows whose label is the row index (mean over ``seeds``): the Example set through
+    ``shuffle(B)`` (``resumable=False``), the columnar set through its default graph (the resumable order over
+    its rows)."""
     from converters.libsvm.options import libsvm_schema
     from pipeline import PipelineSpec, build_dataset
 
@@ -141,9 +142,9 @@ def shuffle_table(root: str, rows: int, buffers, *, seeds=(1, 2, 3), block_rows:
     out = []
     for b in buffers:
         row = {"buffer": b, "rows": rows, "block_rows": block_rows}
-        for name, path in (("example", ex), ("columnar", col)):
+        for name, path, resumable in (("example", ex, False), ("columnar", col, None)):
             runs = [mix(read_order(build_dataset(PipelineSpec.from_manifest(
-                path, batch, shuffle_buffer=b, seed=s, cache="none", resumable=False)))) for s in seeds]
+                path, batch, shuffle_buffer=b, seed=s, cache="none", resumable=resumable)))) for s in seeds]
             row[f"{name}_displacement"] = float(np.mean([x["mean_displacement"] for x in runs]))
             row[f"{name}_rank_correlation"] = float(np.mean([x["rank_correlation"] for x in runs]))
         row["displacement_ratio"] = row["columnar_displacement"] / row["example_displacement"]
