@@ -4,7 +4,8 @@ graph (and tfpipe's default) on the Example set, in paired rounds with the order
 disk — for fixed-width Criteo-like LibSVM rows and for text windows of 2,049 token ids. With SET (a fixed-width
 set of either layout) its rows are re-laid into the other layout and measured instead of the Criteo rows.
 ``--busy N`` runs N busy loops beside the rounds; ``--shuffle`` adds how far a seeded shuffled read moves rows
-in each layout with the same buffer."""
+in each layout with the same buffer; ``--shuffle-buffer B`` adds the seeded shuffled read (the default graph of
+both layouts, ``seed=1``) against the hand-tuned ``shuffle(B)`` graph on the Example set, in paired rounds."""
 from __future__ import annotations
 
 import argparse
@@ -47,6 +48,9 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N", help="paired rounds (default 5)")
     p.add_argument("--busy", type=nonneg_int, default=0, metavar="N", help="busy loops beside the rounds (default 0)")
     p.add_argument("--shuffle", action="store_true", help="also measure how far a shuffled read moves rows")
+    p.add_argument("--shuffle-buffer", type=nonneg_int, default=0, metavar="B",
+                   help="also time the seeded shuffled default of both layouts against the hand-tuned shuffle(B) "
+                        "Example graph (default 0: not timed)")
     add_json_option(p, "the report")
     p.set_defaults(layout_parser=p)
     return p
@@ -82,16 +86,17 @@ def run(args) -> int:
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     report = run_benchmark(args.path, rows=args.rows, windows=args.windows, batch_size=args.batch_size,
                            text_batch_size=args.text_batch_size, block_rows=args.block_rows, rounds=args.repeats,
-                           busy=args.busy, shuffle=args.shuffle, log=say)
+                           busy=args.busy, shuffle=args.shuffle, shuffle_buffer=args.shuffle_buffer, log=say)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 
 
 def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows: int = DEFAULT_WINDOWS,
                   batch_size: int = 1024, text_batch_size: int = 64, block_rows: int = DEFAULT_BLOCK_ROWS, rounds: int = 5,
-                  busy: int = 0, shuffle: bool = False, workdir: str | None = None, log=None) -> dict:
+                  busy: int = 0, shuffle: bool = False, shuffle_buffer: int = 0, workdir: str | None = None,
+                  log=None) -> dict:
     """Write the sets, then the paired rounds of each workload (beside ``busy`` busy loops); the report dict."""
-    from ..core.layoutbench import compare_layouts, criteo_sets, relay_set, shuffle_table, text_sets
+    from ..core.layoutbench import compare_layouts, compare_shuffled, criteo_sets, relay_set, shuffle_table, text_sets
     from ..core.loaded import BUSY_LOOP, neighbour_processes
 
     say = log or (lambda s: None)
@@ -112,6 +117,10 @@ def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows:
             for name, ((example, columnar), batch) in work.items():
                 say(f"{name}: {rounds} paired rounds, batch {batch}")
                 report["workloads"][name] = compare_layouts(example, columnar, batch, rounds=rounds, log=say)
+                if shuffle_buffer and name != "text":
+                    say(f"{name}: seeded shuffled reads, shuffle_buffer {shuffle_buffer:,}")
+                    report["workloads"][name]["shuffled"] = compare_shuffled(example, columnar, batch, shuffle_buffer,
+                                                                             rounds=rounds, log=say)
         if shuffle:
             say("shuffle: mean displacement and rank correlation per layout ...")
             report["shuffle"] = shuffle_table(os.path.join(tmp, "mix"), min(rows, 100_000), SHUFFLE_BUFFERS)
@@ -135,6 +144,14 @@ def format_report(r: dict) -> str:
                   f"    columnar vs best Example  {w['ratio']:.2f}x (range {w['ratio_min']:.2f}-{w['ratio_max']:.2f}; "
                   f"{ok} the bar >= {r['target_ratio']:g}x), per CPU-second {w['cpu_ratio']:.2f}x, bytes "
                   f"{w['bytes_ratio']:.3f}x"]
+        sh = w.get("shuffled")
+        if sh:
+            lines += [f"    seeded shuffled read (shuffle_buffer {sh['shuffle_buffer']:,}, load {sh['load_min']:.1f}-"
+                      f"{sh['load_max']:.1f}), vs the hand-tuned shuffle(B) Example graph "
+                      f"({sh['hand_shuffle_rec_s']:,.0f} rec/s):"]
+            for key, what in (("columnar_default", "columnar default"), ("example_default", "Example default")):
+                lines.append(f"      {what:<22}  {sh[key + '_rec_s']:>12,.0f} rec/s  {sh[key + '_ratio']:.2f}x (range "
+                             f"{sh[key + '_ratio_min']:.2f}-{sh[key + '_ratio_max']:.2f})")
     for row in r.get("shuffle", []):
         lines.append(f"  shuffle_buffer {row['buffer']:,}: mean displacement Example {row['example_displacement']:,.0f}"
                      f" / columnar {row['columnar_displacement']:,.0f} ({row['displacement_ratio']:.2f}x), rank "

@@ -3,14 +3,17 @@
 For each variant of ``bench.core.variants.VARIANTS`` (naive per-record parse, the vectorized ``build_dataset``
 defaults, hand-tuned candidates, no prefetch, cache placement, Pipe mode, shuffle):
 
-1. pure pipeline throughput (records/s with no training step), with its ratio to the naive graph and to
-   the best hand-tuned graph;
+1. pure pipeline throughput (records/s with no training step) over ``--runs`` rounds (every variant once per
+   round, the order rotated by one per round): each variant's min, median and max records/s, and the
+   medians of its per-round ratios to the naive graph and to the best hand-tuned graph of the same round
+   (a graph's speed on a shared host changes from run to run; one figure hides which speed it got);
 2. against a simulated accelerator step: input-wait %, verdict, records/s, step times. Without
    ``--step-ms`` the step (and, without ``--batch-size``, the step scenario's batch size) is chosen from
    the throughputs just measured: one at which the naive graph is input-bound and the default graph is
    not (``choose_scenario``), and the output says why.
 
-Prints a table and SageMaker-style metric lines; ``--json`` and ``--png`` write the results and the chart
+The row of tfpipe's default graph (``vectorized``: ``build_dataset`` with the defaults) is marked
+``tfpipe default``, the hand-tuned graphs ``hand-tuned``. Prints a table and SageMaker-style metric lines; ``--json`` and ``--png`` write the results and the chart
 (two panels: no-step throughput per variant, and the per-step wait/compute split).
 Without DIR (or with ``--generate N``) a Criteo-like shard set is generated in a temporary directory.
 """
@@ -26,7 +29,8 @@ import tempfile
 from converters.cli.parser import add_json_out_option, add_output_file_option, add_set_argument, old_spelling
 from converters.cli.types import nonneg_int, positive_float, positive_int, step_milliseconds
 
-__all__ = ["add_parser", "run", "load_variants", "choose_scenario", "DEFAULT_GENERATE", "DEFAULT_STEP_MS"]
+__all__ = ["add_parser", "run", "load_variants", "choose_scenario", "throughput_rounds", "roles", "DEFAULT_GENERATE",
+           "DEFAULT_STEP_MS", "DEFAULT_RUNS", "DEFAULT_VARIANT"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,8 @@ FETCH_FLOOR_MS = 2.0        # next() on a ready batch after an idle step: ~1 ms 
 MIN_STEP_MS = 80.0          # the fetch floor stays at half of 5 % (not input-bound) of a step this long
 NAIVE_SHARE = 3             # the step is a third of the naive graph's time per batch (it idles ~2/3)
 MAX_BATCH_SCALE = 64
+DEFAULT_RUNS = 5            # no-step throughput rounds: each variant's distribution over them
+DEFAULT_VARIANT = "vectorized"   # the variant that is tfpipe's default graph (build_dataset, default options)
 
 
 def add_parser(bench_sub) -> argparse.ArgumentParser:
@@ -57,6 +63,8 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="unmeasured warmup steps per variant (default 10)")
     p.add_argument("--throughput-batches", type=positive_int, default=None, metavar="N",
                    help="batches read per variant for the no-step throughput (default: one epoch, at most 400)")
+    p.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, metavar="N",
+                   help=f"no-step throughput rounds (default {DEFAULT_RUNS}): min, median and max per variant")
     p.add_argument("--variants", default=None, metavar="A,B", help="comma-separated variant names (default: all)")
     p.add_argument("--device", choices=("auto", "host", "gpu"), default="auto",
                    help="where the simulated step runs (default auto: GPU if TensorFlow sees one)")
@@ -133,6 +141,38 @@ def choose_scenario(naive_rate: float, default_rate: float, batch_size: int, *,
     return batch, step, why
 
 
+def roles(names, hand_tuned) -> dict[str, str]:
+    """The table's mark of each variant: ``tfpipe default`` for :data:`DEFAULT_VARIANT`, ``hand-tuned``."""
+    return {n: ("tfpipe default" if n == DEFAULT_VARIANT else "hand-tuned" if n in hand_tuned else "") for n in names}
+
+
+def throughput_rounds(V, data_dir: str, batch_size: int, names: list[str], *, runs: int, max_batches: int,
+                      options: dict | None = None) -> dict[str, dict]:
+    """Per variant over ``runs`` rounds (the order rotated by one per round): the median, min and max records/s
+    and every round's, and the medians of the per-round ratios to naive and to the best hand-tuned graph."""
+    import statistics
+
+    per: dict[str, list[dict]] = {n: [] for n in names}
+    for r in range(runs):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for row in V.run_speed_suite(data_dir, batch_size, order, max_batches=max_batches, options=options):
+            per[row["variant"]].append(row)
+    out = {}
+    for n, rows in per.items():
+        rates = [x["records_per_s"] for x in rows]
+        best = dict(max(rows, key=lambda x: x["records_per_s"]))
+
+        def med(key):
+            vals = [x[key] for x in rows if x.get(key) is not None]
+            return statistics.median(vals) if vals else None
+
+        best.update({"records_per_s": statistics.median(rates), "records_per_s_min": min(rates),
+                     "records_per_s_max": max(rates), "rates": [round(x, 1) for x in rates], "runs": len(rates),
+                     "vs_naive": med("vs_naive"), "vs_best_hand_tuned": med("vs_best_hand_tuned")})
+        out[n] = best
+    return out
+
+
 # -- command -------------------------------------------------------------------------------------------
 
 def run(args) -> int:
@@ -183,10 +223,10 @@ def _run(args, data_dir: str, scratch: str) -> int:
     if not args.no_throughput:
         epoch_batches = max(1, manifest.records // batch_size)
         max_batches = args.throughput_batches or min(epoch_batches, 400)
-        print(f"throughput with no step: {len(names)} variants, up to {max_batches} batches each", file=sys.stderr)
-        rows = V.run_speed_suite(data_dir, batch_size, names, max_batches=max_batches,
+        print(f"throughput with no step: {len(names)} variants, up to {max_batches} batches each, {args.runs} "
+              f"round(s)", file=sys.stderr)
+        tput = throughput_rounds(V, data_dir, batch_size, names, runs=args.runs, max_batches=max_batches,
                                  options={"pipe": {"pipe_dir": os.path.join(scratch, "pipe-throughput")}})
-        tput = {row["variant"]: row for row in rows}
 
     # 2. against the simulated step: input wait, verdict, cost
     step_batch, step_ms, step_why = _scenario(args, tput, batch_size)
@@ -211,14 +251,18 @@ def _run(args, data_dir: str, scratch: str) -> int:
                       price_per_hour=args.price_per_hour, records_per_epoch=manifest.records,
                       gpu_sampler="auto", on_report=show)
 
-    extra_cols = {}
+    extra_cols = {"graph": roles(names, hand_tuned)}
     if tput:
         def ratio(v):
             return "-" if v is None else f"{v:.2f}x"
         extra_cols["no-step rec/s"] = {n: f"{t['records_per_s']:,.0f}" for n, t in tput.items()}
+        extra_cols["min-max"] = {n: f"{t['records_per_s_min']:,.0f}-{t['records_per_s_max']:,.0f}"
+                                 for n, t in tput.items()}
         extra_cols["vs naive"] = {n: ratio(t.get("vs_naive")) for n, t in tput.items()}
         extra_cols["vs best tuned"] = {n: ratio(t.get("vs_best_hand_tuned")) for n, t in tput.items()}
-    print(f"{manifest.records:,} records in {len(manifest.shards)} shards; no-step throughput at batch {batch_size}; "
+    runs = f"median [min-max] of {args.runs} round(s), load {os.getloadavg()[0]:.1f}; " if tput else ""
+    print(f"{manifest.records:,} records in {len(manifest.shards)} shards; no-step throughput at batch {batch_size} "
+          f"({runs}ratios: medians of per-round ratios); "
           f"step scenario: batch {step_batch}, simulated step {step_ms:g} ms on {device}; {os.cpu_count()} vCPUs")
     print(format_table(reports, extra_columns=extra_cols))
     for r in reports:
@@ -228,7 +272,8 @@ def _run(args, data_dir: str, scratch: str) -> int:
             "batch_size": batch_size, "step_batch_size": step_batch, "step_ms": step_ms,
             "step_chosen": args.step_ms is None, "step_why": step_why, "step_device": device,
             "steps": args.steps, "warmup": args.warmup, "price_per_hour": args.price_per_hour,
-            "hand_tuned": hand_tuned, "cpu_count": os.cpu_count(), "throughput": tput}
+            "hand_tuned": hand_tuned, "default_variant": DEFAULT_VARIANT, "runs": args.runs,
+            "cpu_count": os.cpu_count(), "throughput": tput}
     if args.json_out:
         from converters.util.outfile import write_output
 

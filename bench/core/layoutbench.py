@@ -6,6 +6,9 @@
   CPU-second (this process's CPU time, the steadier figure on a busy host) and bytes on disk.
 - :func:`criteo_sets`, :func:`text_sets`, :func:`relay_set`: the same rows in both layouts (fixed-width
   Criteo-like LibSVM rows; token windows of ``seq_len + 1`` ids; or the rows of a given set, re-laid).
+- :func:`compare_shuffled`: the seeded shuffled read users train on: paired rounds of tfpipe's default graph of
+  a seeded, shuffled spec on each layout (the resumable order; over rows on the columnar set) against the
+  hand-tuned ``TFRecordDataset → shuffle(B) → batch → parse_example`` graph on the Example set.
 - :func:`shuffle_table`: how far a seeded shuffled read moves rows in each layout with the same buffer
   (``bench.core.shufflemix``: mean displacement, rank correlation).
 """
@@ -18,7 +21,7 @@ import numpy as np
 
 from .layoutsets import write_columnar, write_examples, write_layout_sets
 
-__all__ = ["compare_layouts", "criteo_sets", "text_sets", "relay_set", "set_bytes", "shuffle_table",
+__all__ = ["compare_layouts", "compare_shuffled", "hand_shuffle", "criteo_sets", "text_sets", "relay_set", "set_bytes", "shuffle_table",
            "TEXT_SEQ_LEN", "TEXT_VOCAB"]
 
 TEXT_SEQ_LEN = 2048        # windows of 2,049 token ids (inputs and the shifted targets in one row)
@@ -125,11 +128,62 @@ def compare_layouts(example: str, columnar: str, batch: int, *, rounds: int = 5,
             "cpu_count": os.cpu_count()}
 
 
+def hand_shuffle(example: str, batch: int, buffer: int, seed: int):
+    """The hand-tuned shuffled Example graph: one sequential reader (8 MiB buffer) → ``shuffle(buffer, seed)`` →
+    ``batch`` → one ``parse_example`` per batch (AUTOTUNE calls) → ``prefetch``."""
+    import tensorflow as tf
+
+    from .variants import _BUFFER, _manifest, _parse
+
+    spec = _manifest(example)
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).shuffle(buffer, seed=seed)
+    return ds.batch(batch).map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+SHUFFLED = ("hand_shuffle", "example_default", "columnar_default")
+
+
+def compare_shuffled(example: str, columnar: str, batch: int, buffer: int, *, seed: int = 1, rounds: int = 5,
+                     log=None) -> dict:
+    """Paired rounds (the order reversed every other round) of :data:`SHUFFLED`: per round each default's
+    records/s over the hand-tuned ``shuffle(B)`` graph's; medians and ranges, and the load."""
+    from pipeline import PipelineSpec, build_dataset
+
+    from .variants import throughput
+
+    def default(path):
+        return lambda: build_dataset(PipelineSpec.from_manifest(path, batch, shuffle_buffer=buffer, seed=seed))
+
+    make = {"hand_shuffle": lambda: hand_shuffle(example, batch, buffer, seed), "example_default": default(example),
+            "columnar_default": default(columnar)}
+    say = log or (lambda s: None)
+    rates = {n: [] for n in SHUFFLED}
+    loads = []
+    for r in range(rounds):
+        loads.append(os.getloadavg()[0])
+        for n in (SHUFFLED if r % 2 == 0 else SHUFFLED[::-1]):
+            rates[n].append(throughput(make[n](), warmup=1)["records_per_s"])
+        say(f"round {r + 1}: shuffle_buffer {buffer:,}: Example default "
+            f"{rates['example_default'][-1] / rates['hand_shuffle'][-1]:.2f}x, columnar default "
+            f"{rates['columnar_default'][-1] / rates['hand_shuffle'][-1]:.2f}x the hand-tuned shuffle(B) graph "
+            f"({rates['hand_shuffle'][-1]:,.0f} rec/s; load {loads[-1]:.1f})")
+    med = statistics.median
+    out = {"rounds": rounds, "batch_size": batch, "shuffle_buffer": buffer, "seed": seed,
+           "load_min": min(loads), "load_max": max(loads), "cpu_count": os.cpu_count()}
+    for n in SHUFFLED:
+        out[f"{n}_rec_s"] = med(rates[n])
+    for n in SHUFFLED[1:]:
+        ratios = [a / b for a, b in zip(rates[n], rates["hand_shuffle"])]
+        out.update({f"{n}_ratio": med(ratios), f"{n}_ratio_min": min(ratios), f"{n}_ratio_max": max(ratios)})
+    return out
+
+
 def shuffle_table(root: str, rows: int, buffers, *, seeds=(1, 2, 3), block_rows: int = 256,
                   batch: int = 256) -> list[dict]:
     """Per buffer and layout: the mean displacement and rank correlation of seeded shuffled reads of one-file
-    sets (the Example set through ``shuffle(B)``, ``resumable=False``, as the columnar set's own graph shuffles)
-    sets of ``rows`` rows whose label is the row index (mean over ``seeds``)."""
+    sets of ``rows`` rows whose label is the row index (mean over ``seeds``): the Example set through
+    ``shuffle(B)`` (``resumable=False``), the columnar set through its default graph (the resumable order over
+    its rows)."""
     from converters.libsvm.options import libsvm_schema
     from pipeline import PipelineSpec, build_dataset
 
@@ -141,9 +195,9 @@ def shuffle_table(root: str, rows: int, buffers, *, seeds=(1, 2, 3), block_rows:
     out = []
     for b in buffers:
         row = {"buffer": b, "rows": rows, "block_rows": block_rows}
-        for name, path in (("example", ex), ("columnar", col)):
+        for name, path, resumable in (("example", ex, False), ("columnar", col, None)):
             runs = [mix(read_order(build_dataset(PipelineSpec.from_manifest(
-                path, batch, shuffle_buffer=b, seed=s, cache="none", resumable=False)))) for s in seeds]
+                path, batch, shuffle_buffer=b, seed=s, cache="none", resumable=resumable)))) for s in seeds]
             row[f"{name}_displacement"] = float(np.mean([x["mean_displacement"] for x in runs]))
             row[f"{name}_rank_correlation"] = float(np.mean([x["rank_correlation"] for x in runs]))
         row["displacement_ratio"] = row["columnar_displacement"] / row["example_displacement"]

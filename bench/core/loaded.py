@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-__all__ = ["BUSY_LOOP", "neighbour_processes", "beside_reader", "two_ranks", "rank_graph", "RANK_GRAPHS"]
+__all__ = ["BUSY_LOOP", "neighbour_processes", "reader_code", "beside_reader", "two_ranks", "rank_graph", "RANK_GRAPHS"]
 
 RANK_GRAPHS = ("default", "hand_tuned")
 BARRIER_TIMEOUT_S = 300.0  # both ranks import TensorFlow and build their graphs, then start reading together
@@ -37,7 +37,8 @@ def _env() -> dict:
     return env
 
 
-def _reader_code(data: str, batch: int) -> str:
+def reader_code(data: str, batch: int) -> str:
+    """Python code of another TensorFlow job: ``build_dataset`` reading ``data`` in a loop, endlessly."""
     return ("from pipeline import PipelineSpec, build_dataset\n"
             f"ds = build_dataset(PipelineSpec.from_manifest({data!r}, {batch}, epochs=None))\n"
             "for _ in ds: pass\n")
@@ -66,7 +67,7 @@ def beside_reader(data: str, batch: int, *, rounds: int, max_batches: int, neigh
     ``"reader"``) or two busy loops run (``"busy"``)."""
     from .variants import HAND_TUNED, run_speed_suite
 
-    codes = [_reader_code(data, batch)] if neighbours == "reader" else [BUSY_LOOP, BUSY_LOOP]
+    codes = [reader_code(data, batch)] if neighbours == "reader" else [BUSY_LOOP, BUSY_LOOP]
     with neighbour_processes(codes):
         ratios, default_rates, best_rates = [], [], []
         for _ in range(rounds):

@@ -226,20 +226,26 @@ def _small_files(smoke: bool) -> dict:
 
 
 def _layout_sizes(smoke: bool) -> dict:
-    return ({"rows": 20_000, "windows": 200, "rounds": 1} if smoke else
-            {"rows": 300_000, "windows": 20_000, "rounds": 5})
+    return ({"rows": 20_000, "windows": 200, "rounds": 1, "shuffle_buffer": 1_000} if smoke else
+            {"rows": 300_000, "windows": 20_000, "rounds": 5, "shuffle_buffer": 10_000})
 
 
 def _layout(smoke: bool) -> dict:
     from ..commands.layout import run_benchmark
 
     z = _layout_sizes(smoke)
-    w = run_benchmark(rows=z["rows"], windows=z["windows"], rounds=z["rounds"])["workloads"]
+    w = run_benchmark(rows=z["rows"], windows=z["windows"], rounds=z["rounds"],
+                      shuffle_buffer=z["shuffle_buffer"])["workloads"]
     lib, text = w["libsvm"], w["text"]
+    sh = lib["shuffled"]
     return {"libsvm_ratio": lib["ratio"], "libsvm_cpu_ratio": lib["cpu_ratio"], "libsvm_rec_s": lib["columnar_rec_s"],
             "libsvm_best_rec_s": lib["best_example_rec_s"], "libsvm_bytes": lib["bytes_ratio"],
             "text_ratio": text["ratio"], "text_cpu_ratio": text["cpu_ratio"], "text_rec_s": text["columnar_rec_s"],
-            "text_best_rec_s": text["best_example_rec_s"], "text_bytes": text["bytes_ratio"]}
+            "text_best_rec_s": text["best_example_rec_s"], "text_bytes": text["bytes_ratio"],
+            "libsvm_example_default_rec_s": lib["example_default_rec_s"],
+            "shuffled_columnar_ratio": sh["columnar_default_ratio"], "shuffled_example_ratio": sh["example_default_ratio"],
+            "shuffled_columnar_rec_s": sh["columnar_default_rec_s"], "shuffled_example_rec_s": sh["example_default_rec_s"],
+            "shuffled_hand_rec_s": sh["hand_shuffle_rec_s"], "shuffled_load_max": sh["load_max"]}
 
 
 def _resume_sizes(smoke: bool) -> dict:
@@ -376,7 +382,8 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
     Benchmark("layout", "tfpipe bench layout",
               lambda s: (f"{_layout_sizes(s)['rows']:,} Criteo-like rows, batch 1,024; "
                          f"{_layout_sizes(s)['windows']:,} windows of 2,049 tokens, batch 64; median of "
-                         f"{_layout_sizes(s)['rounds']} paired rounds"), _layout,
+                         f"{_layout_sizes(s)['rounds']} paired rounds; seeded shuffled reads with shuffle_buffer "
+                         f"{_layout_sizes(s)['shuffle_buffer']:,}"), _layout,
               (Metric("libsvm_ratio", "LibSVM: columnar default vs best hand-tuned Example", op=">=", target=2.5),
                Metric("libsvm_cpu_ratio", "same, per CPU-second"),
                Metric("libsvm_rec_s", "columnar default", "rec/s"),
@@ -386,11 +393,23 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
                Metric("text_cpu_ratio", "same, per CPU-second"),
                Metric("text_rec_s", "columnar default", "rec/s"),
                Metric("text_best_rec_s", "best hand-tuned Example", "rec/s"),
-               Metric("text_bytes", "bytes on disk, columnar / Example", "ratio", op="<=", target=1.0)),
+               Metric("text_bytes", "bytes on disk, columnar / Example", "ratio", op="<=", target=1.0),
+               Metric("libsvm_example_default_rec_s", "Example default, unshuffled", "rec/s"),
+               Metric("shuffled_columnar_ratio", "seeded shuffled columnar default vs hand-tuned shuffle(B) Example",
+                      op=">=", target=2.5),
+               Metric("shuffled_example_ratio", "seeded shuffled Example default vs hand-tuned shuffle(B) Example",
+                      op=">=", target=0.95),
+               Metric("shuffled_columnar_rec_s", "columnar default, seeded shuffled", "rec/s"),
+               Metric("shuffled_example_rec_s", "Example default, seeded shuffled", "rec/s"),
+               Metric("shuffled_hand_rec_s", "hand-tuned shuffle(B) Example", "rec/s")),
               (Row("`tfpipe bench layout`, fixed-width LibSVM rows",
                    ("libsvm_ratio", "libsvm_cpu_ratio", "libsvm_rec_s", "libsvm_best_rec_s", "libsvm_bytes")),
                Row("`tfpipe bench layout`, text windows of 2,049 tokens",
-                   ("text_ratio", "text_cpu_ratio", "text_rec_s", "text_best_rec_s", "text_bytes")))),
+                   ("text_ratio", "text_cpu_ratio", "text_rec_s", "text_best_rec_s", "text_bytes")),
+               Row("`tfpipe bench layout --shuffle-buffer`, the seeded shuffled read beside the unshuffled one, "
+                   "both layouts",
+                   ("shuffled_columnar_ratio", "shuffled_example_ratio", "shuffled_columnar_rec_s", "libsvm_rec_s",
+                    "shuffled_example_rec_s", "libsvm_example_default_rec_s", "shuffled_hand_rec_s")))),
     Benchmark("resume", "tfpipe bench resume",
               lambda s: (f"{_resume_sizes(s)['records']:,} Criteo-like records in {_resume_sizes(s)['shards']} shards, "
                          f"batch {_resume_sizes(s)['batch_size']}, shuffle_buffer {_resume_sizes(s)['shuffle_buffer']:,} "

@@ -149,8 +149,18 @@ def lookup_from_doc(doc: dict[str, Any], path: str | None = None) -> TuneLookup:
     rounds = doc.get("rounds")
     rounds = rounds if isinstance(rounds, int) and not isinstance(rounds, bool) and 0 < rounds < 10**6 else "?"
     what = f"{config.label()}{gain_txt}"
+    busy = doc.get("contended") if isinstance(doc.get("contended"), dict) else {}
+    n, c = busy.get("neighbours"), busy.get("vs_rule")
+    busy_ok = isinstance(n, int) and isinstance(c, (int, float)) and not isinstance(c, bool) and 0 <= c < 1e6
     if isinstance(doc.get("best"), dict):   # the top score was within the rounds' noise: the rule was kept
         what = f"kept the built-in rule ({config.label()}): no candidate beat it beyond the rounds' noise"
+    elif isinstance(doc.get("rejected"), dict) and busy_ok:     # the quiet winner lost beside busy processes
+        lab = busy.get("label")
+        lab = lab if isinstance(lab, str) and len(lab) <= 120 and lab.isprintable() else "the quiet winner"
+        what = (f"kept the built-in rule ({config.label()}): {lab} beat it quiet "
+                f"but read {c:.2f}× it beside {n} busy process(es)")
+    elif busy_ok:
+        what += f" quiet and {c:.2f}× beside {n} busy process(es)"
     note = (f"tuned on this machine{' on ' + when if when else ''} (`tfpipe pipeline tune`): "
             f"{what}, median of {rounds} paired rounds")
     if path:

@@ -13,6 +13,12 @@ screening phase times every candidate in a few rounds, then the final phase time
 the best screened candidates in more rounds, and the winner comes from the final phase only. Each round's
 timed window is resized to fit what is left of the time budget.
 
+A third phase guards against a winner that collapses on a busy host (a training host runs other ranks,
+evaluation, preprocessing): a final-phase winner other than the rule is timed against the rule again, in paired
+rounds beside one busy process per core (``pipeline.plan.contention``), and stored only if it reads at least
+as fast as the rule there too (``CONTENDED_MIN``); otherwise the rule is kept, and the report and ``explain``
+say so with both scores.
+
 ``tune_read(spec, build_fn)`` takes the graph builder (``build_dataset``) as an argument, so that the builder
 itself can call it for ``tune="on-first-use"`` without an import cycle.
 """
@@ -27,6 +33,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from converters.util.errors import TfpipeError
 
+from .contention import busy_neighbours
 from .readplan import ReadConfig, candidates, data_fingerprint, tunable
 from .tunestore import (
     TUNE_FORMAT,
@@ -38,7 +45,8 @@ from .tunestore import (
 
 __all__ = ["TuneReport", "tune_read", "run_rounds", "time_one", "paired_ratios", "paired_scores", "pick_winner",
            "rotation", "median", "round_noise", "format_report", "DEFAULT_SECONDS", "DEFAULT_ROUNDS",
-           "ON_FIRST_USE_SECONDS", "ON_FIRST_USE_ROUNDS", "NOISE_FLOOR", "RANKING_NOTE"]
+           "ON_FIRST_USE_SECONDS", "ON_FIRST_USE_ROUNDS", "NOISE_FLOOR", "RANKING_NOTE", "CONTENDED_MIN",
+           "CONTEND_SHARE", "CONTEND_ROUNDS"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,9 @@ WARMUP_BATCHES = 2
 RUN_SHARE = 0.7        # share of the budget spent inside timed windows (the rest: graph start-up, warm-up)
 MIN_WINDOW = 3
 NOISE_FLOOR = 0.02     # a candidate must beat the rule by more than 2 % (or the rounds' noise, if larger)
+CONTEND_SHARE = 0.25   # share of the budget kept for the contention phase (the winner vs the rule, cores busy)
+CONTEND_ROUNDS = 3
+CONTENDED_MIN = 1.0    # beside the busy processes the winner must read at least as fast as the rule (median)
 RANKING_NOTE = ("ranked by 'vs rule': the median over paired rounds of a candidate's records/s divided by the built-in "
                 "rule's in the same round (> 1: faster); 'records/s' is its own median, which busy rounds skew")
 
@@ -204,6 +215,8 @@ class TuneReport:
     path: str | None = None
     best: ReadConfig | None = None    # the top score, when it did not beat the rule beyond the noise
     noise: float = 0.0                # the rounds' noise the winner had to beat
+    contended: dict | None = None     # the contention phase: neighbours, rounds, vs_rule, label of the one timed
+    rejected: ReadConfig | None = None   # the quiet winner that lost to the rule beside the busy processes
 
     @property
     def vs_rule(self) -> float:
@@ -220,6 +233,9 @@ class TuneReport:
                 "winner": {"label": self.winner.label(), "config": self.winner.to_json(), "vs_rule": self.vs_rule,
                            "options": self.winner.options()},
                 "noise": round(self.noise, 4),
+                **({"contended": self.contended} if self.contended else {}),
+                **({"rejected": {"label": self.rejected.label(), "vs_rule": self._score(self.rejected),
+                                 "contended_vs_rule": self.contended["vs_rule"]}} if self.rejected else {}),
                 **({"best": {"label": self.best.label(), "vs_rule": self._score(self.best)}} if self.best else {}),
                 "candidates": list(self.rows)}
 
@@ -247,13 +263,21 @@ def format_report(report: TuneReport, *, manifest: str | None = None) -> str:
         lines.append(f"{r['label']:<{width}}  {r['vs_rule']:>7.2f}x  {r['records_per_s']:>10,.0f}{mark}")
     lines.append("")
     noise = f"±{report.noise:.1%}"
-    if report.best is not None:
+    c = report.contended
+    if report.rejected is not None:
+        lines.append(f"kept the built-in rule: {report.rejected.label()} read {report._score(report.rejected):.2f}x "
+                     f"the rule quiet but {c['vs_rule']:.2f}x beside {c['neighbours']} busy process(es) (median of "
+                     f"{c['rounds']} paired rounds): a winner must also win under contention")
+    elif report.best is not None:
         lines.append(f"kept the built-in rule: the best candidate, {report.best.label()}, scored "
                      f"{report._score(report.best):.2f}x, within the rounds' noise ({noise}; median of "
                      f"{report.rounds} paired rounds, {report.seconds:.1f} s)")
     else:
         lines.append(f"winner: {report.winner.label()}: {report.vs_rule:.2f}x the built-in rule (noise {noise}; "
                      f"median of {report.rounds} paired rounds, {report.seconds:.1f} s)")
+        if c:
+            lines.append(f"  and {c['vs_rule']:.2f}x beside {c['neighbours']} busy process(es) (median of "
+                         f"{c['rounds']} paired rounds): it wins under contention too")
     if report.path:
         lines.append(f"stored in {report.path}: read='auto' (the default) uses it on this machine for this data "
                      f"and batch size")
@@ -268,10 +292,12 @@ def format_report(report: TuneReport, *, manifest: str | None = None) -> str:
 def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_SECONDS,
               rounds: int = DEFAULT_ROUNDS, store: bool = True, where: str | None = None, quick: bool = False,
               clock: Callable[[], float] = time.perf_counter,
-              on_round: Callable[[int, dict], None] | None = None) -> TuneReport:
+              on_round: Callable[[int, dict], None] | None = None, contend=None) -> TuneReport:
     """Time every output-equivalent read config for ``spec`` on this machine (about ``seconds`` in all,
     TensorFlow's start-up not counted) and store the winner under the machine's and the data's fingerprints
-    (``store=False``: do not). ``quick``: only the four main candidates (``tune="on-first-use"``)."""
+    (``store=False``: do not). ``quick``: only the four main candidates (``tune="on-first-use"``).
+    ``contend``: a function giving the context manager of the contention phase (it yields the number of busy
+    neighbours); default one busy process per core (``contention.busy_neighbours``)."""
     if not seconds > 0 or rounds < 1:
         raise ValueError(f"seconds must be > 0 and rounds >= 1, got {seconds!r} and {rounds!r}")
     reason = tunable(spec.with_(read="auto"))
@@ -316,11 +342,21 @@ def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_
         screen = phase(labels, SCREEN_ROUNDS, SCREEN_SHARE * seconds - (clock() - t0))
         ranked = sorted(labels[1:], key=lambda n: -paired_scores(screen, rule)[n])
         finalists = [rule, *ranked[:FINALISTS]]
-    final = phase(finalists, rounds, seconds - (clock() - t0))
+    final = phase(finalists, rounds, (1 - CONTEND_SHARE) * seconds - (clock() - t0))
     vs_rule = paired_scores(final, rule)
     best = pick_winner(vs_rule)
     noise = round_noise(paired_ratios(final, rule)[best])
     winner = best if best == rule or vs_rule[best] - 1 > noise else rule   # beyond the noise, or the rule stays
+    contended, rejected = None, None
+    if winner != rule:      # the contention phase: does the winner still beat the rule with every core busy?
+        with (contend or (lambda: busy_neighbours(spec.cores)))() as neighbours:
+            busy = phase([rule, winner], CONTEND_ROUNDS, max(CONTEND_SHARE * seconds / 2, seconds - (clock() - t0)))
+        ratios = paired_ratios(busy, rule)[winner]
+        contended = {"label": winner, "neighbours": neighbours, "rounds": len(ratios),
+                     "vs_rule": median(ratios) if ratios else 0.0, "rates": {n: [round(x, 1) for x in busy[n]]
+                                                                             for n in busy}}
+        if contended["vs_rule"] < CONTENDED_MIN:
+            rejected, winner = by_label[winner], rule
     rows = [{"label": n, "config": by_label[n].to_json(), "phase": "final", "records_per_s": median(final[n]),
              "vs_rule": vs_rule[n], "vs_winner": vs_rule[n] / (vs_rule[winner] or 1.0),
              "rates": [round(x, 1) for x in final[n]]} for n in finalists]
@@ -334,7 +370,8 @@ def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     report = TuneReport(tuple(rows), by_label[winner], by_label[rule], len(final[winner]), clock() - t0,
                         len(finalists), machine, data, created, where or os.path.dirname(spec.files[0]),
-                        best=None if best == winner else by_label[best], noise=noise)
+                        best=None if best == winner or rejected else by_label[best], noise=noise,
+                        contended=contended, rejected=rejected)
     if store:
         try:
             report = replace(report, path=save_result(report.to_json()))

@@ -1,4 +1,5 @@
-"""The resumable order of a columnar set (``resumable=True`` on ``--layout columnar``): positions are rows.
+"""The resumable order of a columnar set, positions in rows: the default graph of a seeded, shuffled columnar
+read on one rank (``resume_choice``; ``resumable=True`` for an unshuffled one).
 
 A columnar set's records are blocks of rows (every block of a file holds ``block_rows`` rows but the file's
 last one). The resumable graph (``pipeline.resume.resumable``) reads the blocks of epoch ``e`` in its seeded

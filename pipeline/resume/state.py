@@ -107,9 +107,6 @@ def resume_choice(spec) -> tuple[bool, str]:
         return True, "resumable=True (asked for)"
     if why is not None:
         return False, why
-    if spec.layout is not None:
-        return False, ("a columnar set keeps its own graph by default (the resumable order over its rows is not "
-                       "measured against it yet): resumable=True reads it in the resumable order")
     if not spec.shuffle_buffer:
         return False, ("no shuffle (shuffle_buffer=0): the unshuffled read keeps its tuned strategy (resumable=True "
                        "reads the files in manifest order, resumable)")
@@ -118,7 +115,8 @@ def resume_choice(spec) -> tuple[bool, str]:
                        f"order over every record, which costs more than its shuffle of its own share (0.86x the "
                        f"default graph's records per CPU-second for rank 0 of 2: tfpipe bench resume --ranks 2); "
                        f"resumable=True to resume anyway, or per-rank file lists (a plan) resume at no such cost")
-    return True, "seeded File-mode set (resumable=None: when possible; resumable=False opts out)"
+    rows = " (a columnar set: the order runs over its decoded rows)" if spec.layout is not None else ""
+    return True, f"seeded File-mode set{rows} (resumable=None: when possible; resumable=False opts out)"
 
 
 def check_resumable(spec) -> None:

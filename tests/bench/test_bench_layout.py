@@ -1,5 +1,6 @@
 """``tfpipe bench layout``: a tiny run reports both layouts of both workloads and cleans up (not the speed);
-``SET`` is re-laid both ways; the text windows are stored as uint16; the shuffle table has both layouts."""
+``SET`` is re-laid both ways; the text windows are stored as uint16; the shuffle table has both layouts; the seeded
+shuffled rounds time both defaults against the hand-tuned shuffle(B) graph."""
 from __future__ import annotations
 
 import json
@@ -65,3 +66,22 @@ def test_shuffle_table_has_both_layouts(tmp_path):
     rows = shuffle_table(str(tmp_path), 4_000, [500], seeds=(1,))
     assert rows[0]["example_displacement"] > 0 and rows[0]["columnar_displacement"] > 0
     assert -1 <= rows[0]["columnar_rank_correlation"] <= 1
+
+
+def test_shuffled_rounds_time_both_defaults_against_the_hand_tuned_shuffle(tmp_path):
+    """``--shuffle-buffer``: the seeded shuffled default of both layouts and the hand-tuned shuffle(B) graph, per
+    round; the hand-tuned graph reads every row once, shuffled."""
+    from bench.core.layoutbench import compare_shuffled, criteo_sets, hand_shuffle
+
+    ex, col = criteo_sets(str(tmp_path), 3_000, block_rows=64, shard_rows=1_000)
+    labels = np.concatenate([y.numpy() for _, y in hand_shuffle(ex, 256, 500, seed=1)])
+    stored = np.concatenate([y.numpy() for _, y in build_dataset(PipelineSpec.from_manifest(ex, 256))])
+    assert len(labels) == 3_000 and np.array_equal(np.sort(labels), np.sort(stored))
+    r = compare_shuffled(ex, col, 256, 500, rounds=2)
+    for n in ("hand_shuffle", "example_default", "columnar_default"):
+        assert r[f"{n}_rec_s"] > 0
+    assert r["columnar_default_ratio_min"] <= r["columnar_default_ratio"] <= r["columnar_default_ratio_max"]
+    text = format_report({"busy_loops": 0, "target_ratio": 2.5, "workloads": {"libsvm": {
+        **run_benchmark(rows=2_000, windows=0, rounds=1, workdir=str(tmp_path))["workloads"]["libsvm"],
+        "shuffled": r}}})
+    assert "seeded shuffled read (shuffle_buffer 500" in text and "columnar default" in text

@@ -1,4 +1,5 @@
-"""`tfpipe bench pipeline`: smoke run on a tiny generated set (JSON + PNG), a given DIR, and bad arguments."""
+"""`tfpipe bench pipeline`: smoke run on a tiny generated set (JSON + PNG), a given DIR, and bad arguments; the
+no-step throughput's distribution over rounds and the row marked as tfpipe's default."""
 from __future__ import annotations
 
 import json
@@ -16,15 +17,18 @@ from converters.libsvm.synthetic import write_criteo_shards
 def test_generated_smoke_json_and_png(tmp_path, capsys):
     js, png = tmp_path / "out.json", tmp_path / "out.png"
     rc = main(["bench", "pipeline", "--generate", "3000", "--batch-size", "256", "--step-ms", "5",
-               "--steps", "6", "--warmup", "2", "--throughput-batches", "4",
+               "--steps", "6", "--warmup", "2", "--throughput-batches", "4", "--runs", "2",
                "--variants", "naive,vectorized,pipe", "--price-per-hour", "3.06",
                "--json-out", str(js), "--png", str(png)])
     assert rc == 0
     out = capsys.readouterr().out
     table = out.split("\n")
     head = next(line for line in table if line.startswith("variant"))
-    for col in ("no-step rec/s", "vs naive", "input wait %", "verdict", "idle $/epoch"):
+    for col in ("graph", "no-step rec/s", "min-max", "vs naive", "input wait %", "verdict", "idle $/epoch"):
         assert col in head
+    marked = [line for line in table if "tfpipe default" in line]
+    assert len(marked) == 1 and marked[0].startswith("vectorized")
+    assert "median [min-max] of 2 round(s), load " in out
     assert len(re.findall(r"^tfpipe: variant=(naive|vectorized|pipe); input_wait_pct=[0-9.]+;", out, re.M)) == 3
 
     doc = json.loads(js.read_text())
@@ -36,7 +40,9 @@ def test_generated_smoke_json_and_png(tmp_path, capsys):
     meta = doc["meta"]
     assert meta["records"] == 3000 and meta["batch_size"] == 256 and meta["step_ms"] == 5
     assert meta["throughput"]["naive"]["vs_naive"] == pytest.approx(1.0)
-    assert meta["throughput"]["vectorized"]["records_per_s"] > 0
+    assert meta["throughput"]["vectorized"]["records_per_s"] > 0 and meta["default_variant"] == "vectorized"
+    for t in meta["throughput"].values():
+        assert t["runs"] == 2 and t["records_per_s_min"] <= t["records_per_s"] <= t["records_per_s_max"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -124,3 +130,25 @@ def test_choose_scenario_separates_when_it_says_so(naive, speedup, batch):
 def test_choose_scenario_rejects_nonsense():
     with pytest.raises(ValueError):
         choose_scenario(0, 1, 512)
+
+
+def test_throughput_rounds_rotate_the_order_and_take_medians_of_per_round_ratios():
+    from bench.commands.pipeline import roles, throughput_rounds
+
+    orders, speed = [], iter([1, 4, 2, 2, 3, 9, 8, 1, 5, 3, 3, 3])
+
+    class V:
+        @staticmethod
+        def run_speed_suite(data, batch, order, **kw):
+            orders.append(list(order))
+            rows = [{"variant": n, "records_per_s": float(next(speed))} for n in order]
+            tuned = max(r["records_per_s"] for r in rows if r["variant"] != "vectorized")
+            return [{**r, "vs_naive": None, "vs_best_hand_tuned": r["records_per_s"] / tuned} for r in rows]
+
+    names = ["vectorized", "a", "b"]
+    t = throughput_rounds(V, "d", 8, names, runs=4, max_batches=1)
+    assert orders == [names, ["a", "b", "vectorized"], ["b", "vectorized", "a"], names]
+    v = t["vectorized"]      # rounds: (vec 1, a 4, b 2), (a 2, b 3, vec 9), (b 8, vec 1, a 5), (vec 3, a 3, b 3)
+    assert v["rates"] == [1, 9, 1, 3] and (v["records_per_s_min"], v["records_per_s"], v["records_per_s_max"]) == (1, 2, 9)
+    assert v["vs_best_hand_tuned"] == pytest.approx((1 / 4 + 3 / 3) / 2)     # median of 1/4, 9/3, 1/8, 3/3
+    assert roles(names, ["a"]) == {"vectorized": "tfpipe default", "a": "hand-tuned", "b": ""}

@@ -46,18 +46,20 @@ def test_table_is_ranked_by_the_paired_ratio_and_says_so():
     assert max(rates, key=lambda n: sorted(rates[n])[1]) == UNTUNED      # the unpaired median would put it first
 
 
-def test_smoke(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("beside", ["none", "busy"])    # busy: tuned and timed beside two busy loops
+def test_smoke(tmp_path, capsys, monkeypatch, beside):
     monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
     js = tmp_path / "out.json"
     rc = main(["bench", "tune", "--generate", "3000", "--batch-size", "128", "--repeats", "1", "--tune-seconds", "2",
-               "--window-batches", "3", "--max-seconds", "0.5", "--json-out", str(js)])
+               "--window-batches", "3", "--max-seconds", "0.5", "--json-out", str(js), "--beside", beside])
     assert rc == 0
     out = capsys.readouterr().out
     for needle in (UNTUNED, TUNED, "naive", "interleave_per_file_batched", "tuned default vs naive"):
         assert needle in out
     doc = json.loads(js.read_text())
     assert set(doc["figures"]) == {"tuned_vs_best_hand_tuned", "untuned_vs_best_hand_tuned", "tuned_vs_naive"}
-    assert doc["meta"]["records"] == 3000 and doc["meta"]["stored"] is None
+    assert doc["meta"]["records"] == 3000 and doc["meta"]["stored"] is None and doc["meta"]["beside"] == beside
+    assert ("beside: busy" in out) == (beside == "busy")
     assert not (tmp_path / "cache").exists()       # tuned into a private cache, removed afterwards
 
 

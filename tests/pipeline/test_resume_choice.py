@@ -65,13 +65,18 @@ def test_resumable_true_where_impossible_is_one_line(kw, match):
         assert "\n" not in str(e.value)
 
 
-def test_a_columnar_set_keeps_its_graph_unless_resumable_is_demanded(tmp_path):
+def test_a_seeded_shuffled_columnar_set_resumes_by_default(tmp_path):
+    """The resumable order over rows is the columnar set's shuffle: input_state and build_dataset(resume=...)
+    work with no extra argument; unshuffled, it keeps its own graph; resumable=False opts out."""
     write_columnar_set(tmp_path, indexed_columns(200), block_rows=16)
-    spec = PipelineSpec.from_manifest(str(tmp_path), BATCH, **SEEDED)
+    spec = PipelineSpec.from_manifest(str(tmp_path), BATCH, epochs=2, **SEEDED)
     builds, why = resume_choice(spec)
-    assert not builds and "a columnar set keeps its own graph" in why
-    assert [s.name for s in plan_stages(spec)] == [s.name for s in plan_stages(spec.with_(resumable=False))]
-    assert resume_choice(spec.with_(resumable=True)) == (True, "resumable=True (asked for)")
+    assert builds and "columnar set: the order runs over its decoded rows" in why
+    assert [s.name for s in plan_stages(spec)] == [s.name for s in plan_stages(spec.with_(resumable=True))]
+    assert not resume_choice(spec.with_(resumable=False))[0]
+    assert not resume_choice(spec.with_(shuffle_buffer=0))[0]
+    full = batches_of(build_dataset(spec))
+    assert batches_of(build_dataset(spec, resume=input_state(spec, 5))) == full[5:]
 
 
 def test_a_default_seeded_spec_resumes_exactly(data):

@@ -2,6 +2,7 @@
 tiny real tuning run (store, lookup, on-first-use, never by surprise in the default)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -202,8 +203,9 @@ def test_report_json_is_serializable(data, store):
 
 # -- a winner must beat the rule by more than the rounds' noise (tuning on a fake clock) -----------------
 
-def _fake_tune(data, gain):
-    """tune_read with graphs that cost 1 ms a batch (the rule), 1/gain ms (one other candidate) or 2 ms."""
+def _fake_tune(data, gain, busy_gain=None):
+    """tune_read with graphs that cost 1 ms a batch (the rule), 1/gain ms (one other candidate) or 2 ms; beside
+    the (fake) busy neighbours the other candidate costs 1/busy_gain ms (default: as quiet)."""
     spec = PipelineSpec.from_manifest(data, B, tune="off")
     cands = candidates(spec)
     rule, fast = cands[0], cands[-1]
@@ -214,6 +216,13 @@ def _fake_tune(data, gain):
                                           "buffer_size"))
 
     costs = {key(rule.options()): 1.0, key(fast.options()): 1.0 / gain}
+    busy = []
+
+    @contextlib.contextmanager
+    def contend():
+        busy.append(True)
+        costs[key(fast.options())] = 1.0 / (busy_gain or gain)
+        yield 2
 
     class Graph:
         def __init__(self, cost):
@@ -232,7 +241,9 @@ def _fake_tune(data, gain):
         return Graph(costs.get(key({k: getattr(s, k) for k in ("read", "num_parallel_reads", "chunk_records",
                                                                "parse_parallelism", "buffer_size")}), 2.0))
 
-    return T.tune_read(spec, build, seconds=5, rounds=5, store=False, clock=clock), rule, fast
+    report = T.tune_read(spec, build, seconds=5, rounds=5, store=False, clock=clock, contend=contend)
+    assert bool(busy) == (report.contended is not None)
+    return report, rule, fast
 
 
 def test_a_one_percent_winner_does_not_replace_the_rule(data):
@@ -251,3 +262,50 @@ def test_a_clear_winner_is_stored(data):
     report, rule, fast = _fake_tune(data, 1.5)
     assert report.winner == fast and report.best is None and report.vs_rule == pytest.approx(1.5)
     assert "winner: " + fast.label() + ": 1.50x the built-in rule (noise ±2.0%" in T.format_report(report)
+
+
+def test_a_winner_that_collapses_under_contention_is_not_stored(data):
+    """1.5x the rule quiet but 0.6x beside the busy neighbours: the rule is kept, and the report and the
+    stored note (which explain prints) say why with both scores."""
+    report, rule, fast = _fake_tune(data, 1.5, busy_gain=0.6)
+    assert report.winner == rule and report.rejected == fast and report.best is None
+    assert report.contended["vs_rule"] == pytest.approx(0.6) and report.contended["neighbours"] == 2
+    doc = report.to_json()
+    assert doc["winner"]["config"] == rule.to_json() and doc["rejected"]["contended_vs_rule"] == pytest.approx(0.6)
+    assert (f"kept the built-in rule: {fast.label()} read 1.50x the rule quiet but 0.60x beside 2 busy process(es)"
+            in T.format_report(report))
+    note = report.lookup().note
+    assert report.lookup().config == rule and f"{fast.label()} beat it quiet but read 0.60× it beside 2" in note
+
+
+def test_a_winner_that_also_wins_under_contention_is_stored(data):
+    report, rule, fast = _fake_tune(data, 1.5, busy_gain=1.2)
+    assert report.winner == fast and report.rejected is None and report.contended["vs_rule"] == pytest.approx(1.2)
+    assert "and 1.20x beside 2 busy process(es)" in T.format_report(report)
+    assert "1.50× the built-in rule quiet and 1.20× beside 2 busy process(es)" in report.lookup().note
+
+
+def _children() -> set[int]:
+    """Pids of this process's live children (Linux /proc)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            out.add(int(d))
+    return out
+
+
+def test_busy_neighbours_spin_while_the_block_runs_and_end_after_it():
+    from pipeline.plan.contention import busy_neighbours
+
+    before = _children()
+    with busy_neighbours(2, settle_s=0.2) as n:
+        assert n == 2 and len(_children() - before) == 2
+    assert _children() - before == set()
+    with pytest.raises(RuntimeError), busy_neighbours(1, settle_s=0):
+        raise RuntimeError("a failed phase")
+    assert _children() - before == set()
