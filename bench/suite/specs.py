@@ -144,6 +144,15 @@ def _convert_text(smoke: bool) -> dict:
             "text_mb": round(r["text_bytes"] / 1e6, 1)}
 
 
+def _tabular(smoke: bool) -> dict:
+    from ..commands.tabular import run_benchmark
+
+    r = run_benchmark(rows=3_000 if smoke else 450_000, naive_rows=1_000 if smoke else 30_000, memory=not smoke)
+    return {"ratio_cpu": r["ratio_cpu"], "ratio_wall": r["ratio_wall"], "tfpipe_rows_cpu_s": r["tfpipe_rows_per_cpu_s"],
+            "naive_rows_cpu_s": r["naive_rows_per_cpu_s"], **({"peak_growth": r["peak_growth"]} if "peak_growth" in r
+                                                              else {})}
+
+
 def _records(smoke: bool) -> int:
     return 6_000 if smoke else 200_000
 
@@ -333,6 +342,15 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (
               (Metric("ratio", "convert_text vs encode_batch alone, wall", op="<=", target=1.5),
                Metric("cpu_ratio", "same, CPU")),
               (Row("`tfpipe bench convert-text`", ("ratio", "cpu_ratio")),)),
+    Benchmark("tabular", "tfpipe bench tabular",
+              lambda s: f"{3_000 if s else 450_000:,} Criteo-like rows, DeepFM target, exact vocabularies, one process",
+              _tabular,
+              (Metric("ratio_cpu", "vs per-line converter, rows per CPU-second", op=">=", target=10.0),
+               Metric("ratio_wall", "same, wall"), Metric("tfpipe_rows_cpu_s", "tfpipe", "rec/s"),
+               Metric("naive_rows_cpu_s", "per-line", "rec/s"),
+               Metric("peak_growth", "peak memory, 4x rows and values", "ratio", op="<=", target=1.3)),
+              (Row("`tfpipe bench tabular`", ("ratio_cpu", "ratio_wall", "tfpipe_rows_cpu_s", "naive_rows_cpu_s")),),
+              optional=True),
     Benchmark("pipeline", "tfpipe bench pipeline",
               lambda s: f"{_records(s):,} records, batch {128 if s else 512}, no step", _pipeline,
               (Metric("default_vs_naive", "default vs naive", op=">=", target=12.0),

@@ -134,8 +134,9 @@ class TabularJob:
         vocab = o.hash_buckets is None
         counters = [ColumnCounter(self.area, f"{unit.key}-k{j:03d}", o.memory // max(len(s.categorical), 1))
                     for j in range(len(s.categorical))] if vocab else []
-        lo = np.zeros(len(s.numeric), np.int64)
+        lo = np.full(len(s.numeric), np.iinfo(np.int64).max, np.int64)
         hi = np.zeros(len(s.numeric), np.int64)
+        seen = False
         out = Counts(unit)
         try:
             for rows in iter_rows(unit.path, s, InputStats(unit.path), o.output.on_error, self.block_bytes):
@@ -145,11 +146,14 @@ class TabularJob:
                 if len(rows) and rows.nums.shape[1]:
                     v = np.where(rows.missing | (rows.nums < 0), 0, rows.nums)
                     hi = np.maximum(hi, v.max(axis=0))
+                    lo = np.minimum(lo, v.min(axis=0))
+                    seen = True
         except InputError as exc:
             out.error = ErrorRecord.of(exc)
             return out
         out.runs = [c.finish() for c in counters]
-        out.mins, out.maxs = lo.astype(float).tolist(), hi.astype(float).tolist()
+        out.mins = lo.astype(float).tolist() if seen else []  # a unit without rows bounds nothing
+        out.maxs = hi.astype(float).tolist() if seen else []
         return out
 
     def resolve(self, prepasses: Sequence[Counts] = ()) -> Context:
@@ -161,8 +165,8 @@ class TabularJob:
             if p.error is not None:
                 return Context(error=p.error)
         k = len(s.numeric)
-        mins = tuple(min([p.mins[j] for p in counts], default=0.0) for j in range(k))
-        maxs = tuple(max([p.maxs[j] for p in counts], default=0.0) for j in range(k))
+        mins = tuple(min([p.mins[j] for p in counts if p.mins], default=0.0) for j in range(k))
+        maxs = tuple(max([p.maxs[j] for p in counts if p.maxs], default=0.0) for j in range(k))
         if o.hash_buckets is not None:
             return Context(Tables((o.hash_buckets,) * len(s.categorical), mins, maxs))
         files, sizes = [], []

@@ -96,13 +96,22 @@ def test_vocab_from_converts_a_later_day_with_the_training_ids(days, tmp_path):
 
 def test_minmax_is_fitted_on_the_counting_pass(days, tmp_path):
     d, lines = days
-    m = convert([d / "day_0"], tmp_path / "s", numeric="minmax", target="dlrm")
-    raw = np.array([[max(int(v or 0), 0) for v in R.fields(ln)[1:14]] for ln in lines[0]], np.float64)
-    lo, hi = np.zeros(13), raw.max(axis=0)
+    dense = [_with_counts(ln) for ln in lines[0]]  # I1 never missing nor 0: its minimum is fitted too
+    R.write_day(tmp_path / "day", dense)
+    m = convert([tmp_path / "day"], tmp_path / "s", numeric="minmax", target="dlrm")
+    raw = np.array([[max(int(v or 0), 0) for v in R.fields(ln)[1:14]] for ln in dense], np.float64)
+    lo, hi = raw.min(axis=0), raw.max(axis=0)
+    assert lo[0] >= 5
     span = hi - lo
     want = np.where(span > 0, (raw - lo) / np.where(span > 0, span, 1), 0).astype(np.float32)
     assert read_back(m)["dense"].tobytes() == want.tobytes()
-    assert m.extra["minmax"]["I1"] == [0.0, float(hi[0])]
+    assert m.extra["minmax"]["I1"] == [float(lo[0]), float(hi[0])]
+
+
+def _with_counts(line: str) -> str:
+    f = R.fields(line)
+    f[1] = str(5 + abs(int(f[1] or 0)))
+    return "\t".join(f)
 
 
 def test_negative_rate_keeps_every_positive_and_the_recorded_fraction(days, tmp_path):
