@@ -2,18 +2,19 @@
 
 The trainer (one process, pinned to one core) reads SET against a simulated step twice per round: ``--step-ms``
 (a sleep, as a GPU step costs the host no CPU) then ``--step-cpu-ms`` (CPU time the step burns on the trainer's
-own core: a Python step, host-side augmentation; default 0). Each run is in a fresh process: **local** (``build_dataset`` of the
-set, read + parse here) and **service** (``service=grpc://...``: read + parse on the workers, finished batches
-here). Without ``--service`` a dispatcher and ``--workers`` workers are started on this host, pinned to the
-other cores. Reported per variant: records/s and the trainer's CPU seconds per record (the process's CPU time,
-robust to other load); figures are the median and range over ``--repeats`` paired rounds, with the 1-minute load average.
+own core: a Python step, host-side augmentation; default 0). Each run is in a fresh process: **local**
+(``build_dataset`` of the set, read + parse here) and **service** (``service=grpc://...``: read + parse on the
+workers, finished batches here). Without ``--service`` a dispatcher and ``--workers`` workers are started on
+this host, pinned to the other cores. Reported per variant: records/s and the trainer's CPU seconds per record
+(the process's CPU time, robust to other load); figures are the median and range over ``--repeats`` paired
+rounds, with the 1-minute load average.
 
 The verdict: offloading pays for this step when the service feeds the trainer faster than it feeds itself
-(records/s ratio >= 1.05) — which happens when the trainer's core is busy, with the input or with
-the step's own CPU; the verdict also gives the trainer CPU per record that the input costs, with and without
-the service (the step's own ``--step-cpu-ms`` per record taken out); in dollars (``--price-gpu``, ``--price-cpu``: per hour, the GPU instance and the CPU
-instances that run the workers) when (price with the CPU instances / price without) x (epoch time with the
-service / without) < 1.
+(records/s ratio >= 1.05) — which happens when the trainer's core is busy, with the input or with the step's
+own CPU; the verdict also gives the trainer CPU per record that the input costs, with and without the service
+(the step's own ``--step-cpu-ms`` per record taken out); in dollars (``--price-gpu``, ``--price-cpu``: per
+hour, the GPU instance and the CPU instances that run the workers) when (price with the CPU instances / price
+without) x (epoch time with the service / without) < 1.
 """
 from __future__ import annotations
 

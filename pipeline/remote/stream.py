@@ -3,8 +3,8 @@ host's bounded cache (``streamcache``), handed to a native tf.data graph as loca
 
 Planning is pure (``epoch_order``, ``open_width``, ``min_cache_bytes``), but for ``cache_limit``, which reads
 the free space of the cache's disk when ``stream_cache_limit`` is None (``streamcache.default_limit``);
-``ShardStream`` does the I/O. The graph: ``from_generator`` yields ``(path, ticket)`` — one Python call per shard — then
-``flat_map`` (one file at a time) or a sequential ``interleave`` of ``TFRecordDataset`` (each file with its own
+``ShardStream`` does the I/O. The graph: ``from_generator`` yields ``(path, ticket)`` — one Python call per
+shard — then ``flat_map`` (one file at a time) or a sequential ``interleave`` of ``TFRecordDataset`` (each file with its own
 prefetch, so they are read side by side); after a file's last record a
 one-element tail calls ``release(ticket)`` (again once per shard), so a shard stays leased exactly while
 TensorFlow may read it. Nothing runs in Python per record.
