@@ -9,7 +9,8 @@ prove is its own: the set it was written for (``location``: the directory's devi
 the URL of an object store; ``old_manifest_sha256``: the manifest it replaces, None for an empty location), each
 new shard and part manifest with its size and sha256 (``moves``, ``parts``), each old file it deletes with its
 size and sha256 (``retire``), and temporary names that carry its run id (a move's temporary name,
-``.tfpipe-tmp-<run>-...``; an old file set aside, ``.tfpipe-tmp-old.<run>-<name>``).
+``.tfpipe-tmp-<run>-...`` or a file in the run's work area ``.tfpipe-tmp-<run>/``; an old file set aside,
+``.tfpipe-tmp-old.<run>-<name>``).
 
 Pure: the model, its JSON and its names; no I/O.
 """
@@ -46,7 +47,8 @@ def is_journal(name: str) -> bool:
 
 
 def run_prefix(run_id: str) -> str:
-    """How the temporary names of run ``run_id``'s new shards begin (in their own directory)."""
+    """How the temporary names of run ``run_id``'s new shards begin (in their own directory; its work area is
+    this without the last ``-``)."""
     return f"{TMP_PREFIX}{run_id}-"
 
 
@@ -114,8 +116,9 @@ class Journal:
         mine = run_prefix(self.run)
         for entry in self.moves:
             tmp, final = _check_record(entry, "move", 2)[:2]
-            if not _base(_check_name(tmp, "temporary name")).startswith(mine):
-                raise ValueError(f"temporary name {tmp!r} is not one of run {self.run}'s ({mine}...)")
+            if not any(p.startswith(mine) or p == mine[:-1] for p in _check_name(tmp, "temporary name").split("/")):
+                raise ValueError(f"temporary name {tmp!r} is not one of run {self.run}'s ({mine}..., or inside "
+                                 f"{mine[:-1]}/)")
             base = _base(_check_name(final, "final name"))
             if base.startswith(TMP_PREFIX) or base == MANIFEST_NAME:
                 raise ValueError(f"final name {final!r} cannot be a shard")

@@ -243,6 +243,17 @@ def test_journal_model_refuses(kw, match):
         Journal(**{"run": "r1", "manifest_sha256": SHA, "location": "local:1:2", **kw})
 
 
+@pytest.mark.parametrize("tmp", [".tfpipe-tmp-r1-a", "label=0/.tfpipe-tmp-r1-a", ".tfpipe-tmp-r1/part-algo-1/a"])
+def test_a_temporary_name_of_its_run_or_in_its_work_area(tmp):
+    Journal(run="r1", manifest_sha256=SHA, location="local:1:2", moves=((tmp, "train-0", 1, SHA),))
+
+
+@pytest.mark.parametrize("tmp", [".tfpipe-tmp-r12-a", ".tfpipe-tmp-r1x/a", "part/.tfpipe-tmp-r2-a", "notes.txt"])
+def test_a_temporary_name_of_another_run_is_refused(tmp):
+    with pytest.raises(ValueError, match="is not one of run r1's"):
+        Journal(run="r1", manifest_sha256=SHA, location="local:1:2", moves=((tmp, "train-0", 1, SHA),))
+
+
 def test_journal_round_trip():
     j = Journal(run="r1", manifest_sha256=SHA, location="local:1:2", old_manifest_sha256=None, where="/x",
                 moves=((".tfpipe-tmp-r1-a", "train-0", 3, SHA),), parts=(("label=0/index.json", 2, SHA),),
