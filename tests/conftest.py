@@ -4,6 +4,7 @@ import uuid
 from types import SimpleNamespace as NS
 
 import pytest
+from ctrl_c import pytest_configure, pytest_runtest_protocol, pytest_sessionfinish  # noqa: F401 - Ctrl-C hooks
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
