@@ -13,11 +13,15 @@ os.environ.setdefault("TFPIPE_IGNORE_LOAD", "1")  # parallel paths stay parallel
 
 # -- a real S3 (and SageMaker) API on 127.0.0.1: moto's server, fake credentials ------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto_endpoint():
+    """One moto server per test process (xdist worker); every test makes its own bucket."""
     import logging
 
     moto_server_mod = pytest.importorskip("moto.server")
+    from moto_s3 import share_botocore_models
+
+    share_botocore_models()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = moto_server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
