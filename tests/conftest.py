@@ -19,9 +19,6 @@ def moto_endpoint():
     import logging
 
     moto_server_mod = pytest.importorskip("moto.server")
-    from moto_s3 import share_botocore_models
-
-    share_botocore_models()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = moto_server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -95,6 +92,17 @@ def mounted():
     yield mount
     for target in reversed(done):
         subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _botocore_models_once():
+    """Every S3 client a test process makes reads botocore's service models parsed once (``moto_s3``)."""
+    try:
+        from moto_s3 import share_botocore_models
+
+        share_botocore_models()
+    except ImportError:  # no boto3: the S3 tests skip
+        pass
 
 
 @pytest.fixture(autouse=True, scope="session")
