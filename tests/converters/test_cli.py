@@ -3,6 +3,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -94,9 +95,12 @@ def test_verify_reports_damage(tmp_path, capsys):
 def test_help_is_fast_and_imports_no_tensorflow():
     code = ("import sys, time; t=time.time(); from converters.cli import build_parser; build_parser(); "
             "print(time.time()-t, 'tensorflow' in sys.modules, 'numba' in sys.modules, 'boto3' in sys.modules)")
+    t = time.monotonic()   # this host's clock of now: an interpreter that imports the standard library's parts
+    subprocess.run([sys.executable, "-c", "import argparse, json, logging"], check=True)
+    bare = time.monotonic() - t
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[1:] == ["False", "False", "False"]
-    assert float(out[0]) < 5
+    assert float(out[0]) < max(5.0, 20 * bare), (out[0], bare)
 
 
 def test_console_script_help():
