@@ -4,6 +4,7 @@ import uuid
 from types import SimpleNamespace as NS
 
 import pytest
+from ctrl_c import pytest_configure, pytest_runtest_protocol, pytest_sessionfinish  # noqa: F401 - Ctrl-C hooks
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -12,8 +13,9 @@ os.environ.setdefault("TFPIPE_IGNORE_LOAD", "1")  # parallel paths stay parallel
 
 # -- a real S3 (and SageMaker) API on 127.0.0.1: moto's server, fake credentials ------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto_endpoint():
+    """One moto server per test process (xdist worker); every test makes its own bucket."""
     import logging
 
     moto_server_mod = pytest.importorskip("moto.server")
@@ -90,6 +92,17 @@ def mounted():
     yield mount
     for target in reversed(done):
         subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _botocore_models_once():
+    """Every S3 client a test process makes reads botocore's service models parsed once (``moto_s3``)."""
+    try:
+        from moto_s3 import share_botocore_models
+
+        share_botocore_models()
+    except ImportError:  # no boto3: the S3 tests skip
+        pass
 
 
 @pytest.fixture(autouse=True, scope="session")

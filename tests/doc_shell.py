@@ -255,4 +255,7 @@ def run_in_session(argv: list[str], *, cwd, env, timeout: float, merge_stderr: b
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise
+    except BaseException:   # Ctrl-C: the block's session gets none
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, "" if merge_stderr else errs)

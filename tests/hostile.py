@@ -111,6 +111,9 @@ def finish(p: subprocess.Popen, what: str, timeout: float = DEADLINE, t0: float 
         os.killpg(p.pid, signal.SIGKILL)
         out, err = p.communicate()
         raise AssertionError(f"{what} hung: still running after {timeout:.0f} s\n{err[-2000:]}") from None
+    except BaseException:   # Ctrl-C: the child's session gets none
+        os.killpg(p.pid, signal.SIGKILL)
+        raise
     secs = time.monotonic() - t0
     left = wait_session_gone(p.pid)
     assert not left, f"{what} left processes behind: {[q.pid for q in left]}"

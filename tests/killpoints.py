@@ -5,6 +5,12 @@ disk and in S3) made by ``commit._commit`` is counted, and the process ends with
 ``delete`` of its source, so a kill before that ``delete`` is a kill inside the publish. ``k = 0`` runs to the
 end and reports how many calls the commit made.
 
+Each call is also named by its step (``step``: the method and the kind of each name it touches, e.g.
+``publish shard>aside``); ``by_step`` picks one kill point per distinct step. The commit's loops (set aside,
+publish, clean up) treat each name alone, driven by what is found at that name, so the state a kill leaves
+inside a loop is, name by name, a state that a kill before the loop's first call or after its last one leaves:
+killing before each step's first call (and before the last call) reaches every state of every name.
+
 ``run_killed`` forks (the test process has imported everything: a kill point costs milliseconds, not an
 interpreter start); ``run_cli_killed`` starts the real CLI (``python -c``) with the same hooks."""
 from __future__ import annotations
@@ -22,13 +28,31 @@ ROOT = str(Path(__file__).resolve().parents[1])
 KILLED = 77
 
 
+def _kind(name: str) -> str:
+    from converters.shardset.journal import ASIDE_PREFIX, JOURNAL_PREFIX
+    from converters.storage import TMP_PREFIX
+
+    base = name.rsplit("/", 1)[-1]
+    for prefix, kind in ((JOURNAL_PREFIX, "journal"), (ASIDE_PREFIX, "aside"), (TMP_PREFIX, "tmp")):
+        if base.startswith(prefix):
+            return kind
+    if base == "index.json":
+        return "manifest" if name == base else "part manifest"
+    return "shard"
+
+
+def step(meth: str, names: list[str]) -> str:
+    """A storage call named by what it does: ``publish shard>aside``, ``delete journal``, ..."""
+    return f"{meth} {'>'.join(_kind(n) for n in names)}"
+
+
 def install(kill_at: int, count_file: str) -> None:
     """In this (child) process: count the commit's storage calls, exit before call ``kill_at``."""
     from converters.shardset import commit
     from converters.storage.local import LocalStorage
     from converters.storage.s3 import S3Storage
 
-    state = {"n": 0, "on": False}
+    state = {"n": 0, "on": False, "steps": [], "committed": False}
 
     def hook(cls, meth):
         real = getattr(cls, meth)
@@ -36,8 +60,13 @@ def install(kill_at: int, count_file: str) -> None:
         def call(self, *a, **kw):
             if state["on"]:
                 state["n"] += 1
+                names = [x for x in a if isinstance(x, str)]
+                state["steps"].append(step(meth, names) + (" after the manifest" if state["committed"] else ""))
                 if state["n"] == kill_at:
                     os._exit(KILLED)
+                done = real(self, *a, **kw)
+                state["committed"] |= meth == "write_bytes_atomic" and _kind(names[0]) == "manifest"
+                return done
             return real(self, *a, **kw)
         setattr(cls, meth, call)
 
@@ -54,6 +83,8 @@ def install(kill_at: int, count_file: str) -> None:
             state["on"] = False
             with open(count_file, "w") as f:
                 f.write(str(state["n"]))
+            with open(f"{count_file}.steps", "w") as f:
+                f.write("".join(f"{x}\n" for x in state["steps"]))
     commit._commit = counted
 
 
@@ -101,3 +132,16 @@ def run_cli_killed(k: int, argv: list[str], count_file: Path, timeout: float = 1
 
 def commit_calls(count_file: Path) -> int:
     return int(count_file.read_text())
+
+
+def commit_steps(count_file: Path) -> list[str]:
+    """The step of each call the last counted commit made, in order."""
+    return Path(f"{count_file}.steps").read_text().splitlines()
+
+
+def by_step(steps: list[str]) -> list[int]:
+    """The kill points (1-based) before the first call of each distinct step, and before the last call."""
+    first = {}
+    for k, s in enumerate(steps, 1):
+        first.setdefault(s, k)
+    return sorted(set(first.values()) | {len(steps)})

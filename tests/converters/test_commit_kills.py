@@ -1,6 +1,7 @@
-"""Every kill point of the one commit path (``converters.shardset.commit``), issue 29.1: a child process
-replaces a set with ``--overwrite`` and is killed (``os._exit``) just before each mutating storage call of the
-commit (``tests/killpoints.py``), on a local disk and in S3 (moto). After each kill: a refused run (no
+"""Kill points of the one commit path (``converters.shardset.commit``): a child process replaces a set with
+``--overwrite`` and is killed (``os._exit``) just before a mutating storage call of the commit: the first call
+of each distinct step (``killpoints.by_step``, which says why that reaches every state a kill can leave) and the
+last call, on a local disk and in S3 (moto). After each kill: a refused run (no
 ``--overwrite``), ``verify``, a failing ``--overwrite`` run (its input breaks before the commit), ``verify``
 again — the set verifies and is, byte for byte, the old set or (only when its manifest was published) the new
 one, nothing set aside is ever deleted before it was put back, and the refused run leaves none of the
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hostile import snapshot
-from killpoints import KILLED, commit_calls, run_cli_killed, run_killed
+from killpoints import KILLED, by_step, commit_calls, commit_steps, run_cli_killed, run_killed
 
 from converters.shardset.journal import ASIDE_PREFIX, JOURNAL_PREFIX
 from converters.shardset.output import prepare_output
@@ -90,16 +91,18 @@ def check_after_kill(out: str, old: dict, new: dict, k: int) -> None:
     assert not [n for n in files(out) if TMP_PREFIX in n], f"kill point {k}: {sorted(files(out))}"
 
 
-def sweep(tmp_path, copy_old, out: str, write_new, points=lambda n: range(1, n + 1)) -> list[str]:
-    """Kill the replacing run at each commit call (or at ``points(n)`` of the ``n`` calls); returns which set
-    each kill point left (old/new)."""
+def sweep(tmp_path, copy_old, out: str, write_new) -> list[str]:
+    """Kill the replacing run before the first call of each step of its commit and before the last call;
+    returns which set each kill point left (old/new)."""
     old = the_set(out)
     count = tmp_path / "calls"
     assert run_killed(0, write_new, count) == 0
-    new, n = the_set(out), commit_calls(count)
-    assert new != old and n >= 5
+    new, n, steps = the_set(out), commit_calls(count), commit_steps(count)
+    assert new != old and n >= 5 and len(steps) == n
+    points = by_step(steps)
+    assert {"publish tmp>shard", "write_bytes_atomic manifest"} <= {steps[k - 1] for k in points}, steps
     seen = []
-    for k in points(n):
+    for k in points:
         copy_old()
         assert run_killed(k, write_new, count) == KILLED, k
         check_after_kill(out, old, new, k)
@@ -110,7 +113,7 @@ def sweep(tmp_path, copy_old, out: str, write_new, points=lambda n: range(1, n +
 @pytest.mark.parametrize("new_shard_bytes, group", [(SHARD_BYTES, False), (3 * SHARD_BYTES, False),
                                                     (SHARD_BYTES, True)],
                          ids=["same-names", "new-names", "group"])
-def test_every_kill_point_of_a_local_overwrite(tmp_path, new_shard_bytes, group):
+def test_each_commit_step_killed_in_a_local_overwrite(tmp_path, new_shard_bytes, group):
     pristine, out = tmp_path / "pristine", tmp_path / "out"
     writer(str(pristine), 1, group=group)()
 
@@ -123,15 +126,8 @@ def test_every_kill_point_of_a_local_overwrite(tmp_path, new_shard_bytes, group)
     assert seen[0] == "old" and seen[-1] == "new" and seen == sorted(seen, key=["old", "new"].index), seen
 
 
-def s3_points(n: int) -> list[int]:
-    """A quarter of the kill points on S3 (each takes ~10 s against moto on a loaded 2-core machine), spread
-    over the commit, plus the last three (the manifest's PUT and the clean-up after it)."""
-    return sorted(set(range(1, n + 1, 4)) | {n - 2, n - 1, n})
-
-
 def test_kill_points_of_an_s3_overwrite(s3, tmp_path):
-    """On S3 a publish is a copy then a delete: a kill between them is inside the publish. Every third kill
-    point (``s3_points``: the set-aside phase, the publishes, the manifest, the clean-up)."""
+    """On S3 a publish is a copy then a delete: a kill between them (a step of its own) is inside the publish."""
     out = f"{s3.url}/set"
     pristine = tmp_path / "pristine"
     from converters.libsvm.synthetic import write_criteo_shards
@@ -146,7 +142,7 @@ def test_kill_points_of_an_s3_overwrite(s3, tmp_path):
             s3.client.put_object(Bucket=s3.bucket, Key=f"set/{p.name}", Body=p.read_bytes())
 
     copy_old()
-    seen = sweep(tmp_path, copy_old, out, writer(out, 2, shard_bytes=2 * SHARD_BYTES), s3_points)
+    seen = sweep(tmp_path, copy_old, out, writer(out, 2, shard_bytes=2 * SHARD_BYTES))
     assert seen[0] == "old" and seen[-1] == "new", seen
 
 

@@ -1,0 +1,101 @@
+"""Ctrl-C ends a test run within seconds, with ``-n`` (pytest-xdist) too; hooks imported by ``conftest.py``.
+
+Ctrl-C sends SIGINT to the terminal's process group: the controller and its workers. Three things kept a run
+going: a test that catches the ``KeyboardInterrupt`` (the CLI's ``main()`` called in-process returns 130, a
+product's own signal handler) lets its worker go on to the next test; xdist's controller then waits 10 s for
+its workers before it kills them, and the worker waits 5 s more before it interrupts itself; a second Ctrl-C
+during that wait raised out of xdist's clean-up (``PluggyTeardownRaisedWarning``), and the controller exited
+leaving its workers (and what they had started in sessions of their own) running.
+
+So, in every pytest process: a SIGINT is noted (then raised as usual) and no test starts after one; and in the
+controller of an interrupted run: its workers get ``WORKER_GRACE`` seconds to end, further Ctrl-Cs do not
+interrupt the clean-up, and every process the run started that is still alive then (workers, their children,
+children in sessions of their own) is killed."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+__all__ = ["WORKER_GRACE", "descendants", "pytest_configure", "pytest_runtest_protocol", "pytest_sessionfinish"]
+
+WORKER_GRACE = 2.0   # seconds the workers of an interrupted xdist run get to end by themselves
+
+_interrupted: list[float] = []   # monotonic times of the SIGINTs this process received (its own handler)
+
+
+def _note_sigint(signum, frame):
+    """The first SIGINT raises; one during the clean-up it started (a second Ctrl-C) does not abandon that
+    clean-up, which ends within seconds (``WORKER_GRACE``); a Ctrl-C long after the first raises again."""
+    now = time.monotonic()
+    _interrupted.append(now)
+    if len(_interrupted) == 1 or now - _interrupted[0] > 5 * WORKER_GRACE:
+        raise KeyboardInterrupt
+
+
+def pytest_configure(config):
+    """Note SIGINT in this process (controller, worker or a plain run); Python's own handler does only the raise."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _note_sigint)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """No test starts in a process that was interrupted, even when the test that was running swallowed it."""
+    if _interrupted:
+        raise KeyboardInterrupt
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time) of a live process, None if gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else (int(fields[1]), int(fields[19]))
+
+
+def descendants(root: int) -> dict[int, int]:
+    """Every live process below ``root`` (children in sessions of their own too): pid -> start time."""
+    stats = {int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _stat(int(p))) is not None}
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        parent = todo.pop()
+        for pid, (ppid, started) in stats.items():
+            if ppid == parent and pid not in found:
+                found[pid] = started
+                todo.append(pid)
+    return found
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Around xdist's shutdown of its workers in an interrupted run: a short wait, then nothing of it left."""
+    dsession = session.config.pluginmanager.getplugin("dsession")
+    nodes = getattr(dsession, "nodemanager", None)
+    if exitstatus != pytest.ExitCode.INTERRUPTED or nodes is None or not os.path.isdir("/proc"):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _note_quietly)   # a further Ctrl-C: the clean-up goes on
+    tree: dict[int, int] = {}
+    try:
+        tree = descendants(os.getpid())
+        nodes.EXIT_TIMEOUT = WORKER_GRACE
+        yield
+    finally:
+        for pid, started in {**tree, **descendants(os.getpid())}.items():
+            stat = _stat(pid)
+            if stat is not None and stat[1] == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        signal.signal(signal.SIGINT, previous)
+
+
+def _note_quietly(signum, frame):
+    _interrupted.append(time.monotonic())

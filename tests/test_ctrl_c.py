@@ -1,0 +1,61 @@
+"""Ctrl-C (twice, as an impatient user does) ends a ``pytest -n 2`` run within seconds, and nothing of it is
+left running: its workers and the children its tests started in sessions of their own are gone
+(``tests/ctrl_c.py``). The run is ``tests/interrupt_cases.py``, whose tests hold on to the interrupt."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ctrl_c import WORKER_GRACE, _stat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _alive(pid: int) -> bool:
+    return _stat(pid) is not None
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the run's processes in /proc")
+def test_two_ctrl_c_end_an_xdist_run_with_nothing_left(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env.update(TFPIPE_TEST_INTERRUPT_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    t0 = time.monotonic()
+    with open(tmp_path / "out.txt", "w") as out:   # a file, not a pipe: a process left behind cannot hold it
+        run = subprocess.Popen([sys.executable, "-m", "pytest", "-n", "2", "--dist", "each", "-p", "no:cacheprovider",
+                                "-q", "tests/interrupt_cases.py"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        while len(list(tmp_path.glob("*.started"))) < 2:   # each worker holds an interrupt in a test
+            assert run.poll() is None, (tmp_path / "out.txt").read_text()[-3000:]
+            assert time.monotonic() - t0 < 600, "the run's two holding tests did not start"
+            time.sleep(0.05)
+        start = time.monotonic() - t0     # this run's own clock: its start (interpreters, workers, collection)
+        held = [int(p) for f in tmp_path.glob("*.started") for p in f.read_text().split()]
+        assert all(_alive(p) for p in held)
+        t1 = time.monotonic()
+        os.killpg(run.pid, signal.SIGINT)
+        time.sleep(0.3)
+        os.killpg(run.pid, signal.SIGINT)
+        try:
+            run.wait(timeout=WORKER_GRACE + start + 60)
+        except subprocess.TimeoutExpired:
+            pass
+        took = time.monotonic() - t1
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    text = (tmp_path / "out.txt").read_text()
+    print(f"start {start:.1f} s, Ctrl-C to the end {took:.1f} s")
+    assert took < WORKER_GRACE + start, f"Ctrl-C took {took:.1f} s; the run took {start:.1f} s to start\n{text}"
+    assert run.returncode == 2 and "KeyboardInterrupt" in text, text[-3000:]
+    assert "PluggyTeardownRaisedWarning" not in text, text[-3000:]
+    deadline = time.monotonic() + start
+    while any(_alive(p) for p in held) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in held if _alive(p)], f"left running: {[p for p in held if _alive(p)]} of {held}"
