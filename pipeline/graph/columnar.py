@@ -19,6 +19,7 @@ from ..spec.blocks import decode_rows_for
 from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
+from .blockcheck import block_decoder, file_tables, knows_files, tag_file, tag_stream
 from .rowshuffle import pool_rows, row_generator, shuffle_rows
 
 __all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
@@ -39,8 +40,8 @@ def decode_blocks_fn(schema, layout):
     plan = [(f.name, tf.as_dtype(layout.stored_type(f.name)), tf.as_dtype(f.dtype), [-1, *f.shape])
             for f in schema.features]
 
-    def decode(blocks):
-        cols = tf.io.parse_example(blocks, raw_spec)
+    def decode(blocks, parsed=None):   # parsed: tf.io.parse_example(blocks, ...) when the caller has it
+        cols = tf.io.parse_example(blocks, raw_spec) if parsed is None else parsed
         out = {}
         for name, stored, dtype, shape in plan:   # reduce_join: a file's last block is shorter than the rest
             values = tf.io.decode_raw(tf.strings.reduce_join(cols[name]), stored, little_endian=True)
@@ -164,9 +165,10 @@ def steps_rows(spec: PipelineSpecBase) -> int:
     return smallest_rank_rows(spec_file_rows(spec), spec.layout.block_rows, spec.num_shards)
 
 
-def _decoded(blocks: Any, spec: PipelineSpecBase, gen: Any) -> Any:
+def _decoded(blocks: Any, spec: PipelineSpecBase, gen: Any, tables=None) -> Any:
+    """``blocks``: tagged blocks (``blockcheck.tag_file`` / ``tag_stream``), checked as they are decoded."""
     calls = _calls(spec)
-    ds = blocks.batch(blocks_per_decode(spec)).map(decode_blocks_fn(spec.schema, spec.layout),
+    ds = blocks.batch(blocks_per_decode(spec)).map(block_decoder(spec, tables),
                                                   num_parallel_calls=calls, deterministic=spec.deterministic)
     if spec.shuffle_buffer:   # the pool and one step of rows hold shuffle_buffer rows, as shuffle(B) holds B
         step = shuffle_step(spec)
@@ -184,7 +186,9 @@ def columnar_output(ds: Any, spec: PipelineSpecBase) -> Any:
     return ds.map(lambda d: ({k: v for k, v in d.items() if k != label}, d[label]))
 
 
-def _file_blocks(spec: PipelineSpecBase) -> Any:
+def _file_blocks(spec: PipelineSpecBase, tables) -> Any:
+    """The read's blocks, tagged with their file and index (``tables``: ``blockcheck.file_tables``), or with
+    their index in the read (a streamed set, or no per-file row counts)."""
     import tensorflow as tf
 
     from ..graph.buffernotice import absorb_buffer_notice
@@ -196,13 +200,23 @@ def _file_blocks(spec: PipelineSpecBase) -> Any:
 
         ds, _ = stream_source(spec, replace(cfg, read="sequential" if cfg.read == "interleave" else cfg.read,
                                             chunk_records=0), _file_shuffle(spec))
-        return ds
-    names = tf.data.Dataset.from_tensor_slices(list(spec.files))
-    if _file_shuffle(spec):
-        names = names.shuffle(len(spec.files), seed=spec.seed, reshuffle_each_iteration=True)
+        return tag_stream(ds)
     npr = None if cfg.read == "sequential" else min(cfg.parallelism, len(spec.files))
-    return tf.data.TFRecordDataset(names, spec.compression_type, cfg.buffer_size or DEFAULT_BUFFER_BYTES,
-                                   num_parallel_reads=npr)
+    ctype, buf = spec.compression_type, cfg.buffer_size or DEFAULT_BUFFER_BYTES
+    if tables is None:
+        names = tf.data.Dataset.from_tensor_slices(list(spec.files))
+        return tag_stream(tf.data.TFRecordDataset(names, ctype, buf, num_parallel_reads=npr))
+    index = tf.data.Dataset.range(len(spec.files))
+    if _file_shuffle(spec):
+        index = index.shuffle(len(spec.files), seed=spec.seed, reshuffle_each_iteration=True)
+    paths = tf.constant(list(spec.files))
+
+    def one(f):
+        return tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf))
+
+    if npr is None:
+        return index.flat_map(one)
+    return index.interleave(one, cycle_length=npr, block_length=1, num_parallel_calls=npr, deterministic=True)
 
 
 def build_columnar(spec: PipelineSpecBase) -> Any:
@@ -220,16 +234,17 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
 
         def epoch(e):
             # the FIFO reader keeps this rank's records (blocks) itself: block g of the stream when g % n == i
-            return _decoded(pipe_records_dataset(spec, e).unbatch(), spec, gen)
+            return _decoded(tag_stream(pipe_records_dataset(spec, e).unbatch()), spec, gen)
 
         last = spec.first_epoch + spec.epochs if spec.epochs else (1 << 62)
         ds = tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch)
         repeat = False
     else:
-        blocks = _file_blocks(spec)
+        tables = file_tables(spec) if knows_files(spec) else None
+        blocks = _file_blocks(spec, tables)
         if spec.num_shards > 1:
             blocks = blocks.shard(spec.num_shards, spec.shard_index)
-        ds = _decoded(cache_dataset(blocks, spec), spec, gen)
+        ds = _decoded(cache_dataset(blocks, spec), spec, gen, tables)
         repeat = True
     return graph_tail(columnar_output(ds, spec), spec, calls=calls, deterministic=spec.deterministic, parsed=True,
                       repeat=repeat)
