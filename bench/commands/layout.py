@@ -104,7 +104,9 @@ def format_report(r: dict) -> str:
                   f"    tfpipe default, Example   {w['example_default_rec_s']:>12,.0f} rec/s",
                   f"    columnar vs best Example  {w['ratio']:.2f}x (range {w['ratio_min']:.2f}-{w['ratio_max']:.2f}; "
                   f"{ok} the bar >= {r['target_ratio']:g}x), per CPU-second {w['cpu_ratio']:.2f}x, bytes "
-                  f"{w['bytes_ratio']:.3f}x"]
+                  f"{w['bytes_ratio']:.3f}x",
+                  f"    block checks: checked decode vs unchecked {w['check_ratio']:.2f}x rows/s (range "
+                  f"{w['check_ratio_min']:.2f}-{w['check_ratio_max']:.2f}), per CPU-second {w['check_cpu_ratio']:.2f}x"]
     for row in r.get("shuffle", []):
         lines.append(f"  shuffle_buffer {row['buffer']:,}: mean displacement Example {row['example_displacement']:,.0f}"
                      f" / columnar {row['columnar_displacement']:,.0f} ({row['displacement_ratio']:.2f}x), rank "
