@@ -114,8 +114,8 @@ def _decode_pass(columnar: str, checked: bool) -> dict:
     if checked:
         tables, paths = file_tables(spec), tf.constant(list(spec.files))
         blocks = tf.data.Dataset.range(len(spec.files)).flat_map(
-            lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f))))
-        ds = blocks.batch(k).map(block_decoder(spec, tables), num_parallel_calls=calls)
+            lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f)), k))
+        ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls)
     else:
         ds = tf.data.TFRecordDataset(list(spec.files)).batch(k).map(decode_blocks_fn(spec.schema, spec.layout),
                                                                     num_parallel_calls=calls)

@@ -1,6 +1,7 @@
 """Every columnar block is checked where it is read (``verify`` is not the only guard): the graphs of a columnar
-set (``pipeline.graph.columnar``, the resumable order of ``pipeline.resume.resumerows``) read blocks tagged with
-their file and index (:func:`tag_file`, :func:`tag_stream`) and decode them with :func:`block_decoder`.
+set (``pipeline.graph.columnar``, the resumable order of ``pipeline.resume.resumerows``) read chunks of blocks
+tagged with their file and index (:func:`tag_file`, :func:`tag_stream`) and decode them with
+:func:`block_decoder`.
 
 Over files whose row counts the manifest gives, each block must be exactly the block ``encode_block`` writes
 for the rows the manifest puts there (``block_rows``, or the file's remainder in its last block): its length
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["file_tables", "tag_file", "tag_stream", "block_decoder", "knows_files"]
+__all__ = ["file_tables", "tag_file", "tag_stream", "block_decoder", "knows_files", "decode_blocks_fn"]
 
 VERIFY_HINT = "`tfpipe verify` names the fault"
 
@@ -62,40 +63,70 @@ def _fail_unless(ok, message) -> Any:
     return tf.cond(tf.reduce_all(ok), lambda: tf.constant(True), fail)
 
 
-def tag_file(spec, tables: dict, f, records, first=0) -> Any:
-    """The records (blocks) of file ``f`` (a scalar int64 tensor) from its block ``first`` as
-    ``(f, block index, block)``; the read fails at the file's end unless it held the manifest's blocks."""
+def tag_file(spec, tables: dict, f, records, k: int, first=0) -> Any:
+    """The records (blocks) of file ``f`` (a scalar int64 tensor) from its block ``first`` in chunks of up to
+    ``k`` blocks, each ``(f, block indices, blocks)`` (vectors); the read fails at the file's end unless it held
+    the manifest's blocks. The work is per chunk, not per block."""
     import tensorflow as tf
 
     names = tf.constant(list(spec.files))
     nb = tf.gather(tf.constant(tables["blocks"]), f)
     rows = tf.gather(tf.constant(tables["rows"]), f)
-    marked = records.map(lambda r: (r, tf.constant(False))).concatenate(
-        tf.data.Dataset.from_tensors((tf.constant(b""), tf.constant(True))))
+    first = tf.cast(first, tf.int64)
+    chunks = records.batch(k).map(lambda r: (r, tf.constant(False))).concatenate(
+        tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), tf.constant(True))))
 
-    def at_end(b, pair):
-        rec, end = pair
-        ok = tf.logical_or(tf.logical_not(end), tf.equal(b, nb))
+    def step(seen, chunk):
+        recs, end = chunk
+        n = tf.shape(recs, out_type=tf.int64)[0]
+        ok = tf.logical_or(tf.logical_not(end), tf.equal(first + seen, nb))
         check = _fail_unless(ok, lambda: tf.strings.join([tf.gather(names, f), tf.strings.format(
             ": {} blocks, where the {} rows in the manifest make {} blocks of {} rows: the shard is short or runs "
-            "on (truncated, replaced or rewritten); " + VERIFY_HINT, (b, rows, nb, spec.layout.block_rows))]))
+            "on (truncated, replaced or rewritten); " + VERIFY_HINT,
+            (first + seen, rows, nb, spec.layout.block_rows))]))
         with tf.control_dependencies([check]):
-            return tf.identity(b), rec, end
+            return seen + n, (tf.fill([n], f), first + seen + tf.range(n), tf.identity(recs), end)
 
-    def kept(b, rec, end):
+    def kept(fs, bs, recs, end):
         return tf.logical_not(end)
 
-    def tagged(b, rec, end):
-        return f, b, rec
+    def tagged(fs, bs, recs, end):
+        return fs, bs, recs
 
-    return marked.enumerate(tf.cast(first, tf.int64)).map(at_end).filter(kept).map(tagged)
+    return chunks.scan(tf.constant(0, tf.int64), step).filter(kept).map(tagged)
 
 
-def tag_stream(records) -> Any:
-    """Blocks of a read without file identity (streamed, piped) as ``(-1, index in the read, block)``."""
+def tag_stream(records, k: int) -> Any:
+    """Blocks of a read without file identity (streamed, piped) in chunks of up to ``k`` blocks, each
+    ``(-1s, indices in the read, blocks)``."""
     import tensorflow as tf
 
-    return records.enumerate().map(lambda g, rec: (tf.constant(-1, tf.int64), g, rec))
+    def tagged(c, recs):
+        n = tf.shape(recs, out_type=tf.int64)[0]
+        return tf.fill([n], tf.constant(-1, tf.int64)), c * k + tf.range(n), recs
+
+    return records.batch(k).enumerate().map(tagged)
+
+
+def decode_blocks_fn(schema, layout):
+    """A function from a vector of serialized blocks to a dict of column tensors of the schema's dtypes, rows
+    first (``[rows]`` for scalar features, ``[rows, *shape]`` otherwise): the same tensors the Example layout
+    parses to."""
+    import tensorflow as tf
+
+    raw_spec = {f.name: tf.io.FixedLenFeature([], tf.string) for f in schema.features}
+    plan = [(f.name, tf.as_dtype(layout.stored_type(f.name)), tf.as_dtype(f.dtype), [-1, *f.shape])
+            for f in schema.features]
+
+    def decode(blocks, parsed=None):   # parsed: tf.io.parse_example(blocks, ...) when the caller has it
+        cols = tf.io.parse_example(blocks, raw_spec) if parsed is None else parsed
+        out = {}
+        for name, stored, dtype, shape in plan:   # reduce_join: a file's last block is shorter than the rest
+            values = tf.io.decode_raw(tf.strings.reduce_join(cols[name]), stored, little_endian=True)
+            out[name] = tf.cast(tf.reshape(values, shape), dtype)
+        return out
+
+    return decode
 
 
 def _exact_decoder(spec, tables: dict):
@@ -128,10 +159,10 @@ def _exact_decoder(spec, tables: dict):
             why = tf.where(bi >= nb[i], tf.strings.format(
                 "beyond the {} blocks the {} rows in the manifest make", (nb[i], tf.gather(rowst, fi))),
                 tf.where(tf.equal(size[i], want[i]), tf.strings.format(
-                    "its framing is not that of a block of {} rows of the layout ({}): the name, length or varint of a column "
-                    "differs", (rows, stored)), tf.strings.format(
-                    "{} bytes, where a block of {} rows of the layout ({}) is {} bytes: its row count or the length of a "
-                    "column does not match", (size[i], rows, stored, want[i]))))
+                    "its framing is not that of a block of {} rows of the layout (" + stored + "): the name, length "
+                    "or varint of a column differs", (rows,)), tf.strings.format(
+                    "{} bytes, where a block of {} rows of the layout (" + stored + ") is {} bytes: its row count or "
+                    "the length of a column does not match", (size[i], rows, want[i]))))
             return tf.strings.join([tf.gather(names, fi), ": block ", tf.strings.as_string(bi), ": ", why,
                                     "; " + VERIFY_HINT])
 
@@ -151,8 +182,6 @@ def _checked_columns(spec):
     """The decode of a read without file identity: ``decode_blocks_fn`` and, per block, whole rows of one row
     count in every column, between 1 and ``block_rows``."""
     import tensorflow as tf
-
-    from .columnar import decode_blocks_fn
 
     raw_spec = {f.name: tf.io.FixedLenFeature([], tf.string) for f in spec.schema.features}
     row_bytes = [(f.name, f.width * np.dtype(spec.layout.stored_type(f.name)).itemsize)
@@ -184,7 +213,7 @@ def _checked_columns(spec):
 
 
 def block_decoder(spec, tables: dict | None = None):
-    """``decode(f, b, blocks)``: a batch of tagged blocks to a dict of column tensors (rows first, the schema's
+    """``decode(f, b, blocks)``: a chunk of tagged blocks to a dict of column tensors (rows first, the schema's
     dtypes), every block checked (see the module docstring). ``tables``: ``file_tables(spec)`` when the blocks
     carry file numbers, else None."""
     return _exact_decoder(spec, tables) if tables is not None else _checked_columns(spec)

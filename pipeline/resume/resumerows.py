@@ -28,7 +28,7 @@ def blocks_per_decode(spec) -> int:
 
 
 def decoded_rows(spec, blocks, drop: int = 0, tables=None) -> Any:
-    """The rows of ``blocks`` (tagged blocks: ``graph.blockcheck.tag_file`` with ``tables`` its
+    """The rows of ``blocks`` (chunks of tagged blocks: ``graph.blockcheck.tag_file`` with ``tables`` its
     ``file_tables``, or ``tag_stream``), every block checked, as chunks of decoded columns (dicts, rows first),
     in order; the first ``drop`` rows (fewer than the first block's) left out."""
     import tensorflow as tf
@@ -36,8 +36,7 @@ def decoded_rows(spec, blocks, drop: int = 0, tables=None) -> Any:
     from ..graph.blockcheck import block_decoder
 
     calls = tf.data.AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
-    ds = blocks.batch(blocks_per_decode(spec)).map(block_decoder(spec, tables),
-                                                   num_parallel_calls=calls, deterministic=True)
+    ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls, deterministic=True)
     if drop:
         @tf.autograph.experimental.do_not_convert
         def cut(i, cols):
@@ -62,6 +61,7 @@ def rows_reader(spec, order: list[int], enter, source=None):
     br = spec.layout.block_rows
     ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
     tables = file_tables(spec) if source is None and knows_files(spec) else None
+    per = blocks_per_decode(spec)      # blocks per chunk
 
     def read(start: int):
         j, k = locate(rows, start)
@@ -69,7 +69,7 @@ def rows_reader(spec, order: list[int], enter, source=None):
         if block >= file_blocks(rows[j], br):       # at the end of the last file: nothing left
             block, drop = file_blocks(rows[j], br), 0
         if source is not None:
-            return decoded_rows(spec, tag_stream(source.records(order, j, block)), drop)
+            return decoded_rows(spec, tag_stream(source.records(order, j, block), per), drop)
         f = order[j]
         digest = spec.file_sha256[f] if spec.file_sha256 else None
         first = enter(spec.files[f], block, ctype, buf, file_blocks(rows[j], br), digest)
@@ -77,8 +77,8 @@ def rows_reader(spec, order: list[int], enter, source=None):
             if j + 1 < len(order):
                 first = first.concatenate(tf.data.TFRecordDataset([spec.files[f] for f in order[j + 1:]],
                                                                   ctype, buf))
-            return decoded_rows(spec, tag_stream(first), drop)
-        blocks = tag_file(spec, tables, tf.constant(f, tf.int64), first, block)
+            return decoded_rows(spec, tag_stream(first, per), drop)
+        blocks = tag_file(spec, tables, tf.constant(f, tf.int64), first, per, block)
         if j + 1 < len(order):
             blocks = blocks.concatenate(_tagged_files(spec, tables, order[j + 1:], ctype, buf))
         return decoded_rows(spec, blocks, drop, tables)
@@ -93,7 +93,8 @@ def _tagged_files(spec, tables, order, ctype, buf) -> Any:
 
     paths = tf.constant(list(spec.files))
     return tf.data.Dataset.from_tensor_slices(tf.cast(order, tf.int64)).flat_map(
-        lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf)))
+        lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf),
+                           blocks_per_decode(spec)))
 
 
 def epoch_rows(spec, order, source=None) -> Any:
@@ -106,10 +107,10 @@ def epoch_rows(spec, order, source=None) -> Any:
 
     ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
     if source is not None:
-        return decoded_rows(spec, tag_stream(source.records(order)))
+        return decoded_rows(spec, tag_stream(source.records(order), blocks_per_decode(spec)))
     if not knows_files(spec):
         return decoded_rows(spec, tag_stream(tf.data.TFRecordDataset(
-            tf.gather(tf.constant(list(spec.files)), order), ctype, buf)))
+            tf.gather(tf.constant(list(spec.files)), order), ctype, buf), blocks_per_decode(spec)))
     tables = file_tables(spec)
     return decoded_rows(spec, _tagged_files(spec, tables, order, ctype, buf), tables=tables)
 
