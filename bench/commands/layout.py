@@ -143,7 +143,9 @@ def format_report(r: dict) -> str:
                                "the layout convert writes, read with the default spec"),
                   f"    columnar vs best Example  {w['ratio']:.2f}x (range {w['ratio_min']:.2f}-{w['ratio_max']:.2f}; "
                   f"{ok} the bar >= {r['target_ratio']:g}x), per CPU-second {w['cpu_ratio']:.2f}x, bytes "
-                  f"{w['bytes_ratio']:.3f}x"]
+                  f"{w['bytes_ratio']:.3f}x",
+                  f"    block checks: checked decode vs unchecked {w['check_ratio']:.2f}x rows/s (range "
+                  f"{w['check_ratio_min']:.2f}-{w['check_ratio_max']:.2f}), per CPU-second {w['check_cpu_ratio']:.2f}x"]
         sh = w.get("shuffled")
         if sh:
             lines += [f"    seeded shuffled read (shuffle_buffer {sh['shuffle_buffer']:,}, load {sh['load_min']:.1f}-"

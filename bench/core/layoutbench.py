@@ -9,6 +9,9 @@
 - :func:`compare_shuffled`: the seeded shuffled read users train on: paired rounds of tfpipe's default graph of
   a seeded, shuffled spec on each layout (the resumable order; over rows on the columnar set) against the
   hand-tuned ``TFRecordDataset → shuffle(B) → batch → parse_example`` graph on the Example set.
+- :func:`check_cost`: what checking every block as it is read costs (``pipeline.graph.blockcheck``): paired
+  rounds of the columnar decode alone (read, batch of blocks, decode), checked against the bare
+  ``parse_example`` + ``decode_raw`` decode without checks; the ratio of rows/s (and rows per CPU-second).
 - :func:`shuffle_table`: how far a seeded shuffled read moves rows in each layout with the same buffer
   (``bench.core.shufflemix``: mean displacement, rank correlation).
 """
@@ -21,7 +24,7 @@ import numpy as np
 
 from .layoutsets import write_columnar, write_examples, write_layout_sets
 
-__all__ = ["compare_layouts", "compare_shuffled", "hand_shuffle", "criteo_sets", "text_sets", "relay_set", "set_bytes", "shuffle_table",
+__all__ = ["compare_layouts", "compare_shuffled", "hand_shuffle", "check_cost", "criteo_sets", "text_sets", "relay_set", "set_bytes", "shuffle_table",
            "TEXT_SEQ_LEN", "TEXT_VOCAB"]
 
 TEXT_SEQ_LEN = 2048        # windows of 2,049 token ids (inputs and the shifted targets in one row)
@@ -98,6 +101,49 @@ def _round(example: str, columnar: str, batch: int, first_columnar: bool, max_ba
     return out
 
 
+def _decode_pass(columnar: str, checked: bool) -> dict:
+    """One timed pass of the columnar set's decode alone: tagged blocks through the checked decode, or the bare
+    decode (no checks) of the same batches of blocks."""
+    import tensorflow as tf
+
+    from pipeline import PipelineSpec
+    from pipeline.graph.blockcheck import block_decoder, file_tables, tag_file
+    from pipeline.graph.columnar import blocks_per_decode, decode_blocks_fn
+
+    from .variants import throughput
+
+    spec = PipelineSpec.from_manifest(columnar, 1024, cache="none")
+    k, calls = blocks_per_decode(spec), tf.data.AUTOTUNE
+    if checked:
+        tables, paths = file_tables(spec), tf.constant(list(spec.files))
+        blocks = tf.data.Dataset.range(len(spec.files)).flat_map(
+            lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f)), k))
+        ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls)
+    else:
+        ds = tf.data.TFRecordDataset(list(spec.files)).batch(k).map(decode_blocks_fn(spec.schema, spec.layout),
+                                                                    num_parallel_calls=calls)
+    return throughput(ds.prefetch(calls), warmup=0)   # a small set is one chunk: none left after a warmup
+
+
+def check_cost(columnar: str, *, rounds: int = 5) -> dict:
+    """Paired rounds (the order alternating) of the checked and the unchecked decode of ``columnar``: per round
+    checked rows/s over unchecked rows/s, and the same per CPU-second; medians, ranges and the load."""
+    ratios, cpu_ratios, loads, checked, bare = [], [], [], [], []
+    for r in range(rounds):
+        order = (True, False) if r % 2 == 0 else (False, True)
+        res = {c: _decode_pass(columnar, c) for c in order}
+        checked.append(res[True]["records_per_s"])
+        bare.append(res[False]["records_per_s"])
+        ratios.append(checked[-1] / bare[-1] if bare[-1] else 0.0)
+        cpu_bare = res[False]["records_per_cpu_s"]
+        cpu_ratios.append(res[True]["records_per_cpu_s"] / cpu_bare if cpu_bare else 0.0)
+        loads.append(os.getloadavg()[0])
+    med = statistics.median
+    return {"check_ratio": med(ratios), "check_ratio_min": min(ratios), "check_ratio_max": max(ratios),
+            "check_cpu_ratio": med(cpu_ratios), "checked_decode_rec_s": med(checked),
+            "unchecked_decode_rec_s": med(bare), "check_load_min": min(loads), "check_load_max": max(loads)}
+
+
 def compare_layouts(example: str, columnar: str, batch: int, *, rounds: int = 5, max_batches: int | None = None,
                     log=None) -> dict:
     """Paired rounds of the columnar default graph against the Example graphs (see the module docstring)."""
@@ -125,7 +171,7 @@ def compare_layouts(example: str, columnar: str, batch: int, *, rounds: int = 5,
             "columnar_rec_per_cpu_s": med(col_cpu), "best_example_rec_per_cpu_s": med(best_cpu),
             "example_bytes": set_bytes(example), "columnar_bytes": set_bytes(columnar),
             "bytes_ratio": set_bytes(columnar) / set_bytes(example), "load_min": min(loads), "load_max": max(loads),
-            "cpu_count": os.cpu_count()}
+            "cpu_count": os.cpu_count(), **check_cost(columnar, rounds=rounds)}
 
 
 def hand_shuffle(example: str, batch: int, buffer: int, seed: int):

@@ -17,11 +17,12 @@ import numpy as np
 from ..tfrecord.columnar import ValueRange, encode_block, stored_for
 from ..tfrecord.crc import FRAME_OVERHEAD, frame_payloads
 from ..tfrecord.layout import COLUMNAR, RecordLayout
+from ..tfrecord.reader import MAX_RECORD_BYTES
 from ..tfrecord.schema import Schema
 from .cuts import plan_cuts
 
 __all__ = ["choose_layout", "column_ranges", "merge_ranges", "ranges_json", "ranges_from_json", "block_length",
-           "block_lengths", "shard_row_ranges", "Blocks"]
+           "block_lengths", "shard_row_ranges", "max_block_rows", "check_block_bytes", "Blocks"]
 
 
 def column_ranges(columns: dict[str, np.ndarray]) -> dict[str, ValueRange]:
@@ -53,6 +54,7 @@ def choose_layout(schema: Schema, ranges: dict[str, ValueRange], block_rows: int
     stored = tuple((f.name, stored_for(f.dtype, ranges.get(f.name, ValueRange()))) for f in schema.features)
     layout = RecordLayout(COLUMNAR, block_rows, stored)
     layout.check_schema(schema)
+    check_block_bytes(schema, layout)
     return layout
 
 
@@ -72,6 +74,30 @@ def block_length(rows: int, schema: Schema, layout: RecordLayout) -> int:
         data = rows * f.width * np.dtype(layout.stored_type(f.name)).itemsize
         entries += _field(_field(len(f.name.encode())) + _field(_field(_field(data))))
     return _field(entries) + FRAME_OVERHEAD
+
+
+def max_block_rows(schema: Schema, layout: RecordLayout) -> int:
+    """The most rows a block of this layout holds within ``MAX_RECORD_BYTES`` (the longest record any reader of
+    a set takes), at most ``layout.block_rows``; 0 when not even one row fits."""
+    lo, hi = 0, layout.block_rows
+    while lo < hi:                 # block_length grows with the rows
+        mid = (lo + hi + 1) // 2
+        if block_length(mid, schema, layout) - FRAME_OVERHEAD <= MAX_RECORD_BYTES:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_block_bytes(schema: Schema, layout: RecordLayout) -> None:
+    """A ValueError in one line when a full block of ``layout.block_rows`` rows would be longer than a record may
+    be (``MAX_RECORD_BYTES``: ``verify`` and every reader refuse it), naming the most rows that fit."""
+    size = block_length(layout.block_rows, schema, layout) - FRAME_OVERHEAD
+    if size > MAX_RECORD_BYTES:
+        fit = max_block_rows(schema, layout)
+        raise ValueError(f"--block-rows {layout.block_rows}: a block of {layout.block_rows:,} rows of this set is "
+                         f"{size:,} bytes, more than the {MAX_RECORD_BYTES >> 20} MiB a record may hold; "
+                         + (f"use --block-rows {fit} or fewer" if fit else "not even one row fits"))
 
 
 def block_lengths(rows: int, schema: Schema, layout: RecordLayout) -> np.ndarray:
@@ -103,6 +129,7 @@ class Blocks:
     block."""
 
     def __init__(self, schema: Schema, layout: RecordLayout):
+        check_block_bytes(schema, layout)    # before any block: a writer never commits one its readers refuse
         self.schema, self.layout = schema, layout
         self._parts: list[dict[str, np.ndarray]] = []
         self._pending = 0

@@ -6,12 +6,15 @@ order — so equal columns give equal bytes on every engine. ``decode_block`` ac
 order included) and raises ``BlockError`` saying what is wrong, which is what ``verify`` reports per block."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ..util.protowire import field
+from ..util.protowire import field, varint
 from .layout import RecordLayout, narrowest_int
 
-__all__ = ["BlockError", "encode_block", "decode_block", "stored_for", "block_rows_of", "ValueRange"]
+__all__ = ["BlockError", "encode_block", "decode_block", "stored_for", "block_rows_of", "ValueRange", "BlockTemplate",
+           "block_template"]
 
 
 class BlockError(ValueError):
@@ -45,6 +48,46 @@ def encode_block(columns: dict[str, np.ndarray], schema, layout: RecordLayout) -
         feature = field(1, field(1, data))                             # Feature.bytes_list{value: data}
         entries += field(1, field(1, f.name.encode()) + field(2, feature))
     return field(1, entries)                                              # Example.features
+
+
+class BlockTemplate(NamedTuple):
+    """The exact form of a block of ``rows`` rows: its length, and per column (schema order) the bytes before
+    its data (``headers[c]`` at byte ``header_at[c]``; the first one holds the Example's own header) and where
+    its data lies (``data_at[c]``, ``data_len[c]`` bytes). A record of this length whose header bytes match is
+    the block ``encode_block`` writes for ``rows`` rows; nothing else is."""
+
+    rows: int
+    length: int
+    headers: tuple[bytes, ...]
+    header_at: tuple[int, ...]
+    data_at: tuple[int, ...]
+    data_len: tuple[int, ...]
+
+
+def _prefix(number: int, payload_len: int) -> bytes:
+    return varint(number << 3 | 2) + varint(payload_len)
+
+
+def block_template(schema, layout: RecordLayout, rows: int) -> BlockTemplate:
+    """The :class:`BlockTemplate` of a block of ``rows`` rows (pure arithmetic: no block is built)."""
+    heads, lens = [], []
+    for f in schema.features:   # entry = {1: name, 2: Feature{1: BytesList{1: data}}}
+        d = rows * f.width * np.dtype(layout.stored_type(f.name)).itemsize
+        value = _prefix(1, d)
+        blist = _prefix(1, len(value) + d)
+        feat = _prefix(2, len(blist) + len(value) + d)
+        key = field(1, f.name.encode())
+        payload = len(key) + len(feat) + len(blist) + len(value) + d
+        heads.append(_prefix(1, payload) + key + feat + blist + value)
+        lens.append(d)
+    entries = sum(len(h) + d for h, d in zip(heads, lens))
+    heads[0] = _prefix(1, entries) + heads[0]
+    header_at, data_at, pos = [], [], 0
+    for h, d in zip(heads, lens):
+        header_at.append(pos)
+        data_at.append(pos + len(h))
+        pos += len(h) + d
+    return BlockTemplate(rows, pos, tuple(heads), tuple(header_at), tuple(data_at), tuple(lens))
 
 
 def _read_len(buf: bytes, pos: int, where: str) -> tuple[int, int]:

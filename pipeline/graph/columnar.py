@@ -19,6 +19,7 @@ from ..spec.blocks import decode_rows_for
 from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
+from .blockcheck import decode_blocks_fn  # noqa: F401 - the bare decode, named here too
 from .rowshuffle import pool_rows, row_generator, shuffle_rows
 
 __all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
@@ -27,27 +28,6 @@ __all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step
 log = logging.getLogger(__name__)
 
 SHUFFLE_CHUNK_FRACTION = 16  # a shuffled read decodes chunks of at most shuffle_buffer / 16 rows (the pool the rest)
-
-
-def decode_blocks_fn(schema, layout):
-    """A function from a vector of serialized blocks to a dict of column tensors of the schema's dtypes, rows
-    first (``[rows]`` for scalar features, ``[rows, *shape]`` otherwise): the same tensors the Example layout
-    parses to."""
-    import tensorflow as tf
-
-    raw_spec = {f.name: tf.io.FixedLenFeature([], tf.string) for f in schema.features}
-    plan = [(f.name, tf.as_dtype(layout.stored_type(f.name)), tf.as_dtype(f.dtype), [-1, *f.shape])
-            for f in schema.features]
-
-    def decode(blocks):
-        cols = tf.io.parse_example(blocks, raw_spec)
-        out = {}
-        for name, stored, dtype, shape in plan:   # reduce_join: a file's last block is shorter than the rest
-            values = tf.io.decode_raw(tf.strings.reduce_join(cols[name]), stored, little_endian=True)
-            out[name] = tf.cast(tf.reshape(values, shape), dtype)
-        return out
-
-    return decode
 
 
 def decode_rows(spec: PipelineSpecBase) -> int:
@@ -164,10 +144,13 @@ def steps_rows(spec: PipelineSpecBase) -> int:
     return smallest_rank_rows(spec_file_rows(spec), spec.layout.block_rows, spec.num_shards)
 
 
-def _decoded(blocks: Any, spec: PipelineSpecBase, gen: Any) -> Any:
+def _decoded(blocks: Any, spec: PipelineSpecBase, gen: Any, tables=None) -> Any:
+    """``blocks``: chunks of tagged blocks (``blockcheck.tag_file`` / ``tag_stream``), checked as they are
+    decoded."""
+    from .blockcheck import block_decoder
+
     calls = _calls(spec)
-    ds = blocks.batch(blocks_per_decode(spec)).map(decode_blocks_fn(spec.schema, spec.layout),
-                                                  num_parallel_calls=calls, deterministic=spec.deterministic)
+    ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls, deterministic=spec.deterministic)
     if spec.shuffle_buffer:   # the pool and one step of rows hold shuffle_buffer rows, as shuffle(B) holds B
         step = shuffle_step(spec)
         ds = shuffle_rows(ds.rebatch(step), pool_rows(spec.shuffle_buffer, step), gen)
@@ -184,8 +167,12 @@ def columnar_output(ds: Any, spec: PipelineSpecBase) -> Any:
     return ds.map(lambda d: ({k: v for k, v in d.items() if k != label}, d[label]))
 
 
-def _file_blocks(spec: PipelineSpecBase) -> Any:
+def _file_blocks(spec: PipelineSpecBase, tables) -> Any:
+    """The read's blocks in chunks of ``blocks_per_decode``, tagged with their file and index (``tables``:
+    ``blockcheck.file_tables``), or with their index in the read (a streamed set, or no per-file row counts)."""
     import tensorflow as tf
+
+    from .blockcheck import tag_file, tag_stream
 
     from ..graph.buffernotice import absorb_buffer_notice
 
@@ -196,13 +183,24 @@ def _file_blocks(spec: PipelineSpecBase) -> Any:
 
         ds, _ = stream_source(spec, replace(cfg, read="sequential" if cfg.read == "interleave" else cfg.read,
                                             chunk_records=0), _file_shuffle(spec))
-        return ds
-    names = tf.data.Dataset.from_tensor_slices(list(spec.files))
-    if _file_shuffle(spec):
-        names = names.shuffle(len(spec.files), seed=spec.seed, reshuffle_each_iteration=True)
+        return tag_stream(ds, blocks_per_decode(spec))
     npr = None if cfg.read == "sequential" else min(cfg.parallelism, len(spec.files))
-    return tf.data.TFRecordDataset(names, spec.compression_type, cfg.buffer_size or DEFAULT_BUFFER_BYTES,
-                                   num_parallel_reads=npr)
+    ctype, buf = spec.compression_type, cfg.buffer_size or DEFAULT_BUFFER_BYTES
+    if tables is None:
+        names = tf.data.Dataset.from_tensor_slices(list(spec.files))
+        return tag_stream(tf.data.TFRecordDataset(names, ctype, buf, num_parallel_reads=npr), blocks_per_decode(spec))
+    index = tf.data.Dataset.range(len(spec.files))
+    if _file_shuffle(spec):
+        index = index.shuffle(len(spec.files), seed=spec.seed, reshuffle_each_iteration=True)
+    paths = tf.constant(list(spec.files))
+
+    def one(f):
+        return tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf),
+                        blocks_per_decode(spec))
+
+    if npr is None:
+        return index.flat_map(one)
+    return index.interleave(one, cycle_length=npr, block_length=1, num_parallel_calls=npr, deterministic=True)
 
 
 def build_columnar(spec: PipelineSpecBase) -> Any:
@@ -211,6 +209,7 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
     import tensorflow as tf
 
     from ..plan.cachepolicy import cache_dataset
+    from .blockcheck import file_tables, knows_files, tag_stream
     from .tail import graph_tail
 
     calls = _calls(spec)
@@ -220,16 +219,17 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
 
         def epoch(e):
             # the FIFO reader keeps this rank's records (blocks) itself: block g of the stream when g % n == i
-            return _decoded(pipe_records_dataset(spec, e).unbatch(), spec, gen)
+            return _decoded(tag_stream(pipe_records_dataset(spec, e).unbatch(), blocks_per_decode(spec)), spec, gen)
 
         last = spec.first_epoch + spec.epochs if spec.epochs else (1 << 62)
         ds = tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch)
         repeat = False
     else:
-        blocks = _file_blocks(spec)
-        if spec.num_shards > 1:
-            blocks = blocks.shard(spec.num_shards, spec.shard_index)
-        ds = _decoded(cache_dataset(blocks, spec), spec, gen)
+        tables = file_tables(spec) if knows_files(spec) else None
+        blocks = _file_blocks(spec, tables)
+        if spec.num_shards > 1:   # whole blocks in turn, then chunks again
+            blocks = blocks.unbatch().shard(spec.num_shards, spec.shard_index).batch(blocks_per_decode(spec))
+        ds = _decoded(cache_dataset(blocks, spec), spec, gen, tables)
         repeat = True
     return graph_tail(columnar_output(ds, spec), spec, calls=calls, deterministic=spec.deterministic, parsed=True,
                       repeat=repeat)

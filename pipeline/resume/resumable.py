@@ -155,14 +155,14 @@ def order_of(spec, e, source=None):
     import tensorflow as tf
 
     ctype, buf = _io(spec)
-    if source is not None:
+    if spec.layout is not None:     # a columnar set's blocks, each checked: the order is over their rows
+        from .resumerows import epoch_rows
+
+        recs = epoch_rows(spec, _file_order(spec, e), source)
+    elif source is not None:
         recs = source.records(_file_order(spec, e))
     else:
         recs = tf.data.TFRecordDataset(tf.gather(tf.constant(list(spec.files)), _file_order(spec, e)), ctype, buf)
-    if spec.layout is not None:     # a columnar set's blocks: the order is over their rows
-        from .resumerows import decoded_rows
-
-        recs = decoded_rows(spec, recs)
     if spec.shuffle_buffer > 0:
         key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
         recs = delay_order(recs, key, spec.shuffle_buffer, sum(spec.file_records))

@@ -20,7 +20,7 @@ from typing import Any
 from ..spec.blocks import decode_rows_for, file_blocks
 from .state import locate
 
-__all__ = ["blocks_per_decode", "decoded_rows", "rows_reader", "row_stages"]
+__all__ = ["blocks_per_decode", "decoded_rows", "rows_reader", "epoch_rows", "row_stages"]
 
 
 def blocks_per_decode(spec) -> int:
@@ -28,16 +28,16 @@ def blocks_per_decode(spec) -> int:
     return max(1, decode_rows_for(spec.schema) // spec.layout.block_rows)
 
 
-def decoded_rows(spec, blocks, drop: int = 0) -> Any:
-    """The rows of ``blocks`` (serialized blocks) as chunks of decoded columns (dicts, rows first), in order;
-    the first ``drop`` rows (fewer than the first block's) left out."""
+def decoded_rows(spec, blocks, drop: int = 0, tables=None) -> Any:
+    """The rows of ``blocks`` (chunks of tagged blocks: ``graph.blockcheck.tag_file`` with ``tables`` its
+    ``file_tables``, or ``tag_stream``), every block checked, as chunks of decoded columns (dicts, rows first),
+    in order; the first ``drop`` rows (fewer than the first block's) left out."""
     import tensorflow as tf
 
-    from ..graph.columnar import decode_blocks_fn
+    from ..graph.blockcheck import block_decoder
 
     calls = tf.data.AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
-    ds = blocks.batch(blocks_per_decode(spec)).map(decode_blocks_fn(spec.schema, spec.layout),
-                                                   num_parallel_calls=calls, deterministic=True)
+    ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls, deterministic=True)
     if drop:
         @tf.autograph.experimental.do_not_convert
         def cut(i, cols):
@@ -55,11 +55,14 @@ def rows_reader(spec, order: list[int], enter, source=None):
     middle; or ``source``: a ``resumestream.StreamedShards``)."""
     import tensorflow as tf
 
+    from ..graph.blockcheck import file_tables, knows_files, tag_file, tag_stream
     from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
     rows = [spec.file_records[f] for f in order]
     br = spec.layout.block_rows
     ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
+    tables = file_tables(spec) if source is None and knows_files(spec) else None
+    per = blocks_per_decode(spec)      # blocks per chunk
 
     def read(start: int):
         j, k = locate(rows, start)
@@ -67,18 +70,50 @@ def rows_reader(spec, order: list[int], enter, source=None):
         if block >= file_blocks(rows[j], br):       # at the end of the last file: nothing left
             block, drop = file_blocks(rows[j], br), 0
         if source is not None:
-            blocks = source.records(order, j, block)
-        else:
-            f = order[j]
-            digest = spec.file_sha256[f] if spec.file_sha256 else None
-            blocks = enter(spec.files[f], block, ctype, buf, file_blocks(rows[j], br), digest)
+            return decoded_rows(spec, tag_stream(source.records(order, j, block), per), drop)
+        f = order[j]
+        digest = spec.file_sha256[f] if spec.file_sha256 else None
+        first = enter(spec.files[f], block, ctype, buf, file_blocks(rows[j], br), digest)
+        if tables is None:
             if j + 1 < len(order):
-                blocks = blocks.concatenate(tf.data.TFRecordDataset([spec.files[f] for f in order[j + 1:]],
-                                                                    ctype, buf))
-        return decoded_rows(spec, blocks, drop)
+                first = first.concatenate(tf.data.TFRecordDataset([spec.files[f] for f in order[j + 1:]],
+                                                                  ctype, buf))
+            return decoded_rows(spec, tag_stream(first, per), drop)
+        blocks = tag_file(spec, tables, tf.constant(f, tf.int64), first, per, block)
+        if j + 1 < len(order):
+            blocks = blocks.concatenate(_tagged_files(spec, tables, order[j + 1:], ctype, buf))
+        return decoded_rows(spec, blocks, drop, tables)
 
     return read
 
+def _tagged_files(spec, tables, order, ctype, buf) -> Any:
+    """The tagged blocks of the whole files ``order`` (file numbers: a list or an int64 tensor), in order."""
+    import tensorflow as tf
+
+    from ..graph.blockcheck import tag_file
+
+    paths = tf.constant(list(spec.files))
+    return tf.data.Dataset.from_tensor_slices(tf.cast(order, tf.int64)).flat_map(
+        lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf),
+                           blocks_per_decode(spec)))
+
+
+def epoch_rows(spec, order, source=None) -> Any:
+    """The decoded rows of an epoch whose files come in ``order`` (an int64 tensor), every block checked: the
+    generic graph of the epochs after the first (``source``: a ``resumestream.StreamedShards``)."""
+    import tensorflow as tf
+
+    from ..graph.blockcheck import file_tables, knows_files, tag_stream
+    from ..plan.readplan import DEFAULT_BUFFER_BYTES
+
+    ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
+    if source is not None:
+        return decoded_rows(spec, tag_stream(source.records(order), blocks_per_decode(spec)))
+    if not knows_files(spec):
+        return decoded_rows(spec, tag_stream(tf.data.TFRecordDataset(
+            tf.gather(tf.constant(list(spec.files)), order), ctype, buf), blocks_per_decode(spec)))
+    tables = file_tables(spec)
+    return decoded_rows(spec, _tagged_files(spec, tables, order, ctype, buf), tables=tables)
 
 
 def row_stages(spec, stages: list) -> list:

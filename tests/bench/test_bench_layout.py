@@ -21,10 +21,12 @@ def test_smoke_run(tmp_path):
         w = r["workloads"][name]
         assert w["columnar_rec_s"] > 0 and w["best_example_rec_s"] > 0 and w["ratio"] > 0
         assert w["example_bytes"] > 0 and w["columnar_bytes"] > 0
+        assert w["check_ratio"] > 0 and w["check_cpu_ratio"] >= 0 and w["unchecked_decode_rec_s"] > 0
     text = format_report(r)
     assert "columnar vs best Example" in text and "libsvm" in text and "text" in text
     marked = [line for line in text.splitlines() if "<- tfpipe's default" in line]   # the user's row, per workload
     assert len(marked) == 2 and all(line.lstrip().startswith("tfpipe default, Example") for line in marked)
+    assert "block checks: checked decode vs unchecked" in text
     assert list(tmp_path.iterdir()) == []
 
 

@@ -48,3 +48,49 @@ def _records(data: bytes) -> list[bytes]:
         out.append(data[pos + 12:pos + 12 + n])
         pos += 12 + n + 4
     return out
+
+
+WIDE = 2048    # text windows of 2,049 uint16 ids and a uint8 mask: 6,147 bytes a row
+
+
+def _wide(block_rows: int):
+    schema = text_schema(WIDE, "attention_mask")
+    return schema, RecordLayout("columnar", block_rows, (("input_ids", "uint16"), ("attention_mask", "uint8")))
+
+
+def test_a_block_over_the_record_cap_is_refused_before_any_block():
+    from converters.shardset.blocks import check_block_bytes, max_block_rows
+    from converters.tfrecord.reader import FRAME_OVERHEAD, MAX_RECORD_BYTES
+
+    schema, layout = _wide(1 << 20)
+    fit = max_block_rows(schema, layout)
+    assert block_length(fit, schema, layout) - FRAME_OVERHEAD <= MAX_RECORD_BYTES
+    assert block_length(fit + 1, schema, layout) - FRAME_OVERHEAD > MAX_RECORD_BYTES
+    with pytest.raises(ValueError, match=rf"^--block-rows 1048576: a block of 1,048,576 rows of this set is "
+                                         rf"[\d,]+ bytes, more than the 256 MiB a record may hold; use "
+                                         rf"--block-rows {fit} or fewer$"):
+        Blocks(schema, layout)
+    check_block_bytes(*_wide(fit))          # the most that fit: taken
+    Blocks(*_wide(fit))
+
+
+@pytest.mark.parametrize("command", ["convert", "reshard"])
+def test_the_cli_refuses_a_block_rows_that_cannot_fit_in_one_line(tmp_path, capsys, command):
+    from converters.cli import main
+    from converters.libsvm.synthetic import criteo_lines
+
+    (tmp_path / "in.libsvm").write_bytes(criteo_lines(20, seed=1))
+    base = ["convert", "libsvm", str(tmp_path / "in.libsvm"), "--field-size", "39", "--no-progress"]
+    wide = ["--layout", "columnar", "--block-rows", "1048576"]
+    if command == "convert":
+        argv = [*base, "--out", str(tmp_path / "o"), *wide]
+    else:
+        assert main([*base, "--out", str(tmp_path / "e")]) == 0
+        argv = ["reshard", str(tmp_path / "e"), "--out", str(tmp_path / "o"), "--num-shards", "1", "--no-progress",
+                *wide]
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--block-rows 1048576: a block of 1,048,576 rows of this set is" in err and "Traceback" not in err
+    assert "256 MiB a record may hold; use --block-rows" in err
+    assert not (tmp_path / "o").exists()
