@@ -29,9 +29,9 @@ import tempfile
 import time
 
 from converters.cli.parser import add_json_option, add_set_argument
-from bench.core.steps import MAX_STEP_MS, host_burn, step_ms
+from bench.core.steps import host_burn
 from bench.report.tables import mark_default
-from converters.cli.types import nonneg_float, nonneg_int, positive_int
+from converters.cli.types import MAX_STEP_MS, nonneg_float, nonneg_int, positive_int, step_milliseconds
 
 __all__ = ["add_parser", "run", "run_benchmark", "verdict", "format_report", "PAYS_RATIO"]
 
@@ -52,10 +52,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="a running dispatcher (default: start one and --workers workers on this host's other cores)")
     p.add_argument("--workers", type=positive_int, default=1, help="local workers to start (default 1)")
     p.add_argument("--batch-size", type=positive_int, default=512, help="batch size (default 512)")
-    p.add_argument("--step-ms", type=step_ms, default=5.0,
+    p.add_argument("--step-ms", type=step_milliseconds, default=5.0,
                    help=f"simulated step per batch, ms: a sleep, the trainer's CPU left free (default 5, "
                         f"at most {MAX_STEP_MS:g})")
-    p.add_argument("--step-cpu-ms", type=step_ms, default=0.0,
+    p.add_argument("--step-cpu-ms", type=step_milliseconds, default=0.0,
                    help="CPU the step burns on the trainer's core per batch, ms, after --step-ms (default 0)")
     p.add_argument("--batches", type=nonneg_int, default=0, help="batches per run (default 0: one epoch)")
     p.add_argument("--repeats", type=positive_int, default=3, help="paired rounds of local and service runs (default 3)")

@@ -20,28 +20,14 @@ import logging
 import time
 from typing import Any, Callable
 
-__all__ = ["simulated_step", "host_wait", "host_burn", "gpu_available", "step_ms", "SPIN_S", "MAX_STEP_MS"]
+__all__ = ["simulated_step", "host_wait", "host_burn", "gpu_available", "SPIN_S"]
 
 log = logging.getLogger(__name__)
 
 SPIN_S = 0.0003  # last 0.3 ms spun (GIL held only that long), the rest slept
 
 _DEVICES = ("auto", "host", "gpu")
-MAX_STEP_MS = 60_000.0  # a simulated step of a minute per batch at most: beyond it no bench run ends
 
-
-def step_ms(s: str) -> float:
-    """argparse ``type=`` of a simulated step: a finite number of milliseconds in [0, MAX_STEP_MS]."""
-    import argparse
-
-    try:
-        v = float(s)
-    except ValueError:
-        v = float("nan")
-    if not 0 <= v <= MAX_STEP_MS:
-        raise argparse.ArgumentTypeError(f"expected milliseconds from 0 to {MAX_STEP_MS:g} (a minute per batch), "
-                                         f"got {s!r}")
-    return v
 
 
 def host_wait(seconds: float) -> None:

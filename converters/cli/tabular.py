@@ -6,6 +6,7 @@ from .types import (
     add_engine_options,
     add_shard_output_options,
     convert_on_engine,
+    nonneg_int,
     positive_int,
     print_skips,
     shard_output_options,
@@ -57,7 +58,7 @@ def register(convert_sub, top_sub) -> None:
                         "(default 1)")
     p.add_argument("--negative-rate", type=_rate, default=1.0, metavar="R",
                    help="keep this fraction of label-0 rows (seeded by --seed, per row; default 1: all)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of --negative-rate (default 0)")
+    p.add_argument("--seed", type=nonneg_int, default=0, metavar="S", help="seed of --negative-rate (default 0)")
     p.add_argument("--memory", type=size, default=None, metavar="SIZE",
                    help="categorical counts one counting task holds before spilling sorted runs to the "
                         "output's temporary area (default 256MiB)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from converters.cli.types import positive_float
+from converters.cli.types import duration_seconds
 from sharding.groups import DEFAULT_SERVICE_PORT
 from sharding.topology import SAGEMAKER_CONFIG_DIR
 
@@ -68,7 +68,7 @@ def register(sub) -> None:
                    help="each data host's worker port (default 0: any free port)")
     _work_dir(a)
     _worker_timeout(a)
-    a.add_argument("--idle-timeout", type=positive_float, default=120.0, metavar="SECONDS",
+    a.add_argument("--idle-timeout", type=duration_seconds, default=120.0, metavar="SECONDS",
                    help="stop a data host when its worker has had no task for this long after its first "
                         "(default 120)")
     a.add_argument("--host-address", type=host_address, action="append", default=[], metavar="HOST=ADDRESS",
@@ -95,14 +95,14 @@ def _work_dir(p) -> None:
 def _worker_timeout(p) -> None:
     from .workerwatch import DEFAULT_WORKER_TIMEOUT
 
-    p.add_argument("--worker-timeout", type=positive_float, default=DEFAULT_WORKER_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--worker-timeout", type=duration_seconds, default=DEFAULT_WORKER_TIMEOUT, metavar="SECONDS",
                    help="give up the tasks of a worker that has not answered for this long, so that trainers go "
                         f"on without it (default {DEFAULT_WORKER_TIMEOUT:g}; its unsent records are lost, "
                         "docs/offload.md)")
 
 
 def _timeout(p) -> None:
-    p.add_argument("--timeout", type=positive_float, default=60.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=duration_seconds, default=60.0, metavar="SECONDS",
                    help="how long to wait for the dispatcher to answer (default 60)")
 
 

@@ -59,7 +59,7 @@ def test_step_beyond_a_minute_is_refused_in_one_line(tmp_path, capsys, flag, val
         main(["bench", "offload", str(tmp_path), flag, value])
     assert exc.value.code == 64
     err = capsys.readouterr().err
-    assert f"argument {flag}: expected milliseconds from 0 to 60000" in err and repr(value) in err and "Traceback" not in err
+    assert f"argument {flag}: expected a step in milliseconds from 0 to 60000" in err and repr(value) in err and "Traceback" not in err
 
 
 def test_verdict_takes_the_steps_own_cpu_out_of_the_inputs_cost():

@@ -112,7 +112,7 @@ def test_host_burn_uses_the_cpu_time_asked(seconds):
 def test_step_ms_argument_is_bounded(text, ok):
     import argparse
 
-    from bench.core.steps import step_ms
+    from converters.cli.types import step_milliseconds as step_ms
 
     if ok:
         assert step_ms(text) == float(text)
