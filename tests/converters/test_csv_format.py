@@ -154,7 +154,7 @@ def test_a_registered_format_is_found_by_name_and_forgotten(tmp_path):
     try:
         assert registry.names()[-1] == "csv" and registry.get("csv") is csvfmt.FORMAT
         assert ConvertJob("csv", (), ("x",), str(tmp_path), _opts()).fmt is csvfmt.FORMAT
-        with pytest.raises(ValueError, match=r"convert \{libsvm\|text\}"):  # no command line declared
+        with pytest.raises(ValueError, match=r"convert \{libsvm\|text\|tabular\}"):  # no command line declared
             parse_convert(["convert", "csv", "x", "--out", str(tmp_path)])
     finally:
         registry.unregister("csv")

@@ -109,7 +109,7 @@ ELEVEN = [a for i in range(10) for a in ("--input", f"in{i}=s3://raw/{i}/")]
      "inputs mix ShardedByS3Key"),
     ({}, ["--", "convert", "libsvm", "/opt/ml/processing/input/train", "--out", "s3://o/"], 2,
      "one of the arguments --field-size --sparse is required"),
-    ({}, ["--", "convert", "parquet", "x"], 2, r"expected a conversion command 'convert \{libsvm\|text\}"),
+    ({}, ["--", "convert", "parquet", "x"], 2, r"expected a conversion command 'convert \{libsvm\|text\|tabular\}"),
 ])
 def test_bad_requests_are_refused_with_one_line_and_nothing_sent(capsys, change, command, code, match):
     argv = list(BASE)

@@ -153,7 +153,7 @@ def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):
 
 
 @pytest.mark.parametrize("command, config, code, match", [
-    ([], True, 2, "expected a conversion command 'convert {libsvm|text}"),
+    ([], True, 2, "expected a conversion command 'convert {libsvm|text|tabular}"),
     (["convert", "libsvm", "in", "--out", "o"], True, 2, "one of the arguments --field-size --sparse is required"),
     (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--engine", "beam"], True, 2,
      "--engine/--beam-option do not apply here: the Processing instances are the engine"),
