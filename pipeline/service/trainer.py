@@ -10,7 +10,7 @@ epochs`` batches: an epoch left short by a lost worker is made up from the spare
 the same number of steps (the spare epoch's job starts only if it is reached). A run that even the spare epoch
 cannot make up (workers lost and too few left) ends with an error that says so (``run_ended_short``), after the
 dispatcher gives the lost workers' tasks up (``pipeline.service.workerwatch``). What each choice is and why:
-``pipeline.service.choice``; faults and limits: docs/offload.md.
+``pipeline.plan.servicejob``; faults and limits: docs/offload.md.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Any, Mapping
 from ..plan.readplan import AUTOTUNE
 from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
-from .choice import ServiceChoice, service_choice
+from ..plan.servicejob import ServiceChoice, service_choice
 
 __all__ = ["service_dataset", "service_stages", "worker_graph", "element_batches", "run_ended_short",
            "repeat_until_empty", "MAX_FILE_READERS",

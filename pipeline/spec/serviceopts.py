@@ -3,9 +3,9 @@
 
 ``service``: the dispatcher, ``"grpc://HOST:PORT"`` (None: read in this process); ``service_job``: the name the
 ranks of one run share (None: derived from the SageMaker job name, ``TF_CONFIG`` or the manifest fingerprint and
-seed, ``pipeline.service.choice.base_job_name``); ``service_compression``: ``"auto"`` (off on a fast link, on
+seed, ``pipeline.plan.servicejob.base_job_name``); ``service_compression``: ``"auto"`` (off on a fast link, on
 otherwise), ``"on"`` or ``"off"``. No I/O here; the choices and their reasons are made in
-``pipeline.service.choice``.
+``pipeline.plan.servicejob``.
 """
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def test_two_ranks_record_shard_every_record_once_equal_steps(service, data, shu
     ranks = [PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=r, epochs=2, seed=7,
                                         shuffle_buffer=shuffle, drop_remainder=drop, service=service,
                                         service_job=f"rs{shuffle}") for r in range(2)]
-    from pipeline.service.choice import service_steps
+    from pipeline.plan.servicejob import service_steps
 
     steps = service_steps(ranks[0])[0]
     assert steps == service_steps(ranks[1])[0]

@@ -17,7 +17,7 @@ from service_procs import Proc
 
 from converters.shardset.reader import read_manifest
 from pipeline import PipelineSpec, build_dataset
-from pipeline.service.choice import service_steps
+from pipeline.plan.servicejob import service_steps
 from pipeline.service.servers import start_dispatcher
 
 tf = pytest.importorskip("tensorflow")
