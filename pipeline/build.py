@@ -28,9 +28,9 @@ from .graph.buffernotice import absorb_buffer_notice
 from .graph.parse import feature_spec, parse_fn
 from .graph.tail import graph_tail, parse_batches, tail_stages
 from .graph.weighted import build_weighted, weighted_stages
+from .plan.graphplan import GraphPlan, plan_graph
 from .plan.cachepolicy import MEMORY_CACHE_FRACTION, cache_dataset, choose_cache, total_memory
 from .plan.readplan import AUTOTUNE, LARGE_RECORD_BYTES, ReadPlan, choose_read, read_plan, rule_config
-from .resume.state import resume_choice
 from .spec.pipelinespec import PipelineSpecBase
 from .spec.stage import Stage
 from .threads import process_cpus
@@ -42,24 +42,36 @@ log = logging.getLogger(__name__)
 
 def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
     """The stages ``build_dataset(spec)`` builds, in order, with settings and reasons (pure)."""
-    if spec.service is not None:  # read + parse on a tf.data service's workers (pipeline.service)
+    return graph_stages(plan_graph(spec))
+
+
+def graph_stages(plan: GraphPlan) -> list[Stage]:
+    """The stages of the graph ``plan`` names."""
+    spec = plan.spec
+    if plan.graph == "service":  # read + parse on a tf.data service's workers (pipeline.service)
         from .service.trainer import service_stages
 
         return service_stages(spec)
-    if resume_choice(spec)[0]:  # the resumable order: asked for, or when possible (resumable=None)
+    if plan.graph == "resumable":  # the resumable order: asked for, or when possible (resumable=None)
         from .resume.resumable import resumable_stages
 
         return resumable_stages(spec)
-    if spec.layout is not None:  # a columnar set: blocks decoded per batch (pipeline.graph.columnar)
+    if plan.graph == "columnar":  # a columnar set: blocks decoded per batch (pipeline.graph.columnar)
         from .graph.columnar import columnar_stages
 
         return columnar_stages(spec)
-    if spec.part_weights:
+    if plan.graph == "weighted":
         return weighted_stages(spec)
+    return _records_stages(plan)
+
+
+def _records_stages(plan: GraphPlan) -> list[Stage]:
+    """The stages of the plain (File mode) and Pipe-mode graphs."""
+    spec = plan.spec
     stages: list[Stage] = []
     sharded = spec.num_shards > 1
-    plan = None
-    if spec.mode == "pipe":
+    read = plan.read if plan.graph == "plain" else None
+    if plan.graph == "pipe":
         from .graph.pipesource import fifo_path
 
         first = fifo_path(spec.pipe_dir, spec.channel, spec.first_epoch)
@@ -72,23 +84,22 @@ def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
                             "record-level shard before any random op" if sharded else "one reader of this channel"))
         strategy = "pipe"
     else:
-        plan = read_plan(spec)
-        cfg = plan.config
+        cfg = read.config
         strategy = cfg.read
-        file_shuffle = _file_shuffle(spec)
-        if spec.stream is not None:
+        file_shuffle = _file_shuffle(plan)
+        if plan.stream:
             from .remote.stream import stream_stage
 
             stages.append(stream_stage(spec, cfg, file_shuffle))
         stages.append(Stage("source", True, {"mode": "file", "files": len(spec.files), "read": strategy,
                                              "parallelism": cfg.parallelism, "buffer": format_size(cfg.buffer_size),
-                                             "compression": spec.compression, "chosen_by": plan.source,
+                                             "compression": spec.compression, "chosen_by": read.source,
                                              "file_order": (f"shuffled per epoch (seed={spec.seed})" if file_shuffle
-                                                            else "manifest order")}, plan.why))
+                                                            else "manifest order")}, read.why))
         stages.append(Stage("shard", sharded, {"num_shards": spec.num_shards, "index": spec.shard_index},
                             "record-level shard(n, i) before any random op, so ranks never overlap" if sharded
                             else "single rank (or per-rank file list)"))
-    policy, path, why = choose_cache(spec)
+    policy, path, why = plan.cache
     stages.append(Stage("cache", policy != "none", {"policy": policy, **({"path": path} if path else {})}, why))
     stages.append(Stage("shuffle", bool(spec.shuffle_buffer), {"buffer": spec.shuffle_buffer, "seed": spec.seed},
                         "per-record shuffle (has its own per-record cost)" if spec.shuffle_buffer
@@ -96,17 +107,17 @@ def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
     how = "batch"
     if not spec.shuffle_buffer and strategy == "pipe" and not spec.use_sagemaker_pipe:
         how = "each stream chunk parsed in one call, then rebatched" if spec.parse else "rebatch of stream chunks"
-    elif plan is not None and _chunked(spec, plan):
+    elif read is not None and _chunked(spec, read):
         each = "per-file chunks" if strategy == "interleave" else "chunks"
-        if spec.parse and _parse_chunks(spec, plan):
-            how = f"{each} of {plan.config.chunk_records} records parsed in one call each, then rebatched"
+        if spec.parse and _parse_chunks(spec, read):
+            how = f"{each} of {read.config.chunk_records} records parsed in one call each, then rebatched"
         else:
-            how = (f"{each} of {plan.config.chunk_records} records read as batches, parsed per batch" +
+            how = (f"{each} of {read.config.chunk_records} records read as batches, parsed per batch" +
                    (", then rebatched" if strategy == "interleave" else "") if spec.parse
-                   else f"rebatch of {each} of {plan.config.chunk_records} records")
+                   else f"rebatch of {each} of {read.config.chunk_records} records")
     stages.append(Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder,
                                         "how": how}, "batch before parse: one vectorized parse call per batch"))
-    steps = spec.take_steps
+    steps = plan.steps
     if steps is not None:
         why = ("explicit steps" if spec.steps is not None else
                f"equal steps on every rank so allreduce never waits: the smallest rank has "
@@ -116,15 +127,16 @@ def plan_stages(spec: PipelineSpecBase) -> list[Stage]:
             why += f"; this rank uses {kept} of its {spec.rank_records} records per epoch"
         stages.append(Stage("take", True, {"steps": steps}, why))
     why = "next epoch = next FIFO" if spec.mode == "pipe" else "after cache, so memory does not grow"
-    stages += tail_stages(spec, calls=_parse_calls(spec, plan), deterministic=spec.deterministic, repeat_why=why)
+    stages += tail_stages(spec, calls=_parse_calls(spec, read), deterministic=spec.deterministic, repeat_why=why)
     return stages
 
 
-def _file_shuffle(spec: PipelineSpecBase) -> bool:
+def _file_shuffle(plan: GraphPlan) -> bool:
     """Shuffle the file order per epoch (seeded) when records are shuffled — but never under a record-level
     shard (every rank must see the same order) nor before a cache (it would freeze one order)."""
+    spec = plan.spec
     return (bool(spec.shuffle_buffer) and spec.num_shards == 1 and len(spec.files) > 1
-            and choose_cache(spec)[0] == "none")
+            and plan.cache[0] == "none")
 
 
 def _chunked(spec: PipelineSpecBase, plan: ReadPlan) -> bool:
@@ -162,19 +174,20 @@ def _parse_calls(spec: PipelineSpecBase, plan: ReadPlan | None) -> int:
     return AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
 
 
-def _file_source(spec: PipelineSpecBase, plan: ReadPlan):
+def _file_source(graph: GraphPlan):
     import tensorflow as tf
 
+    spec, plan = graph.spec, graph.read
     cfg = plan.config
     absorb_buffer_notice(cfg.buffer_size)
     if spec.stream is not None:  # a remote set: local paths handed out as shards arrive in the cache
         from .remote.stream import stream_source
 
-        return stream_source(spec, cfg, _file_shuffle(spec))
+        return stream_source(spec, cfg, _file_shuffle(graph))
     files = list(spec.files)
     ctype = spec.compression_type
     names = tf.data.Dataset.from_tensor_slices(files)
-    if _file_shuffle(spec):
+    if _file_shuffle(graph):
         names = names.shuffle(len(files), seed=spec.seed, reshuffle_each_iteration=True)
     if cfg.read == "interleave":
         if spec.num_shards > 1:
@@ -203,12 +216,12 @@ def _shuffle_batch(ds, spec: PipelineSpecBase, batched: bool, seed=None):
     return ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
 
 
-def _pipe_epochs(spec: PipelineSpecBase):
+def _pipe_epochs(plan: GraphPlan):
     import tensorflow as tf
 
     from .graph.pipesource import pipe_records_dataset, sagemaker_pipe_dataset
 
-    steps = spec.take_steps
+    spec, steps = plan.spec, plan.steps
     if spec.use_sagemaker_pipe:
         ds = sagemaker_pipe_dataset(spec)
         if spec.num_shards > 1:
@@ -239,50 +252,58 @@ def _pipe_epochs(spec: PipelineSpecBase):
 def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
     """The tf.data graph for ``spec``: batches of ``(features, label)`` (or a dict, or serialized records).
     ``resume``: an input state (``pipeline.input_state``) of a spec that builds the resumable order (a seeded
-    File-mode spec, unless ``resumable=False``: ``pipeline.resume.state.resume_choice``) to continue from."""
-    if spec.service is not None and resume is None:  # read + parse on a service's workers (pipeline.service)
+    File-mode spec, unless ``resumable=False``: ``pipeline.plan.graphplan.resume_choice``) to continue from."""
+    plan = plan_graph(spec, resuming=resume is not None)
+    if plan.graph == "plain" and spec.tune == "on-first-use":
+        tuned = _tune_on_first_use(spec)
+        if tuned is not spec:
+            plan = plan_graph(tuned)
+    if plan.graph == "service":  # read + parse on a service's workers (pipeline.service)
         from .service.trainer import service_dataset
 
-        return service_dataset(spec)
-    if resume is not None or resume_choice(spec)[0]:  # the resumable order (pipeline.resume.resumable)
+        return service_dataset(plan.spec)
+    if plan.graph == "resumable":  # the resumable order (pipeline.resume.resumable)
         from .resume.resumable import build_resumable
 
-        return build_resumable(spec, resume)
-    if spec.layout is not None:  # a columnar set: blocks decoded per batch (pipeline.graph.columnar)
+        return build_resumable(plan.spec, resume)
+    if plan.graph == "columnar":  # a columnar set: blocks decoded per batch (pipeline.graph.columnar)
         from .graph.columnar import build_columnar
 
-        return _cpu_share(build_columnar(spec))
-    if spec.part_weights:  # a group of per-label sets, balanced at read time
-        return build_weighted(spec)
-    repeat_left, parsed, plan = True, False, None
-    if spec.mode == "pipe":
-        ds, repeat_left, parsed = _pipe_epochs(spec)
+        return _cpu_share(build_columnar(plan.spec))
+    if plan.graph == "weighted":  # a group of per-label sets, balanced at read time
+        return build_weighted(plan.spec)
+    return _cpu_share(_build_records(plan))
+
+
+def _build_records(plan: GraphPlan):
+    """The plain (File mode) and Pipe-mode graphs."""
+    spec, read = plan.spec, plan.read
+    repeat_left, parsed = True, False
+    if plan.graph == "pipe":
+        ds, repeat_left, parsed = _pipe_epochs(plan)
+        read = None
     else:
-        if spec.tune == "on-first-use":
-            spec = _tune_on_first_use(spec)
-        plan = read_plan(spec)
-        ds, batched = _file_source(spec, plan)
+        ds, batched = _file_source(plan)
         if spec.num_shards > 1:
             ds = ds.shard(spec.num_shards, spec.shard_index)
         ds = cache_dataset(ds, spec)
-        if _chunked(spec, plan):
+        if _chunked(spec, read):
             # read in chunks; asked-for or tuned chunks are parsed in one call each (less CPU per record), the
             # rule's are read as runs of batches and parsed per batch (holds its share of the CPU on a busy host)
-            unit, _ = _read_unit(spec, plan)
+            unit, _ = _read_unit(spec, read)
             if not batched:  # one sequential stream: batches of the unit are uniform already
                 ds = ds.batch(unit, drop_remainder=spec.drop_remainder and unit == spec.batch_size)
             if spec.parse:
-                ds = parse_batches(ds, spec, _parse_calls(spec, plan), spec.deterministic)
+                ds = parse_batches(ds, spec, _parse_calls(spec, read), spec.deterministic)
                 parsed = True
             if batched or unit != spec.batch_size:  # per-file batches end short at file ends: re-cut them
                 ds = ds.rebatch(spec.batch_size, drop_remainder=spec.drop_remainder)
         else:
             ds = _shuffle_batch(ds, spec, batched)
-        steps = spec.take_steps
-        if steps is not None:
-            ds = ds.take(steps)
-    return _cpu_share(graph_tail(ds, spec, calls=_parse_calls(spec, plan), deterministic=spec.deterministic,
-                                 parsed=parsed, repeat=repeat_left))
+        if plan.steps is not None:
+            ds = ds.take(plan.steps)
+    return graph_tail(ds, spec, calls=_parse_calls(spec, read), deterministic=spec.deterministic,
+                      parsed=parsed, repeat=repeat_left)
 
 
 def _cpu_share(ds):

@@ -15,22 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.cachepolicy import cache_dataset, choose_cache
+from ..plan.graphplan import group_steps
 from ..plan.readplan import AUTOTUNE
 from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
 from .tail import graph_tail, tail_stages
 
-__all__ = ["weighted_stages", "build_weighted", "sampled_epoch_steps"]
-
-
-def sampled_epoch_steps(spec: PipelineSpecBase) -> int | None:
-    """Batches in one epoch of a weighted group (see the module docstring)."""
-    if spec.steps is not None:
-        return spec.steps
-    if spec.records is None:
-        return None
-    per_rank = spec.records // spec.num_shards
-    return per_rank // spec.batch_size if spec.drop_remainder else -(-per_rank // spec.batch_size)
+__all__ = ["weighted_stages", "build_weighted"]
 
 
 def _parts(spec: PipelineSpecBase) -> list[tuple[tuple[str, ...], float]]:
@@ -45,7 +36,7 @@ def weighted_stages(spec: PipelineSpecBase) -> list[Stage]:
     """The stages ``build_weighted`` builds, with settings and reasons (pure)."""
     parts = _parts(spec)
     policy, path, why = choose_cache(spec)
-    steps = sampled_epoch_steps(spec)
+    steps = group_steps(spec, spec.records)
     return [
         Stage("source", True, {"mode": "file", "parts": len(parts), "files": [len(f) for f, _ in parts],
                                "read": "sequential per part", "compression": spec.compression},
@@ -85,7 +76,7 @@ def build_weighted(spec: PipelineSpecBase) -> Any:
     if spec.shuffle_buffer:
         ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
     ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
-    steps = sampled_epoch_steps(spec)
+    steps = group_steps(spec, spec.records)
     if steps is not None and spec.epochs is not None:
         ds = ds.take(steps * spec.epochs)
     return graph_tail(ds, spec, calls=AUTOTUNE, deterministic=spec.deterministic)

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from sharding.plan import shard_count
 
+from ..spec.epochs import epoch_batches
 from ..spec.serviceopts import parse_service
 
 __all__ = ["ServiceChoice", "service_choice", "base_job_name", "compression", "service_steps", "fast_link"]
@@ -119,7 +120,7 @@ def service_steps(spec: Any) -> tuple[int | None, str]:
         raise ValueError("service with a record-level shard (num_shards > 1) needs the records of every file "
                          "(file_records; from_manifest fills them)")
     smallest = min(_rank_records(spec.file_records, n, i) for i in range(n))
-    steps = smallest // spec.batch_size if spec.drop_remainder else -(-smallest // spec.batch_size)
+    steps = epoch_batches(smallest, spec.batch_size, spec.drop_remainder)
     why = f"equal steps on every rank: the smallest rank has {smallest} records"
     if spec.steps is not None and spec.steps < steps:
         return spec.steps, "explicit steps"

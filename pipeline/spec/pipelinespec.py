@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sharding.plan import shard_count
 
+from .epochs import epoch_batches
 from .options import (
     CACHE_POLICIES,
     DEFAULT_BUFFER_BYTES,
@@ -55,8 +56,7 @@ __all__ = ["PipelineSpecBase", "MAX_PARSED_FEATURES", "MODES", "CACHE_POLICIES",
 
 def smallest_rank_steps(records: int, num_shards: int, batch_size: int, drop_remainder: bool) -> int:
     """Steps per epoch every rank can run under record-level ``shard(n, i)``: the smallest rank's count."""
-    smallest = records // num_shards
-    return smallest // batch_size if drop_remainder else -(-smallest // batch_size)
+    return epoch_batches(records // num_shards, batch_size, drop_remainder)
 
 
 @dataclass(frozen=True, init=False)
