@@ -3,7 +3,7 @@ proven order.
 
 source → (shard) → cache → shuffle → batch → map(vectorized ``tf.io.parse_example``, AUTOTUNE) → repeat →
 prefetch(AUTOTUNE); a seeded, shuffled File-mode spec reads the resumable order instead (``resumable=None``: when
-possible, ``pipeline.resume.state.resume_choice``; ``pipeline.resume.resumable``). The decisions (read strategy, cache policy, steps) are pure functions of the spec —
+possible, ``pipeline.resume.state.resume_choice``; ``pipeline.graph.resumable``). The decisions (read strategy, cache policy, steps) are pure functions of the spec —
 ``plan_stages`` — so ``describe`` explains exactly what ``build_dataset`` builds.
 
 The read (File mode) comes from :func:`pipeline.plan.readplan.read_plan`: explicit options, else a stored
@@ -49,11 +49,11 @@ def graph_stages(plan: GraphPlan) -> list[Stage]:
     """The stages of the graph ``plan`` names."""
     spec = plan.spec
     if plan.graph == "service":  # read + parse on a tf.data service's workers (pipeline.service)
-        from .service.trainer import service_stages
+        from .graph.service import service_stages
 
         return service_stages(spec)
     if plan.graph == "resumable":  # the resumable order: asked for, or when possible (resumable=None)
-        from .resume.resumable import resumable_stages
+        from .graph.resumable import resumable_stages
 
         return resumable_stages(spec)
     if plan.graph == "columnar":  # a columnar set: blocks decoded per batch (pipeline.graph.columnar)
@@ -259,11 +259,11 @@ def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
         if tuned is not spec:
             plan = plan_graph(tuned)
     if plan.graph == "service":  # read + parse on a service's workers (pipeline.service)
-        from .service.trainer import service_dataset
+        from .graph.service import service_dataset
 
         return service_dataset(plan.spec)
-    if plan.graph == "resumable":  # the resumable order (pipeline.resume.resumable)
-        from .resume.resumable import build_resumable
+    if plan.graph == "resumable":  # the resumable order (pipeline.graph.resumable)
+        from .graph.resumable import build_resumable
 
         return build_resumable(plan.spec, resume)
     if plan.graph == "columnar":  # a columnar set: blocks decoded per batch (pipeline.graph.columnar)

@@ -7,7 +7,7 @@ Layers, lowest first: ``converters`` < ``sharding`` < ``pipeline`` < ``bench``. 
 - ``converters``: ``util`` < ``tfrecord`` < ``storage`` < ``shardset`` < ``sources``, ``prep`` < ``registry`` <
   ``engines`` < formats (``libsvm``, ``text``: neither imports the other; each builds its two-pass job on
   ``engines``, which find a format by name through ``registry`` and never import one) < ``cli``.
-- ``pipeline``: ``spec`` (pure) < ``remote`` < ``plan`` < ``graph`` < ``resume`` < ``service`` < the front on top
+- ``pipeline``: ``spec`` (pure) < ``remote`` < ``plan`` < ``resume`` < ``graph`` < ``service`` < the front on top
   (``build``, ``describe``, ``training``, ``lint``, ``threads``, ``cli``: one layer, ``TOP``).
 - ``bench``: ``infra`` < ``core`` < ``report`` < ``commands`` < ``suite`` < ``cli`` (``TOP``).
 
@@ -30,7 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("converters", "sharding", "pipeline", "bench")
 CONVERTERS_LAYERS = {"util": 0, "tfrecord": 1, "storage": 2, "shardset": 3, "sources": 4, "prep": 4, "registry": 5,
                      "engines": 6, "libsvm": 7, "text": 7, "cli": 8}
-PIPELINE_LAYERS = {"spec": 0, "remote": 1, "plan": 2, "graph": 3, "resume": 4, "service": 5}
+PIPELINE_LAYERS = {"spec": 0, "remote": 1, "plan": 2, "resume": 3, "graph": 4, "service": 5}
 TOP = "(top)"   # the layer of a package's top modules named in TOPS
 # per package: its layers (a sub-package or top module -> rank) and the top modules that share one layer
 BENCH_LAYERS = {"infra": 0, "core": 1, "report": 2, "commands": 3, "suite": 4}
@@ -201,19 +201,19 @@ def test_cycle_finder_finds_a_cycle(monkeypatch):
     ("pipeline.spec.pipelinespec", "pipeline.spec.options", False),
     ("pipeline.remote.stream", "pipeline.plan.readplan", True),
     ("pipeline.plan.manifest", "pipeline.remote.stream", False),
-    ("pipeline.graph.weighted", "pipeline.resume.resumable", True),
-    ("pipeline.resume.resumable", "pipeline.graph.tail", False),
+    ("pipeline.resume.state", "pipeline.graph.resumable", True),
+    ("pipeline.graph.resumable", "pipeline.graph.tail", False),
     ("pipeline.resume.seek", "pipeline.build", True),
     ("pipeline.describe", "pipeline.build", False),                       # the top modules share one layer
-    ("pipeline.build", "pipeline.resume.resumable", False),
+    ("pipeline.build", "pipeline.graph.resumable", False),
     ("pipeline.graph.parse", "pipeline", True),                           # the package __init__
     ("pipeline.service.servers", "pipeline.build", True),                # the servers sit below the front
     ("pipeline.cli", "pipeline.service.cli", False),
     ("pipeline.service.auto", "pipeline.graph.tail", False),
-    ("pipeline.service.trainer", "pipeline.graph.tail", False),
-    ("pipeline.build", "pipeline.service.trainer", False),
+    ("pipeline.graph.service", "pipeline.graph.tail", False),
+    ("pipeline.build", "pipeline.graph.service", False),
     ("pipeline.plan.servicejob", "pipeline.build", True),
-    ("pipeline.plan.servicejob", "pipeline.service.trainer", True),
+    ("pipeline.plan.servicejob", "pipeline.graph.service", True),
     ("bench.core.measure", "bench.infra.nvml", False),
     ("bench.infra.nvml", "bench.core.measure", True),
     ("bench.core.compare", "bench.report.tables", True),

@@ -6,8 +6,8 @@
 ======================  ==============================================================  =====================
 graph                   when                                                            module
 ======================  ==============================================================  =====================
-``service``             ``service=`` set (read + parse on a tf.data service's workers)  ``pipeline.service.trainer``
-``resumable``           :func:`resume_choice` says so, or an input state is resumed     ``pipeline.resume.resumable``
+``service``             ``service=`` set (read + parse on a tf.data service's workers)  ``pipeline.graph.service``
+``resumable``           :func:`resume_choice` says so, or an input state is resumed     ``pipeline.graph.resumable``
 ``columnar``            a columnar set (``layout``)                                     ``pipeline.graph.columnar``
 ``weighted``            a balanced group (``part_weights``)                             ``pipeline.graph.weighted``
 ``pipe``                Pipe mode (one FIFO per epoch)                                  ``pipeline.build``

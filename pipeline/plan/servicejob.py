@@ -1,5 +1,5 @@
 """What a rank reading through a tf.data service asks of it, and why (pure: the spec and the environment in,
-values and reasons out; ``tfpipe pipeline explain`` prints the reasons, ``pipeline.service.trainer`` builds them).
+values and reasons out; ``tfpipe pipeline explain`` prints the reasons, ``pipeline.graph.service`` builds them).
 
 * Processing: ``ShardingPolicy.DYNAMIC`` over the rank's *files*, one job per rank. The dispatcher hands each
   file to whichever worker asks next, so a file is read by one worker (OFF would make every worker produce the

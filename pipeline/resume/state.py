@@ -4,7 +4,7 @@
 order's step arithmetic are re-exported here); :func:`check_resumable` refuses a spec that does not.
 
 In the resumable order the records of epoch ``e`` come in one *global* order that is a pure function of
-(manifest, seed, epoch) (``pipeline.resume.resumable`` builds it); every step takes ``batch_size × num_shards``
+(manifest, seed, epoch) (``pipeline.graph.resumable`` builds it); every step takes ``batch_size × num_shards``
 records of it, rank ``i`` the ``i``-th ``batch_size`` of them. So the position after ``steps`` steps is
 (epoch, records of that epoch's order consumed), whatever the number of ranks, and
 :func:`input_state` turns it into a small JSON-able dict; :func:`resume_position` checks a state against a

@@ -1,4 +1,4 @@
-"""pipeline.resume.resumerows: ``resumable=True`` on a columnar set, positions in rows. A run stopped at any
+"""pipeline.graph.resumerows: ``resumable=True`` on a columnar set, positions in rows. A run stopped at any
 step (in the first epoch or the second) and resumed from ``input_state`` yields the uninterrupted run's batches
 bit for bit (dtypes and shapes too), for batch sizes that are not multiples of the block and blocks cut at odd
 places; ranks take batches of one global row order; the rows are the Example set's; the order is the Example

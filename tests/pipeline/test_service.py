@@ -1,4 +1,4 @@
-"""pipeline.service.trainer against a real tf.data service: a dispatcher and two workers started in this
+"""pipeline.graph.service against a real tf.data service: a dispatcher and two workers started in this
 process (``tf.data.experimental.service``), two trainer ranks reading one set through it. Every record of an
 epoch reaches exactly one rank (the equal-steps remainder aside, counted), both ranks run the same steps,
 and ``describe`` says what runs where and why. Faults (a killed worker, a restarted dispatcher) are in

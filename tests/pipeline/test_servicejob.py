@@ -136,6 +136,6 @@ def test_record_shard_needs_file_records():
     (4, 1, 10 << 20, 1),                  # 10 MiB records: one batch
 ])
 def test_element_batches(batch, records, total_bytes, batches):
-    from pipeline.service.trainer import element_batches
+    from pipeline.graph.service import element_batches
 
     assert element_batches(spec(batch_size=batch, records=records, total_bytes=total_bytes)) == batches

@@ -48,7 +48,7 @@ def worker_graph(spec: Any, seed: int | None = None) -> Any:
     (each worker's last one short), parsed. TensorFlow ops only: workers cannot run Python functions."""
     import tensorflow as tf
 
-    from ..graph.tail import parse_batches
+    from .tail import parse_batches
 
     files = list(spec.files)
     names = tf.data.Dataset.from_tensor_slices(files)
@@ -92,7 +92,7 @@ def _distributed_epoch(spec: Any, choice: ServiceChoice, job_name: str, seed: in
 
 def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
     """The rank's batches, read and parsed on the tf.data service at ``spec.service``."""
-    from ..graph.tail import graph_tail
+    from .tail import graph_tail
 
     if spec.parse and spec.sparse_as == "ragged" and spec.schema.varlen:
         raise ValueError("service: ragged features cannot be re-cut into equal batches here (tf.data's rebatch "

@@ -1,7 +1,7 @@
 """The resumable order of a columnar set (``resumable=True`` on ``--layout columnar``): positions are rows.
 
 A columnar set's records are blocks of rows (every block of a file holds ``block_rows`` rows but the file's
-last one). The resumable graph (``pipeline.resume.resumable``) reads the blocks of epoch ``e`` in its seeded
+last one). The resumable graph (``pipeline.graph.resumable``) reads the blocks of epoch ``e`` in its seeded
 file order, decodes them in batches of blocks (``decode_raw``, no per-row work) and numbers the epoch's
 *rows* ``0 .. N-1`` in that read order; the delay order (``pipeline.resume.delayorder``) then runs over rows
 exactly as it runs over an Example set's records, so rows mix across blocks with about ``shuffle_buffer``
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec.blocks import decode_rows_for, file_blocks
-from .state import locate
+from ..resume.state import locate
 
 __all__ = ["blocks_per_decode", "decoded_rows", "rows_reader", "row_stages"]
 
@@ -32,7 +32,7 @@ def decoded_rows(spec, blocks, drop: int = 0) -> Any:
     the first ``drop`` rows (fewer than the first block's) left out."""
     import tensorflow as tf
 
-    from ..graph.columnar import decode_blocks_fn
+    from .columnar import decode_blocks_fn
 
     calls = tf.data.AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
     ds = blocks.batch(blocks_per_decode(spec)).map(decode_blocks_fn(spec.schema, spec.layout),
