@@ -22,7 +22,7 @@ from ..spec.stage import Stage
 from .rowshuffle import pool_rows, row_generator, shuffle_rows
 
 __all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
-           "columnar_output", "build_columnar"]
+           "columnar_output", "build_columnar", "stages", "build"]
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
     import tensorflow as tf
 
     from ..plan.cachepolicy import cache_dataset
-    from .tail import graph_tail
+    from .tail import Tail
 
     calls = _calls(spec)
     gen = row_generator(spec.seed) if spec.shuffle_buffer else None
@@ -231,5 +231,14 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
             blocks = blocks.shard(spec.num_shards, spec.shard_index)
         ds = _decoded(cache_dataset(blocks, spec), spec, gen)
         repeat = True
-    return graph_tail(columnar_output(ds, spec), spec, calls=calls, deterministic=spec.deterministic, parsed=True,
-                      repeat=repeat)
+    return columnar_output(ds, spec), Tail(calls, spec.deterministic, parsed=True, repeat=repeat)
+
+
+def stages(plan) -> list[Stage]:
+    """The columnar graph's stages."""
+    return columnar_stages(plan.spec)
+
+
+def build(plan, resume: dict | None = None) -> Any:
+    """The columnar graph up to its tail, and the tail it gets."""
+    return build_columnar(plan.spec)

@@ -23,7 +23,7 @@ order is over its decoded rows, positions in rows (``pipeline.graph.resumerows``
 """
 from __future__ import annotations
 
-from .tail import graph_tail, tail_stages
+from .tail import Tail, tail_stages
 from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
 from ..resume.delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point, step_records
@@ -31,7 +31,7 @@ from ..resume.state import check_resumable, epoch_records, order_epoch_steps, lo
 from ..resume.seek import seek_pays
 from .resumeweighted import BLOCK_KEY, block_size, part_counts, part_spec, sampled_stages, sampled_steps
 
-__all__ = ["build_resumable", "resumable_stages", "enter", "order_from", "order_of", "cut_batches", "sampled_batches",
+__all__ = ["stages", "build", "build_resumable", "resumable_stages", "enter", "order_from", "order_of", "cut_batches", "sampled_batches",
            "FILE_KEY", "CHUNK_KEY"]
 
 FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
@@ -224,7 +224,8 @@ def sampled_batches(spec, e0: int, pos: int):
 
 
 def build_resumable(spec, resume: dict | None = None):
-    """The resumable graph for ``spec`` (from the start, or from the input state ``resume``)."""
+    """The resumable graph for ``spec`` up to its tail (from the start, or from the input state ``resume``), and
+    the tail it gets."""
     check_resumable(spec)
     e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
     if spec.part_weights:           # a group read balanced: one endless sampled stream (resume.resumeweighted)
@@ -238,7 +239,17 @@ def build_resumable(spec, resume: dict | None = None):
 
         ds = columnar_output(ds, spec)
     # parse always in order: deterministic=False could swap batches, and a resume must find them where they were
-    return graph_tail(ds, spec, calls=_parse_calls(spec), deterministic=True, parsed=parsed)
+    return ds, Tail(_parse_calls(spec), True, parsed=parsed)
+
+
+def stages(plan) -> list[Stage]:
+    """The resumable graph's stages (its variants' included)."""
+    return resumable_stages(plan.spec)
+
+
+def build(plan, resume: dict | None = None):
+    """The resumable graph up to its tail (from the start, or from the input state ``resume``), and its tail."""
+    return build_resumable(plan.spec, resume)
 
 
 def _parse_calls(spec) -> int:

@@ -23,7 +23,7 @@ from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
 from ..plan.servicejob import ServiceChoice, service_choice
 
-__all__ = ["service_dataset", "service_stages", "worker_graph", "element_batches", "run_ended_short",
+__all__ = ["stages", "build", "service_dataset", "service_stages", "worker_graph", "element_batches", "run_ended_short",
            "repeat_until_empty", "MAX_FILE_READERS",
            "ELEMENT_RECORDS", "ELEMENT_BYTES"]
 
@@ -91,8 +91,8 @@ def _distributed_epoch(spec: Any, choice: ServiceChoice, job_name: str, seed: in
 
 
 def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
-    """The rank's batches, read and parsed on the tf.data service at ``spec.service``."""
-    from .tail import graph_tail
+    """The rank's batches, read and parsed on the tf.data service at ``spec.service``, and the tail they get."""
+    from .tail import Tail
 
     if spec.parse and spec.sparse_as == "ragged" and spec.schema.varlen:
         raise ValueError("service: ragged features cannot be re-cut into equal batches here (tf.data's rebatch "
@@ -118,7 +118,7 @@ def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
                 f"of the run ({choice.steps} x {spec.epochs} epochs), even with the spare epoch: workers were lost and "
                 "too few are left (or none); start workers and restart from the last checkpoint "
                 "(docs/offload.md)"))).take(total)
-    return graph_tail(ds, spec, calls=AUTOTUNE, deterministic=spec.deterministic, parsed=True)   # the prefetch
+    return ds, Tail(AUTOTUNE, spec.deterministic, parsed=True)   # the tail adds the prefetch
 
 
 def _empty_element(element_spec: Any) -> Any:
@@ -212,3 +212,13 @@ def service_stages(spec: Any, env: Mapping[str, str] | None = None) -> list[Stag
               "overlaps the service's replies with the training step" if spec.prefetch != 0
               else "off (prefetch=0)"),
     ]
+
+
+def stages(plan) -> list[Stage]:
+    """The service graph's stages."""
+    return service_stages(plan.spec)
+
+
+def build(plan, resume: dict | None = None) -> Any:
+    """The service graph up to its tail, and the tail it gets."""
+    return service_dataset(plan.spec)
