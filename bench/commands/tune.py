@@ -9,7 +9,7 @@ One run, on one shard set and batch size:
    ``bench.core.variants.HAND_TUNED`` and the naive per-record graph. Each round runs every graph once (one epoch,
    or ``--window-batches``; slow graphs stop after ``--max-seconds``), in an order rotated by one per round.
 
-Each figure is the median over rounds of a ratio taken inside a round. Targets (issue 14): tuned default
+Each figure is the median over rounds of a ratio taken inside a round. Targets: tuned default
 ≥ 0.97× the best hand-tuned graph and ≥ 12× naive; untuned default ≥ 0.9× the best hand-tuned graph.
 Without DIR (or with ``--generate N``) 400,000 Criteo-like records are generated in a temporary directory.
 """
