@@ -2,7 +2,7 @@
 ``stream_cache_dir``, ``stream_cache_limit``): the same global order as a local copy of the set (``pipeline.graph.resumable``), its files fetched
 through the host's stream cache (``pipeline.remote.stream``) in that order.
 
-Each epoch's file order is planned by ``pipeline.graph.resumable`` and handed to ``ShardStream.session(order, start)``,
+Each epoch's file order is planned by ``pipeline.graph.resumable`` and handed to ``ReadAhead.session(order, start)``,
 so a resume fetches only the shards from its entry point on: the shards before it are never downloaded. The
 shard entered in the middle is fetched whole (checked like every shard) and then entered at its record ``k``
 by a seek when its record-offset index is cached (``tfpipe pipeline offsets`` on a copy, or an earlier
@@ -34,12 +34,12 @@ class StreamedShards:
     """The files of a resumable streamed spec, fetched in a planned order through the host's stream cache."""
 
     def __init__(self, spec):
-        from ..remote.stream import STREAMS, ShardStream, check_cache_limit
+        from ..remote.stream import STREAMS, ReadAhead, check_cache_limit
 
         opts = spec.stream
         check_cache_limit(opts, [s.bytes for s in opts.shards], 1)
         self.spec = spec
-        self.stream = ShardStream(opts, width=1, seed=spec.seed, shuffle=False)
+        self.stream = ReadAhead(opts, width=1, seed=spec.seed, shuffle=False)
         self.stream.storage  # noqa: B018 - opened now (credentials, client), not on the first shard's clock
         STREAMS.add(self.stream)
 

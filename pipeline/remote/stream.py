@@ -1,7 +1,7 @@
 """Streaming a remote shard set: shards fetched in the order this rank reads them, a few ahead, through the
 host's bounded cache (``streamcache``), handed to a native tf.data graph as local paths.
 
-Planning is pure (``epoch_order``, ``open_width``, ``min_cache_bytes``, ``check_cache_limit``); ``ShardStream``
+Planning is pure (``epoch_order``, ``open_width``, ``min_cache_bytes``, ``check_cache_limit``); ``ReadAhead``
 does the I/O. The graph: ``from_generator`` yields ``(path, ticket)`` — one Python call per shard — then
 ``flat_map`` (one file at a time) or a sequential ``interleave`` of ``TFRecordDataset`` (each file with its own
 prefetch, so they are read side by side); after a file's last record a
@@ -29,7 +29,7 @@ from converters.storage.download import Aborted, RetryPolicy, fetch_verified
 from .streamcache import ShardCache
 from ..spec.streamopts import StreamOptions
 
-__all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", "local_readers", "ShardStream",
+__all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", "local_readers", "ReadAhead",
            "stream_source", "released_after", "WAIT_TIMEOUT"]
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def stream_stage(spec, config, shuffle_files: bool):
 
 # -- I/O ---------------------------------------------------------------------------------------------------
 
-STREAMS: "weakref.WeakSet[ShardStream]" = weakref.WeakSet()  # live streams of this process (stats, tests)
+STREAMS: "weakref.WeakSet[ReadAhead]" = weakref.WeakSet()  # live streams of this process (stats, tests)
 _CACHES: dict[str, ShardCache] = {}
 _CACHES_LOCK = threading.Lock()
 
@@ -137,7 +137,7 @@ def _cache_for(opts: StreamOptions) -> ShardCache:
         return cache
 
 
-class ShardStream:
+class ReadAhead:
     """The shards of one rank, streamed epoch after epoch: ``session()`` is one epoch's generator of
     ``(local path, ticket)``; ``release(ticket)`` is called by the graph when a file has been read."""
 
@@ -287,7 +287,7 @@ def _release_all(cache: ShardCache, tickets: dict) -> None:
     tickets.clear()
 
 
-def released_after(stream: ShardStream, records, ticket):
+def released_after(stream: ReadAhead, records, ticket):
     """``records`` (of one leased file; scalars or vectors of records) followed by nothing but the call of
     ``stream.release(ticket)`` once they have all been read: the lease lasts exactly while TensorFlow may read
     the file (one Python call per shard)."""
@@ -311,7 +311,7 @@ def stream_source(spec, config, shuffle_files: bool):
     opts = spec.stream
     width = open_width(config.read, config.parallelism)
     check_cache_limit(opts, [s.bytes for s in opts.shards], width)
-    stream = ShardStream(opts, width=width, seed=spec.seed, shuffle=shuffle_files)
+    stream = ReadAhead(opts, width=width, seed=spec.seed, shuffle=shuffle_files)
     stream.storage  # noqa: B018 - opened now (credentials, client) rather than on the first shard's clock
     ctype = spec.compression_type
     batched = config.read == "interleave"

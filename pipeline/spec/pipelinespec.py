@@ -8,7 +8,6 @@ The public ``pipeline.PipelineSpec`` is this class plus its constructor from a s
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -182,12 +181,6 @@ class PipelineSpecBase:
                 return block_rank_steps(self)
             return smallest_rank_steps(self.records, self.num_shards, self.batch_size, self.drop_remainder)
         return None
-
-    @property
-    def epoch_steps(self) -> int | None:
-        """The old name of :attr:`take_steps` (hidden: it also named two other step counts); warns."""
-        warnings.warn("spec.epoch_steps is now spec.take_steps", DeprecationWarning, stacklevel=2)
-        return self.take_steps
 
     @property
     def compression_type(self) -> str:
