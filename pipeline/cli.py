@@ -186,7 +186,7 @@ def _offsets(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from .resume.precompute import format_offsets_report, index_offsets
+    from .resume.setoffsets import format_offsets_report, index_offsets
 
     report = index_offsets(args.manifest, workers=args.workers,
                            progress=not args.no_progress and sys.stderr.isatty())

@@ -183,7 +183,7 @@ def test_a_deep_resume_enters_a_block_by_the_offsets_index(sets, tmp_path, monke
     block holding its row by a seek, and the batches are still the uninterrupted run's."""
     import logging
 
-    from pipeline.resume.precompute import index_offsets
+    from pipeline.resume.setoffsets import index_offsets
 
     col, _ = sets
     monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
