@@ -39,9 +39,8 @@ from .options import (
 from .serviceopts import ServiceOptions, check_service
 
 # Features one parse call may take: TensorFlow builds one parse graph output per feature, and the graph's
-# build time and memory grow with their number (measured here: 1,000 features 6 s, 4,096 features 17 s and
-# 0.8 GB before the first batch; an adopted set with 50,000 keys ran past 5 minutes and 3.7 GB). Beyond it a
-# spec is refused with the number; parse=False reads the serialized records instead.
+# build time and memory grow with their number (docs/pipeline.md, Known limits). Beyond it a spec is refused
+# with the number; parse=False reads the serialized records instead.
 MAX_PARSED_FEATURES = 4096
 
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
