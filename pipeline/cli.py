@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from converters.cli.parser import add_json_option, add_set_argument, old_spelling
+from converters.cli.parser import add_json_option, add_set_argument
 from converters.cli.types import nonneg_int, positive_int
 from converters.util.errors import TfpipeError
 
@@ -51,8 +51,6 @@ def register(sub) -> None:
                    help="ranks sharing the read: each keeps a record-level shard(N, --rank) (default 1)")
     e.add_argument("--rank", type=nonneg_int, default=0, dest="shard_index", metavar="I",
                    help="this rank's index among --ranks (default 0)")
-    old_spelling(e, "--num-shards", "--ranks")
-    old_spelling(e, "--shard-index", "--rank")
     e.add_argument("--read", choices=("auto", "sequential", "interleave", "parallel_reads"), default="auto",
                    help="read strategy; auto: a stored tuning result, else the built-in rule (default auto)")
     e.add_argument("--cores", type=positive_int, metavar="N", help="cores to plan for (default: this host's)")
@@ -66,8 +64,6 @@ def register(sub) -> None:
                                               "$TMPDIR/tfpipe, SageMaker's /tmp/tfpipe or ~/.cache/tfpipe)")
     e.add_argument("--stream-cache-limit", help="remote sets: most bytes the stream cache keeps, e.g. 200GiB "
                                                 "(default: half the free space of its disk, read when the cache opens)")
-    old_spelling(e, "--cache-dir", "--stream-cache-dir")
-    old_spelling(e, "--cache-limit", "--stream-cache-limit")
     e.add_argument("--read-ahead", type=nonneg_int, help="remote sets: shards fetched ahead of the ones being read "
                                                        "(default 2)")
     r = e.add_mutually_exclusive_group()
@@ -89,10 +85,8 @@ def register(sub) -> None:
     t.add_argument("--seconds", type=_positive_seconds, default=30.0, help="time budget (default 30)")
     t.add_argument("--repeats", type=positive_int, default=7, metavar="N",
                    help="paired rounds (default 7; fewer if the budget ends)")
-    old_spelling(t, "--rounds", "--repeats")
     t.add_argument("--ranks", type=positive_int, default=1, dest="num_shards", metavar="N",
                    help="tune rank 0's read under a record-level shard(N, 0) (sequential readers only; default 1)")
-    old_spelling(t, "--num-shards", "--ranks")
     t.add_argument("--drop-remainder", action="store_true", help="drop the last partial batch (default: keep it)")
     t.add_argument("--no-store", action="store_true", help="measure and print, store nothing")
     add_json_option(t, "the result")
@@ -157,7 +151,7 @@ def _warn_idle_workers(spec) -> None:
     """Warn when the service's workers outnumber this rank's files (asks the dispatcher, 2 s at most)."""
     from converters.util.errors import ServiceError
 
-    from .service.choice import idle_workers_warning
+    from .plan.servicejob import idle_workers_warning
     from .service.probe import dispatcher_workers
 
     try:
@@ -211,7 +205,7 @@ def _offsets(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from .resume.precompute import format_offsets_report, index_offsets
+    from .resume.setoffsets import format_offsets_report, index_offsets
 
     report = index_offsets(args.manifest, workers=args.workers,
                            progress=not args.no_progress and sys.stderr.isatty())

@@ -7,9 +7,16 @@ Layers, lowest first: ``converters`` < ``sharding`` < ``pipeline`` < ``bench``. 
 - ``converters``: ``util`` < ``tfrecord`` < ``storage`` < ``shardset`` < ``sources``, ``prep`` < ``registry`` <
   ``engines`` < formats (``libsvm``, ``text``, ``tabular``: none imports another; each builds its two-pass job on
   ``engines``, which find a format by name through ``registry`` and never import one) < ``cli``.
-- ``pipeline``: ``spec`` (pure) < ``remote`` < ``plan`` < ``graph`` < ``resume`` < ``service`` < the front on top
-  (``build``, ``describe``, ``training``, ``lint``, ``threads``, ``cli``: one layer, ``TOP``).
-- ``bench``: ``infra`` < ``core`` < ``report`` < ``commands`` < ``suite`` < ``cli`` (``TOP``).
+- ``sharding``: ``groups``, ``relayout``, ``transfer`` < ``topology``, ``reshard`` < ``plan`` < ``configs`` < ``cli``.
+- ``pipeline``: ``spec`` (pure) < ``remote`` < ``service`` (the servers) < ``plan`` < ``resume`` < ``graph`` < the front on top:
+  ``threads``, ``lint`` < ``build`` < ``describe``, ``training`` < ``cli`` (the top modules, ``TOPS``).
+- ``bench``: ``infra`` < ``core`` < ``report`` < ``commands`` < ``suite`` < ``cli`` (``TOPS``).
+
+Imports made by string count too: ``importlib.import_module("x.y")``, an entry-point style ``"x.y:attr"`` or a
+dotted module name given as a whole string constant (a lazy table's ``".sub.module"`` in a package
+``__init__`` resolves against the package). So a command group found by name is an import like any other:
+the ``tfpipe`` command finds its groups through the ``tfpipe.commands`` entry points (``setup.cfg``), never by
+naming an upper package in ``converters``.
 
 No module outside ``converters/storage`` reads an S3 object (one downloader, one retry policy).
 
@@ -30,12 +37,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("converters", "sharding", "pipeline", "bench")
 CONVERTERS_LAYERS = {"util": 0, "tfrecord": 1, "storage": 2, "shardset": 3, "sources": 4, "prep": 4, "registry": 5,
                      "engines": 6, "libsvm": 7, "text": 7, "tabular": 7, "cli": 8}
-PIPELINE_LAYERS = {"spec": 0, "remote": 1, "plan": 2, "graph": 3, "resume": 4, "service": 5}
-TOP = "(top)"   # the layer of a package's top modules named in TOPS
+PIPELINE_LAYERS = {"spec": 0, "remote": 1, "service": 2, "plan": 3, "resume": 4, "graph": 5}
+PIPELINE_TOP = {"threads": 6, "lint": 6, "build": 7, "describe": 8, "training": 8, "cli": 9}
+SHARDING_LAYERS = {"groups": 0, "relayout": 0, "transfer": 0, "topology": 1, "reshard": 1, "plan": 2, "configs": 3,
+                   "cli": 4}
 # per package: its layers (a sub-package or top module -> rank) and the top modules that share one layer
 BENCH_LAYERS = {"infra": 0, "core": 1, "report": 2, "commands": 3, "suite": 4}
-LAYERS = {"converters": CONVERTERS_LAYERS, "pipeline": {**PIPELINE_LAYERS, TOP: 6}, "bench": {**BENCH_LAYERS, TOP: 5}}
-TOPS = {"pipeline": ("build", "describe", "training", "lint", "threads", "cli"), "bench": ("cli",)}
+LAYERS = {"converters": CONVERTERS_LAYERS, "sharding": SHARDING_LAYERS, "pipeline": {**PIPELINE_LAYERS, **PIPELINE_TOP},
+          "bench": {**BENCH_LAYERS, "cli": 5}}
+TOPS = {"pipeline": tuple(PIPELINE_TOP), "bench": ("cli",)}   # the top modules of the packages kept in rooms
 # packages kept in rooms: most modules at the top (``__init__`` included), fewest sub-packages
 ROOMS = {"pipeline": {"max_top": 8, "min_subpackages": 3}, "bench": {"max_top": 8, "min_subpackages": 3}}
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
@@ -73,6 +83,31 @@ def resolve(name: str) -> str | None:
     return None
 
 
+_DOTTED = re.compile(r"(\.*)([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(?::[A-Za-z_][A-Za-z0-9_]*)?")
+
+
+# plug-in tables: names a loader above resolves (the format registry names the formats; a format names its
+# command module, which the command line loads): data, not an import of the module that holds the table
+PLUGIN_TABLES = {("converters.registry", "converters.libsvm.format"), ("converters.registry", "converters.text.format"),
+                 ("converters.libsvm.format", "converters.cli.libsvm"), ("converters.text.format", "converters.cli.text")}
+
+
+def _string_import(text: str, package: str) -> list[str]:
+    """The tfpipe module a whole string names (``"pipeline.cli:register"``, ``"sharding.plan"``, or relative
+    ``".plan.manifest"`` in a package), else nothing."""
+    m = _DOTTED.fullmatch(text)
+    if not m:
+        return []
+    dots, name = m.group(1), m.group(2)
+    if dots:
+        base = package.split(".")
+        full = ".".join(base[:len(base) - (len(dots) - 1)] + [name])
+        return [full] if full in MODULES else []
+    if name.split(".")[0] in PACKAGES and (":" in text or (name in MODULES and "." in name)):
+        return [name]
+    return []
+
+
 def imports_of(module: str) -> set[str]:
     """tfpipe modules imported anywhere in ``module`` (absolute and relative, any depth)."""
     tree = ast.parse(MODULES[module].read_text(), filename=str(MODULES[module]))
@@ -89,6 +124,8 @@ def imports_of(module: str) -> set[str]:
             else:
                 prefix = node.module or ""
             targets = [f"{prefix}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            targets = [t for t in _string_import(node.value, package) if (module, resolve(t)) not in PLUGIN_TABLES]
         else:
             continue
         for t in targets:
@@ -102,14 +139,12 @@ GRAPH = {m: imports_of(m) for m in MODULES}
 
 
 def layer(module: str) -> tuple[int, str | None]:
-    """(package rank, the module's layer inside its package or None: a sub-package, or TOP for a top module)."""
+    """(package rank, the module's layer inside its package (a sub-package or a top module) or None)."""
     parts = module.split(".")
     rank = PACKAGES.index(parts[0])
     if parts[0] not in LAYERS or len(parts) < 2:
         return rank, None
-    if parts[1] in TOPS.get(parts[0], ()):
-        return rank, TOP
-    return rank, parts[1] if parts[1] in LAYERS[parts[0]] and parts[1] != TOP else None
+    return rank, parts[1] if parts[1] in LAYERS[parts[0]] else None
 
 
 def upward(src: str, dst: str) -> str | None:
@@ -126,6 +161,16 @@ def upward(src: str, dst: str) -> str | None:
     if rs == rd and pkg in LAYERS and dst == pkg and src != pkg:
         return f"{src} imports the {pkg} package __init__ (import the defining module instead)"
     return None
+
+
+def test_string_imports_are_seen():
+    """An entry-point string, an import_module argument and a lazy table's relative name are imports."""
+    assert "pipeline.plan.manifest" in GRAPH["pipeline"]                 # lazy_exports(".plan.manifest")
+    found = set()
+    for text in ("bench.cli:register", "sharding.plan", ".plan.manifest"):
+        found |= {resolve(t) for t in _string_import(text, "pipeline")}
+    assert found == {"bench.cli", "sharding.plan", "pipeline.plan.manifest"}
+    assert _string_import("a sentence, not a module", "pipeline") == []
 
 
 def test_the_import_graph_is_not_empty():
@@ -201,19 +246,26 @@ def test_cycle_finder_finds_a_cycle(monkeypatch):
     ("pipeline.spec.pipelinespec", "pipeline.spec.options", False),
     ("pipeline.remote.stream", "pipeline.plan.readplan", True),
     ("pipeline.plan.manifest", "pipeline.remote.stream", False),
-    ("pipeline.graph.weighted", "pipeline.resume.resumable", True),
-    ("pipeline.resume.resumable", "pipeline.graph.tail", False),
+    ("pipeline.resume.state", "pipeline.graph.resumable", True),
+    ("pipeline.graph.resumable", "pipeline.graph.tail", False),
     ("pipeline.resume.seek", "pipeline.build", True),
-    ("pipeline.describe", "pipeline.build", False),                       # the top modules share one layer
-    ("pipeline.build", "pipeline.resume.resumable", False),
+    ("pipeline.describe", "pipeline.build", False),                       # the top modules in their order
+    ("pipeline.build", "pipeline.describe", True),
+    ("pipeline.threads", "pipeline.build", True),
+    ("pipeline.describe", "pipeline.training", True),
+    ("sharding.topology", "sharding.plan", True),
+    ("sharding.plan", "sharding.topology", False),
+    ("sharding.configs", "sharding.cli", True),
+    ("converters.cli.main", "pipeline.cli", True),
+    ("pipeline.build", "pipeline.graph.resumable", False),
     ("pipeline.graph.parse", "pipeline", True),                           # the package __init__
     ("pipeline.service.servers", "pipeline.build", True),                # the servers sit below the front
     ("pipeline.cli", "pipeline.service.cli", False),
     ("pipeline.service.auto", "pipeline.graph.tail", False),
-    ("pipeline.service.trainer", "pipeline.graph.tail", False),
-    ("pipeline.build", "pipeline.service.trainer", False),
-    ("pipeline.service.choice", "pipeline.build", True),
-    ("pipeline.resume.resumable", "pipeline.service.choice", True),
+    ("pipeline.graph.service", "pipeline.graph.tail", False),
+    ("pipeline.build", "pipeline.graph.service", False),
+    ("pipeline.plan.servicejob", "pipeline.build", True),
+    ("pipeline.plan.servicejob", "pipeline.graph.service", True),
     ("bench.core.measure", "bench.infra.nvml", False),
     ("bench.infra.nvml", "bench.core.measure", True),
     ("bench.core.compare", "bench.report.tables", True),
@@ -254,7 +306,8 @@ def test_few_modules_at_the_top(pkg):
 def test_subpackages_have_a_layer_and_a_docstring(pkg):
     subs = subpackages(pkg)
     assert len(subs) >= ROOMS[pkg]["min_subpackages"], f"{pkg}/ has sub-packages {subs}"
-    assert sorted(subs) == sorted(k for k in LAYERS[pkg] if k != TOP), f"sub-packages of {pkg}/ and LAYERS differ"
+    assert sorted(subs) == sorted(k for k in LAYERS[pkg] if k not in TOPS.get(pkg, ())), \
+        f"sub-packages of {pkg}/ and LAYERS differ"
     for sub in subs:
         doc = ast.get_docstring(ast.parse((ROOT / pkg / sub / "__init__.py").read_text()))
         assert doc and len(doc.splitlines()) == 1, f"{pkg}/{sub}/__init__.py needs a one-line docstring"

@@ -217,7 +217,7 @@ def _run(args, data_dir: str, scratch: str) -> int:
             raise TfpipeError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(registry)}")
     hand_tuned = [n for n in V.HAND_TUNED if n in names]
 
-    # 1. pure pipeline throughput, no step (issue 4's benchmark): the variants' own suite, one run
+    # 1. pure pipeline throughput, no step: the variants' own suite, one run
     batch_size = args.batch_size or DEFAULT_BATCH
     tput: dict[str, dict] = {}
     if not args.no_throughput:

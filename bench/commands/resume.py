@@ -1,5 +1,5 @@
 """``tfpipe bench resume [SET]``: the resumable graph (``resumable=True``: one seeded order a run can be resumed
-in, ``pipeline.resume.resumable``) against the default shuffle graph (``resumable=False``) with the same
+in, ``pipeline.graph.resumable``) against the default shuffle graph (``resumable=False``) with the same
 ``shuffle_buffer``, seed, batch size and epochs: records per CPU-second of this process (``time.process_time``,
 every thread; the steadier figure on a shared host) and records/s, over whole epochs after the first batch, in
 paired rounds with the order alternating; the median and range of the per-round ratios, and the 1-minute load

@@ -12,7 +12,7 @@ One run, on one shard set and batch size:
 ``--beside reader`` runs both steps beside another TensorFlow process reading the same set in a loop (a busy
 training host: other ranks, evaluation), ``--beside busy`` beside two busy loops.
 
-Each figure is the median over rounds of a ratio taken inside a round. Targets (issue 14): tuned default
+Each figure is the median over rounds of a ratio taken inside a round. Targets: tuned default
 ≥ 0.97× the best hand-tuned graph and ≥ 12× naive; untuned default ≥ 0.9× the best hand-tuned graph.
 Without DIR (or with ``--generate N``) 400,000 Criteo-like records are generated in a temporary directory.
 """

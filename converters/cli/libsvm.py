@@ -66,11 +66,11 @@ def register(convert_sub, top_sub=None) -> None:
     add_shard_output_options(p, record="line")
     add_prep_options(p)
     add_engine_options(p)
-    p.set_defaults(func=lambda args: p.error(msg) if (msg := layout_error(args)) else _cmd_convert(args))
+    p.set_defaults(func=lambda args: p.error(msg) if (msg := width_mode_error(args)) else _cmd_convert(args))
 
 
-def layout_error(args) -> str | None:
-    """--field-size or --sparse (never both); the options of the other layout are usage errors."""
+def width_mode_error(args) -> str | None:
+    """--field-size (fixed width) or --sparse (never both); the options of the other width mode are usage errors."""
     if args.sparse == (args.field_size is not None):
         return ("give --field-size N (fixed width) or --sparse (any number of pairs per line)"
                 if not args.sparse else "--field-size and --sparse exclude each other")
@@ -88,7 +88,7 @@ def options_from_args(args):
     the same command line, such as ``tfpipe processing run``)."""
     from ..libsvm.options import LibsvmOptions
 
-    if (msg := layout_error(args)) is not None:
+    if (msg := width_mode_error(args)) is not None:
         raise ValueError(msg)
     return LibsvmOptions(args.field_size, args.index_base, args.pad, args.truncate, args.allow_nonfinite,
                          args.max_index, args.label_key, args.ids_key, args.values_key, shard_output_options(args),

@@ -18,23 +18,19 @@ from .quiet import quiet_tensorflow_import
 
 __all__ = ["main", "build_parser", "register"]
 
-# packages that contribute subcommands; used when the entry-point metadata is unavailable (source tree)
-_FALLBACK = ("converters.cli:register", "sharding.cli:register", "pipeline.cli:register", "bench.cli:register")
+# the command groups, in help order, by their entry-point names (group ``tfpipe.commands`` in setup.cfg): each
+# package registers its own, so this package never names one above it
+GROUP_ORDER = ("converters", "sharding", "pipeline", "bench")
 
 
 def _registrars():
-    eps = sorted(entry_points(group="tfpipe.commands"), key=lambda e: _FALLBACK_ORDER.get(e.value, 99))
-    if eps:
-        return [ep.load for ep in eps]
-    import importlib
-
-    def loader(spec):
-        mod, _, fn = spec.partition(":")
-        return lambda: getattr(importlib.import_module(mod), fn)
-    return [loader(s) for s in _FALLBACK]
-
-
-_FALLBACK_ORDER = {s: i for i, s in enumerate(_FALLBACK)}
+    """Each command group's ``register``, found through the ``tfpipe.commands`` entry points."""
+    eps = sorted(entry_points(group="tfpipe.commands"),
+                 key=lambda e: (GROUP_ORDER.index(e.name) if e.name in GROUP_ORDER else len(GROUP_ORDER), e.name))
+    if not eps:
+        raise TfpipeError("no tfpipe command groups found (entry points tfpipe.commands): install tfpipe "
+                          "(pip install -e .) so its package metadata is there")
+    return [ep.load for ep in eps]
 
 
 def build_parser() -> argparse.ArgumentParser:

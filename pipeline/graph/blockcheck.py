@@ -1,5 +1,5 @@
 """Every columnar block is checked where it is read (``verify`` is not the only guard): the graphs of a columnar
-set (``pipeline.graph.columnar``, the resumable order of ``pipeline.resume.resumerows``) read chunks of blocks
+set (``pipeline.graph.columnar``, the resumable order of ``pipeline.graph.resumerows``) read chunks of blocks
 tagged with their file and index (:func:`tag_file`, :func:`tag_stream`) and decode them with
 :func:`block_decoder`.
 

@@ -23,7 +23,7 @@ from .blockcheck import decode_blocks_fn  # noqa: F401 - the bare decode, named 
 from .rowshuffle import pool_rows, row_generator, shuffle_rows
 
 __all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
-           "columnar_output", "build_columnar"]
+           "columnar_output", "build_columnar", "stages", "build"]
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def _file_blocks(spec: PipelineSpecBase, tables) -> Any:
 
     from .blockcheck import tag_file, tag_stream
 
-    from ..graph.buffernotice import absorb_buffer_notice
+    from .buffernotice import absorb_buffer_notice
 
     cfg = _read_config(spec)
     absorb_buffer_notice(cfg.buffer_size)
@@ -210,7 +210,7 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
 
     from ..plan.cachepolicy import cache_dataset
     from .blockcheck import file_tables, knows_files, tag_stream
-    from .tail import graph_tail
+    from .tail import Tail
 
     calls = _calls(spec)
     gen = row_generator(spec.seed) if spec.shuffle_buffer else None
@@ -231,5 +231,14 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
             blocks = blocks.unbatch().shard(spec.num_shards, spec.shard_index).batch(blocks_per_decode(spec))
         ds = _decoded(cache_dataset(blocks, spec), spec, gen, tables)
         repeat = True
-    return graph_tail(columnar_output(ds, spec), spec, calls=calls, deterministic=spec.deterministic, parsed=True,
-                      repeat=repeat)
+    return columnar_output(ds, spec), Tail(calls, spec.deterministic, parsed=True, repeat=repeat)
+
+
+def stages(plan) -> list[Stage]:
+    """The columnar graph's stages."""
+    return columnar_stages(plan.spec)
+
+
+def build(plan, resume: dict | None = None) -> Any:
+    """The columnar graph up to its tail, and the tail it gets."""
+    return build_columnar(plan.spec)

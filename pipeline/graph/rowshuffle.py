@@ -1,5 +1,5 @@
 """Shuffling the rows of a columnar set across blocks when it does not read the resumable order over rows
-(``pipeline.resume.resumerows``: the default of a seeded read on one rank): without a seed, record-level ranks,
+(``pipeline.graph.resumerows``: the default of a seeded read on one rank): without a seed, record-level ranks,
 or ``resumable=False``. Whole decoded chunks at a time: a pool of rows kept
 between chunks; each chunk of decoded rows joins the pool, the pool's rows are put in a random order, and all
 but ``pool`` of them leave (the last chunk empties the pool). Like ``shuffle(B)`` on single records, a row stays

@@ -1,8 +1,10 @@
-"""The tail every input graph ends with, written once for the plain, weighted and resumable graphs: the
-vectorized parse of batches (``tf.io.parse_example`` from the spec's schema), the plain graph's repeat, and
-prefetch; and the stages ``describe`` shows for them."""
+"""The tail every input graph ends with, written once: the vectorized parse of batches (``tf.io.parse_example``
+from the spec's schema) unless the graph parsed already, the repeat of graphs that leave their epochs to it,
+and prefetch; and the stages ``describe`` shows for them. Each graph's ``build`` returns its :class:`Tail`;
+``pipeline.build`` applies it (:func:`graph_tail`)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..plan.readplan import AUTOTUNE
@@ -10,7 +12,18 @@ from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
 from .parse import spec_parse_fn
 
-__all__ = ["parse_batches", "graph_tail", "tail_stages"]
+__all__ = ["Tail", "parse_batches", "graph_tail", "tail_stages"]
+
+
+@dataclass(frozen=True)
+class Tail:
+    """How a graph's batches end: the parse's threads and order, whether the graph parsed already, whether
+    the tail repeats the epochs."""
+
+    calls: int
+    deterministic: bool
+    parsed: bool = False
+    repeat: bool = False
 
 
 def parse_batches(ds: Any, spec: PipelineSpecBase, calls: int, deterministic: bool) -> Any:
@@ -18,10 +31,10 @@ def parse_batches(ds: Any, spec: PipelineSpecBase, calls: int, deterministic: bo
     return ds.map(spec_parse_fn(spec), num_parallel_calls=calls, deterministic=deterministic)
 
 
-def graph_tail(ds: Any, spec: PipelineSpecBase, *, calls: int, deterministic: bool, parsed: bool = False,
-               repeat: bool = False) -> Any:
-    """parse (unless ``parsed`` already, or ``parse=False``) → repeat ``spec.epochs`` times (``repeat``: the
-    graph leaves its epochs to this stage) → prefetch."""
+def graph_tail(ds: Any, spec: PipelineSpecBase, tail: Tail) -> Any:
+    """parse (unless ``tail.parsed`` already, or ``parse=False``) → repeat ``spec.epochs`` times (``tail.repeat``:
+    the graph leaves its epochs to this stage) → prefetch."""
+    calls, deterministic, parsed, repeat = tail.calls, tail.deterministic, tail.parsed, tail.repeat
     if spec.parse and not parsed:
         ds = parse_batches(ds, spec, calls, deterministic)
     if repeat and spec.epochs != 1:

@@ -14,23 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan.cachepolicy import cache_dataset, choose_cache
+from ..plan.cachepolicy import cache_dataset
+from ..plan.graphplan import GraphPlan
 from ..plan.readplan import AUTOTUNE
 from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
-from .tail import graph_tail, tail_stages
+from .tail import Tail, tail_stages
 
-__all__ = ["weighted_stages", "build_weighted", "sampled_epoch_steps"]
-
-
-def sampled_epoch_steps(spec: PipelineSpecBase) -> int | None:
-    """Batches in one epoch of a weighted group (see the module docstring)."""
-    if spec.steps is not None:
-        return spec.steps
-    if spec.records is None:
-        return None
-    per_rank = spec.records // spec.num_shards
-    return per_rank // spec.batch_size if spec.drop_remainder else -(-per_rank // spec.batch_size)
+__all__ = ["stages", "build"]
 
 
 def _parts(spec: PipelineSpecBase) -> list[tuple[tuple[str, ...], float]]:
@@ -41,11 +32,12 @@ def _parts(spec: PipelineSpecBase) -> list[tuple[tuple[str, ...], float]]:
     return out
 
 
-def weighted_stages(spec: PipelineSpecBase) -> list[Stage]:
-    """The stages ``build_weighted`` builds, with settings and reasons (pure)."""
+def stages(plan: GraphPlan) -> list[Stage]:
+    """The stages :func:`build` builds, with settings and reasons (pure)."""
+    spec = plan.spec
     parts = _parts(spec)
-    policy, path, why = choose_cache(spec)
-    steps = sampled_epoch_steps(spec)
+    policy, path, why = plan.cache
+    steps = plan.steps
     return [
         Stage("source", True, {"mode": "file", "parts": len(parts), "files": [len(f) for f, _ in parts],
                                "read": "sequential per part", "compression": spec.compression},
@@ -67,10 +59,11 @@ def weighted_stages(spec: PipelineSpecBase) -> list[Stage]:
     ]
 
 
-def build_weighted(spec: PipelineSpecBase) -> Any:
-    """The tf.data graph for a spec with ``part_weights``."""
+def build(plan: GraphPlan, resume: dict | None = None) -> tuple[Any, Tail]:
+    """The graph of a spec with ``part_weights`` up to its tail, and the tail it gets."""
     import tensorflow as tf
 
+    spec = plan.spec
     ctype = spec.compression_type
     datasets, weights = [], []
     for k, (files, weight) in enumerate(_parts(spec)):
@@ -85,7 +78,6 @@ def build_weighted(spec: PipelineSpecBase) -> Any:
     if spec.shuffle_buffer:
         ds = ds.shuffle(spec.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
     ds = ds.batch(spec.batch_size, drop_remainder=spec.drop_remainder)
-    steps = sampled_epoch_steps(spec)
-    if steps is not None and spec.epochs is not None:
-        ds = ds.take(steps * spec.epochs)
-    return graph_tail(ds, spec, calls=AUTOTUNE, deterministic=spec.deterministic)
+    if plan.steps is not None and spec.epochs is not None:
+        ds = ds.take(plan.steps * spec.epochs)
+    return ds, Tail(AUTOTUNE, spec.deterministic)

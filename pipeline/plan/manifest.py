@@ -22,7 +22,7 @@ from converters.util.system import scratch_root
 
 from ..spec.options import DEFAULT_PIPE_DIR, DEFAULT_PIPE_TIMEOUT, FLAT, unknown_keyword
 from ..spec.pipelinespec import PipelineSpecBase
-from ..spec.streamopts import ShardRef, is_remote, renamed, stream_options
+from ..spec.streamopts import ShardRef, is_remote, stream_options
 
 __all__ = ["PipelineSpec", "default_cache_dir", "download_shards"]
 
@@ -78,14 +78,11 @@ class PipelineSpec(PipelineSpecBase):
         when the stream opens). ``stream=StreamOptions(...)`` sets them all at once. A remote balanced group
         (``label_weights``) is copied whole into ``copy_dir`` instead. Both directories default to
         ``default_cache_dir(url)`` (``$TFPIPE_CACHE``, ``$TMPDIR/tfpipe``, SageMaker's ``/tmp/tfpipe`` or
-        ``~/.cache/tfpipe``, then ``/<hash of the URL>``); ``cache_dir=`` and ``cache_limit=``,
-        their old spellings, still work with a ``DeprecationWarning``.
+        ``~/.cache/tfpipe``, then ``/<hash of the URL>``).
         """
         from converters.shardset.reader import read_manifest_raw
         from converters.storage import is_s3
 
-        stream_cache_dir, stream_cache_limit, copy_dir = _old_spellings(overrides, stream_cache_dir,
-                                                                       stream_cache_limit, copy_dir)
         for name in overrides:   # a misspelled option is named before any I/O, with the closest valid name
             if name in _FROM_MANIFEST_FILLS:
                 raise TypeError(f"PipelineSpec.from_manifest() sets {name} from the manifest (and batch_size "
@@ -172,18 +169,6 @@ class PipelineSpec(PipelineSpecBase):
             cfg = read_plan(spec).config
             check_cache_limit(spec.stream, [s.bytes for s in spec.stream.shards], open_width(cfg.read, cfg.parallelism))
         return spec
-
-
-def _old_spellings(overrides: dict, stream_cache_dir, stream_cache_limit, copy_dir):
-    """``cache_dir=`` (now ``stream_cache_dir=``, and ``copy_dir=`` for a balanced group) and ``cache_limit=``
-    (now ``stream_cache_limit=``) taken out of ``overrides``, each with a DeprecationWarning."""
-    old_dir, old_limit = overrides.pop("cache_dir", None), overrides.pop("cache_limit", None)
-    where = "PipelineSpec.from_manifest()"
-    stream_cache_limit = renamed(where, "cache_limit", old_limit, stream_cache_limit, 4)
-    if old_dir is not None and copy_dir is None and stream_cache_dir is None:
-        copy_dir = old_dir  # it named both directories; the warning below names the stream cache's
-    also = ", or copy_dir= for a balanced group (label_weights)"
-    return renamed(where, "cache_dir", old_dir, stream_cache_dir, 4, also), stream_cache_limit, copy_dir
 
 
 def _weighted_parts(manifest, label_weights: dict) -> tuple[list[str], tuple[tuple[int, float], ...]]:

@@ -3,7 +3,7 @@ host's bounded cache (``streamcache``), handed to a native tf.data graph as loca
 
 Planning is pure (``epoch_order``, ``open_width``, ``min_cache_bytes``), but for ``cache_limit``, which reads
 the free space of the cache's disk when ``stream_cache_limit`` is None (``streamcache.default_limit``);
-``ShardStream`` does the I/O. The graph: ``from_generator`` yields ``(path, ticket)`` — one Python call per
+``ReadAhead`` does the I/O. The graph: ``from_generator`` yields ``(path, ticket)`` — one Python call per
 shard — then ``flat_map`` (one file at a time) or a sequential ``interleave`` of ``TFRecordDataset`` (each file with its own
 prefetch, so they are read side by side); after a file's last record a
 one-element tail calls ``release(ticket)`` (again once per shard), so a shard stays leased exactly while
@@ -31,7 +31,7 @@ from .streamcache import ShardCache, default_limit
 from ..spec.streamopts import StreamOptions
 
 __all__ = ["epoch_order", "open_width", "min_cache_bytes", "check_cache_limit", "cache_limit", "local_readers",
-           "ShardStream",
+           "ReadAhead",
            "stream_source", "released_after", "WAIT_TIMEOUT"]
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def stream_stage(spec, config, shuffle_files: bool):
 
 # -- I/O ---------------------------------------------------------------------------------------------------
 
-STREAMS: "weakref.WeakSet[ShardStream]" = weakref.WeakSet()  # live streams of this process (stats, tests)
+STREAMS: "weakref.WeakSet[ReadAhead]" = weakref.WeakSet()  # live streams of this process (stats, tests)
 _CACHES: dict[str, ShardCache] = {}
 _CACHES_LOCK = threading.Lock()
 
@@ -160,7 +160,7 @@ def _cache_for(opts: StreamOptions) -> ShardCache:
         return cache
 
 
-class ShardStream:
+class ReadAhead:
     """The shards of one rank, streamed epoch after epoch: ``session()`` is one epoch's generator of
     ``(local path, ticket)``; ``release(ticket)`` is called by the graph when a file has been read."""
 
@@ -310,7 +310,7 @@ def _release_all(cache: ShardCache, tickets: dict) -> None:
     tickets.clear()
 
 
-def released_after(stream: ShardStream, records, ticket):
+def released_after(stream: ReadAhead, records, ticket):
     """``records`` (of one leased file; scalars or vectors of records) followed by nothing but the call of
     ``stream.release(ticket)`` once they have all been read: the lease lasts exactly while TensorFlow may read
     the file (one Python call per shard)."""
@@ -334,7 +334,7 @@ def stream_source(spec, config, shuffle_files: bool):
     opts = spec.stream
     width = open_width(config.read, config.parallelism)
     check_cache_limit(opts, [s.bytes for s in opts.shards], width)
-    stream = ShardStream(opts, width=width, seed=spec.seed, shuffle=shuffle_files)
+    stream = ReadAhead(opts, width=width, seed=spec.seed, shuffle=shuffle_files)
     stream.storage  # noqa: B018 - opened now (credentials, client) rather than on the first shard's clock
     ctype = spec.compression_type
     batched = config.read == "interleave"

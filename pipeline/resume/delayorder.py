@@ -93,7 +93,7 @@ def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, r
     """``records`` (a dataset of scalar strings, record ``first_chunk · c`` of the epoch first) in the delay
     order, as **runs**: a dataset of 1-D string tensors (one per scan step, some empty) whose concatenation is
     the order, its first ``skip`` records left out. A columnar set's ``records`` are its decoded rows (dicts
-    of columns, rows first, in chunks of any size; ``pipeline.resume.resumerows``): the order is then over
+    of columns, rows first, in chunks of any size; ``pipeline.graph.resumerows``): the order is then over
     rows, and runs are dicts of rows. Cut them with ``rebatch`` (one copy per record, one
     tf.data step per batch), not ``unbatch().batch()`` (two tf.data steps per record). A resume also gives
     ``rebuild``: the records of chunks ``rebuild_chunk .. first_chunk - 1`` (those that may still wait at

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 
 from converters.util.checks import as_int
 
@@ -106,8 +105,7 @@ def _check_args(path, k, compression_type, buffer_size, records) -> tuple[str, s
 
 
 def records_from(path: str, k: int, *, compression_type: str = "", buffer_size: int | None = None,
-                 records: int | None = None, sha256: str | None = None, index_dir: str | None = None,
-                 **old: str | None):
+                 records: int | None = None, sha256: str | None = None, index_dir: str | None = None):
     """A ``tf.data.Dataset`` of the records of the TFRecord file ``path`` from record ``k`` (0-based): the
     elements of ``TFRecordDataset(path, compression_type, buffer_size).skip(k)``, reached by a seek.
 
@@ -118,7 +116,6 @@ def records_from(path: str, k: int, *, compression_type: str = "", buffer_size: 
     first call for a file computes its index (a walk over its record headers); later calls, in this process
     or another, read two or three of its entries.
     """
-    index_dir = _old_index_dir(index_dir, old)
     path, ctype, buf = _check_args(path, k, compression_type, buffer_size, records)
     import tensorflow as tf
 
@@ -143,20 +140,6 @@ def records_from(path: str, k: int, *, compression_type: str = "", buffer_size: 
         return plain().skip(k)
     log.debug("%s: entering record %d at byte %d", path, k, offset)
     return _seek(path, offset, buf)
-
-
-def _old_index_dir(index_dir: str | None, old: dict) -> str | None:
-    """``cache_dir=``, the old spelling of ``index_dir=`` (it also named the stream's cache): still taken, with
-    a warning that names the new one."""
-    unknown = sorted(set(old) - {"cache_dir"})
-    if unknown:
-        raise TypeError(f"records_from() got an unexpected keyword argument {unknown[0]!r}")
-    if "cache_dir" in old:
-        warnings.warn("records_from(cache_dir=...) is now records_from(index_dir=...)", DeprecationWarning,
-                      stacklevel=3)
-        if index_dir is None:
-            index_dir = old["cache_dir"]
-    return index_dir
 
 
 def seek_pays(path: str, k: int, records: int | None, sha256: str | None = None) -> bool:

@@ -1,11 +1,10 @@
 """Input state of a resumable File-mode pipeline: a few integers that say where the input stands.
 
-:func:`resume_choice` decides which graph a spec builds (the build, ``describe`` and ``tfpipe pipeline explain``
-share it): ``resumable=None`` (the default) builds the resumable order for a seeded, shuffled File-mode spec on
-one rank that :func:`resume_refusal` does not refuse, ``True`` demands it, ``False`` opts out.
+:func:`pipeline.plan.graphplan.resume_choice` decides whether a spec builds the resumable order (it and the
+order's step arithmetic are re-exported here); :func:`check_resumable` refuses a spec that does not.
 
 In the resumable order the records of epoch ``e`` come in one *global* order that is a pure function of
-(manifest, seed, epoch) (``pipeline.resume.resumable`` builds it); every step takes ``batch_size × num_shards``
+(manifest, seed, epoch) (``pipeline.graph.resumable`` builds it); every step takes ``batch_size × num_shards``
 records of it, rank ``i`` the ``i``-th ``batch_size`` of them. So the position after ``steps`` steps is
 (epoch, records of that epoch's order consumed), whatever the number of ranks, and
 :func:`input_state` turns it into a small JSON-able dict; :func:`resume_position` checks a state against a
@@ -26,7 +25,9 @@ from typing import Any
 
 from converters.util.checks import as_int
 
+from ..plan.graphplan import epoch_records, global_batch, order_epoch_steps, resume_choice, resume_refusal, steps_for
 from ..plan.rankplan import plan_fingerprint
+from ..spec.epochs import epoch_batches
 from ..spec.options import ResumeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "RESUME_LIMITS", "check_resumable",
@@ -60,65 +61,6 @@ RESUME_LIMITS = (
 )
 
 
-def resume_refusal(spec) -> str | None:
-    """Why ``spec`` cannot build the resumable order (one line), or None when it can; ``spec.resumable`` aside."""
-    if spec.offload.service is not None:
-        return ("it reads on a tf.data service's workers (service=...), which hand files to whichever worker asks "
-                "next: no position names the records consumed")
-    if spec.mode != "file":
-        return ("Pipe mode cannot resume mid-epoch: SageMaker restarts each channel's FIFO from its first record; "
-                "restart at an epoch boundary with first_epoch=E, or use File mode")
-    if spec.cache not in ("auto", "none"):
-        return (f"cache={spec.cache!r} would freeze one order, and the resumable order reads each epoch's files in "
-                f"its own seeded order; use cache='auto' or 'none' (the OS page cache keeps recently read shards)")
-    if spec.shuffle_buffer and spec.seed is None:
-        return ("shuffle_buffer > 0 needs a seed to resume: the order must be a pure function of (seed, epoch, "
-                "position)")
-    if spec.resuming.resume_refusal:
-        return spec.resuming.resume_refusal
-    if len(spec.file_records) != len(spec.files):
-        return (f"it needs the record count of every file (file_records): got {len(spec.file_records)} counts for "
-                f"{len(spec.files)} files; use PipelineSpec.from_manifest")
-    if spec.file_sha256 and len(spec.file_sha256) != len(spec.files):
-        return (f"file_sha256 gives {len(spec.file_sha256)} digests for {len(spec.files)} files: one per file, or "
-                f"none; use PipelineSpec.from_manifest")
-    if spec.steps is None and spec.num_shards > 1 and epoch_records(spec) < global_batch(spec):
-        return (f"an epoch of {epoch_records(spec)} records is less than one global batch ({spec.batch_size} x "
-                f"{spec.num_shards} ranks)")
-    if spec.resuming.plan_fingerprint and spec.steps is not None and order_epoch_steps(spec) < spec.steps:
-        return (f"this rank's {sum(spec.file_records)} records make {order_epoch_steps(spec)} steps per epoch, "
-                f"fewer than the plan's {spec.steps}: a plan with remainder='pad' repeats a rank's records to fill "
-                f"its steps, which the resumable order does not; plan with remainder='drop'")
-    return None
-
-
-def resume_choice(spec) -> tuple[bool, str]:
-    """(whether ``build_dataset(spec)`` builds the resumable order, why) — the one decision the build, ``describe``
-    and ``tfpipe pipeline explain`` share (pure). ``resumable=None``: when possible, i.e. a seeded, shuffled
-    File-mode spec that :func:`resume_refusal` does not refuse; ``True``: always, a spec that cannot is a
-    :class:`ResumeError` (one line); ``False``: never."""
-    asked = spec.resumable
-    if asked is False:
-        return False, "resumable=False (asked for)"
-    why = resume_refusal(spec)
-    if asked is True:
-        if why is not None:
-            raise ResumeError(f"resumable=True: {why}")
-        return True, "resumable=True (asked for)"
-    if why is not None:
-        return False, why
-    if not spec.shuffle_buffer:
-        return False, ("no shuffle (shuffle_buffer=0): the unshuffled read keeps its tuned strategy (resumable=True "
-                       "reads the files in manifest order, resumable)")
-    if spec.num_shards > 1:
-        return False, (f"{spec.num_shards} ranks share one order here (num_shards): each rank would run the delay "
-                       f"order over every record, which costs more than its shuffle of its own share (0.86x the "
-                       f"default graph's records per CPU-second for rank 0 of 2: tfpipe bench resume --ranks 2); "
-                       f"resumable=True to resume anyway, or per-rank file lists (a plan) resume at no such cost")
-    rows = " (a columnar set: the order runs over its decoded rows)" if spec.layout is not None else ""
-    return True, f"seeded File-mode set{rows} (resumable=None: when possible; resumable=False opts out)"
-
-
 def check_resumable(spec) -> None:
     """Raise :class:`ResumeError` (one line) unless ``spec`` builds the resumable order."""
     builds, why = resume_choice(spec)
@@ -139,39 +81,6 @@ def fingerprint(spec) -> str:
         return str(spec.manifest_sha256)
     doc = [[os.path.basename(f), n] for f, n in zip(spec.files, spec.file_records)]
     return "files:" + hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:32]
-
-
-def global_batch(spec) -> int:
-    """Records one step takes from the global order: ``batch_size`` per rank × ranks."""
-    return spec.batch_size * spec.num_shards
-
-
-def epoch_records(spec) -> int:
-    """Records of an epoch's global order that steps use at most (all, or ``steps`` global batches)."""
-    if spec.part_weights:   # a balanced group's endless sampled stream: as many records as the group per rank,
-        group = spec.records if spec.records is not None else sum(spec.file_records)   # (as without resumable)
-        per_rank = group // spec.num_shards                                            # in whole batches
-        steps = spec.steps if spec.steps is not None else (
-            per_rank // spec.batch_size if spec.drop_remainder else -(-per_rank // spec.batch_size))
-        return steps * global_batch(spec)
-    total = sum(spec.file_records)
-    return total if spec.steps is None else min(total, spec.steps * global_batch(spec))
-
-
-def steps_for(spec, remaining: int) -> int:
-    """Steps (per rank) that ``remaining`` records of an epoch's order make: full global batches when sharded
-    (every rank runs the same steps; the remainder is dropped) or with ``drop_remainder``, else
-    ``ceil(remaining / batch_size)`` on a single rank."""
-    if remaining <= 0:
-        return 0
-    if spec.num_shards > 1 or spec.drop_remainder:
-        return remaining // global_batch(spec)
-    return -(-remaining // spec.batch_size)
-
-
-def order_epoch_steps(spec) -> int:
-    """Steps in a whole epoch."""
-    return steps_for(spec, epoch_records(spec))
 
 
 def advance(spec, steps: int, start: tuple[int, int] = (0, 0)) -> tuple[int, int]:
@@ -224,7 +133,7 @@ def _check_counts(spec, epoch: int, pos: int, steps: int) -> None:
     if pos > epoch_records(spec):
         raise ResumeError(f"input state position {pos} is past the epoch's {epoch_records(spec)} records")
     least = epoch + (1 if pos else 0)           # every epoch takes a step or more, and so does a position in one
-    most = epoch * -(-sum(spec.file_records) // b) + pos // b     # a step takes a batch or more of the order
+    most = epoch * epoch_batches(sum(spec.file_records), b, False) + pos // b     # a step takes a batch or more of the order
     if not least <= steps <= most:
         raise ResumeError(f"input state: steps {steps} cannot reach epoch {epoch} at position {pos} with "
                           f"batch_size {b} (expected {least} to {most} steps)")

@@ -6,7 +6,7 @@ Why: TensorFlow's dispatcher (2.21) never gives up on a worker under ``ShardingP
 iteration, the iteration finishes only when every task has, and the trainer's client waits for that, so a
 worker that never comes back hangs every trainer reading a job it had a task in. A finished task is what the
 client waits for: once the dead worker's tasks are finished, the iteration finishes when the live workers'
-tasks do, and each trainer's epoch ends (short by the records the dead worker held; ``pipeline.service.trainer``
+tasks do, and each trainer's epoch ends (short by the records the dead worker held; ``pipeline.graph.service``
 makes the steps up from its spare epoch). Jobs started later get a task on every registered worker, the dead
 one too: the watch finishes those as they appear, while the worker stays unreachable.
 

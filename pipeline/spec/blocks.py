@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from .epochs import epoch_batches
+
 # rows per decode call of a columnar read (the blocks of one call), the built-in rule's: large enough that
 # tf.data's per-element costs vanish, small enough that a decoded chunk stays a few MiB (8,192 Criteo rows of
 # ~0.5 KiB; 1,023 text windows of 2,049 int64 ids: 256 of them ran at 0.8x the speed of 1,024)
@@ -64,7 +66,7 @@ def spec_file_rows(spec) -> tuple[int, ...]:
 def block_rank_steps(spec) -> int:
     """Equal steps per epoch under block-level ``shard(n, i)``: from the rank with the fewest rows."""
     rows = smallest_rank_rows(spec_file_rows(spec), spec.layout.block_rows, spec.num_shards)
-    return rows // spec.batch_size if spec.drop_remainder else -(-rows // spec.batch_size)
+    return epoch_batches(rows, spec.batch_size, spec.drop_remainder)
 
 
 def check_columnar(spec) -> None:

@@ -250,7 +250,7 @@ class ResumeError(TfpipeError, ValueError):
 class ResumeOptions:
     """The resumable File-mode order: one global, seeded record order that is a pure function of (manifest,
     seed, epoch, position), so ``pipeline.input_state`` can save a position and ``build_dataset(spec,
-    resume=state)`` continue from it (``pipeline.resume.resumable``). ``resumable=None`` (the default): that order
+    resume=state)`` continue from it (``pipeline.graph.resumable``). ``resumable=None`` (the default): that order
     when possible — a seeded, shuffled File-mode spec that nothing in ``pipeline.resume.state.resume_choice``
     refuses — else the default shuffle graph; ``True`` demands it (a spec that cannot is refused in one line);
     ``False`` builds the default graph. ``resume_refusal``: why ``from_manifest`` found this spec's files (a plan's

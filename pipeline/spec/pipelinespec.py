@@ -8,12 +8,12 @@ The public ``pipeline.PipelineSpec`` is this class plus its constructor from a s
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sharding.plan import shard_count
 
+from .epochs import epoch_batches
 from .options import (
     CACHE_POLICIES,
     DEFAULT_BUFFER_BYTES,
@@ -39,9 +39,8 @@ from .options import (
 from .serviceopts import ServiceOptions, check_service
 
 # Features one parse call may take: TensorFlow builds one parse graph output per feature, and the graph's
-# build time and memory grow with their number (measured here: 1,000 features 6 s, 4,096 features 17 s and
-# 0.8 GB before the first batch; an adopted set with 50,000 keys ran past 5 minutes and 3.7 GB). Beyond it a
-# spec is refused with the number; parse=False reads the serialized records instead.
+# build time and memory grow with their number (docs/pipeline.md, Known limits). Beyond it a spec is refused
+# with the number; parse=False reads the serialized records instead.
 MAX_PARSED_FEATURES = 4096
 
 if TYPE_CHECKING:  # converters.examples loads numba: imported where needed, so `import pipeline` stays light
@@ -55,8 +54,7 @@ __all__ = ["PipelineSpecBase", "MAX_PARSED_FEATURES", "MODES", "CACHE_POLICIES",
 
 def smallest_rank_steps(records: int, num_shards: int, batch_size: int, drop_remainder: bool) -> int:
     """Steps per epoch every rank can run under record-level ``shard(n, i)``: the smallest rank's count."""
-    smallest = records // num_shards
-    return smallest // batch_size if drop_remainder else -(-smallest // batch_size)
+    return epoch_batches(records // num_shards, batch_size, drop_remainder)
 
 
 @dataclass(frozen=True, init=False)
@@ -182,12 +180,6 @@ class PipelineSpecBase:
                 return block_rank_steps(self)
             return smallest_rank_steps(self.records, self.num_shards, self.batch_size, self.drop_remainder)
         return None
-
-    @property
-    def epoch_steps(self) -> int | None:
-        """The old name of :attr:`take_steps` (hidden: it also named two other step counts); warns."""
-        warnings.warn("spec.epoch_steps is now spec.take_steps", DeprecationWarning, stacklevel=2)
-        return self.take_steps
 
     @property
     def compression_type(self) -> str:

@@ -3,12 +3,11 @@
 
 ``service``: the dispatcher, ``"grpc://HOST:PORT"`` (None: read in this process); ``service_job``: the name the
 ranks of one run share (None: derived from the SageMaker job name, ``TF_CONFIG`` or the manifest fingerprint and
-seed, ``pipeline.service.choice.base_job_name``); ``service_compression``: ``"auto"`` (off on a fast link, on
+seed, ``pipeline.plan.servicejob.base_job_name``); ``service_compression``: ``"auto"`` (off on a fast link, on
 otherwise), ``"on"`` or ``"off"``; ``service_timeout``: seconds ``build_dataset`` waits for the dispatcher to
 answer before it fails naming the address; ``service_worker_timeout``: seconds a worker may not answer before
 this trainer drops its connections to it, as it would to a dead one (a frozen worker; docs/offload.md).
-No I/O here; the choices and their reasons are made in
-``pipeline.service.choice``.
+No I/O here; the choices and their reasons are made in ``pipeline.plan.servicejob``.
 """
 from __future__ import annotations
 

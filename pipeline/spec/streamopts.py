@@ -14,14 +14,11 @@ resumed past it; no byte at all across retries; one whole shard), each failing t
 lives and the manifest's ``(name, bytes, sha256)`` of every file this rank reads, in ``files`` order — are
 filled by ``PipelineSpec.from_manifest``. No I/O here.
 
-The names say "stream" because ``cache`` is the tf.data cache stage (``cache="file:..."``) of the same spec;
-``cache_dir=`` and ``cache_limit=``, their old spelling, are still taken with a ``DeprecationWarning``
-(``renamed``).
+The names say "stream" because ``cache`` is the tf.data cache stage (``cache="file:..."``) of the same spec.
 """
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, replace
 
 from converters.util.checks import is_integral, is_real, set_int
@@ -29,27 +26,13 @@ from converters.util.fs import is_sha256
 from converters.util.units import parse_size
 
 __all__ = ["StreamOptions", "ShardRef", "DEFAULT_READ_AHEAD", "DEFAULT_TIMEOUTS", "CACHE_SUBDIR", "is_remote",
-           "stream_options", "renamed", "OLD_SPELLINGS", "DEFAULT_LIMIT_SHARE"]
+           "stream_options", "DEFAULT_LIMIT_SHARE"]
 
 DEFAULT_READ_AHEAD = 2
 # seconds: one request (cut and resumed past it), no byte at all (across retries), one whole shard
 DEFAULT_TIMEOUTS = {"request_timeout": 120.0, "stall_timeout": 30.0, "shard_timeout": 1800.0}
 DEFAULT_LIMIT_SHARE = 0.5  # stream_cache_limit=None: this share of (free bytes + the cache's own) on its disk
 CACHE_SUBDIR = "tfpipe-stream"   # everything the cache creates lives under <stream_cache_dir>/tfpipe-stream/
-OLD_SPELLINGS = {"cache_dir": "stream_cache_dir", "cache_limit": "stream_cache_limit"}  # old keyword -> new
-
-
-def renamed(where: str, old: str, old_value, new_value, stacklevel: int = 3, also: str = ""):
-    """``new_value``, or else ``old_value`` given by its old keyword ``old`` (a ``DeprecationWarning`` naming
-    the new one, and ``also`` where it had another meaning too); both given is a TypeError."""
-    if old_value is None:
-        return new_value
-    new = OLD_SPELLINGS[old]
-    if new_value is not None:
-        raise TypeError(f"{where} got both {old}= and {new}= ({old} is the old spelling of {new})")
-    warnings.warn(f"{where}: {old}= is now {new}= (the stream cache's; cache= is tf.data's cache stage){also}",
-                  DeprecationWarning, stacklevel=stacklevel)
-    return old_value
 
 
 @dataclass(frozen=True)
@@ -107,26 +90,11 @@ class StreamOptions:
                  request_timeout: float = DEFAULT_TIMEOUTS["request_timeout"],
                  stall_timeout: float = DEFAULT_TIMEOUTS["stall_timeout"],
                  shard_timeout: float = DEFAULT_TIMEOUTS["shard_timeout"], url: str | None = None,
-                 shards=(), *, cache_dir: str | None = None, cache_limit: int | str | None = None):
+                 shards=()):
         given = dict(locals())
-        given["stream_cache_dir"] = renamed("StreamOptions()", "cache_dir", cache_dir, stream_cache_dir)
-        given["stream_cache_limit"] = renamed("StreamOptions()", "cache_limit", cache_limit, stream_cache_limit)
         for f in self.__dataclass_fields__:
             object.__setattr__(self, f, given[f])
         self.__post_init__()
-
-    @property
-    def cache_dir(self) -> str:
-        """The old name of :attr:`stream_cache_dir` (hidden); warns."""
-        warnings.warn("StreamOptions.cache_dir is now StreamOptions.stream_cache_dir", DeprecationWarning, stacklevel=2)
-        return self.stream_cache_dir
-
-    @property
-    def cache_limit(self) -> int | None:
-        """The old name of :attr:`stream_cache_limit` (hidden); warns."""
-        warnings.warn("StreamOptions.cache_limit is now StreamOptions.stream_cache_limit", DeprecationWarning,
-                      stacklevel=2)
-        return self.stream_cache_limit
 
     def __post_init__(self):
         if not isinstance(self.stream_cache_dir, str) or not self.stream_cache_dir:

@@ -458,7 +458,7 @@ def test_tf_data_threads_sized_to_this_rank_share(data, monkeypatch, local_size,
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", local_size)
     monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", local_size)
-    monkeypatch.setattr("pipeline.threads.cpu_count", lambda: cpus)
+    monkeypatch.setattr("pipeline.plan.cpushare.cpu_count", lambda: cpus)
     ds = build_dataset(PipelineSpec.from_manifest(data, B))
     opts = ds.options()
     want = cpus // int(local_size) if sized else None

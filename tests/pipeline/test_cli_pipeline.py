@@ -22,7 +22,6 @@ def data(tmp_path_factory):
     (["--epochs", "forever"], ["epochs=forever"]),
     (["--shuffle-buffer", "100", "--seed", "4"], ["buffer=100 seed=4", "read=sequential"]),
     (["--ranks", "2", "--rank", "1"], ["shard    on", "take     on"]),
-    (["--num-shards", "2", "--shard-index", "1"], ["shard    on", "take     on"]),  # old spellings, hidden
     (["--mode", "pipe", "--channel", "train"], ["reader=tfpipe FIFO reader", "fifo=/opt/ml/input/data/train_0"]),
 ])
 def test_explain(data, capsys, extra, needles):

@@ -11,7 +11,7 @@ from pipeline import PipelineSpec, build_dataset
 from pipeline.resume import delayorder
 from pipeline.resume.delayorder import (STEP_CHUNKS, STEP_RECORDS, chunk_size, delay_key, delay_order, max_delay,
                                         range_keys, resume_point, step_chunks, step_records)
-from pipeline.resume.resumable import cut_batches
+from pipeline.graph.resumable import cut_batches
 
 # records a scan step takes in at least: 0 gives the smallest steps (2 chunks), 50 a few chunks, the default
 # one step for the small sets here; the order is the same whatever the step

@@ -1,4 +1,4 @@
-"""pipeline.resume.offsets (the record-offset index: walk, cache, checks), pipeline.resume.precompute and
+"""pipeline.resume.offsets (the record-offset index: walk, cache, checks), pipeline.resume.setoffsets and
 ``tfpipe pipeline offsets SET``."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from converters.tfrecord.crc import masked_crc32c
 from converters.util.errors import IntegrityError
 from pipeline.resume.offsets import (OFFSET_BYTES, TRAILER_BYTES, compute_offsets, encode_index, ensure_index, index_path,
                               masked_length_crc, offset_of)
-from pipeline.resume.precompute import index_offsets
+from pipeline.resume.setoffsets import index_offsets
 
 SHA = "ab" * 32
 

@@ -1,4 +1,4 @@
-"""pipeline.resume.resumerows: ``resumable=True`` on a columnar set, positions in rows. A run stopped at any
+"""pipeline.graph.resumerows: ``resumable=True`` on a columnar set, positions in rows. A run stopped at any
 step (in the first epoch or the second) and resumed from ``input_state`` yields the uninterrupted run's batches
 bit for bit (dtypes and shapes too), for batch sizes that are not multiples of the block and blocks cut at odd
 places; ranks take batches of one global row order; the rows are the Example set's; the order is the Example
@@ -183,7 +183,7 @@ def test_a_deep_resume_enters_a_block_by_the_offsets_index(sets, tmp_path, monke
     block holding its row by a seek, and the batches are still the uninterrupted run's."""
     import logging
 
-    from pipeline.resume.precompute import index_offsets
+    from pipeline.resume.setoffsets import index_offsets
 
     col, _ = sets
     monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))

@@ -1,4 +1,4 @@
-"""pipeline.resume.resumestream: ``resumable=True`` on a set streamed from S3 (moto's server, fixtures ``s3`` /
+"""pipeline.graph.resumestream: ``resumable=True`` on a set streamed from S3 (moto's server, fixtures ``s3`` /
 ``moto_endpoint``) through a cache smaller than the set: the uninterrupted streamed run equals the local one,
 a resume in the first and in the second epoch equals the uninterrupted run batch for batch, and the S3
 server never sees a request for a shard before the entry point (requests recorded by a proxy in front of it);
@@ -18,9 +18,9 @@ from bench.infra.netlink import Link
 from pipeline import PipelineSpec, build_dataset, input_state
 from pipeline.resume.delayorder import chunk_size, delay_key, resume_point
 from pipeline.resume.offsets import compute_offsets, ensure_index
-from pipeline.resume.resumable import CHUNK_KEY, _file_order, _seed
+from pipeline.graph.resumable import CHUNK_KEY, _file_order, _seed
 from pipeline.resume.state import locate
-from pipeline.resume.resumestream import entry
+from pipeline.graph.resumestream import entry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N, BATCH, SHARD = 3000, 64, 16 << 10      # 16 shards of ~16 KiB; 47 steps an epoch (the last one 56 records)

@@ -1,4 +1,4 @@
-"""A balanced group (``label_weights``) with ``resumable=True`` (pipeline.resume.resumeweighted, resumable.sampled_batches):
+"""A balanced group (``label_weights``) with ``resumable=True`` (pipeline.graph.resumeweighted, resumable.sampled_batches):
 the sampled stream is a pure function of (seed, position): resumes equal the uninterrupted run batch for batch,
 on one rank and on two; the proportions match the weights; each part reads its records once per part-epoch."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from converters.libsvm.convert import convert_libsvm
 from converters.prep.options import PrepOptions
 from pipeline import PipelineSpec, ResumeError, build_dataset, describe, input_state
-from pipeline.resume.resumeweighted import block_size, part_counts
+from pipeline.graph.resumeweighted import block_size, part_counts
 
 ZEROS, ONES, BATCH = 6_000, 2_000, 100      # 80 steps an epoch on one rank, 40 on two
 

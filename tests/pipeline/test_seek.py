@@ -230,9 +230,7 @@ def test_an_unreadable_file_is_left_to_tensorflow(tmp_path, caplog):
         listed(ds)
 
 
-def test_the_old_cache_dir_keyword_still_works_and_names_the_new_one(mixed, tmp_path):
-    with pytest.warns(DeprecationWarning, match=r"records_from\(index_dir=\.\.\.\)"):
-        got = listed(records_from(mixed, 250, records=400, cache_dir=str(tmp_path / "c")))
-    assert got == skipped(mixed, 250)
-    with pytest.raises(TypeError, match="'cache_dri'"):
-        records_from(mixed, 250, cache_dri=str(tmp_path))
+def test_a_misspelled_keyword_is_a_type_error(mixed, tmp_path):
+    for wrong in ("cache_dir", "cache_dri"):      # index_dir= is the one name of the index directory
+        with pytest.raises(TypeError, match=repr(wrong)):
+            records_from(mixed, 250, **{wrong: str(tmp_path)})

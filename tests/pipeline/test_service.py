@@ -1,4 +1,4 @@
-"""pipeline.service.trainer against a real tf.data service: a dispatcher and two workers started in this
+"""pipeline.graph.service against a real tf.data service: a dispatcher and two workers started in this
 process (``tf.data.experimental.service``), two trainer ranks reading one set through it. Every record of an
 epoch reaches exactly one rank (the equal-steps remainder aside, counted), both ranks run the same steps,
 and ``describe`` says what runs where and why. Faults (a killed worker, a restarted dispatcher) are in
@@ -51,7 +51,7 @@ def test_two_ranks_record_shard_every_record_once_equal_steps(service, data, shu
     ranks = [PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=r, epochs=2, seed=7,
                                         shuffle_buffer=shuffle, drop_remainder=drop, service=service,
                                         service_job=f"rs{shuffle}") for r in range(2)]
-    from pipeline.service.choice import service_steps
+    from pipeline.plan.servicejob import service_steps
 
     steps = service_steps(ranks[0])[0]
     assert steps == service_steps(ranks[1])[0]

@@ -17,7 +17,7 @@ from service_procs import Proc
 
 from converters.shardset.reader import read_manifest
 from pipeline import PipelineSpec, build_dataset
-from pipeline.service.choice import service_steps
+from pipeline.plan.servicejob import service_steps
 from pipeline.service.servers import start_dispatcher
 
 tf = pytest.importorskip("tensorflow")
@@ -117,7 +117,7 @@ def one_epoch_seconds(data, addr: str, job: str) -> float:
 
 
 def test_worker_killed_mid_epoch_never_back_ranks_go_on_equal_steps_lost_and_repeated_counted(data, monkeypatch):
-    monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)   # one batch per element
+    monkeypatch.setattr("pipeline.graph.service.ELEMENT_RECORDS", BATCH)   # one batch per element
     d = start_dispatcher(0, worker_timeout=WORKER_TIMEOUT)
     addr = f"127.0.0.1:{d.port}"
     workers = [Proc("service", "worker", "--dispatcher", addr, "--address", "127.0.0.1") for _ in range(2)]
@@ -179,7 +179,7 @@ def test_worker_killed_mid_epoch_never_back_ranks_go_on_equal_steps_lost_and_rep
 
 
 def test_every_worker_lost_the_trainer_stops_with_the_reason(data, monkeypatch):
-    monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)
+    monkeypatch.setattr("pipeline.graph.service.ELEMENT_RECORDS", BATCH)
     d = start_dispatcher(0, worker_timeout=WORKER_TIMEOUT)
     addr = f"127.0.0.1:{d.port}"
     worker = Proc("service", "worker", "--dispatcher", addr, "--address", "127.0.0.1")
@@ -218,7 +218,7 @@ def test_every_worker_lost_the_trainer_stops_with_the_reason(data, monkeypatch):
 
 
 def test_worker_killed_mid_epoch_then_back_equal_steps_lost_and_repeated_counted(data, monkeypatch):
-    monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)   # one batch per element: a kill
+    monkeypatch.setattr("pipeline.graph.service.ELEMENT_RECORDS", BATCH)   # one batch per element: a kill
     svc = tf.data.experimental.service
     dispatcher = svc.DispatchServer(svc.DispatcherConfig(port=0, worker_timeout_ms=3000,
                                                          job_gc_check_interval_ms=1000))

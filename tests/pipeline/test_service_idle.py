@@ -9,7 +9,7 @@ import pytest
 from pipeline_data import write_indexed_set
 
 from converters.cli import main
-from pipeline.service.choice import idle_workers_warning
+from pipeline.plan.servicejob import idle_workers_warning
 
 tf = pytest.importorskip("tensorflow")
 

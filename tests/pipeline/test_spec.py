@@ -379,11 +379,9 @@ def test_download_shards_never_reads_a_hostile_cache_entry(data, tmp_path, kind)
     assert open(out[0], "rb").read() == open(m.shard_paths()[0], "rb").read()
 
 
-def test_take_steps_and_its_old_name(data):
+def test_take_steps(data):
     s = PipelineSpec.from_manifest(data, 32, num_shards=2, shard_index=1)
-    assert s.take_steps == smallest_rank_steps(s.records, 2, 32, False)
-    with pytest.warns(DeprecationWarning, match="spec.epoch_steps is now spec.take_steps"):
-        assert s.epoch_steps == s.take_steps
+    assert s.take_steps == smallest_rank_steps(s.records, 2, 32, False) and not hasattr(s, "epoch_steps")
     assert s.with_(steps=3).take_steps == 3 and PipelineSpec.from_manifest(data, 32).take_steps is None
 
 

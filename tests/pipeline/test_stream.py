@@ -240,27 +240,17 @@ def test_explain_shows_the_stream_stage_and_refuses_a_small_cache(remote, tmp_pa
     check_one_line_error(r, r"stream_cache_limit 1\.0 KiB .*stream cache.*need at least")
 
 
-def test_the_old_cache_spellings_still_work_and_name_the_new_ones(remote, tmp_path):
-    """``cache_dir=``/``cache_limit=`` and ``--cache-dir``/``--cache-limit``: hidden aliases that warn once each."""
+def test_the_stream_cache_options_have_one_spelling(remote, tmp_path):
+    """``cache_dir=``/``--cache-dir`` are not the stream cache's names (``cache=`` is tf.data's cache stage): a
+    misspelled option is refused with the closest valid name, before any I/O."""
     from hostile import run_cli
 
     m, url, _ = remote
-    with pytest.warns(DeprecationWarning) as got:
-        spec = PipelineSpec.from_manifest(url, 100, cache_dir=str(tmp_path / "c"), cache_limit="10MiB")
-    said = "PipelineSpec.from_manifest(): {}= is now stream_{}= (the stream cache's; cache= is tf.data's cache stage)"
-    assert sorted(str(w.message) for w in got) == [
-        said.format("cache_dir", "cache_dir") + ", or copy_dir= for a balanced group (label_weights)",
-        said.format("cache_limit", "cache_limit")]
-    assert all(w.filename == __file__ for w in got)  # they point at the caller
-    assert (spec.stream.stream_cache_dir, spec.stream.stream_cache_limit) == (str(tmp_path / "c"), 10 << 20)
-    with pytest.raises(TypeError, match=r"did you mean"):
-        PipelineSpec.from_manifest(url, 100, cache_dri=str(tmp_path / "c"))
-    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c"),
-                 "--cache-limit", "10MiB"])
-    assert r.rc == 0, r.err
-    assert f"stream_cache_dir={tmp_path / 'c'} stream_cache_limit=10.0 MiB" in r.out
-    assert r.err.count("tfpipe: warning: --cache-dir is now --stream-cache-dir") == 1
-    assert r.err.count("tfpipe: warning: --cache-limit is now --stream-cache-limit") == 1
+    for wrong in ("cache_dir", "cache_limit", "cache_dri"):
+        with pytest.raises(TypeError, match=r"did you mean"):
+            PipelineSpec.from_manifest(url, 100, **{wrong: str(tmp_path / "c")})
+    r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c")])
+    assert r.rc != 0 and "--cache-dir" in r.err
 
 
 def test_two_local_ranks_download_a_shard_they_both_need_once(remote, link, tmp_path):
@@ -320,7 +310,7 @@ def test_a_cached_shard_changed_with_size_and_mtime_kept_is_fetched_again(remote
 def test_a_cached_shard_that_stays_damaged_is_refused_by_name(remote, tmp_path):
     from converters.storage import open_storage
     from converters.util.errors import IntegrityError
-    from pipeline.remote.stream import ShardStream
+    from pipeline.remote.stream import ReadAhead
 
     m, url, local = remote
     spec = PipelineSpec.from_manifest(url, 200, stream_cache_dir=str(tmp_path / "c"))
@@ -331,7 +321,7 @@ def test_a_cached_shard_that_stays_damaged_is_refused_by_name(remote, tmp_path):
         data = bytearray(open(os.path.join(local, s.name), "rb").read())
         data[50] ^= 0xFF
         (bad / s.name).write_bytes(bytes(data))
-    stream = ShardStream(opts, width=1, seed=None, shuffle=False, storage=open_storage(str(bad)))
+    stream = ReadAhead(opts, width=1, seed=None, shuffle=False, storage=open_storage(str(bad)))
     with pytest.raises(IntegrityError, match=rf"{m.shards[0].name}: sha256 .* \(fetched twice\)"):
         stream.acquire(0, threading.Event())
     assert not partial_files(opts.stream_cache_dir) and not os.path.exists(opts.local_paths()[0])

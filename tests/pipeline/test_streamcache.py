@@ -40,20 +40,11 @@ def test_cache_limit_forms(limit, expect):
     assert StreamOptions("/tmp/c", limit).stream_cache_limit == expect
 
 
-def test_the_old_spellings_still_work_and_name_the_new_ones():
-    with pytest.warns(DeprecationWarning, match=r"cache_dir= is now stream_cache_dir=") as got:
-        old = StreamOptions(cache_dir="/tmp/c", cache_limit="1KiB")
-    assert [str(w.message).split(":")[1].strip() for w in got] == ["cache_dir= is now stream_cache_dir= (the stream "
-                                                                  "cache's; cache= is tf.data's cache stage)",
-                                                                  "cache_limit= is now stream_cache_limit= (the "
-                                                                  "stream cache's; cache= is tf.data's cache stage)"]
-    assert old == StreamOptions(stream_cache_dir="/tmp/c", stream_cache_limit=1024)
-    with pytest.warns(DeprecationWarning, match=r"StreamOptions.cache_dir is now StreamOptions.stream_cache_dir"):
-        assert old.cache_dir == "/tmp/c"
-    with pytest.warns(DeprecationWarning, match=r"StreamOptions.cache_limit is now StreamOptions.stream_cache_limit"):
-        assert old.cache_limit == 1024
-    with pytest.raises(TypeError, match=r"both cache_dir= and stream_cache_dir="):
-        StreamOptions("/tmp/a", cache_dir="/tmp/b")
+def test_stream_options_have_one_spelling():
+    for wrong in ("cache_dir", "cache_limit"):   # cache= is tf.data's cache stage: the stream's are stream_*
+        with pytest.raises(TypeError, match=wrong):
+            StreamOptions("/tmp/c", **{wrong: "/tmp/b"})
+    assert not hasattr(StreamOptions("/tmp/c"), "cache_dir")
 
 
 @pytest.mark.parametrize("name, bytes_, sha", [("../x", 1, SHA), ("/abs", 1, SHA), ("a", -1, SHA), ("a", 1, "xyz")])
@@ -200,11 +191,11 @@ def test_readers_in_two_pid_namespaces_keep_each_others_downloads(tmp_path):
 WAITER = r"""
 import json, sys, threading, time
 from converters.storage import open_storage
-from pipeline.remote.stream import ShardStream
+from pipeline.remote.stream import ReadAhead
 from pipeline.spec.streamopts import ShardRef, StreamOptions
 cache, secs, idle = sys.argv[1], float(sys.argv[2]), sys.argv[3] == "idle"
 opts = StreamOptions(cache, url="file:///none", shards=(ShardRef("s7", 100, "7" * 64),))
-stream = ShardStream(opts, width=1, seed=None, shuffle=False, storage=open_storage(sys.argv[1]), wait_timeout=secs)
+stream = ReadAhead(opts, width=1, seed=None, shuffle=False, storage=open_storage(sys.argv[1]), wait_timeout=secs)
 cpu, t = time.process_time(), time.monotonic()
 if idle:
     time.sleep(secs)

@@ -93,8 +93,7 @@ def test_zero_weight_leaves_a_part_out(group):
     assert set(labels(build_dataset(spec)).tolist()) == {1.0}
 
 
-@pytest.mark.parametrize("keyword", ["copy_dir", "cache_dir"])  # cache_dir: the old spelling, still taken
-def test_a_remote_group_is_copied_into_copy_dir(group, s3, tmp_path, keyword):
+def test_a_remote_group_is_copied_into_copy_dir(group, s3, tmp_path):
     """A balanced group in S3 is copied whole (not streamed) into ``copy_dir``, the stream cache's directory
     option being another one (``stream_cache_dir``)."""
     import warnings
@@ -105,11 +104,8 @@ def test_a_remote_group_is_copied_into_copy_dir(group, s3, tmp_path, keyword):
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         spec = PipelineSpec.from_manifest(f"{s3.url}/g", 500, label_weights={0: 1, 1: 1}, seed=3,
-                                          **{keyword: str(tmp_path / "copy")})
+                                          copy_dir=str(tmp_path / "copy"))
     assert spec.stream is None and spec.files
     assert all(f.startswith(str(tmp_path / "copy") + "/") and os.path.isfile(f) for f in spec.files)
-    assert [str(w.message) for w in said if w.category is DeprecationWarning] == (
-        [] if keyword == "copy_dir" else ["PipelineSpec.from_manifest(): cache_dir= is now stream_cache_dir= "
-                                          "(the stream cache's; cache= is tf.data's cache stage), or copy_dir= for a "
-                                          "balanced group (label_weights)"])
+    assert [str(w.message) for w in said if w.category is DeprecationWarning] == []
     assert len(labels(build_dataset(spec))) == ZEROS + ONES

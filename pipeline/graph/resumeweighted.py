@@ -1,13 +1,13 @@
 """A balanced group (``label_weights``) with ``resumable=True``: the endless sampled stream as a pure function of
 (seed, position), so an input state of a few integers continues it exactly. The plan is here (pure);
-``pipeline.resume.resumable.sampled_batches`` builds it.
+``pipeline.graph.resumable.sampled_batches`` builds it.
 
 The stream is cut into **blocks** of ``L`` positions (:func:`block_size`: 4,096, or up to 16,384 when a
 weight is small). Every block holds exactly ``c_k`` records of part ``k`` (:func:`part_counts`: ``L ·
 weight_k`` rounded by largest remainders, at least 1), arranged by a random permutation of the block that is a
 pure function of (seed, block number) (``index_shuffle``, Philox). So the sampling is stratified: the
 proportions are the weights (to ``1/L``) in every block, and which part a position draws from is random
-within its block. Part ``k``'s records come from its own resumable order (``pipeline.resume.resumable``: its files
+within its block. Part ``k``'s records come from its own resumable order (``pipeline.graph.resumable``: its files
 permuted per part-epoch, shuffled by the random delay of ``shuffle_buffer``, seeded by (seed, k)), repeated
 endlessly; before block ``b`` it has given exactly ``b · c_k`` records, so its part-epoch and position there
 are two divisions — no count over the past.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .state import epoch_records, order_epoch_steps, steps_for
+from ..resume.state import epoch_records, order_epoch_steps, steps_for
 from ..spec.stage import Stage
 
 __all__ = ["BLOCK_KEY", "block_size", "part_counts", "part_spec", "sampled_steps", "sampled_stages"]

@@ -12,7 +12,7 @@ cannot make up (workers lost and too few left) ends with an error that says so (
 dispatcher gives the lost workers' tasks up (``pipeline.service.workerwatch``). Before any of it the dispatcher
 must answer within ``service_timeout`` (:func:`reach_service`), and a watch in this process cuts its connections
 to a worker silent for ``service_worker_timeout`` (a frozen one, ``clientwatch``). What each choice is and why:
-``pipeline.service.choice``; faults and limits: docs/offload.md.
+``pipeline.plan.servicejob``; faults and limits: docs/offload.md.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from typing import Any, Mapping
 from ..plan.readplan import AUTOTUNE
 from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
-from .choice import ServiceChoice, service_choice
+from ..plan.servicejob import ServiceChoice, service_choice
 
-__all__ = ["service_dataset", "service_stages", "worker_graph", "element_batches", "run_ended_short",
+__all__ = ["stages", "build", "service_dataset", "service_stages", "worker_graph", "element_batches", "run_ended_short",
            "repeat_until_empty", "reach_service", "MAX_FILE_READERS",
            "ELEMENT_RECORDS", "ELEMENT_BYTES"]
 
@@ -50,7 +50,7 @@ def worker_graph(spec: Any, seed: int | None = None) -> Any:
     (each worker's last one short), parsed. TensorFlow ops only: workers cannot run Python functions."""
     import tensorflow as tf
 
-    from ..graph.tail import parse_batches
+    from .tail import parse_batches
 
     files = list(spec.files)
     names = tf.data.Dataset.from_tensor_slices(files)
@@ -93,8 +93,8 @@ def _distributed_epoch(spec: Any, choice: ServiceChoice, job_name: str, seed: in
 
 
 def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
-    """The rank's batches, read and parsed on the tf.data service at ``spec.service``."""
-    from ..graph.tail import graph_tail
+    """The rank's batches, read and parsed on the tf.data service at ``spec.service``, and the tail they get."""
+    from .tail import Tail
 
     if spec.parse and spec.sparse_as == "ragged" and spec.schema.varlen:
         raise ValueError("service: ragged features cannot be re-cut into equal batches here (tf.data's rebatch "
@@ -121,15 +121,15 @@ def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
                 f"of the run ({choice.steps} x {spec.epochs} epochs), even with the spare epoch: workers were lost and "
                 "too few are left (or none); start workers and restart from the last checkpoint "
                 "(docs/offload.md)"))).take(total)
-    return graph_tail(ds, spec, calls=AUTOTUNE, deterministic=spec.deterministic, parsed=True)   # the prefetch
+    return ds, Tail(AUTOTUNE, spec.deterministic, parsed=True)   # the tail adds the prefetch
 
 
 def reach_service(spec: Any) -> None:
     """Before TensorFlow dials the dispatcher (it retries forever): it must answer within ``service_timeout``
     seconds, else ``ServiceError`` naming its address; then this process's watch of frozen workers runs."""
+    from ..service.clientwatch import client_watch
+    from ..service.probe import dispatcher_version
     from ..spec.serviceopts import parse_service
-    from .clientwatch import client_watch
-    from .probe import dispatcher_version
 
     host, port = parse_service(spec.service)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -228,3 +228,13 @@ def service_stages(spec: Any, env: Mapping[str, str] | None = None) -> list[Stag
               "overlaps the service's replies with the training step" if spec.prefetch != 0
               else "off (prefetch=0)"),
     ]
+
+
+def stages(plan) -> list[Stage]:
+    """The service graph's stages."""
+    return service_stages(plan.spec)
+
+
+def build(plan, resume: dict | None = None) -> Any:
+    """The service graph up to its tail, and the tail it gets."""
+    return service_dataset(plan.spec)

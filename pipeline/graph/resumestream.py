@@ -1,8 +1,8 @@
 """The resumable order over a streamed remote set (``resumable=True`` with ``s3://...``,
-``stream_cache_dir``, ``stream_cache_limit``): the same global order as a local copy of the set (``pipeline.resume.resumable``), its files fetched
+``stream_cache_dir``, ``stream_cache_limit``): the same global order as a local copy of the set (``pipeline.graph.resumable``), its files fetched
 through the host's stream cache (``pipeline.remote.stream``) in that order.
 
-Each epoch's file order is planned by ``pipeline.resume.resumable`` and handed to ``ShardStream.session(order, start)``,
+Each epoch's file order is planned by ``pipeline.graph.resumable`` and handed to ``ReadAhead.session(order, start)``,
 so a resume fetches only the shards from its entry point on: the shards before it are never downloaded. The
 shard entered in the middle is fetched whole (checked like every shard) and then entered at its record ``k``
 by a seek when its record-offset index is cached (``tfpipe pipeline offsets`` on a copy, or an earlier
@@ -21,8 +21,8 @@ __all__ = ["StreamedShards", "entry"]
 
 def entry(path: str, k: int, records: int, sha256: str, compressed: bool) -> tuple[int, int]:
     """(byte offset, records to skip after it) to read the fetched shard ``path`` from its record ``k``."""
-    from .offsets import offset_of
-    from .seek import has_seek_op, seek_pays
+    from ..resume.offsets import offset_of
+    from ..resume.seek import has_seek_op, seek_pays
 
     if k <= 0 or compressed or not has_seek_op() or not seek_pays(path, k, records, sha256):
         return 0, max(0, k)
@@ -34,12 +34,12 @@ class StreamedShards:
     """The files of a resumable streamed spec, fetched in a planned order through the host's stream cache."""
 
     def __init__(self, spec):
-        from ..remote.stream import STREAMS, ShardStream, check_cache_limit
+        from ..remote.stream import STREAMS, ReadAhead, check_cache_limit
 
         opts = spec.stream
         check_cache_limit(opts, [s.bytes for s in opts.shards], 1)
         self.spec = spec
-        self.stream = ShardStream(opts, width=1, seed=spec.seed, shuffle=False)
+        self.stream = ReadAhead(opts, width=1, seed=spec.seed, shuffle=False)
         self.stream.storage  # noqa: B018 - opened now (credentials, client), not on the first shard's clock
         STREAMS.add(self.stream)
 
@@ -60,7 +60,7 @@ class StreamedShards:
         import tensorflow as tf
 
         from ..plan.readplan import DEFAULT_BUFFER_BYTES
-        from .seek import has_seek_op, records_at
+        from ..resume.seek import has_seek_op, records_at
         from ..remote.stream import released_after
 
         ctype = "GZIP" if self.spec.compression == "gzip" else ""
@@ -78,7 +78,7 @@ class StreamedShards:
 
     def read_from(self, order: list[int], start: int):
         """The records of the epoch whose files come in ``order`` (Python ints), from its record ``start``."""
-        from .state import locate
+        from ..resume.state import locate
 
         j, k = locate([self.spec.file_records[f] for f in order], start)
         return self.records(order, j, k)

@@ -1,4 +1,4 @@
-"""pipeline.service.choice and spec.serviceopts: the service options checked, the job name, compression, the split
+"""pipeline.plan.servicejob and spec.serviceopts: the service options checked, the job name, compression, the split
 and the equal steps of a rank reading through a tf.data service (pure: no TensorFlow, no servers)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from converters.libsvm.options import libsvm_schema
-from pipeline.service.choice import base_job_name, compression, fast_link, service_choice, service_steps
+from pipeline.plan.servicejob import base_job_name, compression, fast_link, service_choice, service_steps
 from pipeline.spec.pipelinespec import PipelineSpecBase
 from pipeline.spec.serviceopts import ServiceOptions, parse_service
 
@@ -136,6 +136,6 @@ def test_record_shard_needs_file_records():
     (4, 1, 10 << 20, 1),                  # 10 MiB records: one batch
 ])
 def test_element_batches(batch, records, total_bytes, batches):
-    from pipeline.service.trainer import element_batches
+    from pipeline.graph.service import element_batches
 
     assert element_batches(spec(batch_size=batch, records=records, total_bytes=total_bytes)) == batches

@@ -1,5 +1,5 @@
 """What a rank reading through a tf.data service asks of it, and why (pure: the spec and the environment in,
-values and reasons out; ``tfpipe pipeline explain`` prints the reasons, ``pipeline.service.trainer`` builds them).
+values and reasons out; ``tfpipe pipeline explain`` prints the reasons, ``pipeline.graph.service`` builds them).
 
 * Processing: ``ShardingPolicy.DYNAMIC`` over the rank's *files*, one job per rank. The dispatcher hands each
   file to whichever worker asks next, so a file is read by one worker (OFF would make every worker produce the
@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from sharding.plan import shard_count
 
+from ..spec.epochs import epoch_batches
 from ..spec.serviceopts import parse_service
 
 __all__ = ["ServiceChoice", "service_choice", "base_job_name", "compression", "service_steps", "fast_link",
@@ -120,7 +121,7 @@ def service_steps(spec: Any) -> tuple[int | None, str]:
         raise ValueError("service with a record-level shard (num_shards > 1) needs the records of every file "
                          "(file_records; from_manifest fills them)")
     smallest = min(_rank_records(spec.file_records, n, i) for i in range(n))
-    steps = smallest // spec.batch_size if spec.drop_remainder else -(-smallest // spec.batch_size)
+    steps = epoch_batches(smallest, spec.batch_size, spec.drop_remainder)
     why = f"equal steps on every rank: the smallest rank has {smallest} records"
     if spec.steps is not None and spec.steps < steps:
         return spec.steps, "explicit steps"

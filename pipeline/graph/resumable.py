@@ -16,22 +16,22 @@ middle only through :func:`enter`. Those records refill the delay order's waitin
 emits from the position's chunk on. Later epochs are one generic graph over the epoch number. Everything runs
 in tf.data ops: nothing in Python per record.
 
-A streamed remote set reads the same order through ``pipeline.resume.resumestream`` (its shards fetched in that
+A streamed remote set reads the same order through ``pipeline.graph.resumestream`` (its shards fetched in that
 order, from the entry point on); a balanced group (``label_weights``) is one endless sampled stream of its
-parts' own orders (:func:`sampled_batches`, planned by ``pipeline.resume.resumeweighted``); a columnar set's
-order is over its decoded rows, positions in rows (``pipeline.resume.resumerows``).
+parts' own orders (:func:`sampled_batches`, planned by ``pipeline.graph.resumeweighted``); a columnar set's
+order is over its decoded rows, positions in rows (``pipeline.graph.resumerows``).
 """
 from __future__ import annotations
 
-from ..graph.tail import graph_tail, tail_stages
+from .tail import Tail, tail_stages
 from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
 from ..spec.stage import Stage
-from .delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point, step_records
-from .state import check_resumable, epoch_records, order_epoch_steps, locate, resume_position, steps_for
-from .seek import seek_pays
+from ..resume.delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point, step_records
+from ..resume.state import check_resumable, epoch_records, order_epoch_steps, locate, resume_position, steps_for
+from ..resume.seek import seek_pays
 from .resumeweighted import BLOCK_KEY, block_size, part_counts, part_spec, sampled_stages, sampled_steps
 
-__all__ = ["build_resumable", "resumable_stages", "enter", "order_from", "order_of", "cut_batches", "sampled_batches",
+__all__ = ["stages", "build", "build_resumable", "resumable_stages", "enter", "order_from", "order_of", "cut_batches", "sampled_batches",
            "FILE_KEY", "CHUNK_KEY"]
 
 FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
@@ -55,7 +55,7 @@ def enter(path: str, k: int, compression_type, buffer_size, records: int | None 
     ``k`` are many, else ``skip`` (GZIP files and a TensorFlow without the seek op always read through).
     ``records``, ``sha256``: the file's record count and digest from the manifest (the digest is the key the
     index is cached under, by ``tfpipe pipeline offsets`` too)."""
-    from .seek import records_from
+    from ..resume.seek import records_from
 
     if k > 0 and "://" not in path and not compression_type and not seek_pays(path, k, records, sha256):
         import tensorflow as tf
@@ -124,7 +124,7 @@ def order_from(spec, e, pos, source=None):
     digests = [spec.file_sha256[f] if spec.file_sha256 else None for f in order]
 
     def read(start):                # the epoch's records from record ``start``
-        if spec.layout is not None:     # a columnar set: its decoded rows, positions in rows (resume.resumerows)
+        if spec.layout is not None:     # a columnar set: its decoded rows, positions in rows (graph.resumerows)
             from .resumerows import rows_reader
 
             return rows_reader(spec, order, enter, source)(start)
@@ -224,21 +224,32 @@ def sampled_batches(spec, e0: int, pos: int):
 
 
 def build_resumable(spec, resume: dict | None = None):
-    """The resumable graph for ``spec`` (from the start, or from the input state ``resume``)."""
+    """The resumable graph for ``spec`` up to its tail (from the start, or from the input state ``resume``), and
+    the tail it gets."""
     check_resumable(spec)
     e0, pos = resume_position(spec, resume) if resume is not None else (0, 0)
-    if spec.part_weights:           # a group read balanced: one endless sampled stream (resume.resumeweighted)
+    if spec.part_weights:           # a group read balanced: one endless sampled stream (graph.resumeweighted)
         ds = sampled_batches(spec, e0, pos)
     else:
         last = spec.epochs if spec.epochs is not None else 1 << 62
         ds = _epochs(spec, e0, pos, last, steps_for(spec, epoch_records(spec) - pos), order_epoch_steps(spec))
     parsed = spec.layout is not None    # a columnar set's rows come decoded
     if parsed:
-        from ..graph.columnar import columnar_output
+        from .columnar import columnar_output
 
         ds = columnar_output(ds, spec)
     # parse always in order: deterministic=False could swap batches, and a resume must find them where they were
-    return graph_tail(ds, spec, calls=_parse_calls(spec), deterministic=True, parsed=parsed)
+    return ds, Tail(_parse_calls(spec), True, parsed=parsed)
+
+
+def stages(plan) -> list[Stage]:
+    """The resumable graph's stages (its variants' included)."""
+    return resumable_stages(plan.spec)
+
+
+def build(plan, resume: dict | None = None):
+    """The resumable graph up to its tail (from the start, or from the input state ``resume``), and its tail."""
+    return build_resumable(plan.spec, resume)
 
 
 def _parse_calls(spec) -> int:

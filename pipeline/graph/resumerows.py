@@ -2,7 +2,7 @@
 read on one rank (``resume_choice``; ``resumable=True`` for an unshuffled one).
 
 A columnar set's records are blocks of rows (every block of a file holds ``block_rows`` rows but the file's
-last one). The resumable graph (``pipeline.resume.resumable``) reads the blocks of epoch ``e`` in its seeded
+last one). The resumable graph (``pipeline.graph.resumable``) reads the blocks of epoch ``e`` in its seeded
 file order, decodes them in batches of blocks (``decode_raw``, no per-row work) and numbers the epoch's
 *rows* ``0 .. N-1`` in that read order; the delay order (``pipeline.resume.delayorder``) then runs over rows
 exactly as it runs over an Example set's records, so rows mix across blocks with about ``shuffle_buffer``
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec.blocks import decode_rows_for, file_blocks
-from .state import locate
+from ..resume.state import locate
 
 __all__ = ["blocks_per_decode", "decoded_rows", "rows_reader", "epoch_rows", "row_stages"]
 
@@ -34,7 +34,7 @@ def decoded_rows(spec, blocks, drop: int = 0, tables=None) -> Any:
     in order; the first ``drop`` rows (fewer than the first block's) left out."""
     import tensorflow as tf
 
-    from ..graph.blockcheck import block_decoder
+    from .blockcheck import block_decoder
 
     calls = tf.data.AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
     ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls, deterministic=True)
@@ -55,7 +55,7 @@ def rows_reader(spec, order: list[int], enter, source=None):
     middle; or ``source``: a ``resumestream.StreamedShards``)."""
     import tensorflow as tf
 
-    from ..graph.blockcheck import file_tables, knows_files, tag_file, tag_stream
+    from .blockcheck import file_tables, knows_files, tag_file, tag_stream
     from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
     rows = [spec.file_records[f] for f in order]
@@ -90,7 +90,7 @@ def _tagged_files(spec, tables, order, ctype, buf) -> Any:
     """The tagged blocks of the whole files ``order`` (file numbers: a list or an int64 tensor), in order."""
     import tensorflow as tf
 
-    from ..graph.blockcheck import tag_file
+    from .blockcheck import tag_file
 
     paths = tf.constant(list(spec.files))
     return tf.data.Dataset.from_tensor_slices(tf.cast(order, tf.int64)).flat_map(
@@ -103,7 +103,7 @@ def epoch_rows(spec, order, source=None) -> Any:
     generic graph of the epochs after the first (``source``: a ``resumestream.StreamedShards``)."""
     import tensorflow as tf
 
-    from ..graph.blockcheck import file_tables, knows_files, tag_stream
+    from .blockcheck import file_tables, knows_files, tag_stream
     from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
     ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
