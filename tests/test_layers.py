@@ -89,7 +89,9 @@ _DOTTED = re.compile(r"(\.*)([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*
 # plug-in tables: names a loader above resolves (the format registry names the formats; a format names its
 # command module, which the command line loads): data, not an import of the module that holds the table
 PLUGIN_TABLES = {("converters.registry", "converters.libsvm.format"), ("converters.registry", "converters.text.format"),
-                 ("converters.libsvm.format", "converters.cli.libsvm"), ("converters.text.format", "converters.cli.text")}
+                 ("converters.registry", "converters.tabular.format"),
+                 ("converters.libsvm.format", "converters.cli.libsvm"), ("converters.text.format", "converters.cli.text"),
+                 ("converters.tabular.format", "converters.cli.tabular")}
 
 
 def _string_import(text: str, package: str) -> list[str]:
@@ -261,7 +263,8 @@ def test_cycle_finder_finds_a_cycle(monkeypatch):
     ("pipeline.graph.parse", "pipeline", True),                           # the package __init__
     ("pipeline.service.servers", "pipeline.build", True),                # the servers sit below the front
     ("pipeline.cli", "pipeline.service.cli", False),
-    ("pipeline.service.auto", "pipeline.graph.tail", False),
+    ("pipeline.service.auto", "pipeline.graph.tail", True),              # the servers sit below the graphs
+    ("pipeline.graph.service", "pipeline.service.probe", False),
     ("pipeline.graph.service", "pipeline.graph.tail", False),
     ("pipeline.build", "pipeline.graph.service", False),
     ("pipeline.plan.servicejob", "pipeline.build", True),
