@@ -1,5 +1,6 @@
 """Real ``tfpipe service ...`` processes for the tests: start one, wait for a line it prints, signal it, collect its
-exit code and output; free ports; a tf.data pipeline read through a dispatcher."""
+exit code and output; free ports; a tf.data pipeline read through a dispatcher; fixtures: an in-process dispatcher
+with two workers (``service``), a port where no dispatcher listens (``listener``)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 180.0  # seconds for a server to print its start line (TensorFlow's import on a busy host)
@@ -97,3 +100,28 @@ def read_through(dispatcher: str, n: int, mode: str = "distributed_epoch", job_n
 
     ds = tf.data.Dataset.range(n).apply(tf.data.experimental.service.distribute(mode, dispatcher, job_name=job_name))
     return sorted(int(x) for x in ds)
+
+
+@pytest.fixture(scope="module")
+def service():
+    """An in-process dispatcher with two workers: its ``grpc://`` address."""
+    import tensorflow as tf
+
+    svc = tf.data.experimental.service
+    dispatcher = svc.DispatchServer(svc.DispatcherConfig(port=0))
+    addr = dispatcher.target.split("://")[1]
+    workers = [svc.WorkerServer(svc.WorkerConfig(dispatcher_address=addr)) for _ in range(2)]
+    yield f"grpc://127.0.0.1:{addr.rsplit(':', 1)[1]}"
+    for w in workers:
+        w._stop()
+    dispatcher._stop()
+
+
+@pytest.fixture
+def listener():
+    """A TCP port where something that is no dispatcher listens (accepts, never speaks HTTP/2)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    yield s.getsockname()[1]
+    s.close()

@@ -195,36 +195,19 @@ def _auto(args: argparse.Namespace) -> int:
     return 0
 
 
-MAX_RESOURCE_CONFIG = 1 << 20   # bytes: SageMaker's resourceconfig.json is a few hundred
-
-
 def _resource_config(path: str) -> dict:
-    """The resource config at ``path`` as a JSON object; one ``TfpipeError`` line for a missing one, one that
-    is not a regular file (a FIFO would block the read), too large, or too deeply nested to parse."""
-    import json
-    import os
-    import stat
-
+    """The resource config at ``path`` as a JSON object, read as tfpipe reads its own small JSON files
+    (``converters.util.safe_json``: a regular file, at most 1 MiB, nested at most 32 levels); one
+    ``TfpipeError`` line for a missing one or one that cannot be read safely."""
     from converters.util.errors import TfpipeError
+    from converters.util.safe_json import read_bounded_json
 
     try:
-        st = os.stat(path)
+        value = read_bounded_json(path)
     except FileNotFoundError:
         raise TfpipeError(f"{path}: no resource config (not on SageMaker? pass --config-dir)") from None
     except OSError as exc:
         raise TfpipeError(f"cannot read {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise TfpipeError(f"{path}: the resource config is not a regular file (a FIFO, a device or a directory)")
-    if st.st_size > MAX_RESOURCE_CONFIG:
-        raise TfpipeError(f"{path}: the resource config is {st.st_size} bytes, more than the {MAX_RESOURCE_CONFIG} "
-                          "read")
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.loads(f.read(MAX_RESOURCE_CONFIG + 1))
-    except RecursionError:
-        raise TfpipeError(f"{path}: the resource config is nested too deeply to read") from None
-    except (OSError, ValueError) as exc:
-        raise TfpipeError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise TfpipeError(f"{path} must be a JSON object")
     return value

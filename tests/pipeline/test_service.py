@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 from pipeline_data import batches_of, write_indexed_set
+from service_procs import service  # noqa: F401 (a fixture)
 
 from converters.shardset.reader import read_manifest
 from pipeline import PipelineSpec, build_dataset, describe
@@ -19,18 +20,6 @@ tf = pytest.importorskip("tensorflow")
 
 N = 1500
 BATCH = 32
-
-
-@pytest.fixture(scope="module")
-def service():
-    svc = tf.data.experimental.service
-    dispatcher = svc.DispatchServer(svc.DispatcherConfig(port=0))
-    addr = dispatcher.target.split("://")[1]
-    workers = [svc.WorkerServer(svc.WorkerConfig(dispatcher_address=addr)) for _ in range(2)]
-    yield f"grpc://127.0.0.1:{addr.rsplit(':', 1)[1]}"
-    for w in workers:
-        w._stop()
-    dispatcher._stop()
 
 
 @pytest.fixture(scope="module")

@@ -116,9 +116,9 @@ def test_training_group_runs_nothing(tmp_path, capsys):
     ("no config", 1, "resourceconfig.json: no resource config (not on SageMaker? pass --config-dir)"),
     ("homogeneous", 1, "has no instance_groups: not a heterogeneous cluster"),
     ("unknown group", 1, "no instance group 'cpu': the cluster has data_group, dnn_group"),
-    ("fifo", 1, "resourceconfig.json: the resource config is not a regular file (a FIFO, a device or a directory)"),
-    ("nested", 1, "resourceconfig.json: the resource config is nested too deeply to read"),
-    ("huge", 1, "bytes, more than the 1048576 read"),
+    ("fifo", 1, "resourceconfig.json is a FIFO (named pipe), not a regular file"),
+    ("nested", 1, "resourceconfig.json nests deeper than 32 levels"),
+    ("huge", 1, "bytes, more than the 1048576"),
 ])
 def test_auto_refusals(setup, code, message, tmp_path, capsys):
     d = tmp_path / "cfg"

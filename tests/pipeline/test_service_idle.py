@@ -7,6 +7,7 @@ import socket
 
 import pytest
 from pipeline_data import write_indexed_set
+from service_procs import service  # noqa: F401 (a fixture)
 
 from converters.cli import main
 from pipeline.plan.servicejob import idle_workers_warning
@@ -28,18 +29,6 @@ def test_idle_workers_warning(files, workers, want):
         assert got is None
     else:
         assert got.startswith("warning: ") and want in got and "reshard" in got
-
-
-@pytest.fixture(scope="module")
-def service():
-    svc = tf.data.experimental.service
-    dispatcher = svc.DispatchServer(svc.DispatcherConfig(port=0))
-    addr = dispatcher.target.split("://")[1]
-    workers = [svc.WorkerServer(svc.WorkerConfig(dispatcher_address=addr)) for _ in range(2)]
-    yield f"grpc://127.0.0.1:{addr.rsplit(':', 1)[1]}"
-    for w in workers:
-        w._stop()
-    dispatcher._stop()
 
 
 def _explain(path, service, capsys) -> list[str]:

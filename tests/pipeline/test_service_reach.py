@@ -8,6 +8,7 @@ import time
 
 import pytest
 from pipeline_data import write_indexed_set
+from service_procs import listener  # noqa: F401 (a fixture)
 
 from converters.util.errors import ServiceError
 from pipeline import PipelineSpec, build_dataset
@@ -51,16 +52,6 @@ def data(tmp_path_factory):
     out = tmp_path_factory.mktemp("reach") / "set"
     write_indexed_set(out, 64, shard_bytes=1 << 10)
     return out
-
-
-@pytest.fixture
-def listener():
-    """A TCP port where something that is no dispatcher listens (accepts, never speaks HTTP/2)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    s.listen(8)
-    yield s.getsockname()[1]
-    s.close()
 
 
 def _closed_port() -> int:

@@ -13,7 +13,7 @@ import pytest
 
 from converters.cli import main
 from pipeline.service.probe import check_port_free, dispatcher_workers, split_address
-from service_procs import Proc, free_port, read_through
+from service_procs import Proc, free_port, listener, read_through  # noqa: F401 (listener: a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -89,16 +89,6 @@ def test_restarted_dispatcher_keeps_its_port_and_the_worker_registers_again(proc
     for p in (w, again):
         p.signal(signal.SIGTERM)
         assert p.finish() == 0
-
-
-@pytest.fixture
-def listener():
-    """A TCP port where something that is no dispatcher listens (accepts, never speaks HTTP/2)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    s.listen(8)
-    yield s.getsockname()[1]
-    s.close()
 
 
 @pytest.mark.parametrize("target", ["closed port", "not a dispatcher"])
