@@ -11,7 +11,7 @@ import re
 import pytest
 
 from converters.cli import build_parser
-from converters.cli.parser import TfpipeParser, old_spelling
+from converters.cli.parser import TfpipeParser
 from converters.cli.types import positive_int
 
 # an idea -> its one spelling; the other spellings found in earlier releases may only be hidden aliases
@@ -139,11 +139,3 @@ def test_each_rule_fails_on_a_planted_bad_parser(build, expected):
     assert any(expected in line for line in found), found
     assert problems(_planted(lambda p: None)) == []
 
-
-def test_an_old_spelling_is_a_hidden_alias_that_still_works(capsys):
-    root = _planted(lambda p: (p.add_argument("--repeats", type=positive_int, default=2, help="rounds (default 2)"),
-                               old_spelling(p, "--rounds", "--repeats")))
-    assert problems(root) == []
-    args = root.parse_args(["bad", "--rounds", "5"])
-    assert args.repeats == 5
-    assert "--rounds is now --repeats" in capsys.readouterr().err

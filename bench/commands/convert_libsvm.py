@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from converters.cli.parser import add_json_option, old_spelling
+from converters.cli.parser import add_json_option
 from converters.cli.types import nonneg_int, positive_int
 
 from ..infra.pinning import pinned, rate
@@ -38,14 +38,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="worker counts for the scaling run (default 1,2)")
     p.add_argument("--pin-core", type=nonneg_int, default=None, dest="cpu", metavar="ID",
                    help="the core (its id) the 1-core comparison is pinned to (default: the lowest allowed)")
-    old_spelling(p, "--cpu", "--pin-core")
     add_json_option(p, "the report")
     p.add_argument("--engine", choices=("local", "beam"), default="local",
                    help="beam: compare the Beam engine (in-process runner) with the local converter instead, "
                         "same file, same core (default --lines for it: 1000000)")
     p.add_argument("--repeats", type=positive_int, default=2, metavar="N",
                    help="--engine beam: alternating runs, best kept (default 2)")
-    old_spelling(p, "--repeat", "--repeats")
     p.add_argument("--beam-workers", type=nonneg_int, default=0, metavar="N",
                    help="--engine beam: also time N Beam worker processes (multi_processing; default 0: none)")
     return p

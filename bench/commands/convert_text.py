@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from converters.cli.parser import add_json_option, old_spelling
+from converters.cli.parser import add_json_option
 from converters.cli.types import positive_int
 
 __all__ = ["add_parser", "run", "run_benchmark", "format_report", "TARGET_RATIO"]
@@ -35,7 +35,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="BPE vocabulary size (default 16384)")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="tokenizer threads for both, as convert text --workers (default: all cores)")
-    old_spelling(p, "--threads", "--workers")
     p.add_argument("--seq-len", type=positive_int, default=2048, metavar="N", help="sequence length (default 2048)")
     p.add_argument("--repeats", type=positive_int, default=3, metavar="N",
                    help="timed repetitions of each, best taken (default 3)")

@@ -8,7 +8,6 @@ import statistics
 import sys
 import time
 
-from converters.cli.parser import old_spelling
 from converters.cli.types import positive_int, step_milliseconds
 
 __all__ = ["add_parser", "run", "overhead"]
@@ -62,7 +61,6 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=positive_int, default=200, metavar="N", help="steps per loop (default 200)")
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N",
                    help="bare/measured pairs, alternating (default 5)")
-    old_spelling(p, "--rounds", "--repeats")
     return p
 
 

@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 
-from converters.cli.parser import add_json_out_option, add_output_file_option, add_set_argument, old_spelling
+from converters.cli.parser import add_json_out_option, add_output_file_option, add_set_argument
 from converters.cli.types import nonneg_int, positive_float, positive_int, step_milliseconds
 
 __all__ = ["add_parser", "run", "load_variants", "choose_scenario", "throughput_rounds", "roles", "DEFAULT_GENERATE",
@@ -69,7 +69,6 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("auto", "host", "gpu"), default="auto",
                    help="where the simulated step runs (default auto: GPU if TensorFlow sees one)")
     add_json_out_option(p, "the results")
-    old_spelling(p, "--json", "--json-out")
     add_output_file_option(p, "--png", "write the where-the-time-goes chart (PNG)")
     p.add_argument("--price-per-hour", type=positive_float, default=None, metavar="USD",
                    help="accelerator instance price; adds idle GPU-hours and dollars per epoch")

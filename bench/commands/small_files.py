@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from converters.cli.parser import add_json_option, old_spelling
+from converters.cli.parser import add_json_option
 from converters.cli.types import positive_int
 
 __all__ = ["add_parser", "run", "run_benchmark", "format_report", "TARGET_RATIO"]
@@ -31,7 +31,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=positive_int, default=1, metavar="N", help="converter workers (default 1)")
     p.add_argument("--repeats", type=positive_int, default=2, metavar="N",
                    help="alternating rounds, best kept (default 2)")
-    old_spelling(p, "--rounds", "--repeats")
     add_json_option(p, "the report")
     return p
 

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from converters.cli.parser import add_json_out_option, old_spelling
+from converters.cli.parser import add_json_out_option
 from converters.cli.types import duration_seconds, nonneg_int, positive_int
 
 from ..report.tables import mark_default
@@ -40,13 +40,11 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="untimed steps per combination (default 5)")
     p.add_argument("--cores", type=positive_int, default=None, metavar="N",
                    help="cores (vCPUs) to plan for (default: this host's)")
-    old_spelling(p, "--cpus", "--cores")
     p.add_argument("--combos", default=None, metavar="I,J,K;...",
                    help="explicit combinations intra,inter[,omp] separated by ';' (omp '-' = unset; 0 = TF default)")
     p.add_argument("--timeout", type=duration_seconds, default=300.0, metavar="SECONDS",
                    help="seconds per combination (default 300)")
     add_json_out_option(p, "the results")
-    old_spelling(p, "--json", "--json-out")
     return p
 
 

@@ -25,7 +25,7 @@ import shutil
 import sys
 import tempfile
 
-from converters.cli.parser import add_json_out_option, add_set_argument, old_spelling
+from converters.cli.parser import add_json_out_option, add_set_argument
 from converters.cli.types import duration_seconds, positive_int
 
 __all__ = ["add_parser", "run", "run_benchmark", "summarize", "format_report", "TARGETS"]
@@ -44,7 +44,6 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help=f"generate N Criteo-like records (default {DEFAULT_GENERATE:,} when DIR is omitted)")
     p.add_argument("--batch-size", type=positive_int, default=512, metavar="N", help="batch size (default 512)")
     p.add_argument("--repeats", type=positive_int, default=7, metavar="N", help="paired rounds (default 7)")
-    old_spelling(p, "--rounds", "--repeats")
     p.add_argument("--tune-seconds", type=duration_seconds, default=30.0, metavar="SECONDS",
                    help="budget of 'tfpipe pipeline tune' (default 30)")
     p.add_argument("--window-batches", type=positive_int, default=None, metavar="N",
@@ -55,7 +54,6 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="tune and time beside another TensorFlow reader process or two busy loops (default none)")
     p.add_argument("--keep", action="store_true", help="store the tuning result in the real tfpipe cache")
     add_json_out_option(p, "the results")
-    old_spelling(p, "--json", "--json-out")
     return p
 
 

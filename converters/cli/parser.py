@@ -4,8 +4,6 @@
   error prints the command's usage, one ``error:`` line and, for a misspelled option or subcommand, one
   ``hint:`` line naming the closest valid one, and exits ``USAGE_EXIT`` (64, distinct from bad input, 2).
   Subparsers are ``TfpipeParser`` too (argparse makes them of the parent's class).
-* ``old_spelling``: an option's previous spelling kept for one release as a hidden alias that still works and
-  says what it is now.
 * ``add_set_argument``, ``add_json_option``, ``add_json_out_option``, ``add_endpoint_option``: the positional
   shard set (``SET``), ``--json`` (JSON on stdout), ``--json-out PATH`` (a JSON file) and ``--endpoint-url``,
   spelled and explained the same way in every command.
@@ -22,9 +20,9 @@ import sys
 from ..util.errors import USAGE_EXIT, OutputError
 from ..util.outfile import check_output
 
-__all__ = ["TfpipeParser", "old_spelling", "add_set_argument", "add_json_option", "add_json_out_option",
+__all__ = ["TfpipeParser", "add_set_argument", "add_json_option", "add_json_out_option",
            "add_output_file_option", "output_file",
-           "add_endpoint_option", "add_verbose", "closest_option", "plain", "USAGE_EXIT"]
+           "add_endpoint_option", "add_verbose", "closest_option", "plain", "SPELLED", "USAGE_EXIT"]
 
 
 class TfpipeParser(argparse.ArgumentParser):
@@ -79,35 +77,24 @@ class TfpipeParser(argparse.ArgumentParser):
         return [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
 
 
+# spellings the vocabulary does not use (docs/architecture.md, "CLI vocabulary") -> the ones it does, in order
+SPELLED = {"--repeat": ("--repeats",), "--rounds": ("--repeats",), "--cpus": ("--cores",),
+           "--cpu": ("--cores", "--pin-core"), "--threads": ("--workers",), "--num-shards": ("--ranks",),
+           "--shard-index": ("--rank",), "--cache-dir": ("--stream-cache-dir",),
+           "--cache-limit": ("--stream-cache-limit",)}
+
+
 def closest_option(parser: argparse.ArgumentParser, word: str) -> str | None:
-    """The visible long option of ``parser`` closest to ``word`` (difflib), or None when none is close."""
+    """The visible long option of ``parser`` that ``word`` means: its spelling in the vocabulary
+    (:data:`SPELLED`) when ``parser`` has it, else the closest by difflib, else None."""
     visible = [s for a in parser._actions if a.help is not argparse.SUPPRESS
                for s in a.option_strings if s.startswith("--")]
+    known = next((s for s in SPELLED.get(word, ()) if s in visible), None)
+    if known:
+        return known
     close = difflib.get_close_matches(word, visible, n=1, cutoff=0.6)
     return close[0] if close else None
 
-
-class _OldSpelling(argparse.Action):
-    """A previous spelling of an option: stores as the option does and says the new spelling on stderr."""
-
-    def __init__(self, option_strings, dest, new: str, **kwargs):
-        self.new = new
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"tfpipe: warning: {option_string} is now {self.new} (the old spelling goes in the next release)",
-              file=sys.stderr)
-        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
-
-
-def old_spelling(p: argparse.ArgumentParser, old: str, new: str) -> None:
-    """Keep ``old`` working, hidden from ``--help``, as an alias of ``p``'s option ``new`` (for one release)."""
-    action = p._option_string_actions[new]
-    flag = action.nargs == 0
-    p.add_argument(old, dest=action.dest, action=_OldSpelling, new=new, nargs=0 if flag else action.nargs,
-                   const=action.const if flag else None, type=None if flag else action.type,
-                   choices=action.choices, metavar=action.metavar, default=argparse.SUPPRESS,
-                   help=argparse.SUPPRESS)
 
 
 def add_set_argument(p: argparse.ArgumentParser, dest: str = "path", *, nargs: str | None = None,

@@ -30,7 +30,7 @@ def test_cli_json(capsys):
 @pytest.mark.parametrize("argv, match", [  # usage errors: exit 64
     (["--docs", "0"], "argument --docs: expected a positive integer"),
     (["--workers", "0"], "argument --workers: expected a positive integer"),
-    (["--threads", "0"], "argument --threads: expected a positive integer"),  # the old spelling, hidden
+    (["--threads", "2"], "unrecognized arguments: --threads 2"),  # not the vocabulary's spelling: refused
 ])
 def test_cli_rejects_bad_numbers(capsys, argv, match):
     with pytest.raises(SystemExit) as e:

@@ -215,12 +215,22 @@ def test_help_pages(capsys, argv, needles, absent):
         assert n not in out, n
 
 
-def test_old_spellings_still_work_and_say_the_new_one(shard_set, capsys):
-    assert main(["pipeline", "explain", str(shard_set), "--batch-size", "8", "--num-shards", "2",
-                 "--shard-index", "1"]) == 0
-    out, err = capsys.readouterr()
-    assert "shard    on" in out
-    assert "--num-shards is now --ranks" in err and "--shard-index is now --rank" in err
+@pytest.mark.parametrize("argv, hint", [
+    (["pipeline", "explain", "SET", "--batch-size", "8", "--num-shards", "2"], "--ranks"),
+    (["pipeline", "explain", "SET", "--batch-size", "8", "--shard-index", "1"], "--rank"),
+    (["pipeline", "explain", "SET", "--batch-size", "8", "--cache-dir", "x"], "--stream-cache-dir"),
+    (["bench", "tune", "SET", "--rounds", "2"], "--repeats"),
+    (["bench", "threads", "--cpus", "2"], "--cores"),
+    (["bench", "convert-libsvm", "--cpu", "1"], "--pin-core"),
+    (["bench", "convert-text", "--threads", "2"], "--workers"),
+])
+def test_spellings_outside_the_vocabulary_are_refused_with_the_right_one(argv, hint, shard_set, capsys):
+    argv = [str(shard_set) if a == "SET" else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 64
+    err = capsys.readouterr().err
+    assert f"unrecognized arguments: {argv[-2]}" in err and f"hint: did you mean {hint}?" in err, err
 
 
 def test_inspect_a_text_set_shows_tokenizer_and_subsets(tmp_path, capsys):
