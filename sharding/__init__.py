@@ -31,5 +31,5 @@ __all__ = [
 
 
 # the I/O modules (numpy, numba kernels) load on first use
-__getattr__, __dir__ = lazy_exports(__name__, {"reshard": ".reshard", "upload": ".transfer", "download": ".transfer"},
+__getattr__, __dir__ = lazy_exports(__name__, {"reshard": ".resharding", "upload": ".transfer", "download": ".transfer"},
                                     globals())

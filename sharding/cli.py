@@ -144,7 +144,7 @@ def _cmd_topology(args) -> int:
 
 
 def _cmd_reshard(args) -> int:
-    from .reshard import reshard
+    from .resharding import reshard
 
     prep = prep_options(args)
     m = reshard(args.path, args.out, num_shards=args.num_shards, shard_size=args.shard_size,

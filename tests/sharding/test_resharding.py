@@ -9,7 +9,7 @@ from converters.shardset.verify import verify
 from converters.tfrecord.reader import read_records
 from converters.util.errors import IntegrityError, OutputExistsError, TfpipeError
 from sharding import reshard
-from sharding.reshard import balanced_bounds
+from sharding.resharding import balanced_bounds
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +107,16 @@ def test_balanced_bounds(records, n):
     b = balanced_bounds(records, n)
     sizes = [b[i + 1] - b[i] for i in range(n)]
     assert b[0] == 0 and b[-1] == records and max(sizes) - min(sizes) <= 1
+
+
+def test_sharding_reshard_is_the_function_whichever_import_came_first():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sharding.resharding\nfrom sharding import reshard\n"
+            "assert callable(reshard) and not hasattr(reshard, '__file__'), reshard\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": root}, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
