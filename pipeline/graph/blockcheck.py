@@ -1,13 +1,14 @@
 """Every columnar block is checked where it is read (``verify`` is not the only guard): the graphs of a columnar
 set (``pipeline.graph.columnar``, the resumable order of ``pipeline.resume.resumerows``) read chunks of blocks
 tagged with their file and index (:func:`tag_file`, :func:`tag_stream`) and decode them with
-:func:`block_decoder`.
+:func:`block_decoder`. A file's tags are zipped onto its records (no function runs per chunk to tag them).
 
 Over files whose row counts the manifest gives, each block must be exactly the block ``encode_block`` writes
 for the rows the manifest puts there (``block_rows``, or the file's remainder in its last block): its length
 and every byte outside the columns' data (``columnar.block_template``) are compared, a few vectorized string
 ops per batch of blocks, and the columns are then cut out of the records by position. A file that ends a block
-early, or runs on past the manifest's rows, fails at its end. Anything else fails the read with one
+early, or runs on past the manifest's rows, fails at its end (an empty end marker tagged with the number of
+blocks the file held follows its last block, and decodes to no rows). Anything else fails the read with one
 ``InvalidArgumentError`` line naming the shard and the block (``assertion failed: [SHARD: block K: why]``).
 
 A streamed or piped read (no file identity) checks each decoded block's columns: whole rows, one row count,
