@@ -1,13 +1,14 @@
 """Every columnar block is checked where it is read (``verify`` is not the only guard): the graphs of a columnar
 set (``pipeline.graph.columnar``, the resumable order of ``pipeline.graph.resumerows``) read chunks of blocks
 tagged with their file and index (:func:`tag_file`, :func:`tag_stream`) and decode them with
-:func:`block_decoder`.
+:func:`block_decoder`. A file's tags are zipped onto its records (no function runs per chunk to tag them).
 
 Over files whose row counts the manifest gives, each block must be exactly the block ``encode_block`` writes
 for the rows the manifest puts there (``block_rows``, or the file's remainder in its last block): its length
 and every byte outside the columns' data (``columnar.block_template``) are compared, a few vectorized string
 ops per batch of blocks, and the columns are then cut out of the records by position. A file that ends a block
-early, or runs on past the manifest's rows, fails at its end. Anything else fails the read with one
+early, or runs on past the manifest's rows, fails at its end (an empty end marker tagged with the number of
+blocks the file held follows its last block, and decodes to no rows). Anything else fails the read with one
 ``InvalidArgumentError`` line naming the shard and the block (``assertion failed: [SHARD: block K: why]``).
 
 A streamed or piped read (no file identity) checks each decoded block's columns: whole rows, one row count,
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["file_tables", "tag_file", "tag_stream", "block_decoder", "knows_files", "decode_blocks_fn"]
+__all__ = ["file_tables", "tag_file", "drop_ends", "tag_stream", "block_decoder", "knows_files", "decode_blocks_fn"]
 
 VERIFY_HINT = "`tfpipe verify` names the fault"
 
@@ -65,35 +66,46 @@ def _fail_unless(ok, message) -> Any:
 
 def tag_file(spec, tables: dict, f, records, k: int, first=0) -> Any:
     """The records (blocks) of file ``f`` (a scalar int64 tensor) from its block ``first`` in chunks of up to
-    ``k`` blocks, each ``(f, block indices, blocks)`` (vectors); the read fails at the file's end unless it held
-    the manifest's blocks. The work is per chunk, not per block."""
+    ``k`` blocks, each ``(f, block indices, (blocks, real))`` (vectors): the tags are zipped on, no function
+    runs per chunk. An empty end marker (``real`` false) follows the file's last block, its index the number of
+    blocks the file held: the decode fails it unless that is the manifest's count (:func:`drop_ends` checks and
+    drops the markers of a read that regroups blocks)."""
     import tensorflow as tf
 
-    names = tf.constant(list(spec.files))
-    nb = tf.gather(tf.constant(tables["blocks"]), f)
-    rows = tf.gather(tf.constant(tables["rows"]), f)
-    first = tf.cast(first, tf.int64)
-    chunks = records.batch(k).map(lambda r: (r, tf.constant(False))).concatenate(
-        tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), tf.constant(True))))
+    d = tf.data.Dataset
+    ends = d.from_tensors((tf.constant(""), tf.constant(False)))
+    recs = d.zip((records, d.from_tensors(tf.constant(True)).repeat())).concatenate(ends)
+    return d.zip((d.from_tensors(tf.cast(f, tf.int64)).repeat(), d.range(tf.cast(first, tf.int64), 1 << 62),
+                  recs)).batch(k)
 
-    def step(seen, chunk):
-        recs, end = chunk
-        n = tf.shape(recs, out_type=tf.int64)[0]
-        ok = tf.logical_or(tf.logical_not(end), tf.equal(first + seen, nb))
-        check = _fail_unless(ok, lambda: tf.strings.join([tf.gather(names, f), tf.strings.format(
-            ": {} blocks, where the {} rows in the manifest make {} blocks of {} rows: the shard is short or runs "
-            "on (truncated, replaced or rewritten); " + VERIFY_HINT,
-            (first + seen, rows, nb, spec.layout.block_rows))]))
-        with tf.control_dependencies([check]):
-            return seen + n, (tf.fill([n], f), first + seen + tf.range(n), tf.identity(recs), end)
 
-    def kept(fs, bs, recs, end):
-        return tf.logical_not(end)
+def _count_message(spec, names, nbt, rowst, f, b) -> Any:
+    import tensorflow as tf
 
-    def tagged(fs, bs, recs, end):
-        return fs, bs, recs
+    return tf.strings.join([tf.gather(names, f), tf.strings.format(
+        ": {} blocks, where the {} rows in the manifest make {} blocks of {} rows: the shard is short or runs "
+        "on (truncated, replaced or rewritten); " + VERIFY_HINT,
+        (b, tf.gather(rowst, f), tf.gather(nbt, f), spec.layout.block_rows))])
 
-    return chunks.scan(tf.constant(0, tf.int64), step).filter(kept).map(tagged)
+
+def drop_ends(spec, tables: dict, blocks) -> Any:
+    """Chunks of :func:`tag_file` without their end markers, each file's block count checked first (for a read
+    that regroups blocks, e.g. a block-level shard, so that the markers are not counted as blocks)."""
+    import tensorflow as tf
+
+    c = tf.constant
+    names, nbt, rowst = c(list(spec.files)), c(tables["blocks"]), c(tables["rows"])
+
+    def strip(f, b, blocks):
+        recs, real = blocks
+        ok = tf.logical_or(real, tf.equal(b, tf.gather(nbt, f)))
+        i = tf.argmin(tf.cast(ok, tf.int32))
+        with tf.control_dependencies([_fail_unless(ok, lambda: _count_message(spec, names, nbt, rowst, f[i],
+                                                                                  b[i]))]):
+            recs = tf.boolean_mask(recs, real)
+        return tf.boolean_mask(f, real), tf.boolean_mask(b, real), (recs, tf.ones_like(recs, tf.bool))
+
+    return blocks.map(strip)
 
 
 def tag_stream(records, k: int) -> Any:
@@ -141,17 +153,19 @@ def _exact_decoder(spec, tables: dict):
     stored = ", ".join(f"{n}:{t}" for n, t in spec.layout.stored)
 
     def decode(f, b, blocks):
+        blocks, real = blocks
         nb = tf.gather(nbt, f)
         t = tf.where(tf.equal(b, nb - 1), f + 1, tf.zeros_like(f))
         size = tf.cast(tf.strings.length(blocks), tf.int64)
         want = tf.gather(length, t)
-        fits = tf.equal(size, want)
+        fits = tf.logical_and(real, tf.equal(size, want))
         ok = tf.logical_and(fits, b < nb)
         for _, _, _, _, heads, at, _, _ in cols:
             head = tf.gather(heads, t)
             got = tf.strings.substr(blocks, tf.where(fits, tf.gather(at, t), 0),
                                     tf.where(fits, tf.strings.length(head), 0))
             ok = tf.logical_and(ok, tf.equal(got, head))
+        ok = tf.where(real, ok, tf.equal(b, nb))      # an end marker: the file held the manifest's blocks
 
         def message():
             i = tf.argmin(tf.cast(ok, tf.int32))
@@ -163,14 +177,16 @@ def _exact_decoder(spec, tables: dict):
                     "or varint of a column differs", (rows,)), tf.strings.format(
                     "{} bytes, where a block of {} rows of the layout (" + stored + ") is {} bytes: its row count or "
                     "the length of a column does not match", (size[i], rows, want[i]))))
-            return tf.strings.join([tf.gather(names, fi), ": block ", tf.strings.as_string(bi), ": ", why,
-                                    "; " + VERIFY_HINT])
+            return tf.where(real[i], tf.strings.join([tf.gather(names, fi), ": block ", tf.strings.as_string(bi),
+                                                      ": ", why, "; " + VERIFY_HINT]),
+                            _count_message(spec, names, nbt, rowst, fi, bi))
 
+        use = tf.logical_and(ok, real)                # an end marker decodes to no rows
         with tf.control_dependencies([_fail_unless(ok, message)]):
             out = {}
             for name, st, dtype, shape, _, _, at, n in cols:
-                data = tf.strings.substr(blocks, tf.where(ok, tf.gather(at, t), 0),
-                                         tf.where(ok, tf.gather(n, t), 0))
+                data = tf.strings.substr(blocks, tf.where(use, tf.gather(at, t), 0),
+                                         tf.where(use, tf.gather(n, t), 0))
                 values = tf.io.decode_raw(tf.strings.reduce_join(data), st, little_endian=True)
                 out[name] = tf.cast(tf.reshape(values, shape), dtype)
         return out

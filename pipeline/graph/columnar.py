@@ -209,7 +209,7 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
     import tensorflow as tf
 
     from ..plan.cachepolicy import cache_dataset
-    from .blockcheck import file_tables, knows_files, tag_stream
+    from .blockcheck import drop_ends, file_tables, knows_files, tag_stream
     from .tail import Tail
 
     calls = _calls(spec)
@@ -227,7 +227,8 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
     else:
         tables = file_tables(spec) if knows_files(spec) else None
         blocks = _file_blocks(spec, tables)
-        if spec.num_shards > 1:   # whole blocks in turn, then chunks again
+        if spec.num_shards > 1:   # whole blocks in turn (files' end markers checked, dropped), then chunks
+            blocks = blocks if tables is None else drop_ends(spec, tables, blocks)
             blocks = blocks.unbatch().shard(spec.num_shards, spec.shard_index).batch(blocks_per_decode(spec))
         ds = _decoded(cache_dataset(blocks, spec), spec, gen, tables)
         repeat = True

@@ -126,6 +126,32 @@ def test_a_lying_block_fails_the_read_naming_shard_and_block(cset, lie, resumabl
     assert "\n" not in msg.split("assertion failed: ")[1].split("]")[0]     # one line
 
 
+@pytest.mark.parametrize("lie", ["one_block_short", "extra_block", "shifted_label"])
+def test_a_lying_block_fails_every_rank_of_a_block_level_shard(cset, lie):
+    """Ranks regroup blocks (the files' end markers checked and dropped first): each rank fails naming the shard."""
+    import tensorflow as tf
+
+    out, m = cset
+    make, why = LIES[lie]
+    payloads, block = make(m, list(read_records(out / m.shards[0].name)))
+    _rewrite(out, m, payloads)
+    for rank in (0, 1):
+        spec = PipelineSpec.from_manifest(str(out), 8, num_shards=2, shard_index=rank, equal_steps=False)
+        with pytest.raises(tf.errors.InvalidArgumentError) as err:
+            labels_of(build_dataset(spec))
+        assert re.search(rf"/{m.shards[0].name}: (block \d+: |\d+ blocks, )", err.value.message), err.value.message
+        assert re.search(why, err.value.message), err.value.message
+
+
+def test_the_ranks_of_a_block_level_shard_read_every_row_once(cset):
+    out, _ = cset
+    got = [labels_of(build_dataset(PipelineSpec.from_manifest(str(out), 8, num_shards=2, shard_index=i,
+                                                              equal_steps=False))) for i in (0, 1)]
+    assert sorted(got[0] + got[1]) == [float(i) for i in range(sum(SHARDS))]
+    sizes = [BR] * 6 + [4] + [BR] * 3 + [12]          # the set's 11 blocks in manifest order: rank i takes i, i+2, ..
+    assert [len(g) for g in got] == [sum(sizes[0::2]), sum(sizes[1::2])]
+
+
 @pytest.mark.parametrize("resumable", [False, True])
 def test_an_honest_set_reads_every_row_once(cset, resumable):
     out, _ = cset
