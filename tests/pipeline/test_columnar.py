@@ -153,7 +153,7 @@ def test_a_columnar_set_streams_from_s3(sets, s3, tmp_path):
     col, _ = sets
     for name in sorted(os.listdir(col)):
         s3.client.upload_file(os.path.join(col, name), s3.bucket, f"col/{name}")
-    spec = PipelineSpec.from_manifest(f"{s3.url}/col", 64, cache_dir=str(tmp_path / "cache"))
+    spec = PipelineSpec.from_manifest(f"{s3.url}/col", 64, stream_cache_dir=str(tmp_path / "cache"))
     assert spec.stream is not None and spec.layout is not None
     assert labels_of(build_dataset(spec)) == [float(i) for i in range(N)]
     assert "stream" in describe(spec)

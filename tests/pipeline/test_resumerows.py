@@ -204,7 +204,7 @@ def test_a_streamed_columnar_set_resumes(sets, s3, tmp_path):
     for name in sorted(os.listdir(col)):
         s3.client.upload_file(os.path.join(col, name), s3.bucket, f"col/{name}")
     spec = PipelineSpec.from_manifest(f"{s3.url}/col", 24, shuffle_buffer=100, seed=7, epochs=2, resumable=True,
-                                      cache_dir=str(tmp_path / "cache"))
+                                      stream_cache_dir=str(tmp_path / "cache"))
     assert spec.stream is not None and spec.layout is not None
     full = _full(col, "b24-shuffled")
     _assert_same(_arrays(build_dataset(spec)), full)
