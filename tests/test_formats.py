@@ -15,7 +15,7 @@ from converters import registry
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WALKED = ("converters", "sharding", "pipeline")
-FORMAT_DIRS = ("converters/libsvm", "converters/text")
+FORMAT_DIRS = ("converters/libsvm", "converters/text", "converters/tabular")
 EXEMPT_DIRS = (*FORMAT_DIRS, "converters/cli")
 REGISTRY = "converters/registry.py"
 NAMES = tuple(registry.names())  # the built-in formats (nothing registered at import time of this module)
@@ -108,7 +108,7 @@ BRANCHES = {rel: name_branches(src) for rel, src in FILES.items()}
 def test_the_walk_sees_the_tree():
     assert (len(FILES) > 100 and REGISTRY in FILES and "sharding/plan.py" in FILES
             and "pipeline/spec/pipelinespec.py" in FILES)
-    assert NAMES == ("libsvm", "text")
+    assert NAMES == ("libsvm", "text", "tabular")
     # inside a format's folder the same checks do find imports and names: they are not blind
     assert IMPORTS["converters/libsvm/job.py"] == {"converters.libsvm"}
     assert IMPORTS["converters/cli/convert_argv.py"] == set()  # it looks formats up through the registry

@@ -9,7 +9,7 @@ without the task. The watch makes a frozen worker look the same: it shuts down t
 to the worker (``shutdown``, the socket stays TensorFlow's to close), the request fails, and TensorFlow's client
 treats the worker as gone (it retries it, and stops once the dispatcher has given its task up). A worker that
 answers again is connected to again. One watch per dispatcher and timeout in a process, started by
-``pipeline.service.trainer``; it looks like ``WorkerWatch`` (the dispatcher's worker list, a ``GetWorkerTasks``
+``pipeline.graph.service``; it looks like ``WorkerWatch`` (the dispatcher's worker list, a ``GetWorkerTasks``
 to each worker) and lives as long as the process."""
 from __future__ import annotations
 

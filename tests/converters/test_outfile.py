@@ -146,7 +146,7 @@ def test_a_device_is_refused_where_the_output_is_read_back(tmp_path):
 WRITES = r"write_atomic\(|open\([^)]*[\"'][wax]b?[\"']|savefig\((?!buf\b)|\.write_text\(|\.write_bytes\("
 # files the commands write for themselves (inputs of a benchmark in its temporary directory; the Processing
 # failure message, which has its own rule: only a new file or an earlier tfpipe message is written)
-OWN_FILES = {"bench/commands/small_files.py", "converters/cli/processing.py"}
+OWN_FILES = {"bench/commands/small_files.py", "bench/commands/tabular.py", "converters/cli/processing.py"}
 
 
 def test_commands_write_user_paths_only_through_the_one_writer():

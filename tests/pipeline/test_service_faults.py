@@ -288,7 +288,7 @@ def test_worker_frozen_mid_epoch_is_given_up_like_a_lost_one(data, monkeypatch):
     go on as for a killed worker: equal steps, within the timeouts and a few looks."""
     import signal
 
-    monkeypatch.setattr("pipeline.service.trainer.ELEMENT_RECORDS", BATCH)
+    monkeypatch.setattr("pipeline.graph.service.ELEMENT_RECORDS", BATCH)
     d = start_dispatcher(0, worker_timeout=WORKER_TIMEOUT)
     addr = f"127.0.0.1:{d.port}"
     workers = [Proc("service", "worker", "--dispatcher", addr, "--address", "127.0.0.1") for _ in range(2)]

@@ -1,4 +1,4 @@
-"""Reaching a tf.data service from the trainer (pipeline/spec/serviceopts.py, pipeline/service/trainer.py):
+"""Reaching a tf.data service from the trainer (pipeline/spec/serviceopts.py, pipeline/graph/service.py):
 ``service=`` takes ASCII ports and bounded host names only, and a dispatcher that does not answer ends
 ``build_dataset`` with one error naming its address after ``service_timeout`` seconds, not a hang."""
 from __future__ import annotations

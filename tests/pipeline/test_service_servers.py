@@ -142,7 +142,7 @@ def test_split_address(address, expected):
 @pytest.mark.parametrize("argv, code, message", [
     (["service", "worker"], 64, "--dispatcher"),
     (["service", "dispatcher", "--port", "70000"], 64, "expected a TCP port in [0, 65535], got '70000'"),
-    (["service", "worker", "--dispatcher", "h:1", "--timeout", "0"], 64, "expected a positive number"),
+    (["service", "worker", "--dispatcher", "h:1", "--timeout", "0"], 64, "expected a number of seconds from 0 (excluded) to 604800"),
     (["service", "auto", "--data-group", "data_group", "--port", "0"], 2, "--port 0"),
     (["service", "auto", "--data-group", "g", "--host-address", "algo-2"], 64, "expected HOST=ADDRESS"),
     (["service", "worker", "--dispatcher", "h:\u0665\u0660\u0665\u0660"], 2, "an ASCII port 1-65535"),
