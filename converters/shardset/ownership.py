@@ -9,6 +9,7 @@ import stat
 
 from ..storage import Storage
 from ..storage.download import read_object
+from ..util.digest import file_digest
 from ..util.errors import IntegrityError
 from ..util.safe_json import read_bounded
 from .journal import MAX_JOURNAL_BYTES, Journal, aside_name, journal_name
@@ -46,12 +47,7 @@ def digest(storage: Storage, name: str) -> tuple[int, str] | None:
             return ABSENT
         if not stat.S_ISREG(mode):
             return _NOT_REGULAR
-        size = 0
-        with open(local, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                sha.update(chunk)
-                size += len(chunk)
-        return size, sha.hexdigest()
+        return file_digest(local)
     if not storage.exists(name):
         return ABSENT
     if not hasattr(storage, "size"):  # a file system without a size call: the whole object
