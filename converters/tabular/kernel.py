@@ -14,6 +14,19 @@ _LIMIT = np.uint64(9223372036854775807)
 
 
 @njit(cache=True, nogil=True)
+def _line_end(buf, pos):
+    """``(end, stop)`` of the line starting at ``pos``: ``end`` its LF, ``stop`` past its last byte (a CR
+    before the LF left out)."""
+    end = pos
+    while buf[end] != 10:
+        end += 1
+    stop = end
+    if stop > pos and buf[stop - 1] == 13:
+        stop -= 1
+    return end, stop
+
+
+@njit(cache=True, nogil=True)
 def split_fields(buf, ncols, delim):
     """``buf``: complete lines, each ending with ``\\n``. Per line: the first ``ncols`` fields' ``[start, end)``
     offsets (a trailing ``\\r`` dropped), the line's field count and a status (``OK``, ``BAD_FIELDS``,
@@ -28,12 +41,7 @@ def split_fields(buf, ncols, delim):
     status = np.zeros(n, np.int8)
     pos = 0
     for r in range(n):
-        end = pos
-        while buf[end] != 10:
-            end += 1
-        stop = end
-        if stop > pos and buf[stop - 1] == 13:
-            stop -= 1
+        end, stop = _line_end(buf, pos)
         if stop == pos:
             status[r] = BLANK
         else:
@@ -212,12 +220,7 @@ def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
     pos = 0
     for r in range(n):
         begins[r] = pos
-        end = pos
-        while buf[end] != 10:
-            end += 1
-        stop = end
-        if stop > pos and buf[stop - 1] == 13:
-            stop -= 1
+        end, stop = _line_end(buf, pos)
         if stop == pos:
             status[r] = BLANK
             pos = end + 1
