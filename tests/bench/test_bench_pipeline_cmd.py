@@ -92,7 +92,7 @@ def test_epochs_for(batches, batch, records, want):
 def test_default_scenario_is_chosen_from_the_throughputs(tmp_path, capsys):
     js, png = tmp_path / "out.json", tmp_path / "out.png"
     rc = main(["bench", "pipeline", "--generate", "3000", "--steps", "3", "--warmup", "1", "--throughput-batches",
-               "4", "--variants", "naive,vectorized", "--json", str(js), "--png", str(png)])
+               "4", "--variants", "naive,vectorized", "--json-out", str(js), "--png", str(png)])
     assert rc == 0
     out = capsys.readouterr().out
     assert re.search(r"^step scenario: batch \d+, step [0-9.]+ ms, chosen from the measured throughputs: the naive "
