@@ -227,7 +227,7 @@ def test_readme_keras_fit(data):
     out = tf.keras.layers.Dense(1)(x)
     model = tf.keras.Model({"ids": ids, "values": values}, out)
     model.compile(optimizer="adam", loss="mse")
-    history = model.fit(train, epochs=2, steps_per_epoch=5, verbose=0)
+    history = model.fit(train, epochs=2, steps_per_epoch=5, verbose=0, shuffle=False)
     assert len(history.history["loss"]) == 2
 
 
@@ -374,7 +374,7 @@ def test_keras_fit_and_distribute_on_a_sparse_set(sparse_set):
     model = keras.Model({"values": values}, keras.layers.Dense(1)(values))
     model.compile(optimizer="sgd", loss="mse")
     train = keras_dataset(path, 64, epochs=None).map(lambda f, y: ({"values": f["values"]}, y))
-    assert len(model.fit(train, epochs=2, steps_per_epoch=3, verbose=0).history["loss"]) == 2
+    assert len(model.fit(train, epochs=2, steps_per_epoch=3, verbose=0, shuffle=False).history["loss"]) == 2
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     dist = strategy.distribute_datasets_from_function(distributed_dataset_fn(path, global_batch_size=64))

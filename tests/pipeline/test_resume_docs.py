@@ -169,7 +169,7 @@ def test_fit_calls_refuses_a_state_of_another_run(here):
 def test_callback_every_n_batches_and_bad_save_freq(here):
     spec = _spec(epochs=None)
     model = _model()
-    model.fit(build_dataset(spec), epochs=1, steps_per_epoch=7, verbose=0,
+    model.fit(build_dataset(spec), epochs=1, steps_per_epoch=7, verbose=0, shuffle=False,
               callbacks=[InputStateCallback(spec, "cb/", save_freq=3)])
     assert restore_input_state("cb/") == input_state(spec, 6)
     with pytest.raises(ValueError, match="save_freq"):
@@ -188,6 +188,6 @@ def test_callback_counts_steps_with_steps_per_execution(here):
     spec = _spec(epochs=None)
     model = _model()
     model.compile(optimizer="sgd", loss="mse", steps_per_execution=3)
-    model.fit(build_dataset(spec), epochs=2, steps_per_epoch=6, verbose=0,
+    model.fit(build_dataset(spec), epochs=2, steps_per_epoch=6, verbose=0, shuffle=False,
               callbacks=[InputStateCallback(spec, "spe/")])
     assert restore_input_state("spe/") == input_state(spec, 12)
