@@ -4,7 +4,8 @@ import uuid
 from types import SimpleNamespace as NS
 
 import pytest
-from ctrl_c import pytest_configure, pytest_runtest_protocol, pytest_sessionfinish  # noqa: F401 - Ctrl-C hooks
+from ctrl_c import (pytest_configure, pytest_keyboard_interrupt, pytest_runtest_protocol,  # noqa: F401 - Ctrl-C hooks
+                    pytest_sessionfinish)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")

@@ -7,10 +7,13 @@ its workers before it kills them, and the worker waits 5 s more before it interr
 during that wait raised out of xdist's clean-up (``PluggyTeardownRaisedWarning``), and the controller exited
 leaving its workers (and what they had started in sessions of their own) running.
 
-So, in every pytest process: a SIGINT is noted (then raised as usual) and no test starts after one; and in the
-controller of an interrupted run: its workers get ``WORKER_GRACE`` seconds to end, further Ctrl-Cs do not
-interrupt the clean-up, and every process the run started that is still alive then (workers, their children,
-children in sessions of their own) is killed."""
+A SIGINT that arrives while Python runs a garbage-collector callback (hypothesis installs one) raises there, where
+the ``KeyboardInterrupt`` is reported as unraisable and lost: the run goes on as if there had been no Ctrl-C.
+
+So, in every pytest process: a SIGINT is noted, and raised as usual until pytest has caught one (a lost one does
+not count), and no test starts after one; and in the controller of an interrupted run: its workers get
+``WORKER_GRACE`` seconds to end, further Ctrl-Cs do not interrupt the clean-up, and every process the run started
+that is still alive then (workers, their children, children in sessions of their own) is killed."""
 from __future__ import annotations
 
 import os
@@ -19,20 +22,29 @@ import time
 
 import pytest
 
-__all__ = ["WORKER_GRACE", "descendants", "pytest_configure", "pytest_runtest_protocol", "pytest_sessionfinish"]
+__all__ = ["WORKER_GRACE", "descendants", "pytest_configure", "pytest_keyboard_interrupt", "pytest_runtest_protocol",
+           "pytest_sessionfinish"]
 
 WORKER_GRACE = 2.0   # seconds the workers of an interrupted xdist run get to end by themselves
 
 _interrupted: list[float] = []   # monotonic times of the SIGINTs this process received (its own handler)
+_caught: list[float] = []        # monotonic times pytest caught a KeyboardInterrupt in this process
 
 
 def _note_sigint(signum, frame):
-    """The first SIGINT raises; one during the clean-up it started (a second Ctrl-C) does not abandon that
-    clean-up, which ends within seconds (``WORKER_GRACE``); a Ctrl-C long after the first raises again."""
+    """A SIGINT raises until pytest has caught a ``KeyboardInterrupt`` (one raised in a garbage-collector callback
+    is lost, so the next Ctrl-C must raise again); one during the clean-up that the caught one started does not
+    abandon that clean-up, which ends within seconds (``WORKER_GRACE``); a Ctrl-C long after it raises again."""
     now = time.monotonic()
     _interrupted.append(now)
-    if len(_interrupted) == 1 or now - _interrupted[0] > 5 * WORKER_GRACE:
+    if not _caught or now - _caught[0] > 5 * WORKER_GRACE:
         raise KeyboardInterrupt
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo):
+    """pytest caught a ``KeyboardInterrupt``: the clean-up it starts is not interrupted by the next Ctrl-C."""
+    _caught.append(time.monotonic())
 
 
 def pytest_configure(config):
