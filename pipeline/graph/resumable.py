@@ -283,8 +283,9 @@ def resumable_stages(spec) -> list[Stage]:
                                    "step": step_records(spec.shuffle_buffer) if shuffle else 0,
                                    "max_delay": max_delay(spec.shuffle_buffer) if shuffle else 0},
               "each record leaves after a random delay (mean shuffle_buffer, a pure function of (seed, epoch, "
-              "position)): moves records as far as shuffle(B) or further, ~B records held, and a step's new "
-              "records while it sorts them (its output cut into batches by rebatch)" if shuffle
+              "position)): moves records as far as shuffle(B) or further, ~B records held, a step's new "
+              "records while it sorts them and the next step's, read meanwhile (its output cut into batches by "
+              "rebatch)" if shuffle
               else "off (shuffle_buffer=0)"),
         Stage("batch", True, {"batch_size": spec.batch_size, "drop_remainder": spec.drop_remainder or n > 1},
               "batch before parse: one vectorized parse call per batch"),

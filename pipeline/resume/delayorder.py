@@ -16,7 +16,8 @@ Streaming it (:func:`delay_order`): the records are cut into chunks of ``c = cei
 nothing pending. One scan step takes in ``k`` chunks (:func:`step_chunks`: ``s = k·c`` records, at least
 ``2c ≈ B`` and at least ``STEP_RECORDS``) and emits what those chunks would have emitted one by one — the same
 records in the same order, since the order is the records sorted by key whatever the step. About ``B``
-records pend between steps (the mean delay), ``B + s`` while a step runs; a step copies the pending and new
+records pend between steps (the mean delay), ``B + s`` while a step runs, and the next step's ``s`` records are
+read meanwhile (a prefetch of one step: the read and the sort run on two threads); a step copies the pending and new
 records once into one tensor, then the ones kept and the ones emitted once each by a gather: about
 ``2B/s + 2`` copies per record (2.4 at ``B = 1,000``), and each step's fixed cost (some 50 small ops) is spread
 over ``s`` records. The step's output is a *run* (a 1-D tensor of the records it emits, in order), cut into
@@ -132,7 +133,7 @@ def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, r
         return ((nest.map_structure(lambda v: tf.gather(v, keep_at), both), tf.gather(keys, keep_at), left),
                 nest.map_structure(lambda v: tf.gather(v, out_at[gone:]), both))
 
-    chunks = cut(records, k * c).enumerate()
+    chunks = cut(records, k * c).prefetch(1).enumerate()     # the next step's records are read while a step sorts
     if rebuild is not None and rebuild_chunk < first_chunk:
         chunks = cut(rebuild, (first_chunk - rebuild_chunk) * c).take(1).enumerate(-1).concatenate(chunks)
     empty = nest.map_structure(lambda s: tf.zeros([0, *s.shape[1:]], s.dtype), chunks.element_spec[1])
