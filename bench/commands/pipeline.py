@@ -5,8 +5,9 @@ defaults, hand-tuned candidates, no prefetch, cache placement, Pipe mode, shuffl
 
 1. pure pipeline throughput (records/s with no training step) over ``--runs`` rounds (every variant once per
    round, the order rotated by one per round): each variant's min, median and max records/s, and the
-   medians of its per-round ratios to the naive graph and to the best hand-tuned graph of the same round
-   (a graph's speed on a shared host changes from run to run; one figure hides which speed it got);
+   medians of its per-round ratios to the naive graph and to the best hand-tuned graph of the same round,
+   and the cores it used (median of process CPU-seconds over wall seconds): a graph's speed on a shared host
+   follows the CPU it gets, which changes from run to run; one figure hides which speed it got;
 2. against a simulated accelerator step: input-wait %, verdict, records/s, step times. Without
    ``--step-ms`` the step (and, without ``--batch-size``, the step scenario's batch size) is chosen from
    the throughputs just measured: one at which the naive graph is input-bound and the default graph is
@@ -165,9 +166,11 @@ def throughput_rounds(V, data_dir: str, batch_size: int, names: list[str], *, ru
             vals = [x[key] for x in rows if x.get(key) is not None]
             return statistics.median(vals) if vals else None
 
+        cores = [x["cpu_seconds"] / x["seconds"] for x in rows if x.get("cpu_seconds") is not None and x.get("seconds")]
         best.update({"records_per_s": statistics.median(rates), "records_per_s_min": min(rates),
                      "records_per_s_max": max(rates), "rates": [round(x, 1) for x in rates], "runs": len(rates),
-                     "vs_naive": med("vs_naive"), "vs_best_hand_tuned": med("vs_best_hand_tuned")})
+                     "vs_naive": med("vs_naive"), "vs_best_hand_tuned": med("vs_best_hand_tuned"),
+                     "cores": statistics.median(cores) if cores else None})
         out[n] = best
     return out
 
@@ -257,6 +260,7 @@ def _run(args, data_dir: str, scratch: str) -> int:
         extra_cols["no-step rec/s"] = {n: f"{t['records_per_s']:,.0f}" for n, t in tput.items()}
         extra_cols["min-max"] = {n: f"{t['records_per_s_min']:,.0f}-{t['records_per_s_max']:,.0f}"
                                  for n, t in tput.items()}
+        extra_cols["cores used"] = {n: "-" if t.get("cores") is None else f"{t['cores']:.2f}" for n, t in tput.items()}
         extra_cols["vs naive"] = {n: ratio(t.get("vs_naive")) for n, t in tput.items()}
         extra_cols["vs best tuned"] = {n: ratio(t.get("vs_best_hand_tuned")) for n, t in tput.items()}
     runs = f"median [min-max] of {args.runs} round(s), load {os.getloadavg()[0]:.1f}; " if tput else ""

@@ -3,6 +3,7 @@ no-step throughput's distribution over rounds and the row marked as tfpipe's def
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -43,6 +44,7 @@ def test_generated_smoke_json_and_png(tmp_path, capsys):
     assert meta["throughput"]["vectorized"]["records_per_s"] > 0 and meta["default_variant"] == "vectorized"
     for t in meta["throughput"].values():
         assert t["runs"] == 2 and t["records_per_s_min"] <= t["records_per_s"] <= t["records_per_s_max"]
+        assert 0 < t["cores"] <= os.cpu_count() + 0.5
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -141,7 +143,8 @@ def test_throughput_rounds_rotate_the_order_and_take_medians_of_per_round_ratios
         @staticmethod
         def run_speed_suite(data, batch, order, **kw):
             orders.append(list(order))
-            rows = [{"variant": n, "records_per_s": float(next(speed))} for n in order]
+            rows = [{"variant": n, "records_per_s": float(next(speed)), "cpu_seconds": 1.5, "seconds": 1.0}
+                    for n in order]
             tuned = max(r["records_per_s"] for r in rows if r["variant"] != "vectorized")
             return [{**r, "vs_naive": None, "vs_best_hand_tuned": r["records_per_s"] / tuned} for r in rows]
 
@@ -151,4 +154,5 @@ def test_throughput_rounds_rotate_the_order_and_take_medians_of_per_round_ratios
     v = t["vectorized"]      # rounds: (vec 1, a 4, b 2), (a 2, b 3, vec 9), (b 8, vec 1, a 5), (vec 3, a 3, b 3)
     assert v["rates"] == [1, 9, 1, 3] and (v["records_per_s_min"], v["records_per_s"], v["records_per_s_max"]) == (1, 2, 9)
     assert v["vs_best_hand_tuned"] == pytest.approx((1 / 4 + 3 / 3) / 2)     # median of 1/4, 9/3, 1/8, 3/3
+    assert v["cores"] == pytest.approx(1.5)     # process CPU-seconds over wall seconds: the cores it got
     assert roles(names, ["a"]) == {"vectorized": "tfpipe default", "a": "hand-tuned", "b": ""}
