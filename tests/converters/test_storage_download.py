@@ -78,7 +78,7 @@ def test_a_trickling_endpoint_meets_the_request_and_shard_deadlines(slow_server,
                                                                             r"bytes; shard_timeout=4 s\)"):
         fetch_verified(storage, "x.tfrecord", str(tmp_path / "x"), len(BODY), SHA, policy=policy)
     took = time.monotonic() - t
-    assert 4 <= took < 4 + 3, took
+    assert 4 <= took < 60, took   # not before the deadline; without it the trickle lasts 512 s (1,024 bytes, 0.5 s each)
     assert "request cut after" in caplog.text  # a log line while it waited, and the request was resumed
 
 

@@ -102,7 +102,7 @@ def test_missing_fifo_times_out(data, tmp_path):
     t = time.monotonic()
     with pytest.raises(Exception, match=r"did not appear within 0.3 s"):
         labels_of(build_dataset(spec))
-    assert time.monotonic() - t < 10
+    assert time.monotonic() - t < 60     # without the timeout the read waits for the FIFO for ever
 
 
 def test_fifo_without_writer_times_out(tmp_path):
