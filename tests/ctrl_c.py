@@ -48,8 +48,10 @@ def pytest_keyboard_interrupt(excinfo):
 
 
 def pytest_configure(config):
-    """Note SIGINT in this process (controller, worker or a plain run); Python's own handler does only the raise."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    """Note SIGINT in this process (controller, worker or a plain run); Python's own handler does only the raise.
+    A run started with SIGINT ignored (a shell's background job, ``nohup``) gets the handler too: an ignored
+    SIGINT is inherited across ``exec``, and the tests' child processes must take a Ctrl-C as a user's would."""
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, signal.SIG_IGN):
         signal.signal(signal.SIGINT, _note_sigint)
 
 
