@@ -10,8 +10,8 @@ graph                   when                                                    
 ``resumable``           :func:`resume_choice` says so, or an input state is resumed     ``pipeline.graph.resumable``
 ``columnar``            a columnar set (``layout``)                                     ``pipeline.graph.columnar``
 ``weighted``            a balanced group (``part_weights``)                             ``pipeline.graph.weighted``
-``pipe``                Pipe mode (one FIFO per epoch)                                  ``pipeline.build``
-``plain``               File mode, anything else                                        ``pipeline.build``
+``pipe``                Pipe mode (one FIFO per epoch)                                  ``pipeline.graph.pipe``
+``plain``               File mode, anything else                                        ``pipeline.graph.plain``
 ======================  ==============================================================  =====================
 
 :func:`resume_choice`: ``resumable=None`` (the default) builds the resumable order for a seeded, shuffled
