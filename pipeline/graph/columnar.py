@@ -220,8 +220,8 @@ def build_columnar(spec: PipelineSpecBase, read: ReadPlan) -> Any:
 
         def epoch(e):
             # the FIFO reader keeps this rank's records (blocks) itself: block g of the stream when g % n == i
-            return _decoded(tag_stream(pipe_records_dataset(spec, e).unbatch(), blocks_per_decode(spec, read)), spec, read,
-                            gen)
+            records = tag_stream(pipe_records_dataset(spec, e).unbatch(), blocks_per_decode(spec, read))
+            return _decoded(records, spec, read, gen)
 
         last = spec.first_epoch + spec.epochs if spec.epochs else (1 << 62)
         ds = tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch)
