@@ -97,7 +97,7 @@ def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows:
                   log=None) -> dict:
     """Write the sets, then the paired rounds of each workload (beside ``busy`` busy loops); the report dict."""
     from ..core.layoutbench import compare_layouts, compare_shuffled, criteo_sets, relay_set, shuffle_table, text_sets
-    from ..core.loaded import BUSY_LOOP, neighbour_processes
+    from ..core.busyhost import BUSY_LOOP, neighbour_processes
 
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-layout-", dir=workdir)

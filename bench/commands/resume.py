@@ -121,7 +121,7 @@ def run_benchmark(path: str | None = None, *, records: int = DEFAULT_RECORDS, sh
                   rounds: int = 15,
                   busy: int = 0, workdir: str | None = None, log=None) -> dict:
     """Write the set (without ``path``), then the paired rounds beside ``busy`` busy loops; the report dict."""
-    from ..core.loaded import BUSY_LOOP, neighbour_processes
+    from ..core.busyhost import BUSY_LOOP, neighbour_processes
 
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-resume-", dir=workdir)

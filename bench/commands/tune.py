@@ -82,7 +82,7 @@ def run_benchmark(data_dir: str, *, batch_size: int = 512, rounds: int = 7, tune
     from converters.shardset.reader import read_manifest
     from pipeline import tune
 
-    from ..core.loaded import BUSY_LOOP, neighbour_processes, reader_code
+    from ..core.busyhost import BUSY_LOOP, neighbour_processes, reader_code
     from ..core.variants import HAND_TUNED
 
     say = log or (lambda s: None)

@@ -109,11 +109,12 @@ def _decode_pass(columnar: str, checked: bool) -> dict:
     from pipeline import PipelineSpec
     from pipeline.graph.blockcheck import block_decoder, file_tables, tag_file
     from pipeline.graph.columnar import blocks_per_decode, decode_blocks_fn
+    from pipeline.plan.readplan import read_plan
 
     from .variants import throughput
 
     spec = PipelineSpec.from_manifest(columnar, 1024, cache="none")
-    k, calls = blocks_per_decode(spec), tf.data.AUTOTUNE
+    k, calls = blocks_per_decode(spec, read_plan(spec)), tf.data.AUTOTUNE
     if checked:
         tables, paths = file_tables(spec), tf.constant(list(spec.files))
         blocks = tf.data.Dataset.range(len(spec.files)).flat_map(

@@ -118,7 +118,7 @@ def _pipeline_loaded(smoke: bool) -> dict:
     each reading half the set (files alternating; 4 MiB shards so the halves hold about as many records)."""
     from converters.libsvm.synthetic import write_criteo_shards
 
-    from ..core.loaded import beside_reader, two_ranks
+    from ..core.busyhost import beside_reader, two_ranks
 
     batch = 128 if smoke else 512
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-all-")

@@ -14,7 +14,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from ..plan.readplan import AUTOTUNE, read_plan
+from ..plan.readplan import AUTOTUNE, ReadPlan
 from ..spec.blocks import decode_rows_for
 from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.pipelinespec import PipelineSpecBase
@@ -30,16 +30,16 @@ log = logging.getLogger(__name__)
 SHUFFLE_CHUNK_FRACTION = 16  # a shuffled read decodes chunks of at most shuffle_buffer / 16 rows (the pool the rest)
 
 
-def decode_rows(spec: PipelineSpecBase) -> int:
+def decode_rows(spec: PipelineSpecBase, read: ReadPlan) -> int:
     """Rows per decode call: the read plan's ``chunk_records`` (the rule's ``decode_rows_for(schema)``, a tuned or an
     asked-for one); a shuffled read no more than one shuffle step."""
-    rows = read_plan(spec).config.chunk_records or decode_rows_for(spec.schema)
+    rows = read.config.chunk_records or decode_rows_for(spec.schema)
     return min(rows, shuffle_step(spec)) if spec.shuffle_buffer else rows
 
 
-def _calls(spec: PipelineSpecBase) -> int:
+def _calls(spec: PipelineSpecBase, read: ReadPlan) -> int:
     """num_parallel_calls of the decode map: the read plan's parse parallelism (-1: AUTOTUNE)."""
-    return read_plan(spec).config.parse_parallelism if spec.mode == "file" else (
+    return read.config.parse_parallelism if spec.mode == "file" else (
         AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism)
 
 
@@ -50,8 +50,8 @@ def shuffle_step(spec: PipelineSpecBase) -> int:
     return max(1, spec.shuffle_buffer // SHUFFLE_CHUNK_FRACTION)
 
 
-def blocks_per_decode(spec: PipelineSpecBase) -> int:
-    return max(1, round(decode_rows(spec) / spec.layout.block_rows))
+def blocks_per_decode(spec: PipelineSpecBase, read: ReadPlan) -> int:
+    return max(1, round(decode_rows(spec, read) / spec.layout.block_rows))
 
 
 def _sequential(spec: PipelineSpecBase) -> bool:
@@ -66,17 +66,17 @@ def _file_shuffle(spec: PipelineSpecBase) -> bool:
         and spec.num_shards == 1
 
 
-def _read_config(spec: PipelineSpecBase):
+def _read_config(spec: PipelineSpecBase, read: ReadPlan):
     """The read plan's config (the rule: one sequential reader; a block is hundreds of rows, so one reader
     keeps the decode busy, and rows come in the stored order), sequential under a block-level shard."""
-    cfg = read_plan(spec).config
+    cfg = read.config
     if _sequential(spec) or cfg.parallelism == 1:
         cfg = replace(cfg, read="sequential", parallelism=1)
     return cfg
 
 
-def columnar_stages(spec: PipelineSpecBase) -> list[Stage]:
-    """The stages ``build_columnar(spec)`` builds, with settings and reasons (pure)."""
+def columnar_stages(spec: PipelineSpecBase, read: ReadPlan) -> list[Stage]:
+    """The stages ``build_columnar(spec, read)`` builds, with settings and reasons (pure)."""
     from ..plan.cachepolicy import choose_cache
     from .tail import tail_stages
 
@@ -90,17 +90,17 @@ def columnar_stages(spec: PipelineSpecBase) -> list[Stage]:
                                              "fifo": fifo_path(spec.pipe_dir, spec.channel, spec.first_epoch)},
                             "one FIFO per epoch, records are blocks of rows"))
     else:
-        cfg = _read_config(spec)
+        cfg = _read_config(spec, read)
         if spec.stream is not None:
             from ..remote.stream import stream_stage
 
             stages.append(stream_stage(spec, cfg, _file_shuffle(spec)))
         stages.append(Stage("source", True, {"mode": "file", "layout": "columnar", "block_rows": lay.block_rows,
                                              "files": len(spec.files), "read": cfg.read,
-                                             "parallelism": cfg.parallelism, "chosen_by": read_plan(spec).source,
+                                             "parallelism": cfg.parallelism, "chosen_by": read.source,
                                              "file_order": (f"shuffled per epoch (seed={spec.seed})"
                                                             if _file_shuffle(spec) else "manifest order")},
-                            read_plan(spec).why))
+                            read.why))
     sharded = spec.num_shards > 1
     stages.append(Stage("shard", sharded, {"num_shards": spec.num_shards, "index": spec.shard_index,
                                            "unit": "block"},
@@ -108,8 +108,8 @@ def columnar_stages(spec: PipelineSpecBase) -> list[Stage]:
                         else "single rank (or per-rank file list)"))
     policy, path, why = choose_cache(spec)
     stages.append(Stage("cache", policy != "none", {"policy": policy, **({"path": path} if path else {})}, why))
-    k = blocks_per_decode(spec)
-    calls = _calls(spec)
+    k = blocks_per_decode(spec, read)
+    calls = _calls(spec, read)
     stages.append(Stage("decode", True, {"blocks_per_call": k, "rows_per_call": k * lay.block_rows,
                                          "fn": "tf.io.decode_raw", "stored": stored,
                                          "num_parallel_calls": "AUTOTUNE" if calls == AUTOTUNE else calls,
@@ -144,12 +144,12 @@ def steps_rows(spec: PipelineSpecBase) -> int:
     return smallest_rank_rows(spec_file_rows(spec), spec.layout.block_rows, spec.num_shards)
 
 
-def _decoded(blocks: Any, spec: PipelineSpecBase, gen: Any, tables=None) -> Any:
+def _decoded(blocks: Any, spec: PipelineSpecBase, read: ReadPlan, gen: Any, tables=None) -> Any:
     """``blocks``: chunks of tagged blocks (``blockcheck.tag_file`` / ``tag_stream``), checked as they are
     decoded."""
     from .blockcheck import block_decoder
 
-    calls = _calls(spec)
+    calls = _calls(spec, read)
     ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls, deterministic=spec.deterministic)
     if spec.shuffle_buffer:   # the pool and one step of rows hold shuffle_buffer rows, as shuffle(B) holds B
         step = shuffle_step(spec)
@@ -167,7 +167,7 @@ def columnar_output(ds: Any, spec: PipelineSpecBase) -> Any:
     return ds.map(lambda d: ({k: v for k, v in d.items() if k != label}, d[label]))
 
 
-def _file_blocks(spec: PipelineSpecBase, tables) -> Any:
+def _file_blocks(spec: PipelineSpecBase, read: ReadPlan, tables) -> Any:
     """The read's blocks in chunks of ``blocks_per_decode``, tagged with their file and index (``tables``:
     ``blockcheck.file_tables``), or with their index in the read (a streamed set, or no per-file row counts)."""
     import tensorflow as tf
@@ -176,19 +176,20 @@ def _file_blocks(spec: PipelineSpecBase, tables) -> Any:
 
     from .buffernotice import absorb_buffer_notice
 
-    cfg = _read_config(spec)
+    cfg = _read_config(spec, read)
     absorb_buffer_notice(cfg.buffer_size)
     if spec.stream is not None:
         from ..remote.stream import stream_source
 
         ds, _ = stream_source(spec, replace(cfg, read="sequential" if cfg.read == "interleave" else cfg.read,
                                             chunk_records=0), _file_shuffle(spec))
-        return tag_stream(ds, blocks_per_decode(spec))
+        return tag_stream(ds, blocks_per_decode(spec, read))
     npr = None if cfg.read == "sequential" else min(cfg.parallelism, len(spec.files))
     ctype, buf = spec.compression_type, cfg.buffer_size or DEFAULT_BUFFER_BYTES
     if tables is None:
         names = tf.data.Dataset.from_tensor_slices(list(spec.files))
-        return tag_stream(tf.data.TFRecordDataset(names, ctype, buf, num_parallel_reads=npr), blocks_per_decode(spec))
+        return tag_stream(tf.data.TFRecordDataset(names, ctype, buf, num_parallel_reads=npr),
+                          blocks_per_decode(spec, read))
     index = tf.data.Dataset.range(len(spec.files))
     if _file_shuffle(spec):
         index = index.shuffle(len(spec.files), seed=spec.seed, reshuffle_each_iteration=True)
@@ -196,14 +197,14 @@ def _file_blocks(spec: PipelineSpecBase, tables) -> Any:
 
     def one(f):
         return tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf),
-                        blocks_per_decode(spec))
+                        blocks_per_decode(spec, read))
 
     if npr is None:
         return index.flat_map(one)
     return index.interleave(one, cycle_length=npr, block_length=1, num_parallel_calls=npr, deterministic=True)
 
 
-def build_columnar(spec: PipelineSpecBase) -> Any:
+def build_columnar(spec: PipelineSpecBase, read: ReadPlan) -> Any:
     """The tf.data graph of a columnar spec: batches of ``(features, label)`` or a dict, the same tensors the
     Example layout gives."""
     import tensorflow as tf
@@ -212,34 +213,35 @@ def build_columnar(spec: PipelineSpecBase) -> Any:
     from .blockcheck import drop_ends, file_tables, knows_files, tag_stream
     from .tail import Tail
 
-    calls = _calls(spec)
+    calls = _calls(spec, read)
     gen = row_generator(spec.seed) if spec.shuffle_buffer else None
     if spec.mode == "pipe":
         from .pipesource import pipe_records_dataset
 
         def epoch(e):
             # the FIFO reader keeps this rank's records (blocks) itself: block g of the stream when g % n == i
-            return _decoded(tag_stream(pipe_records_dataset(spec, e).unbatch(), blocks_per_decode(spec)), spec, gen)
+            records = tag_stream(pipe_records_dataset(spec, e).unbatch(), blocks_per_decode(spec, read))
+            return _decoded(records, spec, read, gen)
 
         last = spec.first_epoch + spec.epochs if spec.epochs else (1 << 62)
         ds = tf.data.Dataset.range(spec.first_epoch, last).flat_map(epoch)
         repeat = False
     else:
         tables = file_tables(spec) if knows_files(spec) else None
-        blocks = _file_blocks(spec, tables)
+        blocks = _file_blocks(spec, read, tables)
         if spec.num_shards > 1:   # whole blocks in turn (files' end markers checked, dropped), then chunks
             blocks = blocks if tables is None else drop_ends(spec, tables, blocks)
-            blocks = blocks.unbatch().shard(spec.num_shards, spec.shard_index).batch(blocks_per_decode(spec))
-        ds = _decoded(cache_dataset(blocks, spec), spec, gen, tables)
+            blocks = blocks.unbatch().shard(spec.num_shards, spec.shard_index).batch(blocks_per_decode(spec, read))
+        ds = _decoded(cache_dataset(blocks, spec), spec, read, gen, tables)
         repeat = True
     return columnar_output(ds, spec), Tail(calls, spec.deterministic, parsed=True, repeat=repeat)
 
 
 def stages(plan) -> list[Stage]:
     """The columnar graph's stages."""
-    return columnar_stages(plan.spec)
+    return columnar_stages(plan.spec, plan.read)
 
 
 def build(plan, resume: dict | None = None) -> Any:
     """The columnar graph up to its tail, and the tail it gets."""
-    return build_columnar(plan.spec)
+    return build_columnar(plan.spec, plan.read)

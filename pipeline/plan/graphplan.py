@@ -10,8 +10,8 @@ graph                   when                                                    
 ``resumable``           :func:`resume_choice` says so, or an input state is resumed     ``pipeline.graph.resumable``
 ``columnar``            a columnar set (``layout``)                                     ``pipeline.graph.columnar``
 ``weighted``            a balanced group (``part_weights``)                             ``pipeline.graph.weighted``
-``pipe``                Pipe mode (one FIFO per epoch)                                  ``pipeline.build``
-``plain``               File mode, anything else                                        ``pipeline.build``
+``pipe``                Pipe mode (one FIFO per epoch)                                  ``pipeline.graph.pipe``
+``plain``               File mode, anything else                                        ``pipeline.graph.plain``
 ======================  ==============================================================  =====================
 
 :func:`resume_choice`: ``resumable=None`` (the default) builds the resumable order for a seeded, shuffled
@@ -46,7 +46,8 @@ class GraphPlan:
     graph: str                        # one of GRAPHS
     resumable: bool                   # resume_choice's answer (explain's "graph:" line)
     why: str                          # ... and its reason
-    read: ReadPlan | None             # File mode's read (explicit > tuned > rule); None in Pipe mode
+    read: ReadPlan | None             # the read (explicit > tuned > rule): File mode, or a columnar set's decode
+                                      # rows in Pipe mode; None for a Pipe-mode Example set
     cache: tuple[str, str | None, str]   # (policy, path, why): pipeline.plan.cachepolicy.choose_cache
     steps: int | None                 # batches per epoch on this rank (the take), None: every batch
     stream: bool                      # a remote set read as its shards arrive in the host's cache
@@ -73,7 +74,7 @@ def plan_graph(spec, resuming: bool = False) -> GraphPlan:
         graph = "pipe"
     else:
         graph = "plain"
-    read = read_plan(spec) if spec.mode == "file" else None
+    read = read_plan(spec) if spec.mode == "file" or spec.layout is not None else None
     return GraphPlan(spec, graph, builds, why, read, choose_cache(spec), graph_steps(spec, graph),
                      spec.stream is not None)
 

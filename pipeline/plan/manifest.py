@@ -162,12 +162,10 @@ class PipelineSpec(PipelineSpecBase):
             from ..plan.tunestore import lookup
 
             spec = spec.with_(tuning=lookup(spec))  # read="auto": a stored `tfpipe pipeline tune` result
-        if spec.stream is not None:  # a cache too small for the readers is refused before any download
-            from ..plan.readplan import read_plan
-            from ..remote.stream import check_cache_limit, open_width
+        if spec.stream is not None:  # a cache too small for one reader is refused before any download (the
+            from ..remote.stream import check_cache_limit  # build checks the width its read opens)
 
-            cfg = read_plan(spec).config
-            check_cache_limit(spec.stream, [s.bytes for s in spec.stream.shards], open_width(cfg.read, cfg.parallelism))
+            check_cache_limit(spec.stream, [s.bytes for s in spec.stream.shards], 1)
         return spec
 
 

@@ -172,7 +172,7 @@ def test_plan_graph_names_the_graph_the_build_and_describe_use(data, kw, graph, 
     spec = PipelineSpec.from_manifest(data, 32, **kw)
     plan = plan_graph(spec)
     assert isinstance(plan, GraphPlan) and (plan.graph, plan.resumable) == (graph, resumable)
-    assert (plan.read is None) == (spec.mode == "pipe")
+    assert (plan.read is None) == (spec.mode == "pipe" and spec.layout is None)
     assert [s.name for s in plan_stages(spec)] == [s.name for s in graph_module(graph).stages(plan)]
     with pytest.raises(Exception, match="cannot assign"):
         plan.graph = "plain"
@@ -204,3 +204,51 @@ def test_every_graph_gets_the_cpu_share(data, monkeypatch, kw):
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     ds = build_dataset(PipelineSpec.from_manifest(data, 32, **kw))
     assert ds.options().threading.private_threadpool_size == 1
+
+
+@pytest.fixture(scope="module")
+def columnar(tmp_path_factory):
+    from columnar_data import indexed_columns, write_columnar_set
+
+    d = tmp_path_factory.mktemp("graphplan_columnar")
+    write_columnar_set(d, indexed_columns(200), block_rows=16, shard_rows=50)
+    return str(d)
+
+
+def _count_read_plan(monkeypatch) -> list:
+    """Every binding of ``read_plan`` wrapped to count its calls (the real function runs): the graph modules and
+    ``pipeline.plan.manifest`` are imported first, and ``readplan``'s own name is wrapped for later imports."""
+    import sys
+
+    import pipeline.plan.manifest  # noqa: F401
+    from pipeline.plan import readplan
+
+    for g in GRAPHS:
+        graph_module(g)
+    real, calls = readplan.read_plan, []
+
+    def counted(spec):
+        calls.append(spec)
+        return real(spec)
+
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "read_plan", None) is real:
+            monkeypatch.setattr(mod, "read_plan", counted)
+    return calls
+
+
+@pytest.mark.parametrize("kw,graph", [
+    ({}, "plain"),
+    ({"shuffle_buffer": 50, "seed": 1, "resumable": False}, "plain"),
+    ({"shuffle_buffer": 50, "seed": 1}, "resumable"),
+    ({"columnar": True}, "columnar"),
+    ({"columnar": True, "shuffle_buffer": 64, "seed": 3, "resumable": False}, "columnar"),
+    ({"columnar": True, "shuffle_buffer": 64, "seed": 3}, "resumable"),
+])
+def test_one_build_runs_read_plan_once(data, columnar, monkeypatch, kw, graph):
+    kw = dict(kw)
+    where = columnar if kw.pop("columnar", False) else data
+    assert plan_graph(PipelineSpec.from_manifest(where, 32, **kw)).graph == graph
+    calls = _count_read_plan(monkeypatch)
+    next(iter(build_dataset(PipelineSpec.from_manifest(where, 32, **kw))))
+    assert len(calls) == 1, f"read_plan ran {len(calls)} times from from_manifest to one {graph} dataset"

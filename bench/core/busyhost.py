@@ -10,7 +10,7 @@ process, and as two local ranks each reading half the set (``bench all``'s ``pip
   records over the wall time until the slower rank ends), for tfpipe's default and for the hand-tuned
   sequential → batch → parse → prefetch graph, alternating, per round; the median ratio.
 
-``python -m bench.core.loaded rank DIR BATCH GRAPH INDEX EPOCHS BARRIER_DIR`` is one rank (prints its records).
+``python -m bench.core.busyhost rank DIR BATCH GRAPH INDEX EPOCHS BARRIER_DIR`` is one rank (prints its records).
 """
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def _two_ranks_once(data: str, batch: int, graph: str, epochs: int) -> float:
         env = _env()
         env.update(OMPI_COMM_WORLD_RANK=str(i), OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_LOCAL_RANK=str(i),
                    OMPI_COMM_WORLD_LOCAL_SIZE="2")
-        procs.append(subprocess.Popen([sys.executable, "-m", "bench.core.loaded", "rank", data, str(batch), graph,
+        procs.append(subprocess.Popen([sys.executable, "-m", "bench.core.busyhost", "rank", data, str(batch), graph,
                                        str(i), str(epochs), barrier], env=env, stdout=subprocess.PIPE, text=True))
     try:
         outs = [json.loads((p.communicate()[0] or "{}").strip().splitlines()[-1]) for p in procs]
@@ -156,5 +156,5 @@ def _rank_main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 8 or sys.argv[1] != "rank":
-        sys.exit("usage: python -m bench.core.loaded rank DIR BATCH GRAPH INDEX EPOCHS BARRIER_DIR")
+        sys.exit("usage: python -m bench.core.busyhost rank DIR BATCH GRAPH INDEX EPOCHS BARRIER_DIR")
     raise SystemExit(_rank_main(sys.argv[2:]))

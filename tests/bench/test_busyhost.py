@@ -1,9 +1,9 @@
-"""bench.core.loaded: each rank's graph (tfpipe's default or the hand-tuned one) reads every other file of the
+"""bench.core.busyhost: each rank's graph (tfpipe's default or the hand-tuned one) reads every other file of the
 set, both the same records; two ranks started together read the whole set between them."""
 import pytest
 from pipeline_data import labels_of, write_indexed_set
 
-from bench.core.loaded import rank_graph, two_ranks
+from bench.core.busyhost import rank_graph, two_ranks
 
 tf = pytest.importorskip("tensorflow")
 
