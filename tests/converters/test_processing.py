@@ -159,6 +159,8 @@ def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):
      "--engine/--beam-option do not apply here: the Processing instances are the engine"),
     (["convert", "libsvm", "in", "--field-size", "1", "--out", "o", "--shuffle", "--seed", "1"], "sharded", 2,
      "--shuffle needs every instance to see every input: give the inputs as FullyReplicated"),
+    (["convert", "tabular", "in", "--out", "o", "--shuffle"], True, 2,
+     "--shuffle does not apply to tabular: rows are written in input order"),
     (["convert", "libsvm", "in", "--out", "o", "--split-by-label", "--sparse", "--multilabel"], True, 2, "--split-by-label needs one label per record: --multilabel records have lists"),
     (["convert", "libsvm", "in", "--field-size", "1", "--out", "o"], False, 1,
      "resourceconfig.json not found: not inside a SageMaker Processing job"),
