@@ -51,7 +51,7 @@ def parse_convert(argv: Sequence[str]) -> ConvertJob:
                          "(drop them; --workers sets the processes per instance)")
     from converters.cli.types import prep_options
 
-    prep = prep_options(args)
+    prep = prep_options(args) if hasattr(args, "shuffle_memory") else None  # formats with --shuffle
     options = registry.get(args.format).options_from_args(args)
     registry.get(args.format).check_layout(options)
     if prep is not None and prep.needs_labels and getattr(options, "multilabel", False):

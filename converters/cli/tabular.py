@@ -13,7 +13,7 @@ from .types import (
     size,
 )
 
-__all__ = ["register", "options_from_args"]
+__all__ = ["register", "options_from_args", "refused_option", "REFUSED"]
 
 
 def _rate(s: str) -> float:
@@ -64,15 +64,37 @@ def register(convert_sub, top_sub) -> None:
                         "output's temporary area (default 256MiB)")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="local processes (default: all cores, at most one per input file)")
+    g = p.add_argument_group("write-time preparation (refused: see --shuffle)")
+    g.add_argument("--shuffle", action="store_true",
+                   help="refused: rows are written in input order; shuffle at read time (shuffle_buffer) or "
+                        "with tfpipe reshard")
+    g.add_argument("--split-by-label", action="store_true",
+                   help="refused: split by input file instead (one run per split, --vocab-from for the test day)")
     add_shard_output_options(p, record="row")
     add_engine_options(p)
     p.set_defaults(func=_cmd_convert)
+
+
+REFUSED = {
+    "shuffle": "--shuffle does not apply to tabular: rows are written in input order (the two passes and "
+               "--negative-rate follow it); shuffle at read time (shuffle_buffer) or with tfpipe reshard",
+    "split_by_label": "--split-by-label does not apply to tabular: split by input file instead (one run per "
+                      "split, --vocab-from SET for the test days)",
+}
+
+
+def refused_option(args) -> str | None:
+    """The one-line reason ``convert tabular`` refuses the first write-time preparation option asked for."""
+    return next((why for name, why in REFUSED.items() if getattr(args, name, False)), None)
 
 
 def options_from_args(args):
     """The ``TabularOptions`` that ``convert tabular``'s parsed arguments ask for."""
     from ..tabular.options import DEFAULT_MEMORY, TabularOptions
 
+    why = refused_option(args)
+    if why:
+        raise ValueError(why)
     return TabularOptions(schema=args.schema, numeric=args.numeric, min_count=args.min_count,
                           vocab_from=args.vocab_from, hash_buckets=args.hash_buckets, target=args.target,
                           negative_rate=args.negative_rate, seed=args.seed, memory=args.memory or DEFAULT_MEMORY,

@@ -72,3 +72,16 @@ def test_cli_prints_one_line_and_exits_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and f"day:3: not_an_integer: column I3: '12abc'" in err[0]
     assert not os.path.exists(tmp_path / "out" / "index.json")
+
+
+@pytest.mark.parametrize("option, words", [
+    ("--shuffle", "--shuffle does not apply to tabular: rows are written in input order"),
+    ("--split-by-label", "--split-by-label does not apply to tabular: split by input file instead"),
+])
+def test_cli_refuses_shuffle_and_split_in_one_line(tmp_path, capsys, option, words):
+    R.write_day(tmp_path / "day", GOOD[:2])
+    rc = main(["convert", "tabular", str(tmp_path / "day"), "--out", str(tmp_path / "out"), "--no-progress",
+               option])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and words in err[0]
+    assert not os.path.exists(tmp_path / "out" / "index.json")
