@@ -123,6 +123,11 @@ class Format:
         """``(flag, path)`` of files every Processing instance must see besides the inputs."""
         return []
 
+    def sharded_refusal(self, options) -> str | None:
+        """Why ``options`` cannot convert as several ShardedByS3Key parts (each instance sees only its own inputs),
+        in one line, or None."""
+        return None
+
     def scan_round(self, options) -> str | None:
         """The name of a decision every ShardedByS3Key instance must share before converting (e.g. LibSVM's
         ``--index-base auto``), or None."""

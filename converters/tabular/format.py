@@ -21,5 +21,10 @@ class TabularFormat(Format):
     layouts = ("example", "columnar")
     types_before_data = False
 
+    def sharded_refusal(self, options) -> str | None:
+        return ("convert tabular cannot run as ShardedByS3Key parts on several instances: its vocabularies (or "
+                "--vocab-from's copies), --numeric minmax and --negative-rate's draws belong to the whole input, "
+                "and the finalizer publishes shards only; convert on one instance")
+
 
 FORMAT = TabularFormat()

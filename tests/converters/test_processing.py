@@ -183,11 +183,11 @@ def test_run_errors_are_one_line_and_go_to_the_message_file(tmp_path, capsys, co
     assert match in msg.read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="each instance counts its own vocabularies, so the finalizer finds that "
-                                       "the parts disagree on 'categorical'")
-def test_sharded_tabular_is_the_local_conversion_of_every_instances_days(s3, tmp_path):
-    """Tabular, three instances with their own days: the vocabularies are counted over every instance and the
-    set holds the very records and vocabulary files of a local conversion of all days in host order."""
+@pytest.mark.parametrize("extra", [(), ("--negative-rate", "0.5"), ("--vocab-from", "VOCAB")])
+def test_sharded_tabular_on_several_instances_is_refused_by_every_instance_in_one_line(s3, tmp_path, extra):
+    """Tabular, three instances with their own days: each sees only its days, while vocabularies, min-max and
+    the negative draws belong to the whole input (and the vocabulary files to the set): every instance refuses,
+    in one line, and nothing is published."""
     import tabularref as R
 
     from converters.cli import main
@@ -198,14 +198,13 @@ def test_sharded_tabular_is_the_local_conversion_of_every_instances_days(s3, tmp
         f = cluster.inputs(h) / f"day-{i}"
         R.write_day(f, R.day_lines(i, 60 + 20 * i, distinct=30))
         files.append(f)
+    opts = ["--shard-size", "8KiB", "--workers", "1"]
+    if "VOCAB" in extra:
+        assert main(["convert", "tabular", *map(str, files), "--out", str(tmp_path / "vocab"), "--no-progress",
+                     *opts]) == 0
+        extra = tuple(str(tmp_path / "vocab") if x == "VOCAB" else x for x in extra)
     out = f"{s3.url}/criteo"
-    opts = ["--shard-size", "8KiB", "--workers", "1", "--min-count", "2"]
-    res = cluster.run(["convert", "tabular", "in/train", "--out", out, *opts])
-    assert [r[0] for r in res.values()] == [0, 0, 0], res
-    assert main(["convert", "tabular", *map(str, files), "--out", str(tmp_path / "local"), "--no-progress",
-                 *opts]) == 0
-    assert records_of(out, tmp_path / "got") == records_of(str(tmp_path / "local"), tmp_path)
-    m, local = read_manifest(out), read_manifest(str(tmp_path / "local"))
-    assert [Path(i.path).name for i in m.inputs] == [f.name for f in files]
-    assert m.extra["categorical"] == local.extra["categorical"]
-    assert m.records == local.records == sum(60 + 20 * i for i in range(3))
+    res = cluster.run(["convert", "tabular", "in/train", "--out", out, *extra, *opts])
+    for rc, _, err, _ in res.values():
+        assert rc != 0 and "cannot run as ShardedByS3Key parts" in err and err.count("\n") == 1, res
+    assert not [k for k in keys(s3, "criteo/") if ".tfpipe-tmp-" not in k], keys(s3, "criteo/")   # no set
