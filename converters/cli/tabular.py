@@ -104,9 +104,8 @@ def options_from_args(args):
 def _cmd_convert(args) -> int:
     from ..util.units import format_size
 
-    args.shuffle = False
-    args.shuffle_memory = args.tmp_dir = None
     options = options_from_args(args)
+    args.shuffle_memory = args.tmp_dir = None
     m, secs = convert_on_engine(args, options, "tabular")
     x = m.extra
     read = sum(i.records_read for i in m.inputs)
