@@ -47,7 +47,7 @@ from ..storage import Storage
 from ..util.errors import IntegrityError, TfpipeError
 from ..util.fs import fsync_dir
 from .journal import ASIDE_PREFIX, MAX_JOURNAL_BYTES, Journal, aside_name, is_journal, journal_name
-from .manifest import MANIFEST_NAME
+from .manifest import MANIFEST_NAME, side_files
 from .ownership import digest, foreign_reason, holds, location_id, published, read_journal
 from .reader import parse_manifest
 
@@ -69,7 +69,8 @@ class Move:
 def _old_set(storage: Storage, where: str, read_part: Callable[[str], bytes] | None = None
              ) -> tuple[str | None, list[str], dict[str, tuple[int, str]]]:
     """The set committed at ``storage``: its manifest's sha256 (None without one), every name it lists (its
-    shards, a group's part manifests, the manifest itself) and what each holds (size, sha256)."""
+    shards, a group's part manifests, the files beside its shards, the manifest itself) and what each holds
+    (size, sha256)."""
     try:
         raw = storage.read_bytes(MANIFEST_NAME)
     except FileNotFoundError:
@@ -89,19 +90,23 @@ def _old_set(storage: Storage, where: str, read_part: Callable[[str], bytes] | N
         return sha, [MANIFEST_NAME], records
     records.update({n: (len(b), hashlib.sha256(b).hexdigest()) for n, b in seen.items()})
     records.update({s.name: (s.bytes, s.sha256) for s in m.shards})
-    return sha, [MANIFEST_NAME] + [f"{p.path}/{MANIFEST_NAME}" for p in m.parts] + [s.name for s in m.shards], records
+    side = side_files(m)
+    records.update({name: (nbytes, digest_) for name, nbytes, digest_ in side})
+    return sha, ([MANIFEST_NAME] + [f"{p.path}/{MANIFEST_NAME}" for p in m.parts] + [s.name for s in m.shards]
+                 + [name for name, _, _ in side]), records
 
 
 def committed_names(storage: Storage, where: str = "", read_part: Callable[[str], bytes] | None = None
                     ) -> list[str]:
-    """Every name the manifest at ``storage`` lists (its shards, a group's part manifests, the manifest
-    itself), relative to the location; [] when there is no manifest. A manifest tfpipe cannot read lists only
+    """Every name the manifest at ``storage`` lists (its shards, a group's part manifests, the files beside
+    its shards, the manifest itself), relative to the location; [] when there is no manifest. A manifest tfpipe cannot read lists only
     itself (``prepare_output`` refuses to replace one; a commit then leaves everything else alone)."""
     return _old_set(storage, where, read_part)[1]
 
 
 def _new_records(manifest: bytes, parts: list[tuple[str, bytes]], where: str) -> dict[str, tuple[int, str]]:
-    """(size, sha256) of every shard the new manifest lists ({} when it is not one tfpipe can read)."""
+    """(size, sha256) of every shard and side file the new manifest lists ({} when it is not one tfpipe can
+    read)."""
     written = dict(parts)
 
     def read_part(name: str) -> bytes:
@@ -113,7 +118,7 @@ def _new_records(manifest: bytes, parts: list[tuple[str, bytes]], where: str) ->
         m = parse_manifest(manifest, f"{where}/{MANIFEST_NAME}", read_part=read_part)
     except Exception:  # noqa: BLE001 - a caller's manifest tfpipe cannot read: its shards are hashed instead
         return {}
-    return {s.name: (s.bytes, s.sha256) for s in m.shards}
+    return {s.name: (s.bytes, s.sha256) for s in m.shards} | {n: (b, h) for n, b, h in side_files(m)}
 
 
 def _quietly(fn: Callable[[], object], what: str) -> None:

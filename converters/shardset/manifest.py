@@ -15,11 +15,11 @@ from ..tfrecord.schema import Schema
 from ..util.errors import IntegrityError, TfpipeError
 from ..util.fs import is_sha256
 from ..util.version import __version__
-from .naming import check_adopted_name, check_plain_name, check_shard_name
+from .naming import check_adopted_name, check_plain_name, check_shard_name, check_side_name
 from .options import normalize_compression
 
 __all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "MAX_EXAMPLES", "ADOPTED_KIND", "ShardInfo", "InputStats", "Manifest",
-           "manifest_bytes", "check_entries"]
+           "manifest_bytes", "check_entries", "side_files"]
 
 MANIFEST_NAME = "index.json"
 FORMAT_VERSION = 1
@@ -182,7 +182,8 @@ class Manifest:
 def check_entries(data: dict, where: str = "") -> None:
     """Raise IntegrityError naming the entry unless every shard entry has a plain shard name in tfpipe's
     template (any plain visible name in an adopted set: ``check_adopted_name``), unique, integer records/bytes >= 0
-    and a sha256 of 64 hex digits, and every tokenizer recorded (``options.tokenizer``, ``extra.tokenizer.name``)
+    and a sha256 of 64 hex digits, every file kept beside the shards (``extra.files``) is named
+    ``FOLDER/FILE`` with the same checks, and every tokenizer recorded (``options.tokenizer``, ``extra.tokenizer.name``)
     is a plain name, not a path."""
     shards = data.get("shards")
     if not isinstance(shards, list):
@@ -211,6 +212,7 @@ def check_entries(data: dict, where: str = "") -> None:
             raise IntegrityError(f"invalid manifest{where}: shards[{i}] ({name}) sha256 must be 64 hex digits, "
                                  f"got {sha!r}")
     options, extra = data.get("options"), data.get("extra")
+    _check_side_files(extra, seen, where)
     recorded = []
     if isinstance(options, dict) and options.get("tokenizer") is not None:
         recorded.append(("options.tokenizer", options["tokenizer"]))
@@ -223,6 +225,42 @@ def check_entries(data: dict, where: str = "") -> None:
         except ValueError as exc:
             raise IntegrityError(f"invalid manifest{where}: {key} {value!r} must name a tokenizer, not a path: "
                                  f"{exc}") from None
+
+
+def side_files(manifest: Manifest) -> list[tuple[str, int, str]]:
+    """``(name, bytes, sha256)`` of each file the set keeps beside its shards (``extra.files``: a tabular set's
+    vocabularies), checked when the manifest was read (``check_entries``)."""
+    entries = (manifest.extra or {}).get("files") or ()
+    return [(e["name"], e["bytes"], e["sha256"]) for e in entries]
+
+
+def _check_side_files(extra, shards: set[str], where: str) -> None:
+    files = extra.get("files") if isinstance(extra, dict) else None
+    if files is None:
+        return
+    if not isinstance(files, list):
+        raise IntegrityError(f"invalid manifest{where}: 'extra.files' must be a list, got {type(files).__name__}")
+    seen: set[str] = set()
+    for i, entry in enumerate(files):
+        if not isinstance(entry, dict):
+            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] is a {type(entry).__name__}, not an "
+                                 "object")
+        name = entry.get("name")
+        try:
+            check_side_name(name)
+        except ValueError as exc:
+            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] name {name!r} is not a file of this "
+                                 f"set: {exc}") from None
+        if name in seen or name in shards:
+            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] name {name!r} is listed twice")
+        seen.add(name)
+        v = entry.get("bytes")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] ({name}) bytes must be an integer "
+                                 f">= 0, got {v!r}")
+        if not is_sha256(entry.get("sha256")):
+            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] ({name}) sha256 must be 64 hex "
+                                 f"digits, got {entry.get('sha256')!r}")
 
 
 def manifest_bytes(manifest: Manifest) -> bytes:

@@ -12,7 +12,10 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["ShardName", "check_shard_name", "check_plain_name", "check_adopted_name", "MAX_PREFIX_BYTES"]
+from ..storage.base import TMP_PREFIX
+
+__all__ = ["ShardName", "check_shard_name", "check_plain_name", "check_adopted_name", "check_side_name",
+           "MAX_PREFIX_BYTES"]
 
 _NAME_RE = re.compile(r"(?P<prefix>.+)-(?P<index>[0-9]{5,})-of-(?P<count>[0-9]{5,})(?P<suffix>\.tfrecord(?:\.gz)?)\Z")
 MAX_PREFIX_BYTES = 128  # UTF-8 bytes: with the temporary prefix and suffix a name stays far below NAME_MAX (255)
@@ -30,6 +33,17 @@ def check_plain_name(name: object) -> None:
     bad = next((c for c in name if unicodedata.category(c).startswith("C")), None)
     if bad is not None:
         raise ValueError(f"{name!r} holds the control character U+{ord(bad):04X}")
+
+
+def check_side_name(name: object) -> None:
+    """Raise ValueError unless ``name`` can be a file a set keeps beside its shards (a tabular vocabulary,
+    ``vocab/C1.txt``): a folder and a file name, each plain and not a temporary name."""
+    if not isinstance(name, str) or name.count("/") != 1:
+        raise ValueError(f"{name!r} is not FOLDER/FILE")
+    for part in name.split("/"):
+        check_plain_name(part)
+        if part.startswith(TMP_PREFIX):
+            raise ValueError(f"{name!r}: {part!r} is a temporary name")
 
 
 def check_shard_name(name: object) -> None:

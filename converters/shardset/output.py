@@ -12,7 +12,7 @@ from typing import Iterator
 from ..storage import CLAIM_NAME, TMP_PREFIX, Storage, claim_output, open_storage
 from ..util.errors import OutputError, OutputExistsError, TfpipeError
 from .commit import recover
-from .manifest import MANIFEST_NAME
+from .manifest import MANIFEST_NAME, side_files
 from .reader import parse_manifest
 
 __all__ = ["prepare_output", "output_errors", "new_run_id", "check_run_id", "release_claim"]
@@ -96,9 +96,11 @@ def _clear(storage: Storage, out: str, overwrite: bool) -> None:
                 f"output {out} holds an {MANIFEST_NAME} that is not a valid tfpipe manifest ({exc}); refusing to "
                 "replace it or anything beside it: choose another location") from None
         listed = {MANIFEST_NAME} | {s.name for s in manifest.shards if "/" not in s.name}
-        parts = [p.path for p in manifest.parts]
+        side = [name for name, _, _ in side_files(manifest)]  # vocab/C1.txt: folders holding only those
+        parts = list(dict.fromkeys([p.path for p in manifest.parts] + [n.split("/")[0] for n in side]))
         listed |= set(parts)
-        nested = [f"{p}/{MANIFEST_NAME}" for p in parts] + [s.name for s in manifest.shards if "/" in s.name]
+        nested = ([f"{p.path}/{MANIFEST_NAME}" for p in manifest.parts] + side
+                  + [s.name for s in manifest.shards if "/" in s.name])
         leftovers = _refuse_foreign_in_parts(storage, out, parts, nested)
     foreign = sorted(n for n in names if n not in listed and not n.startswith(TMP_PREFIX))
     if foreign:

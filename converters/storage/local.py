@@ -48,7 +48,8 @@ class LocalStorage:
             f.seek(start)
             return f.read(max(stop - start, 0))
 
-    def write_bytes_atomic(self, name: str, data: bytes) -> None:
+    def write_bytes_atomic(self, name: str, data) -> None:
+        """``data``: bytes, or a list of byte buffers written one after another."""
         os.makedirs(self.path, exist_ok=True)
         write_atomic(self._p(name), data, tmp_prefix=TMP_PREFIX)
 

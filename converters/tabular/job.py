@@ -36,13 +36,22 @@ from .encode import Tables, encode, hash_bins, keep_mask
 from .options import TabularOptions, target_schema
 from .reader import DEFAULT_BLOCK_BYTES, iter_rows
 from .setinfo import source_tables
-from .vocab import ColumnCounter, Lookup, Run, merge_runs, parse_vocab, select, vocab_bytes
+from .vocab import ColumnCounter, Lookup, Run, merge_runs, parse_vocab, select, sort_key, vocab_bytes
 
-__all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary", "DEFAULT_CHUNK_ROWS"]
+__all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary", "chunk_rows_for"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHUNK_ROWS = 1 << 18
+_CHUNK_ROWS = (1 << 12, 1 << 18)  # the least and most rows of a pass-1 chunk
+
+
+def chunk_rows_for(memory: int, row_bytes: int) -> int:
+    """Rows of a pass-1 chunk: a quarter of ``--memory`` of encoded rows (``row_bytes`` each, its framed
+    length included), within 4,096..262,144. Pass 1 holds about two chunks (the blocks and their join) and pass
+    2 one chunk's rows and their serialized records, so neither grows with the rows of the input. The shards
+    do not depend on it: they are cut from the rows' lengths."""
+    lo, hi = _CHUNK_ROWS
+    return int(min(hi, max(lo, memory // 4 // max(row_bytes, 1))))
 _LOOKUPS: dict[tuple, Lookup] = {}  # per process: (run id, column) -> its vocabulary's lookup
 
 
@@ -87,13 +96,13 @@ class TabularJob:
     paths: tuple[str, ...]
     area: RunArea
     block_bytes: int = DEFAULT_BLOCK_BYTES
-    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    chunk_rows: int | None = None  # None: ``chunk_rows_for(--memory, the target's row bytes)``
     kind = "tabular"
 
     @classmethod
     def create(cls, inputs, out, options: TabularOptions, *, overwrite: bool = False, run_id: str | None = None,
                prep: PrepOptions | None = None, block_bytes: int = DEFAULT_BLOCK_BYTES,
-               chunk_rows: int = DEFAULT_CHUNK_ROWS, **storage_options) -> "TabularJob":
+               chunk_rows: int | None = None, **storage_options) -> "TabularJob":
         if not isinstance(options, TabularOptions):
             raise TypeError(f"options must be a TabularOptions, got {type(options).__name__}")
         _check_prep(prep)
@@ -121,6 +130,13 @@ class TabularJob:
     def schema(self):
         s = self.options.schema
         return target_schema(self.options.target, len(s.numeric), len(s.categorical))
+
+    @property
+    def rows_per_chunk(self) -> int:
+        if self.chunk_rows is not None:
+            return self.chunk_rows
+        row = sum(f.width * (4 if f.dtype == "float32" else 8) for f in self.schema.features) + 8
+        return chunk_rows_for(self.options.memory, row)
 
     def lite(self) -> "TabularJob":
         return self
@@ -181,19 +197,26 @@ class TabularJob:
                     yield v, c
 
             values, _ = select(merged(), o.min_count)
-            files.append(self._put_vocab(name, vocab_bytes(values), distinct))
+            files.append(self._put_vocab(name, vocab_bytes(values), distinct, values))
             sizes.append(int(values.size) + 1)
         return Context(Tables(tuple(sizes), mins, maxs), tuple(files))
 
-    def _put_vocab(self, name: str, data: bytes, distinct: int) -> tuple[str, str, int, str, int]:
+    def _put_vocab(self, name: str, data: bytes, distinct: int, values: np.ndarray
+                   ) -> tuple[str, str, int, str, int]:
+        """The vocabulary file under a temporary name beside the shards, and for pass 1 in the temporary area:
+        its values' uint64 keys when each has at most 8 bytes (no text to parse), else the file."""
         tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
         self.area.output().write_bytes_atomic(tmp, data)
-        self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", data)
+        key = sort_key(values)
+        if key.dtype == np.uint64:
+            self.area.put_array(f"vocab-{name}.keys", key)
+        else:
+            self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", data)
         return (name, tmp, len(data), hashlib.sha256(data).hexdigest(), distinct)
 
     def _copy_source(self) -> Context:
         tables, vocabs = source_tables(self.options)
-        files = tuple(self._put_vocab(name, data, -1) for name, data in vocabs)
+        files = tuple(self._put_vocab(name, data, -1, parse_vocab(data)) for name, data in vocabs)
         return Context(tables, files)
 
     def _lookup(self, name: str) -> Lookup:
@@ -202,7 +225,10 @@ class TabularJob:
         if lk is None:
             if len(_LOOKUPS) > 256:
                 _LOOKUPS.clear()
-            lk = _LOOKUPS[key] = Lookup(parse_vocab(self.area.temp().read_bytes(f"vocab-{name}.txt")))
+            temp = self.area.temp()
+            lk = _LOOKUPS[key] = (Lookup.of_keys(self.area.get_array(f"vocab-{name}.keys", np.uint64))
+                                  if temp.exists(f"vocab-{name}.keys") else
+                                  Lookup(parse_vocab(temp.read_bytes(f"vocab-{name}.txt"))))
         return lk
 
     # -- pass 1 -----------------------------------------------------------------------------------------
@@ -231,7 +257,7 @@ class TabularJob:
                 out.stats.records_written += len(rows)
                 parts.append(cols)
                 pending += len(rows)
-                if pending >= self.chunk_rows:
+                if pending >= self.rows_per_chunk:
                     self._flush(out, parts)
                     parts, pending = [], 0
         except InputError as exc:
@@ -242,21 +268,24 @@ class TabularJob:
         return out
 
     def _flush(self, out: Summary, parts: list[dict[str, np.ndarray]]) -> None:
-        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        chunk = Chunk(f"{out.unit.key}-c{len(out.chunks):06d}", len(cols["label"]))
-        for k, v in cols.items():
-            self.area.put_array(f"{chunk.key}.{k}", v.reshape(-1))
+        """One chunk from the blocks' columns: each column's file written block after block (no joined copy)."""
+        chunk = Chunk(f"{out.unit.key}-c{len(out.chunks):06d}", sum(len(p["label"]) for p in parts))
+        for k in parts[0]:
+            self.area.put_arrays(f"{chunk.key}.{k}", [p[k] for p in parts])
         if not self.output.columnar:
-            self.area.put_array(f"{chunk.key}.len", framed_lengths(self.schema, column_payloads(self.schema, cols)))
+            self.area.put_arrays(f"{chunk.key}.len", [framed_lengths(self.schema, column_payloads(self.schema, p))
+                                                      for p in parts])
         out.chunks.append(chunk)
 
-    def _load(self, chunk: Chunk) -> dict[str, np.ndarray]:
+    def _load(self, chunk: Chunk, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Rows ``[lo, hi)`` of a chunk's columns (ranged reads: a shard reads only its rows; a chunk cut short
+        is named)."""
         cols = {}
         for f in self.schema.features:
-            a = self.area.get_array(f"{chunk.key}.{f.name}", np.float32 if f.dtype == "float32" else np.int64)
-            if a.size != chunk.rows * f.width:
-                raise TfpipeError(f"temporary chunk {chunk.key} of run {self.area.run_id} is damaged")
-            cols[f.name] = a.reshape(chunk.rows, -1) if f.shape else a
+            dtype = np.dtype(np.float32 if f.dtype == "float32" else np.int64)
+            row = f.width * dtype.itemsize
+            a = np.frombuffer(self.area.get_range(f"{chunk.key}.{f.name}", lo * row, hi * row), dtype)
+            cols[f.name] = a.reshape(hi - lo, -1) if f.shape else a
         return cols
 
     # -- plan and pass 2 ----------------------------------------------------------------------------------
@@ -344,9 +373,7 @@ class TabularJob:
     def _columns(self, spec: ShardSpec) -> Iterable[dict[str, np.ndarray]]:
         a, b = spec.first, spec.first + spec.records
         for off, chunk in spec.pieces:
-            cols = self._load(chunk)
-            lo, hi = max(a - off, 0), min(b - off, chunk.rows)
-            yield {k: v[lo:hi] for k, v in cols.items()}
+            yield self._load(chunk, max(a - off, 0), min(b - off, chunk.rows))
 
 
 def _block_shards(rows: int, schema, layout, shard_size: int) -> list[tuple[int, int]]:

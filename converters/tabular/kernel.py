@@ -144,34 +144,37 @@ def _slot(k, mask):
 
 @njit(cache=True, nogil=True)
 def table_build(keys, ids):
-    """An open-addressing hash table of uint64 ``keys`` -> ``ids`` (capacity a power of two, load <= 1/2)."""
+    """An open-addressing hash table of uint64 ``keys`` -> ``ids`` (each >= 1): one uint64 array of
+    ``(key, id)`` slot pairs, so a probe touches one cache line; id 0 marks an empty slot (capacity a power
+    of two, load <= 1/2)."""
     cap = 16
     while cap < 2 * keys.size:
         cap *= 2
-    tk = np.zeros(cap, np.uint64)
-    tv = np.full(cap, -1, np.int64)
+    t = np.zeros(2 * cap, np.uint64)
     mask = np.uint64(cap - 1)
     for i in range(keys.size):
         s = _slot(keys[i], mask)
-        while tv[s] >= 0:
+        while t[2 * s + 1] != 0:
             s = (s + 1) & (cap - 1)
-        tk[s] = keys[i]
-        tv[s] = ids[i]
-    return tk, tv
+        t[2 * s] = keys[i]
+        t[2 * s + 1] = np.uint64(ids[i])
+    return t
 
 
 @njit(cache=True, nogil=True)
-def table_get(tk, tv, query):
+def table_get(t, query):
     """The id of every query key, 0 where it is not in the table."""
-    mask = np.uint64(tk.size - 1)
+    cap = t.size // 2
+    mask = np.uint64(cap - 1)
     out = np.zeros(query.size, np.int64)
     for i in range(query.size):
-        s = _slot(query[i], mask)
-        while tv[s] >= 0:
-            if tk[s] == query[i]:
-                out[i] = tv[s]
+        q = query[i]
+        s = _slot(q, mask)
+        while t[2 * s + 1] != 0:
+            if t[2 * s] == q:
+                out[i] = np.int64(t[2 * s + 1])
                 break
-            s = (s + 1) & (tk.size - 1)
+            s = (s + 1) & (cap - 1)
     return out
 
 

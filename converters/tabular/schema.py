@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from dataclasses import dataclass
 
 from ..util.errors import TfpipeError
@@ -29,8 +30,10 @@ class Column:
     role: str
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name or any(c in self.name for c in "/\\\n\t"):
-            raise ValueError(f"a column name is a non-empty string without / \\ tab or newline, got {self.name!r}")
+        if (not isinstance(self.name, str) or not self.name or "/" in self.name or "\\" in self.name
+                or any(unicodedata.category(c).startswith("C") for c in self.name)):
+            raise ValueError(f"a column name is a non-empty string without / \\ or control characters (it names "
+                             f"its vocabulary file), got {self.name!r}")
         if self.role not in ROLES:
             raise ValueError(f"column {self.name!r}: role must be one of {ROLES}, got {self.role!r}")
 

@@ -209,17 +209,26 @@ def parse_vocab(data: bytes) -> np.ndarray:
 
 
 class Lookup:
-    """Value -> id of one column's vocabulary (values in id order): a sorted copy and ``searchsorted``."""
+    """Value -> id of one column's vocabulary (values in id order): a hash table of the values' uint64 keys
+    when every value has at most 8 bytes, else a sorted copy and ``searchsorted``."""
 
-    def __init__(self, values: np.ndarray):
+    def __init__(self, values: np.ndarray, keys: np.ndarray | None = None):
         from .kernel import table_build
 
-        order = np.argsort(sort_key(values), kind="stable")
+        self.size = int(values.size if keys is None else keys.size)
+        key = sort_key(values) if keys is None else keys
+        if key.dtype == np.uint64:  # values of at most 8 bytes: a hash table of their keys, nothing else kept
+            self.table = table_build(key, np.arange(1, key.size + 1, dtype=np.int64))
+            return
+        self.table = None
+        order = np.argsort(key, kind="stable")
         self.sorted = values[order]
         self.ids = (order + 1).astype(np.int64)
-        self.size = int(values.size)
-        key = sort_key(values)
-        self.table = table_build(key, np.arange(1, key.size + 1, dtype=np.int64)) if key.dtype == np.uint64 else None
+
+    @classmethod
+    def of_keys(cls, keys: np.ndarray) -> "Lookup":
+        """The lookup of a vocabulary of values of at most 8 bytes given by their uint64 keys, in id order."""
+        return cls(np.zeros(0, "S1"), np.asarray(keys, np.uint64))
 
     def of(self, rows, j: int) -> np.ndarray:
         """The ids of column ``j`` of a block of ``Rows``."""
@@ -227,7 +236,7 @@ class Lookup:
         if key is not None and self.table is not None:
             from .kernel import table_get
 
-            return table_get(*self.table, key) if self.size else np.zeros(key.size, np.int64)  # key 0: empty
+            return table_get(self.table, key) if self.size else np.zeros(key.size, np.int64)  # key 0: empty
         return self(rows.cat(j))
 
     def __call__(self, column: np.ndarray) -> np.ndarray:
@@ -236,7 +245,7 @@ class Lookup:
         if self.table is not None and column.dtype.itemsize <= 8:  # values of at most 8 bytes: a hash table
             from .kernel import table_get
 
-            ids = table_get(*self.table, sort_key(column))
+            ids = table_get(self.table, sort_key(column))
             return np.where(column != b"", ids, 0)
         if self.table is not None:  # longer values than any in the vocabulary: none is in it
             return np.zeros(column.size, np.int64)

@@ -182,8 +182,8 @@ def serialize_batch(schema: Schema, columns: dict[str, np.ndarray | tuple[np.nda
         else:
             float_cols.append(a.astype(np.float32, copy=False))
             kinds.append(1); starts.append(nfl); ends.append(nfl + f.width); nfl += f.width
-    ints = np.ascontiguousarray(np.hstack(int_cols)) if int_cols else np.zeros((n, 0), np.int64)
-    floats = np.ascontiguousarray(np.hstack(float_cols)) if float_cols else np.zeros((n, 0), np.float32)
+    ints = _side_by_side(int_cols, n, np.int64)
+    floats = _side_by_side(float_cols, n, np.float32)
     fbytes = floats.view(np.uint8).reshape(n, nfl * 4)
     vints = _joined(vint, np.int64)
     vfbytes = _joined(vflt, np.float32).view(np.uint8)
@@ -201,6 +201,13 @@ def serialize_batch(schema: Schema, columns: dict[str, np.ndarray | tuple[np.nda
     _write(CRC_TABLE, ints, fbytes, vints, vfbytes, vsp, kinds_a, starts_a, ends_a, keys, keyoffs, features,
            payload, out)
     return out, lengths
+
+
+def _side_by_side(cols: list[np.ndarray], n: int, dtype) -> np.ndarray:
+    """The fixed-width columns of one dtype side by side, C-contiguous (no copy for one contiguous column)."""
+    if not cols:
+        return np.zeros((n, 0), dtype)
+    return np.ascontiguousarray(cols[0] if len(cols) == 1 else np.hstack(cols))
 
 
 def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -227,11 +234,16 @@ def _csr(f: FeatureSpec, column) -> tuple[np.ndarray, np.ndarray]:
 
 def varint_lengths(values) -> np.ndarray:
     """Bytes of each value as a protobuf varint (int64 semantics: a negative value takes 10 bytes)."""
-    u = np.asarray(values).astype(np.int64, copy=False).view(np.uint64)
-    n = np.ones(u.shape, dtype=np.int64)
-    for k in range(1, 10):
-        n += u >= np.uint64(1 << (7 * k))
-    return n
+    a = np.asarray(values).astype(np.int64, copy=False)
+    return _varint_lengths(np.ascontiguousarray(a).reshape(-1)).reshape(a.shape)
+
+
+@njit(cache=True, nogil=True)
+def _varint_lengths(a):
+    out = np.empty(a.size, np.int64)
+    for i in range(a.size):
+        out[i] = varint_len(a[i])
+    return out
 
 
 @njit(cache=True, nogil=True)

@@ -95,11 +95,11 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str | os.PathLike, data: bytes, *, tmp_prefix: str = ".tmp-", mode: int | None = None
-                 ) -> None:
-    """Write ``data`` to ``path`` through a uniquely named temporary file in the same directory: fsync,
-    rename, fsync the directory. Readers see the old file or the new one, never a part. The file gets the
-    permissions of any new file (0666 less the umask), as readable as the data beside it, or ``mode``."""
+def write_atomic(path: str | os.PathLike, data, *, tmp_prefix: str = ".tmp-", mode: int | None = None) -> None:
+    """Write ``data`` (bytes, or a list of byte buffers written one after another) to ``path`` through a
+    uniquely named temporary file in the same directory: fsync, rename, fsync the directory. Readers see the
+    old file or the new one, never a part. The file gets the permissions of any new file (0666 less the
+    umask), as readable as the data beside it, or ``mode``."""
     path = os.fspath(path)
     directory = os.path.dirname(path) or "."
     tmp = os.path.join(directory, f"{tmp_prefix}{secrets.token_hex(8)}")
@@ -108,7 +108,8 @@ def write_atomic(path: str | os.PathLike, data: bytes, *, tmp_prefix: str = ".tm
         with f:
             if mode is not None:
                 os.fchmod(f.fileno(), mode)
-            f.write(data)
+            for piece in (data if isinstance(data, list) else (data,)):
+                f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -54,6 +54,13 @@ def _shard0(**kw):
     return lambda m: m["shards"][0].update(kw)
 
 
+_SIDE = {"name": "vocab/C1.txt", "bytes": 3, "sha256": "0" * 64}
+
+
+def _side(**kw):
+    return lambda m: m["extra"].update(files=[dict(_SIDE, **kw)])
+
+
 @pytest.mark.parametrize("edit,match", [
     (_shard0(name="../x/train-00000-of-00004.tfrecord"), r"shards\[0\] name '\.\./x/.*separator"),
     (_shard0(name="/abs/train-00000-of-00004.tfrecord"), r"shards\[0\] name '/abs/"),
@@ -67,6 +74,15 @@ def _shard0(**kw):
     (lambda m: m["shards"].__setitem__(0, "train-00000-of-00004.tfrecord"), r"shards\[0\] is a str"),
     (lambda m: m["options"].update(tokenizer="/home/u/tok.json"), r"options\.tokenizer '/home/u/tok\.json'"),
     (lambda m: m["extra"].update(tokenizer={"name": "hf:../t.json"}), r"extra\.tokenizer\.name"),
+    (_side(name="../x.txt"), r"extra\.files\[0\] name '\.\./x\.txt'.*'\.\.' is not a file name"),
+    (_side(name="/etc/passwd"), r"extra\.files\[0\] name '/etc/passwd'"),
+    (_side(name="notes.txt"), r"extra\.files\[0\] name 'notes\.txt'.*FOLDER/FILE"),
+    (_side(name="vocab/.tfpipe-tmp-x"), r"'\.tfpipe-tmp-x' is a temporary name"),
+    (_side(name="train-00000-of-00004.tfrecord"), r"FOLDER/FILE"),
+    (_side(sha256="x"), r"extra\.files\[0\] \(vocab/C1\.txt\) sha256 must be 64 hex digits"),
+    (_side(bytes=-1), r"bytes must be an integer >= 0"),
+    (lambda m: m["extra"].update(files=[_SIDE, _SIDE]), r"extra\.files\[1\] name 'vocab/C1\.txt' is listed twice"),
+    (lambda m: m["extra"].update(files={"a": 1}), r"'extra\.files' must be a list"),
 ])
 def test_entries_that_leave_the_set_are_integrity_errors(tmp_path, edit, match):
     d = _edited(tmp_path, edit)

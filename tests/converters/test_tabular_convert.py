@@ -167,3 +167,38 @@ def test_input_order_is_kept(days, tmp_path):
     np.testing.assert_array_equal(read_back(m)["sparse"], np.array([r[1] for r in ref], np.int64))
     assert [os.path.basename(i.path) for i in m.inputs] == ["day_1", "day_0"]
     assert os.path.exists(tmp_path / "s" / MANIFEST_NAME)
+
+
+def _tree(out) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("second", [{"min_count": 2}, {"hash_buckets": 64}])
+def test_overwrite_replaces_the_vocabularies_with_the_set(days, tmp_path, second):
+    d, _ = days
+    out = tmp_path / "out"
+    convert([d / "day_0"], out)
+    opts = TabularOptions(output=ShardOutputOptions(shard_size=20_000), **second)
+    m = run_job(TabularJob.create([str(d / "day_1")], str(out), opts, overwrite=True, **SMALL))
+    fresh = tmp_path / "fresh"
+    run_job(TabularJob.create([str(d / "day_1")], str(fresh), opts, **SMALL))
+    assert verify(str(out)).ok
+    got, want = _tree(out), _tree(fresh)
+    assert got.keys() == want.keys() and m.records > 0  # old vocabularies replaced, or retired under hashing
+    assert all(got[k] == want[k] for k in want if k != MANIFEST_NAME)
+
+
+@pytest.mark.parametrize("kw, stranger", [({}, "vocab/notes.txt"), ({"hash_buckets": 64}, "vocab/C1.txt")])
+def test_overwrite_refuses_a_file_in_the_vocabulary_folder_the_manifest_does_not_list(days, tmp_path, kw, stranger):
+    from converters.util.errors import OutputExistsError
+
+    d, _ = days
+    out = tmp_path / "out"
+    convert([d / "day_0"], out, **kw)
+    (out / "vocab").mkdir(exist_ok=True)
+    (out / stranger).write_bytes(b"mine\n")
+    before = _tree(out)
+    opts = TabularOptions(output=ShardOutputOptions(shard_size=20_000))
+    with pytest.raises(OutputExistsError, match="did not write"):
+        TabularJob.create([str(d / "day_1")], str(out), opts, overwrite=True, **SMALL)
+    assert _tree(out) == before

@@ -12,7 +12,7 @@ import tabularref as R
 from converters.engines.inprocess import run_job
 from converters.shardset.options import ShardOutputOptions
 from converters.tabular.convert import run
-from converters.tabular.job import TabularJob
+from converters.tabular.job import TabularJob, chunk_rows_for
 from converters.tabular.options import TabularOptions
 from converters.tabular.vocab import ColumnCounter, merge_runs, select
 
@@ -41,6 +41,30 @@ def test_local_pool_and_inprocess_write_the_same_bytes(days, tmp_path, kw):
     run(inputs, str(tmp_path / "b"), _opts(**kw), workers=2, chunk_rows=50)
     fa, fb = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert len(a.shards) > 2 and fa == fb and any(k.startswith("vocab/") for k in fa)
+
+
+@pytest.mark.parametrize("layout", ["example", "columnar"])
+def test_shard_bytes_do_not_depend_on_the_chunk_size(days, tmp_path, layout):
+    inputs = [str(days / f"day_{k}") for k in range(3)]
+    blocks = {"block_rows": 16} if layout == "columnar" else {}
+    opts = TabularOptions(output=ShardOutputOptions(shard_size=9000, layout=layout, **blocks),
+                          negative_rate=0.7, seed=1)
+    files = []
+    for k, rows in enumerate([7, 50, None]):  # chunks smaller than, cut across and larger than the shards
+        job = TabularJob.create(inputs, str(tmp_path / f"o{k}"), opts, chunk_rows=rows)
+        m = run_job(job)
+        files.append(_files(tmp_path / f"o{k}"))
+    assert len(m.shards) > 2 and job.rows_per_chunk > m.records
+    assert files[0] == files[1] == files[2]
+
+
+@pytest.mark.parametrize("memory, row_bytes, rows", [
+    (64 << 20, 480, (64 << 20) // 4 // 480),  # --memory 64MiB, DeepFM: a quarter of it per chunk
+    (1 << 20, 480, 1 << 12),                # the least
+    (1 << 40, 480, 1 << 18),                # the most
+])
+def test_chunk_rows_follow_memory(memory, row_bytes, rows):
+    assert chunk_rows_for(memory, row_bytes) == rows
 
 
 def test_beam_writes_the_same_bytes(days, tmp_path):

@@ -1,0 +1,24 @@
+"""``tfpipe bench tabular`` smoke run: both converters on the same tiny table, every pass timed, the peak
+memory of two fresh conversions, and the report's lines."""
+from __future__ import annotations
+
+from bench.commands.tabular import format_report, run_benchmark
+from converters.cli.main import main
+
+
+def test_smoke_run_reports_every_pass_the_ratio_and_the_memory_growth(tmp_path):
+    r = run_benchmark(rows=400, workdir=str(tmp_path))
+    assert r["rows"] == r["naive_rows"] == r["tfpipe"]["records"] == 400  # the per-line converter: the same rows
+    assert list(r["tfpipe"]["passes"]) == ["count", "vocabulary", "encode", "plan", "shards", "commit"]
+    assert r["ratio_cpu"] == round(r["tfpipe_rows_per_cpu_s"] / r["naive_rows_per_cpu_s"], 1)
+    peak = r["peak_rss_mib"]
+    assert peak["rows"] > 0 and abs(r["peak_growth"] - peak["rows_x4"] / peak["rows"]) < 0.01
+    text = format_report(r)
+    assert "(400 rows)" in text and "peak memory --memory 64MiB" in text and "x rows per CPU-second" in text
+    assert list(tmp_path.iterdir()) == []  # its work folder is removed
+
+
+def test_cli_takes_fewer_rows_for_the_per_line_converter(capsys):
+    assert main(["bench", "tabular", "--rows", "300", "--naive-rows", "100", "--no-memory", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"naive_rows": 100' in out and "peak_rss_mib" not in out
