@@ -223,20 +223,24 @@ def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
     pos = 0
     for r in range(n):
         begins[r] = pos
-        end, stop = _line_end(buf, pos)
-        if stop == pos:
-            status[r] = BLANK
-            pos = end + 1
-            continue
         f = 0
         a = pos
         st = OK
-        for i in range(pos, stop + 1):
-            if i < stop and buf[i] != delim:
+        i = pos
+        while True:
+            c = buf[i]
+            if c != delim and c != 10:
+                i += 1
                 continue
+            e = i
+            if c == 10 and e > a and buf[e - 1] == 13:
+                e -= 1
+            if c == 10 and f == 0 and e == a:
+                st = BLANK
+                break
             if f < ncols and st == OK:
                 k = role[f]
-                w = i - a
+                w = e - a
                 if k == 3:
                     j = slot[f]
                     if w > widths[j]:
@@ -259,8 +263,8 @@ def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
                             b += 1
                         lim = _LIMIT + np.uint64(1) if neg else _LIMIT
                         acc = np.uint64(0)
-                        bad = OK if b < i else NOT_INT
-                        for q in range(b, i):
+                        bad = OK if b < e else NOT_INT
+                        for q in range(b, e):
                             d = buf[q] - 48
                             if d < 0 or d > 9:
                                 bad = NOT_INT
@@ -283,8 +287,11 @@ def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
                         st = BAD_LABEL
             f += 1
             a = i + 1
+            if c == 10:
+                break
+            i += 1
         counts[r] = f
-        status[r] = BAD_FIELDS if f != ncols else st
-        pos = end + 1
+        status[r] = BLANK if st == BLANK else BAD_FIELDS if f != ncols else st
+        pos = i + 1
     begins[n] = pos
     return status, labels, values, missing, errcol, counts, keys, widths, begins
