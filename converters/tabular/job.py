@@ -299,6 +299,7 @@ class TabularJob:
         raise TypeError("tabular has no scatter step")
 
     def plan(self, summaries: Sequence[Summary], sizes: Sequence = (), ctx: Context | None = None) -> Plan:
+        _LOOKUPS.clear()  # pass 1 is done: the shards need no vocabulary
         if ctx is not None and ctx.error is not None:
             return Plan.failed(ctx.error)
         summaries = sorted(summaries, key=lambda s: s.unit.index)

@@ -6,8 +6,8 @@ import numpy as np
 
 from ..util.jit import njit
 
-__all__ = ["split_fields", "parse_ints", "parse_labels", "gather", "OK", "BAD_FIELDS", "NOT_INT", "OVERFLOW",
-           "BAD_LABEL", "BLANK"]
+__all__ = ["split_fields", "parse_ints", "parse_labels", "parse_block", "gather", "table_build", "table_get",
+           "TABLE_LOAD", "OK", "BAD_FIELDS", "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
 
 OK, BAD_FIELDS, NOT_INT, OVERFLOW, BAD_LABEL, BLANK = 0, 1, 2, 3, 4, 5
 _LIMIT = np.uint64(9223372036854775807)
@@ -135,46 +135,51 @@ def gather(buf, starts, ends, rows, col, width):
 
 
 @njit(cache=True, nogil=True)
-def _slot(k, mask):
+def _slot(k, cap):
+    """Key ``k``'s home slot among ``cap`` (< 2**32): the top half of its splitmix64 hash scaled to the range."""
     x = k + np.uint64(0x9E3779B97F4A7C15)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return np.int64((x ^ (x >> np.uint64(31))) & mask)
+    x = x ^ (x >> np.uint64(31))
+    return np.int64(((x >> np.uint64(32)) * np.uint64(cap)) >> np.uint64(32))
+
+
+TABLE_LOAD = 0.85  # keys per slot of a lookup table: 12 bytes a slot, about 14 bytes a vocabulary value
 
 
 @njit(cache=True, nogil=True)
-def table_build(keys, ids):
-    """An open-addressing hash table of uint64 ``keys`` -> ``ids`` (each >= 1): one uint64 array of
-    ``(key, id)`` slot pairs, so a probe touches one cache line; id 0 marks an empty slot (capacity a power
-    of two, load <= 1/2)."""
-    cap = 16
-    while cap < 2 * keys.size:
-        cap *= 2
-    t = np.zeros(2 * cap, np.uint64)
-    mask = np.uint64(cap - 1)
+def table_build(keys, ids, cap):
+    """An open-addressing (linear probing) hash table of uint64 ``keys`` -> ``ids`` (each 1..2**32 - 1) in
+    ``cap`` slots (more than ``keys.size``): one uint32 array of ``(key high, key low, id)`` triples, so a probe
+    touches one cache line; id 0 marks an empty slot."""
+    t = np.zeros(3 * cap, np.uint32)
     for i in range(keys.size):
-        s = _slot(keys[i], mask)
-        while t[2 * s + 1] != 0:
-            s = (s + 1) & (cap - 1)
-        t[2 * s] = keys[i]
-        t[2 * s + 1] = np.uint64(ids[i])
+        s = _slot(keys[i], cap)
+        while t[3 * s + 2] != 0:
+            s = s + 1 if s + 1 < cap else 0
+        t[3 * s] = np.uint32(keys[i] >> np.uint64(32))
+        t[3 * s + 1] = np.uint32(keys[i] & np.uint64(0xFFFFFFFF))
+        t[3 * s + 2] = np.uint32(ids[i])
     return t
 
 
 @njit(cache=True, nogil=True)
 def table_get(t, query):
-    """The id of every query key, 0 where it is not in the table."""
-    cap = t.size // 2
-    mask = np.uint64(cap - 1)
+    """The id of every query key, 0 where it is not in the table (key 0, the empty value, never is)."""
+    cap = t.size // 3
     out = np.zeros(query.size, np.int64)
     for i in range(query.size):
         q = query[i]
-        s = _slot(q, mask)
-        while t[2 * s + 1] != 0:
-            if t[2 * s] == q:
-                out[i] = np.int64(t[2 * s + 1])
+        if q == 0:  # the empty value: never in a vocabulary
+            continue
+        hi = np.uint32(q >> np.uint64(32))
+        lo = np.uint32(q & np.uint64(0xFFFFFFFF))
+        s = _slot(q, cap)
+        while t[3 * s + 2] != 0:
+            if t[3 * s + 1] == lo and t[3 * s] == hi:
+                out[i] = np.int64(t[3 * s + 2])
                 break
-            s = (s + 1) & (cap - 1)
+            s = s + 1 if s + 1 < cap else 0
     return out
 
 

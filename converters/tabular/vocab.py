@@ -213,12 +213,15 @@ class Lookup:
     when every value has at most 8 bytes, else a sorted copy and ``searchsorted``."""
 
     def __init__(self, values: np.ndarray, keys: np.ndarray | None = None):
-        from .kernel import table_build
+        from .kernel import TABLE_LOAD, table_build
 
         self.size = int(values.size if keys is None else keys.size)
         key = sort_key(values) if keys is None else keys
         if key.dtype == np.uint64:  # values of at most 8 bytes: a hash table of their keys, nothing else kept
-            self.table = table_build(key, np.arange(1, key.size + 1, dtype=np.int64))
+            if key.size >= 1 << 32:
+                raise ValueError(f"a vocabulary of {key.size:,} values: at most 2**32 - 1 per column")
+            cap = int(key.size / TABLE_LOAD) + 1
+            self.table = table_build(key, np.arange(1, key.size + 1, dtype=np.int64), cap)
             return
         self.table = None
         order = np.argsort(key, kind="stable")
