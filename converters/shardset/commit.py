@@ -99,8 +99,9 @@ def _old_set(storage: Storage, where: str, read_part: Callable[[str], bytes] | N
 def committed_names(storage: Storage, where: str = "", read_part: Callable[[str], bytes] | None = None
                     ) -> list[str]:
     """Every name the manifest at ``storage`` lists (its shards, a group's part manifests, the files beside
-    its shards, the manifest itself), relative to the location; [] when there is no manifest. A manifest tfpipe cannot read lists only
-    itself (``prepare_output`` refuses to replace one; a commit then leaves everything else alone)."""
+    its shards, the manifest itself), relative to the location; [] when there is no manifest. A manifest
+    tfpipe cannot read lists only itself (``prepare_output`` refuses to replace one; a commit then leaves
+    everything else alone)."""
     return _old_set(storage, where, read_part)[1]
 
 
@@ -156,8 +157,10 @@ def commit_set(storage: Storage, moves: Sequence[Move], manifest: bytes, *, run_
             release()
 
 
-def _plan(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, parts: list[tuple[str, bytes]],
-          obsolete: list[str], where: str, resumable: bool = False) -> Journal:
+def _journal_for(storage: Storage, moves: list[Move], manifest: bytes, run_id: str,
+                 parts: list[tuple[str, bytes]], obsolete: list[str], where: str, resumable: bool = False
+                 ) -> Journal:
+    """The journal of a commit: what it moves, sets aside, writes and retires, and what each file holds."""
     old_sha, old, records = _old_set(storage, where)
     new = {m.final for m in moves} | {name for name, _ in parts}
     clashes = [n for n in old if n in new and n != MANIFEST_NAME]
@@ -183,21 +186,21 @@ def _plan(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, par
 
 def _commit(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, parts: list[tuple[str, bytes]],
             obsolete: list[str], resumable: bool, before_manifest, where: str) -> None:
-    plan = _plan(storage, moves, manifest, run_id, parts, obsolete, where, resumable)
-    journal = plan.to_bytes()
-    if len(journal) > MAX_JOURNAL_BYTES:
-        raise TfpipeError(f"{where}: a commit of {len(moves)} shards needs a journal of {len(journal)} bytes, more "
+    journal = _journal_for(storage, moves, manifest, run_id, parts, obsolete, where, resumable)
+    data = journal.to_bytes()
+    if len(data) > MAX_JOURNAL_BYTES:
+        raise TfpipeError(f"{where}: a commit of {len(moves)} shards needs a journal of {len(data)} bytes, more "
                           f"than the {MAX_JOURNAL_BYTES} a recovery reads: write fewer, larger shards")
     local = storage.local_path("")
-    storage.write_bytes_atomic(journal_name(run_id), journal)
+    storage.write_bytes_atomic(journal_name(run_id), data)
     try:
-        for name in plan.aside:
+        for name in journal.aside:
             storage.publish(name, aside_name(name, run_id))
-        for d in plan.dirs:
+        for d in journal.dirs:
             os.makedirs(os.path.join(local, d), exist_ok=True)
         publish_moves(storage, moves, resumable=resumable, where=where)
         if local is not None:
-            for d in _dirs(plan.finals):
+            for d in _dirs(journal.finals):
                 fsync_dir(os.path.join(local, d))
         for name, data in parts:
             storage.write_bytes_atomic(name, data)
@@ -208,12 +211,12 @@ def _commit(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, p
         storage.write_bytes_atomic(MANIFEST_NAME, manifest)
     except BaseException:
         try:
-            _roll_back(storage, plan, where)
+            _roll_back(storage, journal, where)
         except Exception as exc:  # noqa: BLE001 - the commit's own error is what the user sees
             log.warning("%s: could not put the old set back (%s); the next run into it will (the journal %s "
                         "stays)", where, exc, journal_name(run_id))
         raise
-    _roll_forward(storage, plan, where)
+    _roll_forward(storage, journal, where)
 
 
 def publish_moves(storage: Storage, moves: Sequence[Move], *, resumable: bool = False, where: str | None = None,
@@ -246,26 +249,26 @@ def _size(storage: Storage, name: str) -> int | None:
         return None
 
 
-def _may_put_back(storage: Storage, plan: Journal, name: str, held: str) -> bool:
+def _may_put_back(storage: Storage, journal: Journal, name: str, held: str) -> bool:
     """Whether the old file set aside as ``held`` may go back over what holds ``name``: nothing, the commit's
     own new file, or the same bytes (a copy an object store made before the kill)."""
     found = digest(storage, name)
-    return found is None or found == plan.new_record(name) or found == digest(storage, held)
+    return found is None or found == journal.new_record(name) or found == digest(storage, held)
 
 
-def _roll_back_steps(storage: Storage, plan: Journal, discard: bool):
+def _roll_back_steps(storage: Storage, journal: Journal, discard: bool):
     """The storage calls that bring back the old set from the state found now, and what must hold before
     them: ``(steps, checks)``; ``checks`` are ``(name, predicate)``. Each step touches names no other step
     touches before it, so the whole list is decided from the state before the first one."""
-    clashes = set(plan.aside)
+    clashes = set(journal.aside)
     steps: list[tuple[str, ...]] = []
     checks: list[tuple[str, Callable[[], bool]]] = []
-    for tmp, final, size, sha in reversed(plan.moves):
-        held = final in clashes and storage.exists(aside_name(final, plan.run))
+    for tmp, final, size, sha in reversed(journal.moves):
+        held = final in clashes and storage.exists(aside_name(final, journal.run))
         has_tmp = storage.exists(tmp)
         if not (final in clashes and not held) and storage.exists(final):  # the commit's new bytes are there
             checks.append((final, lambda f=final, r=(size, sha), h=held: holds(storage, f, r) or (
-                h and digest(storage, f) == digest(storage, aside_name(f, plan.run)))))  # or a copy set aside
+                h and digest(storage, f) == digest(storage, aside_name(f, journal.run)))))  # or a copy set aside
             if discard or (has_tmp and not held):
                 steps.append(("delete", final))  # (the second: an object store's copy made before the delete)
             elif not has_tmp:
@@ -273,34 +276,34 @@ def _roll_back_steps(storage: Storage, plan: Journal, discard: bool):
             # (else the old file set aside is put back over it below)
         if discard and has_tmp:
             steps.append(("delete", tmp))  # a temporary name of the journal's own run
-    for name, size, sha in plan.parts:
+    for name, size, sha in journal.parts:
         if name not in clashes and storage.exists(name):
             checks.append((name, lambda n=name, r=(size, sha): holds(storage, n, r)))
             steps.append(("delete", name))
-    for name in reversed(plan.aside):
-        held = aside_name(name, plan.run)
+    for name in reversed(journal.aside):
+        held = aside_name(name, journal.run)
         if storage.exists(held):
-            checks.append((name, lambda n=name, h=held: _may_put_back(storage, plan, n, h)))
+            checks.append((name, lambda n=name, h=held: _may_put_back(storage, journal, n, h)))
             steps.append(("publish", held, name))
     return steps, checks
 
 
-def _roll_back(storage: Storage, plan: Journal, where: str, *, check: bool = False, discard: bool = False) -> None:
-    """Bring back the old set exactly, from whatever state the commit of ``plan`` reached (its own failure, or
+def _roll_back(storage: Storage, journal: Journal, where: str, *, check: bool = False, discard: bool = False) -> None:
+    """Bring back the old set exactly, from whatever state the commit of ``journal`` reached (its own failure, or
     a kill found by the next run): each new shard goes back to its temporary name (the caller removes it, or a
     rerun of the same run publishes it again) or, with ``discard``, is deleted; a part manifest this commit
     wrote is removed, then every old file set aside is moved back over whatever holds its name, ``index.json``
     last; the journal goes only when all that is done. ``check`` (a journal read from storage): first check
     that every file it will touch is the commit's own, and touch nothing if one is not. Raises if a step
     fails (the journal stays: the next run tries again)."""
-    steps, checks = _roll_back_steps(storage, plan, discard)
+    steps, checks = _roll_back_steps(storage, journal, discard)
     if check:
         strange = [name for name, ok in checks if not ok()]
         if strange:
             raise IntegrityError(
-                f"{where}: the interrupted commit of run {plan.run} cannot be rolled back: {', '.join(strange[:3])}"
+                f"{where}: the interrupted commit of run {journal.run} cannot be rolled back: {', '.join(strange[:3])}"
                 f"{', ...' if len(strange) > 3 else ''} do(es) not hold what its journal recorded; tfpipe touched "
-                f"nothing: look at {journal_name(plan.run)} and the .tfpipe-tmp-old.{plan.run}-* files (the old "
+                f"nothing: look at {journal_name(journal.run)} and the .tfpipe-tmp-old.{journal.run}-* files (the old "
                 "set moved aside) before removing anything")
     for step in steps:
         if step[0] == "publish":
@@ -309,26 +312,26 @@ def _roll_back(storage: Storage, plan: Journal, where: str, *, check: bool = Fal
             storage.delete(step[1])
     local = storage.local_path("")
     if local is not None:
-        for d in sorted(plan.dirs, key=lambda d: -d.count("/")):
+        for d in sorted(journal.dirs, key=lambda d: -d.count("/")):
             path = os.path.join(local, d)
             if os.path.isdir(path) and not os.listdir(path):
                 os.rmdir(path)
-        for d in _dirs(plan.aside):
+        for d in _dirs(journal.aside):
             if os.path.isdir(os.path.join(local, d)):
                 fsync_dir(os.path.join(local, d))
         fsync_dir(local)
-    storage.delete(journal_name(plan.run))
+    storage.delete(journal_name(journal.run))
 
 
-def _roll_forward(storage: Storage, plan: Journal, where: str, *, check: bool = False) -> None:
-    """After the commit of ``plan``: delete the files set aside, the old files the new set does not list, old
+def _roll_forward(storage: Storage, journal: Journal, where: str, *, check: bool = False) -> None:
+    """After the commit of ``journal``: delete the files set aside, the old files the new set does not list, old
     part directories left empty, and the journal last. ``check`` (a journal read from storage): an old file
     that does not hold what the journal recorded is left in place (logged)."""
-    names = [aside_name(n, plan.run) for n in plan.aside]
-    for name, size, sha in plan.retire:
+    names = [aside_name(n, journal.run) for n in journal.aside]
+    for name, size, sha in journal.retire:
         if check and storage.exists(name) and not holds(storage, name, (size, sha)):
             log.warning("%s/%s: left in place: it does not hold the old file the commit of run %s recorded",
-                        where, name, plan.run)
+                        where, name, journal.run)
             continue
         names.append(name)
     for name in names:
@@ -339,7 +342,7 @@ def _roll_forward(storage: Storage, plan: Journal, where: str, *, check: bool = 
             path = os.path.join(local, d)
             if os.path.isdir(path) and not os.listdir(path):
                 _quietly(lambda p=path: os.rmdir(p), f"remove the empty directory {path}")
-    _quietly(lambda: storage.delete(journal_name(plan.run)), f"remove {where}/{journal_name(plan.run)}")
+    _quietly(lambda: storage.delete(journal_name(journal.run)), f"remove {where}/{journal_name(journal.run)}")
 
 
 def recover(storage: Storage, where: str = "", run_id: str | None = None) -> list[str]:
@@ -352,22 +355,22 @@ def recover(storage: Storage, where: str = "", run_id: str | None = None) -> lis
     aside (a commit of an earlier tfpipe version) gets its set-aside files moved back."""
     where = where or storage.url
     names = storage.list()
-    plans = [read_journal(storage, name, where) for name in sorted(n for n in names if is_journal(n))]
+    journals = [read_journal(storage, name, where) for name in sorted(n for n in names if is_journal(n))]
     done: list[str] = []
-    for plan in plans:
-        why = foreign_reason(storage, plan)
+    for journal in journals:
+        why = foreign_reason(storage, journal)
         if why is not None:
-            raise IntegrityError(f"{where}/{journal_name(plan.run)}: a commit journal that does not belong to the "
+            raise IntegrityError(f"{where}/{journal_name(journal.run)}: a commit journal that does not belong to the "
                                  f"set here ({why}); tfpipe touched nothing: if 'tfpipe verify {where}' passes, "
                                  "remove that file and rerun")
-    for plan in plans:
-        if published(storage, plan):
-            log.warning("%s: finishing the commit of run %s (its new set was published)", where, plan.run)
-            _roll_forward(storage, plan, where, check=True)
+    for journal in journals:
+        if published(storage, journal):
+            log.warning("%s: finishing the commit of run %s (its new set was published)", where, journal.run)
+            _roll_forward(storage, journal, where, check=True)
         else:
-            log.warning("%s: restoring the set an interrupted commit (run %s) had moved aside", where, plan.run)
-            _roll_back(storage, plan, where, check=True, discard=plan.run != run_id)
-        done.append(plan.run)
+            log.warning("%s: restoring the set an interrupted commit (run %s) had moved aside", where, journal.run)
+            _roll_back(storage, journal, where, check=True, discard=journal.run != run_id)
+        done.append(journal.run)
     if not done and MANIFEST_NAME not in names:
         done += _recover_unjournaled(storage, names, where)
     return done

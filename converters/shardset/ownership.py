@@ -85,11 +85,11 @@ def read_journal(storage: Storage, name: str, where: str) -> Journal:
     local = storage.local_path(name)
     raw = read_bounded(local, MAX_JOURNAL_BYTES) if local is not None else read_object(storage, name,
                                                                                      cap=MAX_JOURNAL_BYTES)
-    plan = Journal.from_bytes(raw, f"{where}/{name}")
-    if name != journal_name(plan.run):
-        raise IntegrityError(f"{where}/{name}: the commit journal names run {plan.run!r}, not its own; tfpipe "
+    journal = Journal.from_bytes(raw, f"{where}/{name}")
+    if name != journal_name(journal.run):
+        raise IntegrityError(f"{where}/{name}: the commit journal names run {journal.run!r}, not its own; tfpipe "
                              "touched nothing there: look at it before removing anything")
-    return plan
+    return journal
 
 
 def _sha(storage: Storage, name: str) -> str | None:
@@ -97,25 +97,25 @@ def _sha(storage: Storage, name: str) -> str | None:
     return None if found is None else found[1]
 
 
-def published(storage: Storage, plan: Journal) -> bool:
-    """Whether the new manifest of ``plan`` is the one at the location (the commit happened)."""
-    return _sha(storage, MANIFEST_NAME) == plan.manifest_sha256
+def published(storage: Storage, journal: Journal) -> bool:
+    """Whether the new manifest of ``journal`` is the one at the location (the commit happened)."""
+    return _sha(storage, MANIFEST_NAME) == journal.manifest_sha256
 
 
-def foreign_reason(storage: Storage, plan: Journal) -> str | None:
-    """Why the journal ``plan`` found at the location was not written for the set there, or None when it was:
+def foreign_reason(storage: Storage, journal: Journal) -> str | None:
+    """Why the journal ``journal`` found at the location was not written for the set there, or None when it was:
     the location's identity must be the one it recorded, and the manifest there (or set aside by its run) the
     new one it names or the old one it replaces (no manifest at all only when it replaced none)."""
     here = location_id(storage)
-    if plan.location != here:
-        return f"it was written for another location ({plan.where or plan.location}), this is {here}"
+    if journal.location != here:
+        return f"it was written for another location ({journal.where or journal.location}), this is {here}"
     current = _sha(storage, MANIFEST_NAME)
-    if current == plan.manifest_sha256:
+    if current == journal.manifest_sha256:
         return None
-    held = _sha(storage, aside_name(MANIFEST_NAME, plan.run))
+    held = _sha(storage, aside_name(MANIFEST_NAME, journal.run))
     found = {s for s in (current, held) if s is not None}
-    old = plan.old_manifest_sha256
+    old = journal.old_manifest_sha256
     if found - {old} or (old is not None and not found):
         return (f"the manifest here ({(current or held or 'none')[:12]}) is neither the old one it replaces "
-                f"({(old or 'none')[:12]}) nor the new one ({plan.manifest_sha256[:12]})")
+                f"({(old or 'none')[:12]}) nor the new one ({journal.manifest_sha256[:12]})")
     return None

@@ -2,7 +2,9 @@
 memory of two fresh conversions, and the report's lines."""
 from __future__ import annotations
 
-from bench.commands.tabular import format_report, run_benchmark
+import numpy as np
+
+from bench.commands.tabular import _peak, format_report, run_benchmark, write_rows
 from converters.cli.main import main
 
 
@@ -22,3 +24,10 @@ def test_cli_takes_fewer_rows_for_the_per_line_converter(capsys):
     assert main(["bench", "tabular", "--rows", "300", "--naive-rows", "100", "--no-memory", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"naive_rows": 100' in out and "peak_rss_mib" not in out
+
+
+def test_peak_memory_is_the_conversions_own_not_the_callers(tmp_path):
+    ballast = np.ones(1 << 27)  # 1 GiB in this process: Linux carries ru_maxrss across fork and exec
+    write_rows(str(tmp_path / "day"), 200)
+    kib = _peak(str(tmp_path / "day"), str(tmp_path / "out"))
+    assert 20 << 10 < kib < 900 << 10 and ballast.sum() == 1 << 27
