@@ -1,5 +1,6 @@
 """Rows -> the target's columns: numeric transform, categorical ids (vocabulary lookup or Keras ``Hashing``
-bins), DeepFM's global ids or DLRM's per-column ids, and seeded negative downsampling."""
+bins), DeepFM's global ids or DLRM's per-column ids (a compact form pass 1 keeps, ``expand``ed when a shard is
+written), and seeded negative downsampling."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ import numpy as np
 
 from .rows import Rows
 
-__all__ = ["Tables", "numeric_values", "hash_bins", "encode", "keep_mask"]
+__all__ = ["Tables", "numeric_values", "hash_bins", "encode", "expand", "keep_mask"]
 
 
 @dataclass(frozen=True)
@@ -49,21 +50,28 @@ def hash_bins(column: np.ndarray, buckets: int) -> np.ndarray:
 
 
 def encode(rows: Rows, target: str, mode: str, tables: Tables, ids: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-    """The target's columns of ``rows`` given each categorical column's ids (0..table size - 1)."""
+    """The rows in their compact form, what pass 1 keeps: ``label`` float32, ``dense`` float32 (n, numeric),
+    ``sparse`` int64 (n, categorical): DeepFM's global ids (``offsets`` added), DLRM's per-column ids
+    (``ids``: each categorical column's ids, 0..table size - 1). ``expand`` makes the target's columns."""
     n, k = len(rows), rows.nums.shape[1]
-    label = rows.labels.astype(np.float32)
-    dense = numeric_values(rows, mode, tables)
     sparse = np.stack(ids, axis=1).astype(np.int64) if ids else np.zeros((n, 0), np.int64)
+    if target == "deepfm" and sparse.shape[1]:
+        sparse += tables.offsets(k)
+    return {"label": rows.labels.astype(np.float32), "dense": numeric_values(rows, mode, tables), "sparse": sparse}
+
+
+def expand(compact: dict[str, np.ndarray], target: str) -> dict[str, np.ndarray]:
+    """The target's columns of rows in compact form: DLRM ``dense``/``sparse``/``label`` (a side without
+    columns left out); DeepFM ``ids`` (0..numeric - 1, then the global ids) and ``values`` (the numeric
+    values, then 1.0 for every categorical field) and ``label``."""
+    label, dense, sparse = compact["label"], compact["dense"], compact["sparse"]
     if target == "dlrm":
-        out = {"label": label}
-        if k:
-            out["dense"] = dense
-        if sparse.shape[1]:
-            out["sparse"] = sparse
-        return out
+        return ({"label": label} | ({"dense": dense} if dense.shape[1] else {})
+                | ({"sparse": sparse.astype(np.int64, copy=False)} if sparse.shape[1] else {}))
+    n, k = dense.shape
     gid = np.empty((n, k + sparse.shape[1]), np.int64)
     gid[:, :k] = np.arange(k, dtype=np.int64)
-    gid[:, k:] = sparse + tables.offsets(k)
+    gid[:, k:] = sparse
     values = np.ones((n, k + sparse.shape[1]), np.float32)
     values[:, :k] = dense
     return {"label": label, "ids": gid, "values": values}

@@ -29,10 +29,10 @@ from ..prep.options import PrepOptions
 from ..shardset.blocks import Blocks, block_lengths
 from ..shardset.manifest import InputStats
 from ..sources import expand_inputs
-from ..tfrecord.examples import column_payloads, framed_lengths, serialize_batch
+from ..tfrecord.examples import framed_lengths, row_varint_bytes, serialize_batch, varint_lengths
 from ..tfrecord.layout import narrowest_int
 from ..util.errors import InputError, TfpipeError
-from .encode import Tables, encode, hash_bins, keep_mask
+from .encode import Tables, encode, expand, hash_bins, keep_mask
 from .options import TabularOptions, target_schema
 from .reader import DEFAULT_BLOCK_BYTES, iter_rows
 from .setinfo import source_tables
@@ -52,6 +52,7 @@ def chunk_rows_for(memory: int, row_bytes: int) -> int:
     do not depend on it: they are cut from the rows' lengths."""
     lo, hi = _CHUNK_ROWS
     return int(min(hi, max(lo, memory // 4 // max(row_bytes, 1))))
+_SLICE_ROWS = 1 << 14  # rows a shard expands to the target's columns and serializes at a time
 _LOOKUPS: dict[tuple, Lookup] = {}  # per process: (run id, column) -> its vocabulary's lookup
 
 
@@ -76,8 +77,13 @@ class Context:
 
 @dataclass(frozen=True)
 class Chunk:
+    """Rows pass 1 kept in the temporary area, compact: ``.label`` and ``.dense`` float32, ``.sparse`` the
+    global (DeepFM) or per-column (DLRM) ids as uint32, or int64 when ``wide`` (ids past 2**32 - 1), and
+    ``.len`` (example layout) each row's framed record length."""
+
     key: str
     rows: int
+    wide: bool = False
 
 
 @dataclass
@@ -135,7 +141,8 @@ class TabularJob:
     def rows_per_chunk(self) -> int:
         if self.chunk_rows is not None:
             return self.chunk_rows
-        row = sum(f.width * (4 if f.dtype == "float32" else 8) for f in self.schema.features) + 8
+        s = self.options.schema
+        row = 4 + 4 * len(s.numeric) + 8 * len(s.categorical) + 8  # compact, as held: label, dense, sparse, length
         return chunk_rows_for(self.options.memory, row)
 
     def lite(self) -> "TabularJob":
@@ -239,6 +246,7 @@ class TabularJob:
             return out
         hashed = o.hash_buckets is not None
         lookups = [] if hashed else [self._lookup(n) for n in s.categorical]
+        wide = self._top_id(ctx.tables) >= 1 << 32
         parts: list[dict[str, np.ndarray]] = []
         pending = 0
         try:
@@ -254,39 +262,53 @@ class TabularJob:
                 ids = [hash_bins(rows.cat(j), o.hash_buckets) if hashed else lookups[j].of(rows, j)
                        for j in range(rows.ncat)]
                 cols = encode(rows, o.target, o.numeric, ctx.tables, ids)
+                if not self.output.columnar:
+                    cols["len"] = self._lengths(cols)
                 out.stats.records_written += len(rows)
                 parts.append(cols)
                 pending += len(rows)
                 if pending >= self.rows_per_chunk:
-                    self._flush(out, parts)
+                    self._flush(out, parts, wide)
                     parts, pending = [], 0
         except InputError as exc:
             out.error = ErrorRecord.of(exc)
             return out
         if pending:
-            self._flush(out, parts)
+            self._flush(out, parts, wide)
         return out
 
-    def _flush(self, out: Summary, parts: list[dict[str, np.ndarray]]) -> None:
-        """One chunk from the blocks' columns: each column's file written block after block (no joined copy)."""
-        chunk = Chunk(f"{out.unit.key}-c{len(out.chunks):06d}", sum(len(p["label"]) for p in parts))
+    def _flush(self, out: Summary, parts: list[dict[str, np.ndarray]], wide: bool) -> None:
+        """One chunk from the blocks' compact columns: each file written block after block (no joined copy)."""
+        chunk = Chunk(f"{out.unit.key}-c{len(out.chunks):06d}", sum(len(p["label"]) for p in parts), wide)
         for k in parts[0]:
-            self.area.put_arrays(f"{chunk.key}.{k}", [p[k] for p in parts])
-        if not self.output.columnar:
-            self.area.put_arrays(f"{chunk.key}.len", [framed_lengths(self.schema, column_payloads(self.schema, p))
-                                                      for p in parts])
+            arrays = [p[k] for p in parts]
+            if k == "sparse" and not wide:
+                arrays = [a.astype(np.uint32) for a in arrays]
+            self.area.put_arrays(f"{chunk.key}.{k}", arrays)
         out.chunks.append(chunk)
 
+    def _lengths(self, cols: dict[str, np.ndarray]) -> np.ndarray:
+        """The framed length of each row's record in the target's example layout, from its compact form."""
+        n, (k, c) = len(cols["label"]), (cols["dense"].shape[1], cols["sparse"].shape[1])
+        varints = row_varint_bytes(cols["sparse"])
+        if self.options.target == "deepfm":
+            payloads = {"label": np.full(n, 4, np.int64), "values": 4 * (k + c),
+                        "ids": varints + int(varint_lengths(np.arange(k)).sum())}
+        else:
+            payloads = {"label": np.full(n, 4, np.int64), "dense": 4 * k, "sparse": varints}
+        return framed_lengths(self.schema, payloads)
+
     def _load(self, chunk: Chunk, lo: int, hi: int) -> dict[str, np.ndarray]:
-        """Rows ``[lo, hi)`` of a chunk's columns (ranged reads: a shard reads only its rows; a chunk cut short
-        is named)."""
-        cols = {}
-        for f in self.schema.features:
-            dtype = np.dtype(np.float32 if f.dtype == "float32" else np.int64)
-            row = f.width * dtype.itemsize
-            a = np.frombuffer(self.area.get_range(f"{chunk.key}.{f.name}", lo * row, hi * row), dtype)
-            cols[f.name] = a.reshape(hi - lo, -1) if f.shape else a
-        return cols
+        """Rows ``[lo, hi)`` of a chunk in the target's columns (ranged reads: a shard reads only its rows; a
+        chunk cut short is named)."""
+        s = self.options.schema
+        compact = {}
+        for name, dtype, width in (("label", np.float32, 0), ("dense", np.float32, len(s.numeric)),
+                                   ("sparse", np.int64 if chunk.wide else np.uint32, len(s.categorical))):
+            size = np.dtype(dtype).itemsize * (width if name != "label" else 1)
+            a = np.frombuffer(self.area.get_range(f"{chunk.key}.{name}", lo * size, hi * size), dtype)
+            compact[name] = a if name == "label" else a.reshape(hi - lo, width)
+        return expand(compact, self.options.target)
 
     # -- plan and pass 2 ----------------------------------------------------------------------------------
     def size_tasks(self, summaries: Sequence[Summary]) -> list:
@@ -331,9 +353,13 @@ class TabularJob:
                     layout=layout.to_json(),
                     files=tuple((tmp, f"vocab/{name}.txt", n) for name, tmp, n, _, _ in ctx.files))
 
-    def record_layout(self, tables: Tables):
+    def _top_id(self, tables: Tables) -> int:
+        """The largest id the target stores: DeepFM's last global id, DLRM's largest table's last id."""
         k = len(self.options.schema.numeric)
-        top = tables.feature_size(k) - 1 if self.options.target == "deepfm" else max(tables.sizes, default=1) - 1
+        return tables.feature_size(k) - 1 if self.options.target == "deepfm" else max(tables.sizes, default=1) - 1
+
+    def record_layout(self, tables: Tables):
+        top = self._top_id(tables)
         idname = "ids" if self.options.target == "deepfm" else "sparse"
         stored = {f.name: ("uint8" if f.name == "label" else narrowest_int(0, top) if f.name == idname
                            else "float32") for f in self.schema.features}
@@ -374,7 +400,9 @@ class TabularJob:
     def _columns(self, spec: ShardSpec) -> Iterable[dict[str, np.ndarray]]:
         a, b = spec.first, spec.first + spec.records
         for off, chunk in spec.pieces:
-            yield self._load(chunk, max(a - off, 0), min(b - off, chunk.rows))
+            lo, hi = max(a - off, 0), min(b - off, chunk.rows)
+            for at in range(lo, hi, _SLICE_ROWS):  # the target's columns a slice at a time: bounded memory
+                yield self._load(chunk, at, min(at + _SLICE_ROWS, hi))
 
 
 def _block_shards(rows: int, schema, layout, shard_size: int) -> list[tuple[int, int]]:

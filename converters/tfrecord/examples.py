@@ -19,8 +19,8 @@ from ..util.jit import njit
 from .crc import CRC_TABLE, FRAME_OVERHEAD, frame_into
 from .schema import FeatureSpec, Schema
 
-__all__ = ["FeatureSpec", "Schema", "serialize_batch", "varint_lengths", "column_payloads", "framed_lengths", "varint_len",
-           "put_varint"]
+__all__ = ["FeatureSpec", "Schema", "serialize_batch", "varint_lengths", "row_varint_bytes", "column_payloads",
+           "framed_lengths", "varint_len", "put_varint"]
 
 @njit(cache=True, nogil=True)
 def varint_len(v):
@@ -244,6 +244,12 @@ def _varint_lengths(a):
     for i in range(a.size):
         out[i] = varint_len(a[i])
     return out
+
+
+def row_varint_bytes(a: np.ndarray) -> np.ndarray:
+    """Per row of a 2-D integer array, the bytes of its values as protobuf varints (an Int64List's payload)."""
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    return _row_varint_bytes(a.reshape(a.shape[0], -1))
 
 
 @njit(cache=True, nogil=True)

@@ -68,3 +68,24 @@ def test_hash_buckets_agree_with_keras_hashing(tmp_path, buckets):
     raw = np.array([R.fields(ln)[14:] for ln in lines], dtype=object)
     want = tf.keras.layers.Hashing(num_bins=buckets)(tf.constant(raw.astype(str))).numpy()
     np.testing.assert_array_equal(read_back(m)["sparse"], want)
+
+
+@pytest.mark.parametrize("target", ["deepfm", "dlrm"])
+def test_ids_past_32_bits_are_kept_whole(tmp_path, target):
+    """--hash-buckets 2**33: DeepFM's global ids (and DLRM's bins) pass 2**32; pass 1 keeps them as int64."""
+    import tensorflow as tf
+
+    lines = R.day_lines(4, 60)
+    R.write_day(tmp_path / "day", lines)
+    buckets = 1 << 33
+    opts = TabularOptions(hash_buckets=buckets, target=target, output=ShardOutputOptions())
+    m = run_job(TabularJob.create([str(tmp_path / "day")], str(tmp_path / "s"), opts, chunk_rows=16))
+    raw = np.array([R.fields(ln)[14:] for ln in lines], dtype=object)
+    bins = tf.keras.layers.Hashing(num_bins=buckets)(tf.constant(raw.astype(str))).numpy()
+    got = read_back(m)
+    if target == "dlrm":
+        np.testing.assert_array_equal(got["sparse"], bins)
+    else:
+        want = 13 + np.arange(26, dtype=np.int64) * buckets + bins
+        np.testing.assert_array_equal(got["ids"][:, 13:], want)
+        assert want.max() >= 1 << 32
