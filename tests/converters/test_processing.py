@@ -208,3 +208,38 @@ def test_sharded_tabular_on_several_instances_is_refused_by_every_instance_in_on
     for rc, _, err, _ in res.values():
         assert rc != 0 and "cannot run as ShardedByS3Key parts" in err and err.count("\n") == 1, res
     assert not [k for k in keys(s3, "criteo/") if ".tfpipe-tmp-" not in k], keys(s3, "criteo/")   # no set
+
+
+@pytest.mark.parametrize("sharded, hosts", [(True, 1), (False, 1), (False, 3)])
+def test_tabular_is_the_local_set_with_its_vocabularies(s3, tmp_path, sharded, hosts):
+    """One instance (ShardedByS3Key or FullyReplicated) or three FullyReplicated ones: the set published holds
+    the shards and vocabulary files of a local conversion of the same days, byte for byte, and verifies."""
+    import tabularref as R
+
+    from converters.shardset.verify import verify
+    from converters.storage import open_storage
+    from converters.tabular.convert import run
+    from converters.tabular.options import TabularOptions
+    from converters.shardset.options import ShardOutputOptions
+
+    shared = None if sharded else tmp_path / "days"
+    cluster = Cluster(tmp_path / "job", hosts=HOSTS[:hosts], sharded=sharded, shared=shared)
+    where = cluster.inputs(HOSTS[0]) if sharded else shared
+    where.mkdir(exist_ok=True)
+    files = []
+    for i in range(4 if hosts > 1 else 2):
+        f = where / f"day-{i}"
+        R.write_day(f, R.day_lines(i, 80, distinct=30))
+        files.append(f)
+    out = f"{s3.url}/one"
+    res = cluster.run(["convert", "tabular", "in/train" if sharded else str(shared), "--out", out, "--shard-size",
+                       "8KiB", "--workers", "1"])
+    assert [r[0] for r in res.values()] == [0] * hosts, res
+    local = run([str(f) for f in files], str(tmp_path / "local"),
+                TabularOptions(output=ShardOutputOptions(shard_size=8 << 10)), workers=1)
+    m = read_manifest(out)
+    assert verify(out).ok and m.records == local.records and len(m.shards) > 1
+    remote = open_storage(out)
+    names = [s.name for s in local.shards] + [e["name"] for e in local.extra["files"]]
+    assert [remote.read_bytes(n) for n in names] == [(tmp_path / "local" / n).read_bytes() for n in names]
+    assert not [k for k in keys(s3, "one/") if ".tfpipe-tmp-" in k]

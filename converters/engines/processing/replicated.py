@@ -222,8 +222,8 @@ def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
                         schema=cj.schema, inputs=outcome.inputs, options=dict(outcome.options),
                         compression=job.options.output.compression, kind=cj.kind, extra=dict(outcome.extra),
                         location=job.out, layout=RecordLayout.from_json(outcome.layout))
-    commit(storage, area, [(got[i].tmp_name, finals[i], got[i].bytes) for i in range(n)], manifest_bytes(manifest),
-           obsolete=obsolete)
+    moves = [(got[i].tmp_name, finals[i], got[i].bytes) for i in range(n)] + list(outcome.files)  # + vocabularies
+    commit(storage, area, moves, manifest_bytes(manifest), obsolete=obsolete)
     log.info("finalized %d record(s) in %d shard(s) -> %s", manifest.records, n, job.out)
     return manifest
 

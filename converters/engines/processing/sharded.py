@@ -126,6 +126,10 @@ def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: l
         host = cfg.place.hosts[h]
         moves.append((f"{area.name}/part-{host}/{s['name']}", finals[i], s["bytes"]))
         shards.append(ShardInfo(finals[i], s["records"], s["bytes"], s["sha256"]))
+    beside = [(h, e) for h, p in enumerate(parts) if p for e in (p.get("extra") or {}).get("files") or ()]
+    if len({h for h, _ in beside}) > 1:
+        raise TfpipeError("several parts wrote files beside their shards (vocabularies): one set cannot hold them")
+    moves += [(f"{area.name}/part-{cfg.place.hosts[h]}/{e['name']}", e["name"], e["bytes"]) for h, e in beside]
     inputs = [InputStats(**i) for p in parts if p for i in p["inputs"]]
     records = sum(s.records for s in shards)
     if records == 0 and (error := job.fmt.empty_error(inputs)) is not None:
