@@ -188,31 +188,15 @@ def check_entries(data: dict, where: str = "") -> None:
     shards = data.get("shards")
     if not isinstance(shards, list):
         raise IntegrityError(f"invalid manifest{where}: 'shards' must be a list, got {type(shards).__name__}")
-    seen: set[str] = set()
     check_name = check_adopted_name if data.get("kind") == ADOPTED_KIND else check_shard_name
-    for i, entry in enumerate(shards):
-        if not isinstance(entry, dict):
-            raise IntegrityError(f"invalid manifest{where}: shards[{i}] is a {type(entry).__name__}, not an object")
-        name = entry.get("name")
-        try:
-            check_name(name)
-        except ValueError as exc:
-            raise IntegrityError(f"invalid manifest{where}: shards[{i}] name {name!r} is not a shard of this "
-                                 f"set: {exc}") from None
-        if name in seen:
-            raise IntegrityError(f"invalid manifest{where}: shards[{i}] name {name!r} is listed twice")
-        seen.add(name)
-        for key in ("records", "bytes"):
-            v = entry.get(key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise IntegrityError(f"invalid manifest{where}: shards[{i}] ({name}) {key} must be an integer "
-                                     f">= 0, got {v!r}")
-        sha = entry.get("sha256")
-        if not is_sha256(sha):
-            raise IntegrityError(f"invalid manifest{where}: shards[{i}] ({name}) sha256 must be 64 hex digits, "
-                                 f"got {sha!r}")
+    seen = _check_listed(shards, "shards", "a shard", check_name, ("records", "bytes"), set(), where)
     options, extra = data.get("options"), data.get("extra")
-    _check_side_files(extra, seen, where)
+    files = extra.get("files") if isinstance(extra, dict) else None
+    if files is not None:
+        if not isinstance(files, list):
+            raise IntegrityError(f"invalid manifest{where}: 'extra.files' must be a list, got "
+                                 f"{type(files).__name__}")
+        _check_listed(files, "extra.files", "a file", check_side_name, ("bytes",), seen, where)
     recorded = []
     if isinstance(options, dict) and options.get("tokenizer") is not None:
         recorded.append(("options.tokenizer", options["tokenizer"]))
@@ -234,33 +218,33 @@ def side_files(manifest: Manifest) -> list[tuple[str, int, str]]:
     return [(e["name"], e["bytes"], e["sha256"]) for e in entries]
 
 
-def _check_side_files(extra, shards: set[str], where: str) -> None:
-    files = extra.get("files") if isinstance(extra, dict) else None
-    if files is None:
-        return
-    if not isinstance(files, list):
-        raise IntegrityError(f"invalid manifest{where}: 'extra.files' must be a list, got {type(files).__name__}")
+def _check_listed(entries: list, what: str, noun: str, check_name, counts: tuple[str, ...], taken: set[str],
+                  where: str) -> set[str]:
+    """Every entry of the list ``what`` is an object with a name ``check_name`` accepts, listed once (and not
+    in ``taken``), integer ``counts`` >= 0 and a sha256 of 64 hex digits; returns the names."""
     seen: set[str] = set()
-    for i, entry in enumerate(files):
+    for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] is a {type(entry).__name__}, not an "
-                                 "object")
+            raise IntegrityError(f"invalid manifest{where}: {what}[{i}] is a {type(entry).__name__}, not an object")
         name = entry.get("name")
         try:
-            check_side_name(name)
+            check_name(name)
         except ValueError as exc:
-            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] name {name!r} is not a file of this "
-                                 f"set: {exc}") from None
-        if name in seen or name in shards:
-            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] name {name!r} is listed twice")
+            raise IntegrityError(f"invalid manifest{where}: {what}[{i}] name {name!r} is not {noun} of this set: "
+                                 f"{exc}") from None
+        if name in seen or name in taken:
+            raise IntegrityError(f"invalid manifest{where}: {what}[{i}] name {name!r} is listed twice")
         seen.add(name)
-        v = entry.get("bytes")
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] ({name}) bytes must be an integer "
-                                 f">= 0, got {v!r}")
-        if not is_sha256(entry.get("sha256")):
-            raise IntegrityError(f"invalid manifest{where}: extra.files[{i}] ({name}) sha256 must be 64 hex "
-                                 f"digits, got {entry.get('sha256')!r}")
+        for key in counts:
+            v = entry.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise IntegrityError(f"invalid manifest{where}: {what}[{i}] ({name}) {key} must be an integer "
+                                     f">= 0, got {v!r}")
+        sha = entry.get("sha256")
+        if not is_sha256(sha):
+            raise IntegrityError(f"invalid manifest{where}: {what}[{i}] ({name}) sha256 must be 64 hex digits, "
+                                 f"got {sha!r}")
+    return seen
 
 
 def manifest_bytes(manifest: Manifest) -> bytes:
