@@ -46,12 +46,14 @@ _CHUNK_ROWS = (1 << 12, 1 << 18)  # the least and most rows of a pass-1 chunk
 
 
 def chunk_rows_for(memory: int, row_bytes: int) -> int:
-    """Rows of a pass-1 chunk: a quarter of ``--memory`` of encoded rows (``row_bytes`` each, its framed
-    length included), within 4,096..262,144. Pass 1 holds about two chunks (the blocks and their join) and pass
-    2 one chunk's rows and their serialized records, so neither grows with the rows of the input. The shards
-    do not depend on it: they are cut from the rows' lengths."""
+    """Rows of a pass-1 chunk: a quarter of ``--memory`` of compact rows (``row_bytes`` each, its framed
+    length included), within 4,096..262,144. Pass 1 holds one chunk's rows until it writes them (block by
+    block, no joined copy), so its memory does not grow with the rows of the input. The shards do not depend
+    on it: they are cut from the rows' lengths."""
     lo, hi = _CHUNK_ROWS
     return int(min(hi, max(lo, memory // 4 // max(row_bytes, 1))))
+
+
 _SLICE_ROWS = 1 << 14  # rows a shard expands to the target's columns and serializes at a time
 _LOOKUPS: dict[tuple, Lookup] = {}  # per process: (run id, column) -> its vocabulary's lookup
 
