@@ -95,11 +95,19 @@ class Proc:
 
 
 def read_through(dispatcher: str, n: int, mode: str = "distributed_epoch", job_name: str | None = None) -> list[int]:
-    """``range(n)`` read through the tf.data service at ``dispatcher`` (``grpc://HOST:P``), sorted."""
+    """``range(n)`` read through the tf.data service at ``dispatcher`` (``grpc://HOST:P``), sorted. The iterator
+    is gone on return (collected, even from a reference cycle): its client stops heart-beating, as a trainer
+    process that ends does, so the job can finish and the workers see no tasks."""
+    import gc
+
     import tensorflow as tf
 
     ds = tf.data.Dataset.range(n).apply(tf.data.experimental.service.distribute(mode, dispatcher, job_name=job_name))
-    return sorted(int(x) for x in ds)
+    it = iter(ds)
+    out = sorted(int(x) for x in it)
+    del it, ds
+    gc.collect()
+    return out
 
 
 @pytest.fixture(scope="module")
