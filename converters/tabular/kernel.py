@@ -1,13 +1,15 @@
-"""numba kernels of the tabular reader: split a block of complete lines into fields, parse the label and the
-integer columns, and gather a categorical column's bytes into a fixed-width array."""
+"""numba kernels of the tabular format: one pass over a block of complete lines (each line's status, label,
+integer columns and categorical keys: ``parse_block``); the fields' offsets and a categorical column's bytes
+for values longer than 8 bytes (``split_fields``, ``gather``); the vocabulary lookup tables (``table_build``,
+``table_get``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..util.jit import njit
 
-__all__ = ["split_fields", "parse_ints", "parse_labels", "parse_block", "gather", "table_build", "table_get",
-           "TABLE_LOAD", "OK", "BAD_FIELDS", "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
+__all__ = ["split_fields", "parse_block", "gather", "table_build", "table_get", "TABLE_LOAD", "OK", "BAD_FIELDS",
+           "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
 
 OK, BAD_FIELDS, NOT_INT, OVERFLOW, BAD_LABEL, BLANK = 0, 1, 2, 3, 4, 5
 _LIMIT = np.uint64(9223372036854775807)
@@ -59,67 +61,6 @@ def split_fields(buf, ncols, delim):
                 status[r] = BAD_FIELDS
         pos = end + 1
     return starts, ends, counts, status
-
-
-@njit(cache=True, nogil=True)
-def parse_ints(buf, starts, ends, status, cols, values, missing, errcol):
-    """Parse integer columns ``cols`` of the lines whose status is ``OK`` into ``values`` (int64) / ``missing``
-    (empty field); a bad value sets the line's status (``NOT_INT``, ``OVERFLOW``) and ``errcol`` (its index)."""
-    for r in range(starts.shape[0]):
-        if status[r] != OK:
-            continue
-        for j in range(cols.size):
-            c = cols[j]
-            a, b = starts[r, c], ends[r, c]
-            if a == b:
-                missing[r, j] = True
-                values[r, j] = 0
-                continue
-            neg = False
-            if buf[a] == 45 or buf[a] == 43:
-                neg = buf[a] == 45
-                a += 1
-            if a == b:
-                status[r] = NOT_INT
-                errcol[r] = j
-                break
-            acc = np.uint64(0)
-            lim = _LIMIT + np.uint64(1) if neg else _LIMIT
-            bad = OK
-            for i in range(a, b):
-                d = buf[i] - 48
-                if d < 0 or d > 9:
-                    bad = NOT_INT
-                    break
-                if acc > (lim - np.uint64(d)) // np.uint64(10):
-                    bad = OVERFLOW
-                    break
-                acc = acc * np.uint64(10) + np.uint64(d)
-            if bad == OVERFLOW:  # a non-digit later on is the likelier mistake
-                for i in range(a, b):
-                    if buf[i] < 48 or buf[i] > 57:
-                        bad = NOT_INT
-            if bad != OK:
-                status[r] = bad
-                errcol[r] = j
-                break
-            if neg:
-                values[r, j] = -np.int64(acc - np.uint64(1)) - 1 if acc > 0 else 0
-            else:
-                values[r, j] = np.int64(acc)
-
-
-@njit(cache=True, nogil=True)
-def parse_labels(buf, starts, ends, status, col, labels):
-    """The label field of every ``OK`` line: exactly ``0`` or ``1``, else status ``BAD_LABEL``."""
-    for r in range(starts.shape[0]):
-        if status[r] != OK:
-            continue
-        a, b = starts[r, col], ends[r, col]
-        if b - a == 1 and (buf[a] == 48 or buf[a] == 49):
-            labels[r] = buf[a] - 48
-        else:
-            status[r] = BAD_LABEL
 
 
 @njit(cache=True, nogil=True)
