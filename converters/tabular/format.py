@@ -23,8 +23,8 @@ class TabularFormat(Format):
 
     def sharded_refusal(self, options) -> str | None:
         return ("convert tabular cannot run as ShardedByS3Key parts on several instances: its vocabularies (or "
-                "--vocab-from's copies), --numeric minmax and --negative-rate's draws belong to the whole input, "
-                "and the finalizer publishes shards only; convert on one instance")
+                "--vocab-from's copies), --numeric minmax and --negative-rate's draws belong to the whole input; "
+                "convert on one instance, or use FullyReplicated inputs")
 
 
 FORMAT = TabularFormat()
