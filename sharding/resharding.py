@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from converters.prep.shuffle import ShuffleOptions, ShuffleSink
+from converters.prep.shuffle import WriteShuffleOptions, ShuffleSink
 from converters.shardset.layoutopts import LayoutOptions
 from converters.shardset.manifest import Manifest
 from converters.shardset.naming import ShardName
@@ -103,7 +103,8 @@ class _Bounded:
 def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int | None = None, *,
             overwrite: bool = False, progress: bool = False, prefix: str | None = None,
             compression: str | None = "same", endpoint_url: str | None = None,
-            shuffle: ShuffleOptions | None = None, layout: str = "same", block_rows: int | None = None) -> Manifest:
+            shuffle: WriteShuffleOptions | None = None, layout: str = "same",
+            block_rows: int | None = None) -> Manifest:
     """Rewrite the shard set at ``src`` into ``out`` with exactly ``num_shards`` record-balanced shards, or
     with shards cut before ``shard_size`` bytes. Schema, kind, inputs and extra totals carry over; options
     gain ``reshard``. ``compression="same"`` keeps the source's. ``shuffle``: a global shuffle of the records

@@ -59,7 +59,7 @@ def run_benchmark(*, docs: int = 3000, vocab_size: int = 16384, threads: int | N
     rayon = int(os.environ["RAYON_NUM_THREADS"])
     from converters.shardset.manifest import InputStats
     from converters.text.convert import convert_text
-    from converters.text.readers import DEFAULT_BATCH_CHARS, ReadOptions, iter_documents
+    from converters.text.readers import DEFAULT_BATCH_CHARS, DocReadOptions, iter_documents
     from converters.text.synthetic import write_pile_jsonl
     from converters.text.tokenizers import load_tokenizer, train_bpe
 
@@ -74,7 +74,7 @@ def run_benchmark(*, docs: int = 3000, vocab_size: int = 16384, threads: int | N
         t = time.perf_counter()
         info = train_bpe([src], vocab_size, tok_path)
         train_s = time.perf_counter() - t
-        texts = [tx for b in iter_documents(src, ReadOptions(), InputStats(src)) for tx in b.texts]
+        texts = [tx for b in iter_documents(src, DocReadOptions(), InputStats(src)) for tx in b.texts]
         text_bytes = sum(len(tx.encode("utf-8")) for tx in texts)
         tok = load_tokenizer(tok_path)
         hf = tok.tokenizer

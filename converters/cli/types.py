@@ -168,7 +168,7 @@ def prep_options(args: argparse.Namespace):
     """The ``PrepOptions`` the arguments of ``add_prep_options`` ask for (None when none)."""
     from ..prep.balance import BalanceOptions
     from ..prep.options import PrepOptions
-    from ..prep.shuffle import DEFAULT_SHUFFLE_MEMORY, ShuffleOptions
+    from ..prep.shuffle import DEFAULT_SHUFFLE_MEMORY, WriteShuffleOptions
 
     balance = getattr(args, "balance", None)
     split = getattr(args, "split_by_label", False)
@@ -177,7 +177,7 @@ def prep_options(args: argparse.Namespace):
                          "the same bytes)")
     if not args.shuffle and (args.shuffle_memory is not None or args.tmp_dir is not None) and not balance:
         raise ValueError("--shuffle-memory/--tmp-dir apply to --shuffle (and --balance)")
-    shuffle = (ShuffleOptions(args.seed, args.shuffle_memory or DEFAULT_SHUFFLE_MEMORY, args.tmp_dir)
+    shuffle = (WriteShuffleOptions(args.seed, args.shuffle_memory or DEFAULT_SHUFFLE_MEMORY, args.tmp_dir)
                if args.shuffle else None)
     prep = PrepOptions(shuffle, BalanceOptions.parse(balance, args.seed) if balance else None, split)
     return prep if prep.active else None

@@ -6,7 +6,7 @@ The pure core (no engine imports; every value picklable):
 * ``units``: ``Unit``, ``plan_units`` (inputs -> work units in input order), ``read_unit``;
 * ``area``: ``RunArea`` (the run's temporary area ``OUT/.tfpipe-tmp-<run>/`` and temporary shard names),
   ``prepare_run``;
-* ``core``: ``ErrorRecord``, ``Cutter`` (the shard-cut rule, streamed), ``ShardSpec``, ``Plan``,
+* ``core``: ``ErrorRecord``, ``Cutter`` (the shard-cut rule, streamed), ``ShardSpec``, ``SetPlan``,
   ``ShardFile``/``ShardResult``, ``Outcome`` and ``finalize``;
 * ``prepplan``, ``scatter``, ``group``: write-time preparation's cuts, shuffle buckets and per-label finalize;
 * ``inprocess``: the step contract (``TwoPassJob``) and ``run_job``, the reference engine (every step in
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from ..util.lazy import lazy_exports
 
-__all__ = ["Unit", "plan_units", "RunArea", "prepare_run", "Plan", "ShardSpec", "ShardResult", "Outcome",
+__all__ = ["Unit", "plan_units", "RunArea", "prepare_run", "SetPlan", "ShardSpec", "ShardResult", "Outcome",
            "finalize", "run_job", "TwoPassJob"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "Unit": ".units", "plan_units": ".units", "RunArea": ".area", "prepare_run": ".area", "Plan": ".core",
+    "Unit": ".units", "plan_units": ".units", "RunArea": ".area", "prepare_run": ".area", "SetPlan": ".core",
     "ShardSpec": ".core", "ShardResult": ".core", "Outcome": ".core", "finalize": ".core",
     "run_job": ".inprocess", "TwoPassJob": ".inprocess",
 }, globals())

@@ -4,7 +4,7 @@
   and the planner raises the *first* one in input order, with the local converter's exact message.
 * ``Cutter``: the greedy shard-cut rule (``shardset.cuts.plan_cuts``) fed in input order, one unit at a time,
   with the bytes of the open shard carried across units; a whole unit that fits needs no lengths at all.
-* ``ShardSpec`` / ``Plan``: what pass 2 writes (shard ``index``: ``records`` records, as format-specific
+* ``ShardSpec`` / ``SetPlan``: what pass 2 writes (shard ``index``: ``records`` records, as format-specific
   ``pieces``) and what finalize records (accounting, options, extra totals), or the error that stops the run.
 * ``ShardFile`` / ``ShardResult``: pass 2 writes one shard under its temporary name, exactly as the local
   ``ShardSetWriter`` does (same gzip settings), fsynced, hashed.
@@ -34,7 +34,7 @@ from ..tfrecord.schema import Schema
 from ..util.errors import InputError, TfpipeError
 from .area import RunArea
 
-__all__ = ["ErrorRecord", "Cutter", "ShardSpec", "Plan", "ShardResult", "ShardFile", "write_shard", "Outcome",
+__all__ = ["ErrorRecord", "Cutter", "ShardSpec", "SetPlan", "ShardResult", "ShardFile", "write_shard", "Outcome",
            "finalize", "OUTCOME_NAME"]
 
 log = logging.getLogger(__name__)
@@ -129,12 +129,12 @@ class ShardSpec:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """The planner's result: the shards to write and the manifest's accounting, or the ``error`` that stops
-    the run before any shard is written; ``layout``: the manifest's record layout entry of a columnar set (its
-    shards' ``records`` count rows). With ``--split-by-label``, ``parts`` lists ``(label, shards)`` per
-    part in order (the shards are numbered part after part); with ``--shuffle``, ``scatter`` holds the tasks
-    that must all have run before any pass 2 (``engines.scatter``)."""
+class SetPlan:
+    """What a set will be, decided before pass 2: the shards to write and the manifest's accounting, or the
+    ``error`` that stops the run before any shard is written; ``layout``: the manifest's record layout entry of
+    a columnar set (its shards' ``records`` count rows). With ``--split-by-label``, ``parts`` lists ``(label,
+    shards)`` per part in order (the shards are numbered part after part); with ``--shuffle``, ``scatter``
+    holds the tasks that must all have run before any pass 2 (``engines.scatter``)."""
 
     shards: tuple[ShardSpec, ...] = ()
     records: int = 0
@@ -148,7 +148,7 @@ class Plan:
     files: tuple[tuple[str, str, int], ...] = ()  # (temporary name, final name, bytes) of files beside the shards
 
     @classmethod
-    def failed(cls, error: ErrorRecord) -> "Plan":
+    def failed(cls, error: ErrorRecord) -> "SetPlan":
         return cls(error=error)
 
 
@@ -232,7 +232,7 @@ class Outcome:
     files: tuple[tuple[str, str, int], ...] = ()  # the plan's files beside the shards (vocabularies)
 
     @classmethod
-    def of(cls, plan: Plan, results: Sequence[ShardResult]) -> "Outcome":
+    def of(cls, plan: SetPlan, results: Sequence[ShardResult]) -> "Outcome":
         return cls(plan.error, tuple(s.records for s in plan.shards), plan.records, tuple(plan.inputs),
                    dict(plan.options), dict(plan.extra), tuple(sorted(results, key=lambda r: r.index)),
                    tuple(plan.parts), plan.layout, tuple(plan.files))

@@ -21,7 +21,7 @@ output checked, temporary area chosen):
 job with every step send the lite one to the others. Every argument and result is a plain picklable value; steps talk to each other only through these values and
 the run's temporary area under the output location (``area.RunArea``), so an engine may run each step in
 another process or on another machine. Bad input never raises inside steps 2-4: it travels as an
-``ErrorRecord`` and ``plan`` returns a failed ``Plan`` whose error ``finalize`` raises (the first in input
+``ErrorRecord`` and ``plan`` returns a failed ``SetPlan`` whose error ``finalize`` raises (the first in input
 order, with the local converter's message), so no shard is written and no manifest either.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any, Callable, Protocol, Sequence
 
 from ..shardset.manifest import Manifest
-from .core import Outcome, Plan, ShardResult, ShardSpec
+from .core import Outcome, SetPlan, ShardResult, ShardSpec
 from .group import finalize_outcome
 
 __all__ = ["TwoPassJob", "run_job"]
@@ -54,7 +54,7 @@ class TwoPassJob(Protocol):
     def pass1(self, unit, ctx) -> Any: ...
     def size_tasks(self, summaries: Sequence) -> list: ...
     def sizes(self, task) -> Any: ...
-    def plan(self, summaries: Sequence, sizes: Sequence, ctx=None) -> Plan: ...
+    def plan(self, summaries: Sequence, sizes: Sequence, ctx=None) -> SetPlan: ...
     def scatter(self, task) -> Any: ...
     def pass2(self, spec: ShardSpec) -> ShardResult: ...
     def lite(self) -> "TwoPassJob": ...

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..prep.labels import bits_name, label_bits, label_order
 from ..prep.keys import record_keys
-from ..prep.shuffle import ShuffleOptions, ShuffleSink
+from ..prep.shuffle import WriteShuffleOptions, ShuffleSink
 from ..shardset.cuts import plan_cuts
 from .core import Cutter
 
@@ -139,7 +139,7 @@ class ShuffleLayout:
     local shuffle, on 12-byte stand-ins) into ``cuts`` and returns the shuffle's manifest report. Use as a
     context manager (temporary files removed on exit)."""
 
-    def __init__(self, options: ShuffleOptions, limit: int, split: bool, *, tmp_root: str, records: int):
+    def __init__(self, options: WriteShuffleOptions, limit: int, split: bool, *, tmp_root: str, records: int):
         self.options = options
         self.cuts = PartCuts(limit, split, bucket_limit(options.memory))
         self._sink = ShuffleSink(_CutWriter(self.cuts), options, tmp_root=tmp_root,

@@ -61,7 +61,7 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
                    on_error: str = "raise", allow_nonfinite: bool = False, max_index: int | None = None,
                    compression: str | None = None, overwrite: bool = False, prefix: str = "train",
                    label_key: str = "label", ids_key: str = "ids", values_key: str = "values",
-                   progress: bool = False, block_size: int = DEFAULT_BLOCK_BYTES, sparse: bool = False,
+                   progress: bool = False, block_bytes: int = DEFAULT_BLOCK_BYTES, sparse: bool = False,
                    multilabel: bool = False, keep_qid: bool = False, qid_key: str = "qid",
                    prep: PrepOptions | None = None, shuffle=False, seed: int | None = None,
                    shuffle_memory: int | str | None = None, tmp_dir: str | None = None, balance=None,
@@ -87,17 +87,17 @@ def convert_libsvm(inputs: str | os.PathLike | Iterable[str | os.PathLike], out:
     options = LibsvmOptions(field_size, index_base, pad, truncate, allow_nonfinite, max_index, label_key, ids_key,
                             values_key, output, sparse, multilabel, keep_qid, qid_key, strict_ids)
     return run(inputs, out, options, workers=workers, overwrite=overwrite, progress=progress,
-               block_size=block_size, prep=prep)
+               block_bytes=block_bytes, prep=prep)
 
 
 def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike, options: LibsvmOptions,
         *, workers: int | None = None, overwrite: bool = False, progress: bool = False,
-        block_size: int = DEFAULT_BLOCK_BYTES, allow_empty: bool = False, prep: PrepOptions | None = None
+        block_bytes: int = DEFAULT_BLOCK_BYTES, allow_empty: bool = False, prep: PrepOptions | None = None
         ) -> Manifest:
     """Convert LibSVM inputs into a shard set at ``out`` as ``options`` say; returns the Manifest.
 
     ``workers`` processes parse and serialize (default: all cores); the output bytes depend on neither it
-    nor ``block_size`` (the text read per task). Inputs without a single valid line are an error unless
+    nor ``block_bytes`` (the text read per task). Inputs without a single valid line are an error unless
     ``allow_empty`` (a part of a larger conversion, such as one Processing instance's share): then the
     manifest lists no shard, only the accounting. ``prep`` (``converters.prep.PrepOptions``): shuffle, balance
     labels or split by label on the way to the shards (balancing reads the input twice).
@@ -111,14 +111,14 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     if workers is None:
         workers = cpu_count()
     workers = cap_workers(as_int(workers, "workers", minimum=1), "parser workers")
-    block_size = as_int(block_size, "block_size", minimum=1)
+    block_bytes = as_int(block_bytes, "block_bytes", minimum=1)
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     if options.output.columnar:
         if allow_empty:
             raise ValueError("a columnar part of a larger conversion has no stored types of its own: convert the "
                              "whole input in one job (--layout columnar)")
-        return _run_columnar(inputs, out, options, workers, overwrite, block_size, prep)
+        return _run_columnar(inputs, out, options, workers, overwrite, block_bytes, prep)
     if prep is not None and prep.needs_labels and options.multilabel:
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     paths = expand_inputs(inputs)
@@ -127,41 +127,41 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     with PrepWriter(str(out), options.output, prep, overwrite=overwrite, expected_bytes=size) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
         try:
-            return _convert(paths, options, writer, pool, block_size, progress, size, allow_empty)
+            return _convert(paths, options, writer, pool, block_bytes, progress, size, allow_empty)
         finally:
             if pool is not None:
                 pool.close()
 
 
-def _run_columnar(inputs, out, options: LibsvmOptions, workers: int, overwrite: bool, block_size: int,
+def _run_columnar(inputs, out, options: LibsvmOptions, workers: int, overwrite: bool, block_bytes: int,
                   prep: PrepOptions | None) -> Manifest:
     """A columnar set: the two-pass job's steps in this process, or on ``workers`` local processes."""
     pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
     try:
-        job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_size=block_size, prep=prep)
+        job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_bytes=block_bytes, prep=prep)
         return run_job(job, pmap=pool.map if pool is not None else None)
     finally:
         if pool is not None:
             pool.close()
 
 
-def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_size: int,
+def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Pool | None, block_bytes: int,
              progress: bool, total: int | None, allow_empty: bool = False) -> Manifest:
     """``total``: the inputs' bytes (None when any is compressed), for the progress bar."""
     raise_on_bad = opts.output.on_error == "raise"
     if opts.index_base != "auto":
         base = opts.index_base
     elif pool is None:
-        base = resolve_index_base(paths, block_size)
+        base = resolve_index_base(paths, block_bytes)
     else:
-        base = resolve_parallel(paths, block_size, pool)
+        base = resolve_parallel(paths, block_bytes, pool)
     stats = {p: InputStats(p) for p in paths}
     rows = RowTotals() if opts.sparse else None
     fallback = lines = 0
     if writer.needs_counts:  # balancing: a first pass counts the labels (bad input stops it as it would later)
-        _count_labels(writer, run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size,
+        _count_labels(writer, run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_bytes,
                                          raise_on_bad), raise_on_bad, progress, total)
-    results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_size, raise_on_bad,
+    results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_bytes, raise_on_bad,
                          split_packs=writer.prep.balance is not None)
     try:
         with progress_bar(progress, desc="convert libsvm", total=total) as bar:

@@ -17,7 +17,7 @@ between the plan and pass 2 (``scatter(task)``, see ``engines.scatter``).
 With ``--layout columnar`` (``output.layout``) pass 1 keeps each feature's value range instead of the lengths,
 the plan chooses the stored types from the whole set's ranges and cuts shards of whole blocks
 (``shardset.blocks``), and pass 2 packs each shard's rows into blocks (the layout travels in ``ShardSpec``
-and ``Plan``); write-time preparation is refused with it.
+and ``SetPlan``); write-time preparation is refused with it.
 
 Parsing and serialization are the local converter's (``libsvm.block.parse``, ``tfrecord.examples``), so the
 bytes are the same.
@@ -33,7 +33,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from ..engines.area import RunArea, prepare_run
-from ..engines.core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from ..engines.core import Cutter, ErrorRecord, SetPlan, ShardResult, ShardSpec, write_shard
 from ..engines.scatter import (
     ScatterResult,
     ScatterTask,
@@ -76,9 +76,9 @@ PREP_COLUMNAR = ("{} with --layout columnar is not supported: convert with --lay
                  "columnar`")
 
 
-def _check_sizes(unit_size, block_size) -> tuple[int, int]:
+def _check_sizes(unit_size, block_bytes) -> tuple[int, int]:
     return (as_int(unit_size, "unit_size", minimum=1, must="a positive number of bytes"),
-            as_int(block_size, "block_size", minimum=1, must="a positive number of bytes"))
+            as_int(block_bytes, "block_bytes", minimum=1, must="a positive number of bytes"))
 
 
 def _check_prep(prep: PrepOptions | None, options: LibsvmOptions) -> None:
@@ -106,7 +106,7 @@ class LibsvmJob:
     paths: tuple[str, ...]
     area: RunArea
     unit_size: int = DEFAULT_UNIT_BYTES
-    block_size: int = DEFAULT_BLOCK_BYTES
+    block_bytes: int = DEFAULT_BLOCK_BYTES
     prep: PrepOptions | None = None
     kind = "libsvm"
 
@@ -114,9 +114,9 @@ class LibsvmJob:
         if not isinstance(self.options, LibsvmOptions):
             raise TypeError(f"options must be a LibsvmOptions, got {type(self.options).__name__}")
         object.__setattr__(self, "paths", tuple(self.paths))
-        sizes = _check_sizes(self.unit_size, self.block_size)
+        sizes = _check_sizes(self.unit_size, self.block_bytes)
         object.__setattr__(self, "unit_size", sizes[0])
-        object.__setattr__(self, "block_size", sizes[1])
+        object.__setattr__(self, "block_bytes", sizes[1])
         if self.prep is not None and not self.prep.active:
             object.__setattr__(self, "prep", None)
         _check_prep(self.prep, self.options)
@@ -124,18 +124,18 @@ class LibsvmJob:
     @classmethod
     def create(cls, inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.PathLike,
                options: LibsvmOptions, *, overwrite: bool = False, unit_size: int = DEFAULT_UNIT_BYTES,
-               block_size: int = DEFAULT_BLOCK_BYTES, run_id: str | None = None, prep: PrepOptions | None = None,
+               block_bytes: int = DEFAULT_BLOCK_BYTES, run_id: str | None = None, prep: PrepOptions | None = None,
                **storage_options) -> "LibsvmJob":
         """The driver's set-up, in the local converter's order: expand the inputs, then check and prepare the
         output location (refused if not empty unless ``overwrite``) and the run's temporary area. ``prep``:
         write-time preparation, as the local converter's."""
         if not isinstance(options, LibsvmOptions):
             raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
-        unit_size, block_size = _check_sizes(unit_size, block_size)
+        unit_size, block_bytes = _check_sizes(unit_size, block_bytes)
         _check_prep(prep, options)
         paths = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
-        return cls(options, tuple(paths), area, unit_size, block_size, prep)
+        return cls(options, tuple(paths), area, unit_size, block_bytes, prep)
 
     @classmethod
     def from_files(cls, options: LibsvmOptions, files: Sequence[str], area: RunArea, *,
@@ -167,7 +167,7 @@ class LibsvmJob:
         try:
             if not unit.whole:
                 return LibsvmPrepass(unit.index, has_zero_index(read_unit(unit)))
-            for block, _, _ in iter_blocks(unit.path, self.block_size):
+            for block, _, _ in iter_blocks(unit.path, self.block_bytes):
                 if has_zero_index(block):
                     return LibsvmPrepass(unit.index, True)
             return LibsvmPrepass(unit.index)
@@ -203,7 +203,7 @@ class LibsvmJob:
 
     def _blocks(self, unit: Unit) -> Iterator[tuple[bytes, int]]:
         if unit.whole:
-            for block, first_line, _ in iter_blocks(unit.path, self.block_size):
+            for block, first_line, _ in iter_blocks(unit.path, self.block_bytes):
                 yield block, first_line
         else:
             yield read_unit(unit), 1
@@ -266,9 +266,9 @@ class LibsvmJob:
         raise TypeError("LibSVM has no size step")
 
     def plan(self, summaries: Sequence[LibsvmSummary], sizes: Sequence = (), ctx: LibsvmContext | None = None
-             ) -> Plan:
+             ) -> SetPlan:
         if ctx is not None and ctx.error is not None:
-            return Plan.failed(ctx.error)
+            return SetPlan.failed(ctx.error)
         summaries = sorted(summaries, key=lambda s: s.unit.index)
         raise_on_bad = self.output.on_error == "raise"
         stats = [InputStats(p) for p in self.paths]
@@ -281,9 +281,9 @@ class LibsvmJob:
             shift = lines_before[i]
             bad = [BadLine(b.line + shift, b.reason, b.token) for b in s.bad] if shift else s.bad
             if raise_on_bad and bad:
-                return Plan.failed(_bad_error(bad, s.skipped, s.records, path))
+                return SetPlan.failed(_bad_error(bad, s.skipped, s.records, path))
             if s.error is not None:
-                return Plan.failed(s.error)
+                return SetPlan.failed(s.error)
             account(stats[i], s.records, s.skipped, s.blank, bad, path, unordered=s.unordered)
             lines_before[i] += s.lines
             fallback += s.fallback
@@ -296,11 +296,11 @@ class LibsvmJob:
         base = ctx.base if ctx is not None else self.options.index_base
         prepared = PreparedUnits(self, summaries, firsts, base) if self.prep is not None else None
         if prepared is not None and (error := prepared.balance(stats)) is not None:
-            return Plan.failed(error)
+            return SetPlan.failed(error)
         read = sum(st.records_read for st in stats)
         blank = sum(st.blank_lines for st in stats)
         if (prepared.records if prepared is not None else total) == 0:
-            return Plan.failed(ErrorRecord.of(empty_input(stats, self.paths[0] if len(self.paths) == 1 else None)))
+            return SetPlan.failed(ErrorRecord.of(empty_input(stats, self.paths[0] if len(self.paths) == 1 else None)))
         log_totals(stats, read, fallback)
         options = self.options.to_json()
         options["index_base_used"] = base
@@ -317,7 +317,7 @@ class LibsvmJob:
             cuts = cutter.ranges()
         shards = tuple(ShardSpec(k, b - a, _pieces(summaries, firsts, a, b, base), first=a, layout=layout)
                        for k, (a, b) in enumerate(cuts))
-        return Plan(shards, total, tuple(stats), options, extra, layout=layout.to_json() if layout else None)
+        return SetPlan(shards, total, tuple(stats), options, extra, layout=layout.to_json() if layout else None)
 
     def piece(self, s: LibsvmSummary, first: int, stop: int, base: int, *, keep: Thresholds | None = None,
               index0: int = 0, label: int | None = None) -> LibsvmPiece:

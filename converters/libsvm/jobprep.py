@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..engines.core import ErrorRecord, Plan, ShardSpec
+from ..engines.core import ErrorRecord, SetPlan, ShardSpec
 from ..engines.prepplan import PartCuts, ShuffleLayout
 from ..engines.scatter import plan_tmp_root, shuffled_plan
 from ..prep.balance import LabelCounts, Thresholds
@@ -94,7 +94,7 @@ class PreparedUnits:
         return self.job.piece(s, first, stop, self.base, keep=self.rule, index0=self.firsts[k], label=label)
 
     # -- the plan --------------------------------------------------------------------------------------
-    def plan(self, inputs: tuple, options: dict, extra: dict) -> Plan:
+    def plan(self, inputs: tuple, options: dict, extra: dict) -> SetPlan:
         options = {**options, **self.prep.to_json()}
         extra = dict(extra)
         if self.report is not None:
@@ -122,7 +122,7 @@ class PreparedUnits:
                 shards.append(ShardSpec(len(shards), e - a, pieces, first=a))
             parts.append(len(ranges))
         named = tuple(zip(cuts.names(), parts)) if split else ()
-        return Plan(tuple(shards), cuts.records, inputs, options, extra, parts=named)
+        return SetPlan(tuple(shards), cuts.records, inputs, options, extra, parts=named)
 
     def _pieces(self, runs: list[tuple[int, int, int]], starts: list[int], a: int, e: int, label: int | None
                 ) -> tuple:
@@ -137,7 +137,7 @@ class PreparedUnits:
                 out.append(self._piece(k, lo - first, hi - first, label))
         return tuple(out)
 
-    def _shuffled(self, inputs: tuple, options: dict, extra: dict) -> Plan:
+    def _shuffled(self, inputs: tuple, options: dict, extra: dict) -> SetPlan:
         job = self.job
         with ShuffleLayout(self.prep.shuffle, job.output.shard_size, self.prep.split_by_label,
                            records=self.records, tmp_root=plan_tmp_root(job.area)) as layout:
@@ -152,4 +152,4 @@ class PreparedUnits:
                                          first=first))
                 first += self.kept[k]
         shards, tasks, parts = shuffled_plan(job.area, layout, sources)
-        return Plan(shards, layout.cuts.records, inputs, options, extra, parts=parts, scatter=tasks)
+        return SetPlan(shards, layout.cuts.records, inputs, options, extra, parts=parts, scatter=tasks)

@@ -32,7 +32,7 @@ class LibsvmContext:
 @dataclass
 class LibsvmSummary:
     """Pass 1's report for one unit. Line numbers of ``bad`` are unit-local for a range unit (the planner
-    shifts them). ``blocks``: records per ``block_size`` block of a whole (compressed) unit."""
+    shifts them). ``blocks``: records per ``block_bytes`` block of a whole (compressed) unit."""
 
     unit: Unit
     records: int = 0

@@ -44,14 +44,14 @@ def _pack_has_zero_index(paths: list[str]) -> bool:
     return has_zero_index(b"\n".join(read_whole(p) for p in paths))
 
 
-def _items(paths: list[str], block_size: int) -> Iterator[tuple[str, object]]:
+def _items(paths: list[str], block_bytes: int) -> Iterator[tuple[str, object]]:
     """The inputs as they are read, in order: ``("pack", [small plain files])`` for runs of consecutive plain
     files of less than a block each (together at most a block), ``("file", path)`` for the others."""
     pack, size = [], 0
     for path in paths:
-        n = input_size(path) if compression_of(path) is None else block_size
-        if n < block_size:
-            if pack and size + n > block_size:
+        n = input_size(path) if compression_of(path) is None else block_bytes
+        if n < block_bytes:
+            if pack and size + n > block_bytes:
                 yield "pack", pack
                 pack, size = [], 0
             pack.append(path)
@@ -65,11 +65,11 @@ def _items(paths: list[str], block_size: int) -> Iterator[tuple[str, object]]:
         yield "pack", pack
 
 
-def resolve_index_base(paths: list[str], block_size: int) -> int:
+def resolve_index_base(paths: list[str], block_bytes: int) -> int:
     """``--index-base auto`` over all inputs: 0 if any index 0 appears anywhere, else 1 (one pass over
     the inputs; stops at the first index 0)."""
-    for kind, item in _items(paths, block_size):
-        if _pack_has_zero_index(item) if kind == "pack" else _file_has_zero_index(item, block_size):
+    for kind, item in _items(paths, block_bytes):
+        if _pack_has_zero_index(item) if kind == "pack" else _file_has_zero_index(item, block_bytes):
             log.info("index base auto: index 0 found in %s -> zero-based", item if kind == "file" else
                      f"one of {item[0]} .. {item[-1]}")
             return 0
@@ -80,7 +80,7 @@ def resolve_index_base(paths: list[str], block_size: int) -> int:
 _SCAN_WINDOW = 64 << 20  # 64 MiB of a memory-mapped file scanned at a time
 
 
-def _file_has_zero_index(path: str, block_size: int) -> bool:
+def _file_has_zero_index(path: str, block_bytes: int) -> bool:
     """A plain file is scanned in place (memory-mapped: no copies, no line counting; measured ~3x less CPU
     than block reads), a compressed one (or one that cannot be mapped) block by block."""
     if compression_of(path) is None and not is_url(path):
@@ -89,7 +89,7 @@ def _file_has_zero_index(path: str, block_size: int) -> bool:
                 return _mapped_has_zero_index(mm)
         except (OSError, ValueError):  # empty or special file: read it
             pass
-    return any(has_zero_index(block) for block, _, _ in iter_blocks(path, block_size))
+    return any(has_zero_index(block) for block, _, _ in iter_blocks(path, block_bytes))
 
 
 def _mapped_has_zero_index(mm: mmap.mmap, window: int = _SCAN_WINDOW) -> bool:
@@ -127,22 +127,22 @@ def _read_range_or_fail(path: str, start: int, stop: int) -> bytes:
         raise InputError(f"cannot read: {exc}", path=path, offset=start) from None
 
 
-def byte_ranges(path: str, block_size: int) -> list[tuple[int, int]]:
+def byte_ranges(path: str, block_bytes: int) -> list[tuple[int, int]]:
     size = input_size(path)
-    return [(a, min(a + block_size, size)) for a in range(0, size, block_size)]
+    return [(a, min(a + block_bytes, size)) for a in range(0, size, block_bytes)]
 
 
-def _tasks(paths: list[str], block_size: int):
+def _tasks(paths: list[str], block_bytes: int):
     """Worker tasks in input order: packs of small plain files and byte ranges of larger ones (the worker reads
     them), text blocks of compressed files (decompressed here, in order)."""
-    for kind, item in _items(paths, block_size):
+    for kind, item in _items(paths, block_bytes):
         if kind == "pack":
             yield item, work_pack, (item,)
         elif compression_of(item) is None:
-            for a, b in byte_ranges(item, block_size):
+            for a, b in byte_ranges(item, block_bytes):
                 yield item, _work_range, (item, a, b)
         else:
-            for block, _, _ in iter_blocks(item, block_size):
+            for block, _, _ in iter_blocks(item, block_bytes):
                 yield item, work_block, (block, 1)
 
 
@@ -248,20 +248,20 @@ def _died() -> TfpipeError:
                        "written: rerun, with fewer --workers if memory is short")
 
 
-def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
+def resolve_parallel(paths: list[str], block_bytes: int, pool: Pool) -> int:
     """``resolve_index_base`` with the plain files scanned by the workers."""
     from concurrent.futures.process import BrokenProcessPool
 
     futures = []
     try:
-        for kind, path in _items(paths, block_size):
+        for kind, path in _items(paths, block_bytes):
             if kind == "pack":
                 futures.append((f"one of {path[0]} .. {path[-1]}", pool.executor.submit(_pack_has_zero_index, path)))
             elif compression_of(path) is None:
                 futures += [(path, pool.executor.submit(_zero_in_range, path, a, b))
-                            for a, b in byte_ranges(path, block_size)]
+                            for a, b in byte_ranges(path, block_bytes)]
             else:
-                for block, _, _ in iter_blocks(path, block_size):
+                for block, _, _ in iter_blocks(path, block_bytes):
                     if has_zero_index(block):
                         log.info("index base auto: index 0 found in %s -> zero-based", path)
                         return 0
@@ -278,16 +278,16 @@ def resolve_parallel(paths: list[str], block_size: int, pool: Pool) -> int:
     return 1
 
 
-def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad, split_packs: bool = False):
+def run_blocks(paths, popts, keys, pool: Pool | None, block_bytes, stop_on_bad, split_packs: bool = False):
     """Yield (path, first_line, BlockResult) in input order, bad-line numbers counted from the file start.
     A pack's records come with its last file, unless ``split_packs`` (each file with its own records)."""
     if pool is None:
-        for kind, item in _items(paths, block_size):
+        for kind, item in _items(paths, block_bytes):
             if kind == "pack":
                 yield from unpack(item, work_pack(item, popts, keys, stop_on_bad), split_packs)
                 continue
             first_line = 1  # counted by the parser (res.lines), not by a separate scan of each block
-            for block, _, _ in iter_blocks(item, block_size, count_lines=False):
+            for block, _, _ in iter_blocks(item, block_bytes, count_lines=False):
                 res = work_block(block, first_line, popts, keys, stop_on_bad)
                 yield item, first_line, res
                 first_line += res.lines
@@ -298,7 +298,7 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_size, stop_on_bad, s
         _, fn, args = task
         return pool.executor.submit(fn, *args, popts, keys, stop_on_bad)
 
-    for (path, _, _), res in _worker_results(ordered_map(submit, _tasks(paths, block_size), 2 * pool.workers)):
+    for (path, _, _), res in _worker_results(ordered_map(submit, _tasks(paths, block_bytes), 2 * pool.workers)):
         if isinstance(res, PackResult):
             yield from unpack(path, res, split_packs)
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .balance import BalanceOptions
-from .shuffle import ShuffleOptions
+from .shuffle import WriteShuffleOptions
 
 __all__ = ["PrepOptions", "prep_from_keywords"]
 
@@ -15,13 +15,13 @@ class PrepOptions:
     shard set per label under ``OUT/label=<v>/`` with a group manifest. Order of the stages: balance, then
     shuffle, then split."""
 
-    shuffle: ShuffleOptions | None = None
+    shuffle: WriteShuffleOptions | None = None
     balance: BalanceOptions | None = None
     split_by_label: bool = False
 
     def __post_init__(self):
-        if self.shuffle is not None and not isinstance(self.shuffle, ShuffleOptions):
-            raise ValueError(f"shuffle must be a ShuffleOptions or None, got {type(self.shuffle).__name__}")
+        if self.shuffle is not None and not isinstance(self.shuffle, WriteShuffleOptions):
+            raise ValueError(f"shuffle must be a WriteShuffleOptions or None, got {type(self.shuffle).__name__}")
         if self.balance is not None and not isinstance(self.balance, BalanceOptions):
             raise ValueError(f"balance must be a BalanceOptions or None, got {type(self.balance).__name__}")
         if not isinstance(self.split_by_label, bool):
@@ -57,7 +57,7 @@ def prep_from_keywords(prep: PrepOptions | None = None, *, shuffle=False, seed: 
                        split_by_label: bool = False) -> PrepOptions | None:
     """The ``PrepOptions`` of the Python keyword forms (``convert_libsvm(..., shuffle=True, seed=7)``), the same
     choices as the command line's ``--shuffle --seed --shuffle-memory --tmp-dir --balance --split-by-label``:
-    ``shuffle`` True (or a ``ShuffleOptions``), ``seed`` (needed by shuffle and balance), ``shuffle_memory`` in
+    ``shuffle`` True (or a ``WriteShuffleOptions``), ``seed`` (needed by shuffle and balance), ``shuffle_memory`` in
     bytes or as ``"512MiB"``, ``balance`` ``"equal"``, ``"0=0.25,1=1"``, a mapping ``{label: rate}`` or a
     ``BalanceOptions``. ``prep`` (a ready ``PrepOptions``) excludes the keywords. None when nothing is asked."""
     from ..util.units import parse_size
@@ -71,8 +71,8 @@ def prep_from_keywords(prep: PrepOptions | None = None, *, shuffle=False, seed: 
         if given:
             raise ValueError(f"pass either prep=PrepOptions(...) or the keywords {', '.join(given)}, not both")
         return prep if prep.active else None
-    if not isinstance(shuffle, (bool, ShuffleOptions)):
-        raise ValueError(f"shuffle must be True/False or a ShuffleOptions, got {shuffle!r}")
+    if not isinstance(shuffle, (bool, WriteShuffleOptions)):
+        raise ValueError(f"shuffle must be True/False or a WriteShuffleOptions, got {shuffle!r}")
     needs_seed = shuffle is True or (balance is not None and not isinstance(balance, BalanceOptions))
     if needs_seed and seed is None:
         raise ValueError(f"{'shuffle=True' if shuffle is True else 'balance'} needs seed=S (the same seed gives "
@@ -81,7 +81,7 @@ def prep_from_keywords(prep: PrepOptions | None = None, *, shuffle=False, seed: 
         raise ValueError("shuffle_memory/tmp_dir apply to shuffle=True (and balance)")
     if shuffle is True:
         memory = DEFAULT_SHUFFLE_MEMORY if shuffle_memory is None else parse_size(shuffle_memory)
-        shuffle = ShuffleOptions(seed, memory, None if tmp_dir is None else str(tmp_dir))
+        shuffle = WriteShuffleOptions(seed, memory, None if tmp_dir is None else str(tmp_dir))
     out = PrepOptions(shuffle or None, _balance(balance, seed), split_by_label)
     return out if out.active else None
 

@@ -40,7 +40,8 @@ from .keys import record_keys
 from .labels import label_bits
 from .records import take_records
 
-__all__ = ["ShuffleOptions", "ShuffleSink", "DEFAULT_SHUFFLE_MEMORY", "METHOD", "MIN_MIX_SHARD_RECORDS", "square_sum"]
+__all__ = ["WriteShuffleOptions", "ShuffleSink", "DEFAULT_SHUFFLE_MEMORY", "METHOD", "MIN_MIX_SHARD_RECORDS",
+           "square_sum"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ _TMP_PREFIX = ".tfpipe-tmp-shuffle-"
 
 
 @dataclass(frozen=True)
-class ShuffleOptions:
+class WriteShuffleOptions:
     """``seed`` decides the order; ``memory`` bounds the bytes held (buffers and the bucket being sorted);
     ``tmp_dir`` holds the bucket files (default: under the output directory, or the system temp directory
     for ``s3://`` outputs)."""
@@ -83,7 +84,7 @@ class ShuffleSink:
     ``finish`` hands them to ``writer`` (anything with ``write(framed, lengths[, labels])`` — labels when the
     records have them — and ``shard_records()``) in key order and returns the quality report. Use as a context manager (temporary files removed on exit)."""
 
-    def __init__(self, writer, options: ShuffleOptions, *, tmp_root: str, expected_bytes: int | None = None):
+    def __init__(self, writer, options: WriteShuffleOptions, *, tmp_root: str, expected_bytes: int | None = None):
         self.writer = writer
         self.options = options
         base = options.tmp_dir or tmp_root

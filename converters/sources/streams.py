@@ -170,7 +170,7 @@ class _DecodedReader(io.RawIOBase):
         super().close()
 
 
-def iter_blocks(path: str, block_size: int = _BLOCK, max_line: int = MAX_LINE_BYTES, *, count_lines: bool = True
+def iter_blocks(path: str, block_bytes: int = _BLOCK, max_line: int = MAX_LINE_BYTES, *, count_lines: bool = True
                 ) -> Iterator[tuple[bytes, int, int]]:
     """Yield ``(block, first_line_number, byte_offset)`` with each block ending at a newline (the last one
     may lack it). Memory stays at about one block (or the longest line; a line over ``max_line`` bytes is an
@@ -185,7 +185,7 @@ def iter_blocks(path: str, block_size: int = _BLOCK, max_line: int = MAX_LINE_BY
     with open_input(path) as f:
         while True:
             try:
-                chunk = f.read(block_size)
+                chunk = f.read(block_bytes)
             except (OSError, EOFError) as exc:
                 raise InputError(f"cannot decompress ({exc}); the file is truncated or corrupt", path=path,
                                  offset=offset + carried) from None

@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..engines.area import RunArea, prepare_run
-from ..engines.core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from ..engines.core import Cutter, ErrorRecord, SetPlan, ShardResult, ShardSpec, write_shard
 from ..engines.units import InputFile, Unit, plan_units
 from ..prep.options import PrepOptions
 from ..shardset.blocks import Blocks, block_lengths
@@ -322,14 +322,14 @@ class TabularJob:
     def scatter(self, task):  # pragma: no cover - no --shuffle
         raise TypeError("tabular has no scatter step")
 
-    def plan(self, summaries: Sequence[Summary], sizes: Sequence = (), ctx: Context | None = None) -> Plan:
+    def plan(self, summaries: Sequence[Summary], sizes: Sequence = (), ctx: Context | None = None) -> SetPlan:
         _LOOKUPS.clear()  # pass 1 is done: the shards need no vocabulary
         if ctx is not None and ctx.error is not None:
-            return Plan.failed(ctx.error)
+            return SetPlan.failed(ctx.error)
         summaries = sorted(summaries, key=lambda s: s.unit.index)
         for s in summaries:
             if s.error is not None:
-                return Plan.failed(s.error)
+                return SetPlan.failed(s.error)
         chunks, at = [], 0
         for s in summaries:
             for c in s.chunks:
@@ -351,7 +351,7 @@ class TabularJob:
                                  first=a, layout=layout if layout.columnar else None)
                        for k, (a, b) in enumerate(ranges))
         extra = self._extra(summaries, ctx)
-        return Plan(shards, total, tuple(s.stats for s in summaries), self.options.to_json(), extra,
+        return SetPlan(shards, total, tuple(s.stats for s in summaries), self.options.to_json(), extra,
                     layout=layout.to_json(),
                     files=tuple((tmp, f"vocab/{name}.txt", n) for name, tmp, n, _, _ in ctx.files))
 

@@ -28,7 +28,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from ..engines.area import RunArea, prepare_run
-from ..engines.core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from ..engines.core import Cutter, ErrorRecord, SetPlan, ShardResult, ShardSpec, write_shard
 from ..engines.prepplan import ShuffleLayout
 from ..engines.scatter import (
     ScatterResult,
@@ -293,11 +293,11 @@ class TextJob:
             pl[spec.mask_name] = spec.window  # mask values 0/1: one byte each
         return framed_lengths(self.schema, pl)
 
-    def plan(self, summaries: Sequence[TextSummary], sizes: Sequence[SizeTask], ctx=None) -> Plan:
+    def plan(self, summaries: Sequence[TextSummary], sizes: Sequence[SizeTask], ctx=None) -> SetPlan:
         summaries = sorted(summaries, key=lambda s: s.unit.index)
         for s in summaries:
             if s.error is not None:
-                return Plan.failed(s.error)
+                return SetPlan.failed(s.error)
         spec, w = self.spec, self.spec.window
         sizes = sorted(sizes, key=lambda t: (t.offset, t.window_offset))
         cutter = Cutter(self.output.shard_size)
@@ -346,13 +346,13 @@ class TextJob:
             specs = [ShardSpec(k, n, self._pieces(sizes, a, a + n, total), first=a)
                      for k, (a, n) in enumerate(sources)]
             shards, tasks, _ = shuffled_plan(self.area, layout, specs)
-            return Plan(shards, windows, inputs, {**options, **self.prep.to_json()}, extra, scatter=tasks)
+            return SetPlan(shards, windows, inputs, {**options, **self.prep.to_json()}, extra, scatter=tasks)
         layout = self.layout
         ranges = (block_shards(windows, self.schema, layout, self.output.shard_size) if layout.columnar
                   else cutter.ranges())
         shards = tuple(ShardSpec(k, b - a, self._pieces(sizes, a, b, total), first=a)
                        for k, (a, b) in enumerate(ranges))
-        return Plan(shards, windows, inputs, options, extra, layout=layout.to_json())
+        return SetPlan(shards, windows, inputs, options, extra, layout=layout.to_json())
 
     def _window_lengths(self, sizes: list[SizeTask], total: int) -> Iterator[np.ndarray]:
         """The framed length of every window, in order, chunk by chunk (a window that spans chunks counted with

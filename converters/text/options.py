@@ -11,7 +11,7 @@ from ..shardset.layoutopts import LayoutOptions
 from ..shardset.naming import check_plain_name
 from ..shardset.options import ShardOutputOptions
 from ..tfrecord.schema import FeatureSpec, Schema
-from .readers import ReadOptions, subset_names
+from .readers import DocReadOptions, subset_names
 
 __all__ = ["TextOptions", "text_schema", "FEATURE"]
 
@@ -48,9 +48,9 @@ class TextOptions:
         except ValueError as exc:
             raise ValueError(f"tokenizer {self.tokenizer!r}: its file name cannot be recorded: {exc}") from None
 
-    def read_options(self, batch_chars: int | None = None) -> ReadOptions:
+    def read_options(self, batch_chars: int | None = None) -> DocReadOptions:
         extra = {"batch_chars": batch_chars} if batch_chars is not None else {}
-        return ReadOptions(text_key=self.text_key, include_subsets=self.include_subsets,
+        return DocReadOptions(text_key=self.text_key, include_subsets=self.include_subsets,
                            exclude_subsets=self.exclude_subsets, on_error=self.output.on_error,
                            txt_mode=self.txt_mode, **extra)
 

@@ -33,7 +33,7 @@ from ..shardset.options import check_on_error
 from ..sources import COMPRESSED_SUFFIXES, is_url, iter_blocks, open_input, open_raw
 from ..util.errors import InputError, TfpipeError
 
-__all__ = ["ReadOptions", "subset_names", "DocBatch", "iter_documents", "format_of", "FORMATS", "INPUT_SUFFIXES",
+__all__ = ["DocReadOptions", "subset_names", "DocBatch", "iter_documents", "format_of", "FORMATS", "INPUT_SUFFIXES",
            "DEFAULT_BATCH_CHARS", "NO_SUBSET"]
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def subset_names(what: str, value) -> tuple[str, ...] | None:
 
 
 @dataclass(frozen=True)
-class ReadOptions:
+class DocReadOptions:
     text_key: str = "text"
     include_subsets: frozenset[str] | None = None
     exclude_subsets: frozenset[str] | None = None
@@ -101,7 +101,7 @@ class DocBatch:
 class _Sink:
     """Collects documents into batches and applies the accounting rules shared by all readers."""
 
-    def __init__(self, path: str, opts: ReadOptions, stats: InputStats):
+    def __init__(self, path: str, opts: DocReadOptions, stats: InputStats):
         self.path, self.opts, self.stats = path, opts, stats
         self.batch = DocBatch(path)
 
@@ -368,7 +368,7 @@ def format_of(path: str) -> str:
                       f"{', '.join(sorted(_FORMAT_SUFFIXES))} (optionally + {', '.join(COMPRESSED_SUFFIXES)})")
 
 
-def iter_documents(path: str, opts: ReadOptions, stats: InputStats) -> Iterator[DocBatch]:
+def iter_documents(path: str, opts: DocReadOptions, stats: InputStats) -> Iterator[DocBatch]:
     """Yield the documents of one file in batches, updating ``stats``. File-level damage (wrong
     compression, truncated stream) raises ``InputError``, or with ``on_error="skip"`` counts the unread
     rest of the file as one ``unreadable_file``/``truncated_file`` record."""

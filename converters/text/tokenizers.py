@@ -168,7 +168,7 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
 
     from ..shardset.manifest import InputStats
     from ..sources import expand_inputs
-    from .readers import INPUT_SUFFIXES, ReadOptions, iter_documents
+    from .readers import INPUT_SUFFIXES, DocReadOptions, iter_documents
 
     if vocab_size < 257 + 1:
         raise ValueError(f"vocab_size must be at least 258 (256 bytes + special token + merges), got {vocab_size}")
@@ -179,7 +179,7 @@ def train_bpe(inputs: Sequence[str], vocab_size: int, out: str, *, text_key: str
     if os.path.exists(out) and not os.path.isfile(out):  # read back after writing: a file, refused before training
         raise OutputError(f"{out}: is {file_kind(os.stat(out).st_mode)}; the tokenizer is read back, give a file")
     files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)
-    opts = ReadOptions(text_key=text_key, on_error=on_error, txt_mode=txt_mode)
+    opts = DocReadOptions(text_key=text_key, on_error=on_error, txt_mode=txt_mode)
     seen = {"chars": 0, "docs": 0}
     all_stats: list[InputStats] = []
 

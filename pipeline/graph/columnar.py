@@ -179,7 +179,7 @@ def _file_blocks(spec: PipelineSpecBase, read: ReadPlan, tables) -> Any:
     cfg = _read_config(spec, read)
     absorb_buffer_notice(cfg.buffer_size)
     if spec.stream is not None:
-        from ..remote.stream import stream_source
+        from .streamsource import stream_source
 
         ds, _ = stream_source(spec, replace(cfg, read="sequential" if cfg.read == "interleave" else cfg.read,
                                             chunk_records=0), _file_shuffle(spec))

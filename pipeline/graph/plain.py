@@ -153,7 +153,7 @@ def _file_source(plan: GraphPlan):
     spec, cfg = plan.spec, plan.read.config
     absorb_buffer_notice(cfg.buffer_size)
     if plan.stream:  # a remote set: local paths handed out as shards arrive in the cache
-        from ..remote.stream import stream_source
+        from .streamsource import stream_source
 
         return stream_source(spec, cfg, _file_shuffle(plan))
     files = list(spec.files)

@@ -29,7 +29,7 @@ from ..spec.stage import Stage
 from ..resume.delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point, step_records
 from ..resume.state import check_resumable, epoch_records, order_epoch_steps, locate, resume_position, steps_for
 from ..resume.seek import seek_pays
-from .resumeweighted import BLOCK_KEY, block_size, part_counts, part_spec, sampled_stages, sampled_steps
+from .resumeweighted import BLOCK_KEY, block_positions, part_counts, part_spec, sampled_stages, sampled_steps
 
 __all__ = ["stages", "build", "build_resumable", "resumable_stages", "enter", "order_from", "order_of", "cut_batches", "sampled_batches",
            "FILE_KEY", "CHUNK_KEY"]
@@ -51,11 +51,11 @@ def _seed(seed, epoch, what):
 def enter(path: str, k: int, compression_type, buffer_size, records: int | None = None,
           sha256: str | None = None):
     """The records of ``path`` from its record ``k`` (the one place a file is entered in the middle): a seek
-    by the file's record-offset index (``pipeline.resume.seek.records_from``) when it is cached or the bytes before
+    by the file's record-offset index (``seeksource.records_from``) when it is cached or the bytes before
     ``k`` are many, else ``skip`` (GZIP files and a TensorFlow without the seek op always read through).
     ``records``, ``sha256``: the file's record count and digest from the manifest (the digest is the key the
     index is cached under, by ``tfpipe pipeline offsets`` too)."""
-    from ..resume.seek import records_from
+    from .seeksource import records_from
 
     if k > 0 and "://" not in path and not compression_type and not seek_pays(path, k, records, sha256):
         import tensorflow as tf
@@ -203,7 +203,7 @@ def sampled_batches(spec, e0: int, pos: int):
     import tensorflow as tf
 
     weights = [w for _, w in spec.part_weights]
-    size = block_size(weights)
+    size = block_positions(weights)
     counts = part_counts(weights, size)
     block, skip = divmod(e0 * epoch_records(spec) + pos, size)
     parts = tuple(cut_batches(_endless(part_spec(spec, k), block * c), c, True)

@@ -21,12 +21,11 @@ __all__ = ["StreamedShards", "entry"]
 
 def entry(path: str, k: int, records: int, sha256: str, compressed: bool) -> tuple[int, int]:
     """(byte offset, records to skip after it) to read the fetched shard ``path`` from its record ``k``."""
-    from ..resume.offsets import offset_of
-    from ..resume.seek import has_seek_op, seek_pays
+    from ..resume.seek import entry_offset, seek_pays
 
-    if k <= 0 or compressed or not has_seek_op() or not seek_pays(path, k, records, sha256):
+    if k <= 0 or compressed or not seek_pays(path, k, records, sha256):
         return 0, max(0, k)
-    offset = offset_of(path, k, records=records, sha256=sha256)
+    offset = entry_offset(path, k, compressed=False, records=records, sha256=sha256)
     return (0, k) if offset is None else (offset, 0)
 
 
@@ -60,8 +59,9 @@ class StreamedShards:
         import tensorflow as tf
 
         from ..plan.readplan import DEFAULT_BUFFER_BYTES
-        from ..resume.seek import has_seek_op, records_at
-        from ..remote.stream import released_after
+        from ..resume.seek import has_seek_op
+        from .seeksource import records_at
+        from .streamsource import released_after
 
         ctype = "GZIP" if self.spec.compression == "gzip" else ""
         buf = self.spec.buffer_size or DEFAULT_BUFFER_BYTES

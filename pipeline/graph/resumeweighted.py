@@ -2,7 +2,7 @@
 (seed, position), so an input state of a few integers continues it exactly. The plan is here (pure);
 ``pipeline.graph.resumable.sampled_batches`` builds it.
 
-The stream is cut into **blocks** of ``L`` positions (:func:`block_size`: 4,096, or up to 16,384 when a
+The stream is cut into **blocks** of ``L`` positions (:func:`block_positions`: 4,096, or up to 16,384 when a
 weight is small). Every block holds exactly ``c_k`` records of part ``k`` (:func:`part_counts`: ``L ·
 weight_k`` rounded by largest remainders, at least 1), arranged by a random permutation of the block that is a
 pure function of (seed, block number) (``index_shuffle``, Philox). So the sampling is stratified: the
@@ -25,14 +25,14 @@ import hashlib
 from ..resume.state import epoch_records, order_epoch_steps, steps_for
 from ..spec.stage import Stage
 
-__all__ = ["BLOCK_KEY", "block_size", "part_counts", "part_spec", "sampled_steps", "sampled_stages"]
+__all__ = ["BLOCK_KEY", "block_positions", "part_counts", "part_spec", "sampled_steps", "sampled_stages"]
 
 BLOCK_KEY = (1 << 32) - 3     # folded into (seed, block) for the seed of a block's arrangement
 MIN_BLOCK, MAX_BLOCK = 4096, 16384
 MIN_PER_BLOCK = 50            # records of the rarest part per block, where MAX_BLOCK allows (±1 % of its weight)
 
 
-def block_size(weights) -> int:
+def block_positions(weights) -> int:
     """``L``: a power of two from 4,096 up to 16,384, the smallest giving every part ``MIN_PER_BLOCK`` records."""
     size = MIN_BLOCK
     while size < MAX_BLOCK and size * min(weights) < MIN_PER_BLOCK:
@@ -81,7 +81,7 @@ def sampled_steps(spec, e0: int, pos: int) -> int:
 def sampled_stages(spec) -> list[Stage]:
     """What ``describe`` shows for a balanced group with ``resumable=True``."""
     weights = [w for _, w in spec.part_weights]
-    size = block_size(weights)
+    size = block_positions(weights)
     n, shuffle = spec.num_shards, spec.shuffle_buffer > 0
     return [
         Stage("source", True, {"mode": "file", "parts": len(weights), "files": [c for c, _ in spec.part_weights],

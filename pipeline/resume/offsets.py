@@ -1,6 +1,6 @@
 """The record-offset index of an uncompressed TFRecord file: the little-endian uint64 byte offset of every
 record (8 bytes a record), so that a resume can enter a shard at record k without reading the k records
-before it (``pipeline.resume.seek.records_from``).
+before it (``pipeline.graph.seeksource.records_from``).
 
 ``compute_offsets(path)`` walks the 12-byte record headers (length, masked CRC32C of the length; the CRC is
 checked, a bad header is an ``IntegrityError`` naming the file and the byte offset) in a numba kernel over the

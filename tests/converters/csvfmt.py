@@ -21,7 +21,7 @@ import numpy as np
 
 from converters import registry
 from converters.engines.area import RunArea, prepare_run
-from converters.engines.core import Cutter, ErrorRecord, Plan, ShardResult, ShardSpec, write_shard
+from converters.engines.core import Cutter, ErrorRecord, SetPlan, ShardResult, ShardSpec, write_shard
 from converters.engines.units import InputFile, Unit, plan_units
 from converters.shardset.manifest import InputStats, Manifest
 from converters.shardset.options import ShardOutputOptions
@@ -181,11 +181,11 @@ class CsvJob:
     def scatter(self, task):  # pragma: no cover - no --shuffle
         raise TypeError("csv has no scatter step")
 
-    def plan(self, summaries: Sequence[CsvSummary], sizes: Sequence = (), ctx=None) -> Plan:
+    def plan(self, summaries: Sequence[CsvSummary], sizes: Sequence = (), ctx=None) -> SetPlan:
         summaries = sorted(summaries, key=lambda s: s.unit.index)
         for s in summaries:
             if s.error is not None:
-                return Plan.failed(s.error)
+                return SetPlan.failed(s.error)
         cutter, firsts = Cutter(self.output.shard_size), []
         for s in summaries:
             firsts.append(cutter.records)
@@ -196,7 +196,7 @@ class CsvJob:
             pieces = tuple(CsvPiece(s.unit, max(a - f, 0), min(b - f, s.records))
                            for s, f in zip(summaries, firsts) if f < b and f + s.records > a)
             shards.append(ShardSpec(k, b - a, pieces, first=a))
-        return Plan(tuple(shards), cutter.records, tuple(s.stats for s in summaries), self.options.to_json(), {})
+        return SetPlan(tuple(shards), cutter.records, tuple(s.stats for s in summaries), self.options.to_json(), {})
 
     def pass2(self, spec: ShardSpec) -> ShardResult:
         return write_shard(self.area, self.output, spec, self._records(spec.pieces))

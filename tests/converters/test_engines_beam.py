@@ -172,7 +172,7 @@ class _BrokenJob(LibsvmJob):
 
 def test_a_failing_step_leaves_nothing(data, tmp_path, clean_cwd):
     job = LibsvmJob.create(data["libsvm"], tmp_path / "out", _libsvm_opts(), unit_size=96 << 10)
-    broken = _BrokenJob(job.options, job.paths, job.area, job.unit_size, job.block_size)
+    broken = _BrokenJob(job.options, job.paths, job.area, job.unit_size, job.block_bytes)
     with pytest.raises(TfpipeError, match="^shard store on fire$"):
         beam.run_beam(broken)
     assert not (tmp_path / "out").exists() and list(clean_cwd.iterdir()) == []

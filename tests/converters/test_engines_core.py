@@ -14,7 +14,7 @@ from converters.engines.core import (
     Cutter,
     ErrorRecord,
     Outcome,
-    Plan,
+    SetPlan,
     ShardResult,
     ShardSpec,
 )
@@ -67,13 +67,13 @@ def test_error_record_raises_the_same_error(exc):
 
 def test_outcome_round_trips_through_json():
     st_ = InputStats("a.txt", 5, 4, 1, {"bad_label": 1}, ["a.txt:3: bad_label: ..."])
-    plan = Plan((ShardSpec(0, 3, ()), ShardSpec(1, 1, ())), 4, (st_,), {"field_size": 39}, {"blank_lines": 1})
+    plan = SetPlan((ShardSpec(0, 3, ()), ShardSpec(1, 1, ())), 4, (st_,), {"field_size": 39}, {"blank_lines": 1})
     res = [ShardResult(1, ".tfpipe-tmp-r-train-00001.tfrecord", 1, 300, "ab"),
            ShardResult(0, ".tfpipe-tmp-r-train-00000.tfrecord", 3, 900, "cd")]
     o = Outcome.of(plan, res)
     assert [r.index for r in o.results] == [0, 1] and o.expected == (3, 1)
     assert Outcome.from_json(json.loads(o.dumps())) == o
-    failed = Outcome.of(Plan.failed(ErrorRecord("x", "a", 2, reason="r")), [])
+    failed = Outcome.of(SetPlan.failed(ErrorRecord("x", "a", 2, reason="r")), [])
     assert Outcome.from_json(json.loads(failed.dumps())) == failed
 
 

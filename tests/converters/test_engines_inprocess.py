@@ -53,13 +53,13 @@ LIBSVM_CASES = [
     ("plain", {"shard_size": 40_000}, {"unit_size": 50_000}),
     ("small", {"shard_size": 300}, {"unit_size": 7_000}),                       # records larger than a shard
     ("plain", {"shard_size": 64 << 10, "compression": "gzip", "index_base": 1}, {"unit_size": 64 << 10}),
-    ("compressed", {"shard_size": 30_000}, {"block_size": 20_000}),
+    ("compressed", {"shard_size": 30_000}, {"block_bytes": 20_000}),
     ("compressed", {"shard_size": 1 << 30, "compression": "gzip"}, {}),
     ("bad", {"shard_size": 30_000, "on_error": "skip"}, {"unit_size": 64 << 10}),
     ("zero", {"shard_size": 20_000}, {"unit_size": 30_000}),
     # columnar: blocks and stored types do not depend on the units (the local run uses the default units)
     ("plain", {"shard_size": 40_000, "layout": "columnar", "block_rows": 100}, {"unit_size": 50_000}),
-    ("compressed", {"shard_size": 30_000, "layout": "columnar", "compression": "gzip"}, {"block_size": 20_000}),
+    ("compressed", {"shard_size": 30_000, "layout": "columnar", "compression": "gzip"}, {"block_bytes": 20_000}),
     ("bad", {"shard_size": 30_000, "on_error": "skip", "layout": "columnar", "block_rows": 7},
      {"unit_size": 64 << 10}),
 ]

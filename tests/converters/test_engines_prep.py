@@ -26,7 +26,7 @@ from converters.libsvm.convert import run as libsvm_local
 from converters.libsvm.options import LibsvmOptions
 from converters.prep.balance import BalanceOptions
 from converters.prep.options import PrepOptions
-from converters.prep.shuffle import ShuffleOptions
+from converters.prep.shuffle import WriteShuffleOptions
 from converters.shardset.options import ShardOutputOptions
 from converters.text.convert import run as text_local
 from converters.text.options import TextOptions
@@ -48,7 +48,7 @@ def inputs(tmp_path_factory):
 
 
 def _prep(shuffle=None, balance=None, split=False, memory=MIB):
-    return PrepOptions(ShuffleOptions(shuffle, memory=memory) if shuffle is not None else None,
+    return PrepOptions(WriteShuffleOptions(shuffle, memory=memory) if shuffle is not None else None,
                        BalanceOptions.parse(balance, 11) if balance else None, split)
 
 
@@ -71,8 +71,8 @@ LIBSVM_CASES = {
     "bad-skipped-split": ("bad", {"on_error": "skip", "shard_size": 30_000}, _prep(split=True),
                           {"unit_size": 64 << 10}),
     "compressed-balance-split": ("compressed", {"shard_size": 30_000}, _prep(balance="1=0.5", split=True),
-                                 {"block_size": 20_000}),
-    "compressed-shuffle": ("compressed", {"shard_size": 30_000}, _prep(shuffle=1), {"block_size": 20_000}),
+                                 {"block_bytes": 20_000}),
+    "compressed-shuffle": ("compressed", {"shard_size": 30_000}, _prep(shuffle=1), {"block_bytes": 20_000}),
     "zero-based-shuffle-split": ("zero", {"shard_size": 20_000}, _prep(shuffle=4, split=True), {"unit_size": 30_000}),
 }
 

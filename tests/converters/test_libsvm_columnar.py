@@ -298,6 +298,6 @@ def test_local_workers_write_the_same_bytes(tmp_path):
     opts = LibsvmOptions(39, output=ShardOutputOptions(shard_size=200_000, layout="columnar", block_rows=100))
     ins = [str(tmp_path / "a.libsvm"), str(tmp_path / "b.libsvm")]
     one = run(ins, tmp_path / "one", opts, workers=1)
-    two = run(ins, tmp_path / "two", opts, workers=2, block_size=64 << 10)
+    two = run(ins, tmp_path / "two", opts, workers=2, block_bytes=64 << 10)
     assert_same_output(tmp_path / "one", tmp_path / "two")
     assert one == two and len(one.shards) > 2

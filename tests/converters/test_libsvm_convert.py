@@ -79,7 +79,7 @@ def test_byte_identical_whatever_the_workers(criteo_file, tmp_path):
     runs = []
     for workers, block in ((1, 64 << 10), (2, 64 << 10), (2, 200 << 10), (1, 1 << 20)):
         out = tmp_path / f"w{workers}-{block}"
-        convert_libsvm(criteo_file, out, field_size=39, shard_size=150_000, workers=workers, block_size=block)
+        convert_libsvm(criteo_file, out, field_size=39, shard_size=150_000, workers=workers, block_bytes=block)
         runs.append(dir_bytes(out))
     assert len(runs[0]) > 3
     assert all(r == runs[0] for r in runs[1:])
@@ -112,7 +112,7 @@ def test_compressed_inputs_give_the_same_shards(criteo_file, tmp_path):
     (tmp_path / "in/b.libsvm.bz2").write_bytes(bz2.compress(raw))
     (tmp_path / "in/c.libsvm.zst").write_bytes(zstandard.ZstdCompressor().compress(raw[:100_000])
                                                + zstandard.ZstdCompressor().compress(raw[100_000:]))
-    m = convert_libsvm(tmp_path / "in", tmp_path / "out", field_size=39, workers=2, block_size=100_000)
+    m = convert_libsvm(tmp_path / "in", tmp_path / "out", field_size=39, workers=2, block_bytes=100_000)
     plain = convert_libsvm([criteo_file] * 1, tmp_path / "plain", field_size=39, workers=1)
     assert m.records == 9000
     assert [i.records_written for i in m.inputs] == [3000, 3000, 3000]
@@ -139,7 +139,7 @@ def test_long_lines_and_many_workers_number_lines_like_one_worker(tmp_path):
     long = b"1 " + b" ".join(b"%d:1" % i for i in range(1, 400)) + b"\n"   # longer than a block
     p = tmp_path / "x.txt"
     p.write_bytes(b"1 1:1\n" * 7 + long + b"1 2:1 1:1\n" + long * 3 + b"abc\n" + b"1 1:1\n" * 5)
-    ms = [convert_libsvm(p, tmp_path / f"o{w}", field_size=1, workers=w, block_size=300, on_error="skip",
+    ms = [convert_libsvm(p, tmp_path / f"o{w}", field_size=1, workers=w, block_bytes=300, on_error="skip",
                          truncate=True, strict_ids=True) for w in (1, 3)]
     assert ms[0].inputs[0].examples == ms[1].inputs[0].examples == [
         f"{p}:9: unsorted_index: indices are not sorted in increasing order ('1:1')",
@@ -159,7 +159,7 @@ def test_fixed_width_ids_are_positional_by_default(tmp_path, workers, block):
     (tmp_path / "in").mkdir()
     for k in range(3):
         (tmp_path / f"in/d{k}.txt").write_bytes(DEEPFM * (k + 1))
-    m = convert_libsvm(tmp_path / "in", tmp_path / "o", field_size=6, workers=workers, block_size=block)
+    m = convert_libsvm(tmp_path / "in", tmp_path / "o", field_size=6, workers=workers, block_bytes=block)
     assert m.options["index_base"] == m.options["index_base_used"] == "asis"
     assert m.options["ids"].startswith("positional") and m.options["strict_ids"] is False
     assert read_back(m)["ids"].tolist()[:2] == [[1, 2, 3, 13, 13, 580], [1, 2, 3, 13, 14, 600]]
@@ -258,7 +258,7 @@ def test_raise_names_file_and_line_and_leaves_nothing(tmp_path, workers):
     p.write_bytes(b"1 1:1 2:1\n" * 2000 + BAD_FILE)
     out = tmp_path / "out"
     with pytest.raises(InputError) as e:
-        convert_libsvm(p, out, field_size=2, workers=workers, block_size=4096, shard_size=1000, strict_ids=True)
+        convert_libsvm(p, out, field_size=2, workers=workers, block_bytes=4096, shard_size=1000, strict_ids=True)
     assert str(e.value).startswith(f"{p}:2003: unsorted_index")
     assert e.value.line == 2003 and e.value.reason == "unsorted_index" and e.value.path == str(p)
     assert not out.exists() or os.listdir(out) == []
@@ -270,7 +270,7 @@ def test_skip_counts_every_bad_line(tmp_path, workers):
     (tmp_path / "in/a.txt").write_bytes(BAD_FILE)
     (tmp_path / "in/b.txt").write_bytes(b"1 1:1 2:1\n" * 100 + b"1 0:1 2:1\n" + b"1 1:1 2:x\n" * 30)
     m = convert_libsvm(tmp_path / "in", tmp_path / "out", field_size=2, on_error="skip", workers=workers, index_base=1,
-                       block_size=512, strict_ids=True)
+                       block_bytes=512, strict_ids=True)
     a, b = m.inputs
     assert (a.records_read, a.records_written, a.blank_lines) == (5, 2, 2)
     assert a.skipped == {"bad_label": 1, "nonfinite": 1, "unsorted_index": 1}
@@ -332,7 +332,7 @@ CONVERT_SCRIPT = textwrap.dedent("""
     import sys
     from converters.libsvm.convert import convert_libsvm
     convert_libsvm(sys.argv[1], sys.argv[2], field_size=39, workers=1, index_base=1, overwrite=True,
-                   shard_size=int(sys.argv[3]), block_size=int(sys.argv[4]))
+                   shard_size=int(sys.argv[3]), block_bytes=int(sys.argv[4]))
     # VmHWM: this process's peak RSS (ru_maxrss would include the parent's peak from before exec)
     hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
     print(int(hwm.split()[1]) * 1024)
@@ -407,7 +407,7 @@ def test_workers_in_a_multithreaded_process_use_forkserver_and_match(criteo_file
         t = threading.Thread(target=stop.wait, daemon=True)
         t.start()
         print(start_method())
-        m = convert_libsvm([sys.argv[1]], sys.argv[2], field_size=39, workers=2, block_size=1 << 16)
+        m = convert_libsvm([sys.argv[1]], sys.argv[2], field_size=39, workers=2, block_bytes=1 << 16)
         stop.set()
         print(" ".join(s.sha256 for s in m.shards))
     """)
@@ -442,7 +442,7 @@ def test_small_files_are_packed_with_the_same_bytes_and_accounting(tmp_path):
     with gzip.open(d / "f030.libsvm.gz", "wb") as f:                       # a compressed file in the middle
         f.write(b"\n".join(lines[180:186]) + b"\n")
     (d / "f061.libsvm").write_bytes(criteo_lines(500, seed=9))             # one file larger than a block
-    opts = dict(field_size=39, on_error="skip", shard_size=20_000, block_size=16_000)
+    opts = dict(field_size=39, on_error="skip", shard_size=20_000, block_bytes=16_000)
     ms = [convert_libsvm(d, tmp_path / f"o{w}", workers=w, **opts) for w in (1, 2)]
     assert dir_bytes(tmp_path / "o1") == dir_bytes(tmp_path / "o2")
     assert ms[0].inputs == ms[1].inputs and len(ms[0].inputs) == 61
@@ -515,11 +515,11 @@ def test_keyword_mistakes_are_one_clear_error(criteo_file, tmp_path, keywords, m
 
 def test_prep_and_keywords_together_are_refused(criteo_file, tmp_path):
     from converters.prep.options import PrepOptions
-    from converters.prep.shuffle import ShuffleOptions
+    from converters.prep.shuffle import WriteShuffleOptions
 
     with pytest.raises(ValueError, match="either prep=PrepOptions.* or the keywords shuffle, seed, not both"):
         convert_libsvm(criteo_file, tmp_path / "o", field_size=39, workers=1,
-                       prep=PrepOptions(ShuffleOptions(1)), shuffle=True, seed=1)
+                       prep=PrepOptions(WriteShuffleOptions(1)), shuffle=True, seed=1)
 
 
 def test_existing_output_advice_in_the_callers_spelling(criteo_file, tmp_path, capsys):

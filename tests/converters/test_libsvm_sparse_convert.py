@@ -199,7 +199,7 @@ def test_output_is_byte_identical_whatever_the_workers(tmp_path):
     shas = set()
     for w, block in ((1, 1 << 20), (2, 30_000)):
         m = convert_libsvm(tmp_path / "in.txt", tmp_path / f"o{w}", sparse=True, keep_qid=True, workers=w,
-                           block_size=block)
+                           block_bytes=block)
         shas.add(tuple(s.sha256 for s in m.shards))
         assert m.extra["num_features"] > 1000
     assert len(shas) == 1

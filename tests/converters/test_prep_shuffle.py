@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from converters.prep.keys import mix64, record_keys
 from converters.prep.records import take_records
-from converters.prep.shuffle import ShuffleOptions, ShuffleSink
+from converters.prep.shuffle import WriteShuffleOptions, ShuffleSink
 
 
 class ListWriter:
@@ -44,7 +44,8 @@ def records(n, seed=0):
 
 def shuffled(recs, seed, memory=1 << 30, batches=1, expected=None, labels=None, per_shard=1 << 62, tmp=None):
     w = ListWriter(per_shard)
-    with ShuffleSink(w, ShuffleOptions(seed=seed, memory=memory), tmp_root=str(tmp), expected_bytes=expected) as sink:
+    opts = WriteShuffleOptions(seed=seed, memory=memory)
+    with ShuffleSink(w, opts, tmp_root=str(tmp), expected_bytes=expected) as sink:
         for part in np.array_split(np.arange(len(recs)), batches):
             if len(part):
                 chunk = [recs[i] for i in part]
@@ -118,7 +119,7 @@ def test_temporary_files_are_removed_on_error(tmp_path):
         def write(self, framed, lengths, labels=None):
             raise OSError(28, "No space left on device")
 
-    sink = ShuffleSink(Broken(), ShuffleOptions(seed=1, memory=1 << 20), tmp_root=str(tmp_path))
+    sink = ShuffleSink(Broken(), WriteShuffleOptions(seed=1, memory=1 << 20), tmp_root=str(tmp_path))
     with pytest.raises(OSError):
         with sink:
             sink.write(np.zeros(10, np.uint8), [5, 5])
@@ -129,4 +130,4 @@ def test_temporary_files_are_removed_on_error(tmp_path):
 @pytest.mark.parametrize("kw, match", [({"seed": -1}, "seed"), ({"seed": 1, "memory": 1000}, "memory")])
 def test_options_are_validated(kw, match):
     with pytest.raises(ValueError, match=match):
-        ShuffleOptions(**kw)
+        WriteShuffleOptions(**kw)

@@ -19,7 +19,7 @@ from converters.cli import main
 from converters.libsvm.convert import convert_libsvm
 from converters.prep.balance import BalanceOptions
 from converters.prep.options import PrepOptions
-from converters.prep.shuffle import ShuffleOptions
+from converters.prep.shuffle import WriteShuffleOptions
 from converters.shardset.reader import read_manifest
 from converters.shardset.verify import verify
 from converters.tfrecord.reader import read_records
@@ -62,7 +62,7 @@ def dir_bytes(path) -> dict:
 
 
 def shuffled(seed: int):
-    return PrepOptions(shuffle=ShuffleOptions(seed=seed, memory=8 << 20))
+    return PrepOptions(shuffle=WriteShuffleOptions(seed=seed, memory=8 << 20))
 
 
 def test_shuffle_mixes_a_label_sorted_input(sorted_input, tmp_path):
@@ -107,7 +107,7 @@ def test_balance_equal_keeps_exactly_the_minimum_of_each_label(sorted_input, tmp
 
 
 def test_balance_then_shuffle_then_split(sorted_input, tmp_path):
-    prep = PrepOptions(shuffle=ShuffleOptions(seed=1, memory=8 << 20),
+    prep = PrepOptions(shuffle=WriteShuffleOptions(seed=1, memory=8 << 20),
                        balance=BalanceOptions.parse("0=0.5", seed=1), split_by_label=True)
     m = convert_libsvm(sorted_input, tmp_path / "g", field_size=2, workers=2, prep=prep)
     assert [(p.path, p.records) for p in m.parts] == [("label=0", ZEROS // 2), ("label=1", ONES)]

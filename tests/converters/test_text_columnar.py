@@ -118,11 +118,11 @@ def test_ids_stored_in_the_narrowest_type_of_the_vocabulary(max_id, ids):
 
 def test_shuffle_is_refused_in_one_line(corpus, tmp_path, capsys):
     from converters.prep.options import PrepOptions
-    from converters.prep.shuffle import ShuffleOptions
+    from converters.prep.shuffle import WriteShuffleOptions
 
     opts = TextOptions(seq_len=20, output=ShardOutputOptions(layout="columnar", block_rows=6))
     with pytest.raises(ValueError, match="reshard SET --out NEW --layout columnar"):
-        TextJob.create(corpus, tmp_path / "j", opts, prep=PrepOptions(shuffle=ShuffleOptions(seed=1)))
+        TextJob.create(corpus, tmp_path / "j", opts, prep=PrepOptions(shuffle=WriteShuffleOptions(seed=1)))
     rc = main(["convert", "text", *corpus, "--out", str(tmp_path / "o"), "--seq-len", "20", "--layout", "columnar",
                "--shuffle", "--seed", "1"])
     err = capsys.readouterr().err

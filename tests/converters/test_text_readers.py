@@ -8,13 +8,13 @@ import pytest
 import zstandard
 
 from converters.shardset.manifest import InputStats
-from converters.text.readers import ReadOptions, format_of, iter_documents
+from converters.text.readers import DocReadOptions, format_of, iter_documents
 from converters.util.errors import InputError, TfpipeError
 
 
 def _read(path, **kw):
     stats = InputStats(str(path))
-    batches = list(iter_documents(str(path), ReadOptions(**kw), stats))
+    batches = list(iter_documents(str(path), DocReadOptions(**kw), stats))
     docs = [(t, s, ln) for b in batches for t, s, ln in zip(b.texts, b.subsets, b.lines)]
     assert stats.records_read == stats.records_written + stats.records_skipped  # accounting invariant
     assert stats.records_written == len(docs)
@@ -280,7 +280,7 @@ def test_format_of_errors(name, match):
 ])
 def test_read_options_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        ReadOptions(**kwargs)
+        DocReadOptions(**kwargs)
 
 
 # -- properties ------------------------------------------------------------------------------------------

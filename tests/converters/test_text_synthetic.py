@@ -5,7 +5,7 @@ import pytest
 import zstandard
 
 from converters.shardset.manifest import InputStats
-from converters.text.readers import ReadOptions, iter_documents
+from converters.text.readers import DocReadOptions, iter_documents
 from converters.text.synthetic import (
     PILE_SUBSETS,
     pile_documents,
@@ -35,7 +35,7 @@ def test_documents_are_seeded_varied_and_pile_shaped():
 def test_write_and_read_back(tmp_path, suffix):
     path = write_pile_jsonl(tmp_path / f"p{suffix}", 25, seed=2, mean_words=20, frame_docs=10)
     stats = InputStats(path)
-    texts = [t for b in iter_documents(path, ReadOptions(), stats) for t in b.texts]
+    texts = [t for b in iter_documents(path, DocReadOptions(), stats) for t in b.texts]
     assert texts == [d["text"] for d in pile_documents(25, seed=2, mean_words=20)]
     if suffix == ".jsonl.zst":  # one frame per 10 documents: 3 frames
         data = open(path, "rb").read()

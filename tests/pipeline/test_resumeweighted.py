@@ -11,7 +11,7 @@ import pytest
 from converters.libsvm.convert import convert_libsvm
 from converters.prep.options import PrepOptions
 from pipeline import PipelineSpec, ResumeError, build_dataset, describe, input_state
-from pipeline.graph.resumeweighted import block_size, part_counts
+from pipeline.graph.resumeweighted import block_positions, part_counts
 
 ZEROS, ONES, BATCH = 6_000, 2_000, 100      # 80 steps an epoch on one rank, 40 on two
 
@@ -49,7 +49,7 @@ def full(group):
     ([0.9999, 0.0001], 16384, [16382, 2]),       # the largest block: at least one record a block
 ])
 def test_block_plan(weights, size, counts):
-    assert block_size(weights) == size
+    assert block_positions(weights) == size
     assert part_counts(weights, size) == counts and sum(counts) == size
 
 

@@ -130,11 +130,11 @@ def test_text_windows_reshard_to_the_converters_columnar_shards(tmp_path):
 
 
 def test_shuffle_moves_rows_across_blocks(criteo, tmp_path):
-    from converters.prep.shuffle import ShuffleOptions
+    from converters.prep.shuffle import WriteShuffleOptions
 
     src, m = criteo
     col = reshard(src, str(tmp_path / "col"), num_shards=2, layout="columnar", block_rows=64,
-                  shuffle=ShuffleOptions(seed=7))
+                  shuffle=WriteShuffleOptions(seed=7))
     got, want = columnar_rows(col), read_back(m)
     order = np.lexsort(got["ids"].T[::-1])
     worder = np.lexsort(want["ids"].T[::-1])

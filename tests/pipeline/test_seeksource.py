@@ -1,5 +1,6 @@
-"""pipeline.resume.seek.records_from: the records of a TFRecord file from record k, byte for byte those of
-``TFRecordDataset(path).skip(k)``, reached by a seek (TFRecordDatasetV2's byte offset) where it applies."""
+"""pipeline.graph.seeksource.records_from (where to enter: pipeline.resume.seek): the records of a TFRecord
+file from record k, byte for byte those of ``TFRecordDataset(path).skip(k)``, reached by a seek
+(TFRecordDatasetV2's byte offset) where it applies."""
 from __future__ import annotations
 
 import logging
@@ -14,7 +15,8 @@ from offsets_data import write_payloads, write_uniform
 import pipeline.resume.seek as seek
 from converters.util.errors import IntegrityError
 from pipeline.resume.offsets import OFFSET_BYTES, TRAILER_BYTES, encode_index
-from pipeline.resume.seek import has_seek_op, records_from
+from pipeline.graph.seeksource import records_from
+from pipeline.resume.seek import has_seek_op
 
 
 def listed(ds) -> list[bytes]:
