@@ -32,11 +32,15 @@ from ..sources import expand_inputs
 from ..tfrecord.examples import framed_lengths, row_varint_bytes, serialize_batch, varint_lengths
 from ..tfrecord.layout import narrowest_int
 from ..util.errors import InputError, TfpipeError
+from ..util.units import format_size
 from .encode import Tables, encode, expand, hash_bins, keep_mask
 from .options import TabularOptions, target_schema
 from .reader import DEFAULT_BLOCK_BYTES, iter_rows
 from .setinfo import source_tables
-from .vocab import ColumnCounter, Lookup, Run, merge_runs, parse_vocab, select, sort_key, vocab_bytes
+from .disklookup import DiskLookup, table_bytes
+from .vocab import CHUNK, ColumnCounter, Lookup, Run, merge_runs, parse_vocab, select, sort_key, vocab_bytes
+from .vocabcopy import copy_vocabulary
+from .vocabwrite import write_vocabulary
 
 __all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary", "chunk_rows_for"]
 
@@ -105,12 +109,14 @@ class TabularJob:
     area: RunArea
     block_bytes: int = DEFAULT_BLOCK_BYTES
     chunk_rows: int | None = None  # None: ``chunk_rows_for(--memory, the target's row bytes)``
+    lookup_memory: int | None = None  # bytes of one column's lookup in pass 1; None: ``lookup_budget``'s rule
     kind = "tabular"
 
     @classmethod
     def create(cls, inputs, out, options: TabularOptions, *, overwrite: bool = False, run_id: str | None = None,
                prep: PrepOptions | None = None, block_bytes: int = DEFAULT_BLOCK_BYTES,
-               chunk_rows: int | None = None, **storage_options) -> "TabularJob":
+               chunk_rows: int | None = None, lookup_memory: int | None = None,
+               **storage_options) -> "TabularJob":
         if not isinstance(options, TabularOptions):
             raise TypeError(f"options must be a TabularOptions, got {type(options).__name__}")
         _check_prep(prep)
@@ -118,7 +124,7 @@ class TabularJob:
         if options.vocab_from is not None:
             source_tables(options)  # a missing or mismatched source set fails before the output is touched
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
-        return cls(options, tuple(files), area, block_bytes, chunk_rows)
+        return cls(options, tuple(files), area, block_bytes, chunk_rows, lookup_memory)
 
     @classmethod
     def from_files(cls, options: TabularOptions, files: Sequence[str], area: RunArea, *,
@@ -197,18 +203,44 @@ class TabularJob:
         files, sizes = [], []
         for j, name in enumerate(s.categorical):
             runs = [r for p in counts for r in p.runs[j]]
-            distinct = 0
-
-            def merged():
-                nonlocal distinct
-                for v, c in merge_runs(self.area, runs):
-                    distinct += int(v.size)
-                    yield v, c
-
-            values, _ = select(merged(), o.min_count)
-            files.append(self._put_vocab(name, vocab_bytes(values), distinct, values))
-            sizes.append(int(values.size) + 1)
+            if all(r.width <= 8 for r in runs):  # streamed: the vocabulary is never held
+                entry, size = self._write_vocab(name, runs)
+            else:
+                entry, size = self._select_vocab(name, runs)
+            files.append(entry)
+            sizes.append(size + 1)
         return Context(Tables(tuple(sizes), mins, maxs), tuple(files))
+
+    def _write_vocab(self, name: str, runs: Sequence[Run]) -> tuple[tuple[str, str, int, str, int], int]:
+        """A vocabulary of values of at most 8 bytes, streamed from the merge (``vocabwrite``): its file under
+        a temporary name beside the shards, its sorted table in the temporary area."""
+        out = self.area.output()
+        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
+        path = os.path.join(out.staging_dir(), tmp)
+        with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
+            vf = write_vocabulary(lambda: merge_runs(self.area, runs, self._merge_chunk(runs)), self.options.min_count,
+                                  path, table.append)
+        out.stage(path, tmp)
+        return (name, tmp, vf.nbytes, vf.sha256, vf.distinct), vf.size
+
+    def _merge_chunk(self, runs: Sequence[Run]) -> int:
+        """Entries read from each run at a time: the merge holds half of ``--memory`` however many runs there are
+        (at least 1,024 entries a run, at most ``vocab.CHUNK``)."""
+        entry = max([r.width for r in runs], default=8) + 8
+        return int(min(CHUNK, max(1024, self.options.memory // 2 // max(len(runs), 1) // entry)))
+
+    def _select_vocab(self, name: str, runs: Sequence[Run]) -> tuple[tuple[str, str, int, str, int], int]:
+        """A vocabulary with values longer than 8 bytes, selected in memory."""
+        distinct = 0
+
+        def merged():
+            nonlocal distinct
+            for v, c in merge_runs(self.area, runs, self._merge_chunk(runs)):
+                distinct += int(v.size)
+                yield v, c
+
+        values, _ = select(merged(), self.options.min_count)
+        return self._put_vocab(name, vocab_bytes(values), distinct, values), int(values.size)
 
     def _put_vocab(self, name: str, data: bytes, distinct: int, values: np.ndarray
                    ) -> tuple[str, str, int, str, int]:
@@ -225,19 +257,53 @@ class TabularJob:
 
     def _copy_source(self) -> Context:
         tables, vocabs = source_tables(self.options)
-        files = tuple(self._put_vocab(name, data, -1, parse_vocab(data)) for name, data in vocabs)
-        return Context(tables, files)
+        return Context(tables, tuple(self._copy_vocab(v) for v in vocabs))
 
-    def _lookup(self, name: str) -> Lookup:
+    def _copy_vocab(self, src) -> tuple[str, str, int, str, int]:
+        """``--vocab-from``'s vocabulary of one column, streamed (``vocabcopy``): its file under a temporary name
+        beside the shards, its sorted table in the temporary area (values longer than 8 bytes: its file)."""
+        out, name = self.area.output(), src.column
+        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
+        path = os.path.join(out.staging_dir(), tmp)
+        runs = copy_vocabulary(src, path, self.area, f"vocab-{name}-src")
+        if runs is None:
+            with open(path, "rb") as f:
+                self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", f.read())
+        else:
+            with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
+                for v, ids in merge_runs(self.area, runs, self._merge_chunk(runs)):
+                    table.append(sort_key(v), ids.astype(np.uint32))
+        out.stage(path, tmp)
+        return (name, tmp, src.nbytes, src.sha256, -1)
+
+    @property
+    def lookup_budget(self) -> int:
+        """Bytes one column's lookup may hold in pass 1: half of ``--memory`` over the categorical columns."""
+        if self.lookup_memory is not None:
+            return self.lookup_memory
+        return self.options.memory // 2 // max(len(self.options.schema.categorical), 1)
+
+    def _lookup(self, name: str, size: int):
+        """Column ``name``'s lookup (``size`` values): a hash table in memory when it fits the column's budget,
+        else its sorted table read from the temporary area block by block (``disklookup``)."""
         key = (self.area.run_id, self.area.out, name)
         lk = _LOOKUPS.get(key)
         if lk is None:
             if len(_LOOKUPS) > 256:
                 _LOOKUPS.clear()
-            temp = self.area.temp()
-            lk = _LOOKUPS[key] = (Lookup.of_keys(self.area.get_array(f"vocab-{name}.keys", np.uint64))
-                                  if temp.exists(f"vocab-{name}.keys") else
-                                  Lookup(parse_vocab(temp.read_bytes(f"vocab-{name}.txt"))))
+            temp, stem = self.area.temp(), f"vocab-{name}"
+            if not temp.exists(f"{stem}.skeys"):
+                lk = (Lookup.of_keys(self.area.get_array(f"{stem}.keys", np.uint64)) if temp.exists(f"{stem}.keys")
+                      else Lookup(parse_vocab(temp.read_bytes(f"{stem}.txt"))))
+            elif table_bytes(size) <= self.lookup_budget:
+                lk = Lookup.of_table(self.area.get_array(f"{stem}.skeys", np.uint64),
+                                     self.area.get_array(f"{stem}.sids", np.uint32))
+            else:
+                log.debug("%s: %d values, a %s hash table past its %s: looked up in its sorted table on disk",
+                          name, size, format_size(table_bytes(size)), format_size(self.lookup_budget))
+                lk = Lookup.of_disk(DiskLookup(_local(temp, f"{stem}.skeys"), _local(temp, f"{stem}.sids"),
+                                               self.lookup_budget))
+            _LOOKUPS[key] = lk
         return lk
 
     # -- pass 1 -----------------------------------------------------------------------------------------
@@ -247,7 +313,8 @@ class TabularJob:
         if ctx is None or ctx.error is not None:
             return out
         hashed = o.hash_buckets is not None
-        lookups = [] if hashed else [self._lookup(n) for n in s.categorical]
+        lookups = [] if hashed else [self._lookup(n, ctx.tables.sizes[j] - 1)
+                                     for j, n in enumerate(s.categorical)]
         wide = self._top_id(ctx.tables) >= 1 << 32
         parts: list[dict[str, np.ndarray]] = []
         pending = 0
@@ -419,3 +486,57 @@ def _block_shards(rows: int, schema, layout, shard_size: int) -> list[tuple[int,
 def _check_prep(prep: PrepOptions | None) -> None:
     if prep is not None and prep.active:
         raise ValueError(f"{prep.describe()} does not apply to convert tabular (rows are written in input order)")
+
+
+class _TableWriter:
+    """A column's sorted lookup table (``.skeys`` uint64, ``.sids`` uint32) appended chunk by chunk to local
+    files, then, fsynced, renamed into the temporary area (local) or staged there (uploaded)."""
+
+    def __init__(self, temp, stem: str):
+        self.temp, self.names = temp, (f"{stem}.skeys", f"{stem}.sids")
+        staging = temp.staging_dir()  # (a local area's directory, made if missing)
+        self.finals = [temp.local_path(n) for n in self.names]  # None: a remote temporary area
+        self.paths = [(f or os.path.join(staging, n)) + ".part" for f, n in zip(self.finals, self.names)]
+        self.files = [open(p, "wb") for p in self.paths]
+
+    def append(self, keys: np.ndarray, ids: np.ndarray) -> None:
+        self.files[0].write(memoryview(np.ascontiguousarray(keys, np.uint64)).cast("B"))
+        self.files[1].write(memoryview(np.ascontiguousarray(ids, np.uint32)).cast("B"))
+
+    def __enter__(self) -> "_TableWriter":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        for f in self.files:
+            if kind is None:
+                f.flush()
+                os.fsync(f.fileno())
+            f.close()
+        for path, final, name in zip(self.paths, self.finals, self.names):
+            if kind is not None:
+                os.unlink(path)
+            elif final is not None:
+                os.replace(path, final)
+            else:
+                self.temp.stage(path, name)
+
+
+_FETCHED: dict[str, str] = {}  # temporary-area URL -> a local copy (a temporary area on S3), per process
+
+
+def _local(temp, name: str) -> str:
+    """A local path of a temporary file: in place on a local disk, else fetched once per process."""
+    path = temp.local_path(name)
+    if path is not None:
+        return path
+    url = f"{temp.url}/{name}"
+    if url not in _FETCHED:
+        import atexit
+        import shutil
+        import tempfile
+
+        d = tempfile.mkdtemp(prefix="tfpipe-lookup-")
+        atexit.register(shutil.rmtree, d, True)
+        temp.fetch(name, os.path.join(d, name))
+        _FETCHED[url] = os.path.join(d, name)
+    return _FETCHED[url]

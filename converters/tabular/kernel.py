@@ -1,14 +1,15 @@
 """numba kernels of the tabular format: one pass over a block of complete lines (each line's status, label,
 integer columns and categorical keys: ``parse_block``); the fields' offsets and a categorical column's bytes
 for values longer than 8 bytes (``split_fields``, ``gather``); the vocabulary lookup tables (``table_build``,
-``table_get``)."""
+``table_get``) and the lookup in blocks of a sorted table read from disk (``block_get``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..util.jit import njit
 
-__all__ = ["split_fields", "parse_block", "gather", "table_build", "table_get", "TABLE_LOAD", "OK", "BAD_FIELDS",
+__all__ = ["split_fields", "parse_block", "gather", "table_build", "table_get", "block_get", "TABLE_LOAD", "OK",
+           "BAD_FIELDS",
            "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
 
 OK, BAD_FIELDS, NOT_INT, OVERFLOW, BAD_LABEL, BLANK = 0, 1, 2, 3, 4, 5
@@ -121,6 +122,25 @@ def table_get(t, query):
                 out[i] = np.int64(t[3 * s + 2])
                 break
             s = s + 1 if s + 1 < cap else 0
+    return out
+
+
+@njit(cache=True, nogil=True)
+def block_get(keys, ids, lens, rows, query):
+    """The id of every query key in its block: ``keys[rows[i], :lens[rows[i]]]`` ascending, ``ids`` beside
+    them; 0 where it is not there."""
+    out = np.zeros(query.size, np.int64)
+    for i in range(query.size):
+        r, q = rows[i], query[i]
+        lo, hi = 0, lens[r]
+        while lo < hi:  # the first key >= q
+            mid = (lo + hi) >> 1
+            if keys[r, mid] < q:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < lens[r] and keys[r, lo] == q:
+            out[i] = np.int64(ids[r, lo])
     return out
 
 

@@ -4,10 +4,11 @@ Counting (the job's pre-pass, one task per input): each column's values are coun
 (``np.unique``) and merged into a sorted ``(values, counts)`` accumulator; when the task's accumulators pass
 their share of ``--memory`` they are written to the run's temporary area as a sorted run and emptied, so a
 task's memory does not grow with rows or distinct values. ``merge_runs`` merges every task's runs of a column
-in chunks (a k-way merge over sorted runs read piece by piece). ``select`` keeps the values seen at least
-``min_count`` times, ids 1..V by descending count, ties by ascending bytes; the vocabulary file lists them in
-id order, one per line, so ``tf.keras.layers.StringLookup(vocabulary=file, num_oov_indices=1)`` gives the same
-ids; everything else (missing, rarer, never seen) is id 0.
+in chunks (a k-way merge over sorted runs read piece by piece). The vocabulary keeps the values seen at least
+``min_count`` times, ids 1..V by descending count, ties by ascending bytes (``vocabwrite`` streams it from the
+merge; ``select`` holds it, for values longer than 8 bytes); the vocabulary file lists them in id order, one
+per line, so ``tf.keras.layers.StringLookup(vocabulary=file, num_oov_indices=1)`` gives the same ids;
+everything else (missing, rarer, never seen) is id 0.
 
 Values are fixed-width bytes arrays (numpy ``S``): a value's trailing NUL bytes are not kept (no real table
 has them)."""
@@ -18,7 +19,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "Run", "merge_runs", "select", "Lookup", "vocab_bytes",
+__all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "Run",
+           "merge_runs", "select", "Lookup", "short_keys", "vocab_bytes",
            "parse_vocab"]
 
 CHUNK = 1 << 16  # entries read from each run at a time by the merge
@@ -208,20 +210,33 @@ def parse_vocab(data: bytes) -> np.ndarray:
     return np.array(lines, dtype="S") if lines else np.zeros(0, "S1")
 
 
-class Lookup:
-    """Value -> id of one column's vocabulary (values in id order): a hash table of the values' uint64 keys
-    when every value has at most 8 bytes, else a sorted copy and ``searchsorted``."""
+def short_keys(column: np.ndarray) -> np.ndarray:
+    """The uint64 keys of a bytes column's values of at most 8 bytes; 0 (no vocabulary value) for longer ones."""
+    if column.dtype.itemsize <= 8:
+        return sort_key(column)
+    short = np.char.str_len(column) <= 8
+    keys = np.zeros(column.size, np.uint64)
+    keys[short] = sort_key(column[short].astype("S8"))
+    return keys
 
-    def __init__(self, values: np.ndarray, keys: np.ndarray | None = None):
+
+class Lookup:
+    """Value -> id of one column's vocabulary. Values of at most 8 bytes are looked up by their uint64 keys: in
+    a hash table (``kernel.table_build``) or, past the column's memory, a sorted table read from disk
+    (``disklookup.DiskLookup``); a vocabulary with longer values is a sorted copy and ``searchsorted``."""
+
+    def __init__(self, values: np.ndarray, keys: np.ndarray | None = None, ids: np.ndarray | None = None):
         from .kernel import TABLE_LOAD, table_build
 
         self.size = int(values.size if keys is None else keys.size)
+        self.disk = None
         key = sort_key(values) if keys is None else keys
         if key.dtype == np.uint64:  # values of at most 8 bytes: a hash table of their keys, nothing else kept
             if key.size >= 1 << 32:
                 raise ValueError(f"a vocabulary of {key.size:,} values: at most 2**32 - 1 per column")
             cap = int(key.size / TABLE_LOAD) + 1
-            self.table = table_build(key, np.arange(1, key.size + 1, dtype=np.int64), cap)
+            ids = np.arange(1, key.size + 1, dtype=np.int64) if ids is None else ids.astype(np.int64)
+            self.table = table_build(key, ids, cap)
             return
         self.table = None
         order = np.argsort(key, kind="stable")
@@ -233,25 +248,43 @@ class Lookup:
         """The lookup of a vocabulary of values of at most 8 bytes given by their uint64 keys, in id order."""
         return cls(np.zeros(0, "S1"), np.asarray(keys, np.uint64))
 
+    @classmethod
+    def of_table(cls, keys: np.ndarray, ids: np.ndarray) -> "Lookup":
+        """The lookup of a vocabulary of values of at most 8 bytes given by its uint64 keys and their ids."""
+        return cls(np.zeros(0, "S1"), np.asarray(keys, np.uint64), np.asarray(ids))
+
+    @classmethod
+    def of_disk(cls, disk) -> "Lookup":
+        """The lookup over a ``disklookup.DiskLookup``."""
+        lk = cls.__new__(cls)
+        lk.size, lk.disk, lk.table = disk.size, disk, None
+        return lk
+
+    def _get(self, keys: np.ndarray) -> np.ndarray:
+        if not self.size:
+            return np.zeros(keys.size, np.int64)
+        if self.disk is not None:
+            return self.disk.get(keys)
+        from .kernel import table_get
+
+        return table_get(self.table, keys)
+
+    @property
+    def by_key(self) -> bool:
+        return self.disk is not None or self.table is not None
+
     def of(self, rows, j: int) -> np.ndarray:
         """The ids of column ``j`` of a block of ``Rows``."""
         key = rows.key(j)
-        if key is not None and self.table is not None:
-            from .kernel import table_get
-
-            return table_get(self.table, key) if self.size else np.zeros(key.size, np.int64)  # key 0: empty
+        if key is not None and self.by_key:
+            return self._get(key)  # key 0: the empty value, never in a vocabulary
         return self(rows.cat(j))
 
     def __call__(self, column: np.ndarray) -> np.ndarray:
         if not self.size:
             return np.zeros(column.size, np.int64)
-        if self.table is not None and column.dtype.itemsize <= 8:  # values of at most 8 bytes: a hash table
-            from .kernel import table_get
-
-            ids = table_get(self.table, sort_key(column))
-            return np.where(column != b"", ids, 0)
-        if self.table is not None:  # longer values than any in the vocabulary: none is in it
-            return np.zeros(column.size, np.int64)
+        if self.by_key:  # longer values than 8 bytes have key 0: none is in the vocabulary
+            return self._get(short_keys(column))
         at = np.minimum(np.searchsorted(self.sorted, column), self.size - 1)
         hit = (self.sorted[at] == column) & (column != b"")
         return np.where(hit, self.ids[at], 0)

@@ -21,11 +21,12 @@ from converters.tabular.options import TabularOptions
 SMALL = {"block_bytes": 4096, "chunk_rows": 97}  # many blocks, chunks and shards from a few hundred rows
 
 
-def convert(inputs, out, shard_size=20_000, layout="example", **kw) -> object:
+def convert(inputs, out, shard_size=20_000, layout="example", lookup_memory=None, **kw) -> object:
     block_rows = 64 if layout == "columnar" else None
     opts = TabularOptions(output=ShardOutputOptions(shard_size=shard_size, layout=layout, block_rows=block_rows),
                           **kw)
-    return run_job(TabularJob.create([str(i) for i in inputs], str(out), opts, **SMALL))
+    return run_job(TabularJob.create([str(i) for i in inputs], str(out), opts, lookup_memory=lookup_memory,
+                                     **SMALL))
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,38 @@ def test_dlrm_columnar_through_build_dataset(days, tmp_path):
     np.testing.assert_array_equal(sparse, np.array([r[1] for r in ref], np.int64))
     np.testing.assert_array_equal(np.concatenate(labels).reshape(-1), [r[2] for r in ref])
     verify(str(tmp_path / "s"))
+
+
+def _lengthened(line: str, k: int) -> str:
+    """Column C3 of every third row longer than 8 bytes (C3 mixes both lengths; a block may too)."""
+    f = line.split("\t")
+    if k % 3 == 0 and f[1 + 13 + 2]:
+        f[1 + 13 + 2] += "-and-longer"
+    return "\t".join(f)
+
+
+@pytest.mark.parametrize("min_count", [1, 2])
+def test_vocabularies_past_their_memory_are_looked_up_on_disk_with_the_same_ids(days, tmp_path, caplog, min_count):
+    """Every column's lookup over the memory it may hold (a 1-byte budget: one block of its sorted table at a
+    time) gives the reference's ids and the same shard bytes as the hash tables; C3 has values longer than 8
+    bytes (its vocabulary held in memory), the other columns' are streamed."""
+    import logging
+
+    d, lines = days
+    mixed = [_lengthened(ln, k) for k, ln in enumerate(lines[0] + lines[1])]
+    R.write_day(tmp_path / "day", mixed)
+    with caplog.at_level(logging.DEBUG, logger="converters.tabular.job"):
+        disk = convert([tmp_path / "day"], tmp_path / "disk", min_count=min_count, lookup_memory=1)
+    assert caplog.text.count("looked up in its sorted table on disk") == 25       # all but C3
+    memory = convert([tmp_path / "day"], tmp_path / "memory", min_count=min_count)
+    assert shard_bytes(disk) == shard_bytes(memory)
+    vocab = R.vocabularies(mixed, min_count)
+    assert any(len(v) > 8 for v in vocab[2]) and any(len(v) <= 8 for v in vocab[2])
+    ref = R.deepfm_rows(mixed, vocab)
+    np.testing.assert_array_equal(read_back(disk)["ids"], np.array([r[0] for r in ref], np.int64))
+    for c in range(26):
+        assert (tmp_path / "disk" / "vocab" / f"C{c + 1}.txt").read_text().splitlines() == vocab[c]
+    verify(str(tmp_path / "disk"))
 
 
 def test_vocab_from_converts_a_later_day_with_the_training_ids(days, tmp_path):
@@ -202,3 +235,20 @@ def test_overwrite_refuses_a_file_in_the_vocabulary_folder_the_manifest_does_not
     with pytest.raises(OutputExistsError, match="did not write"):
         TabularJob.create([str(d / "day_1")], str(out), opts, overwrite=True, **SMALL)
     assert _tree(out) == before
+
+
+def test_an_s3_output_with_vocabularies_on_disk_is_the_local_set(days, tmp_path, s3):
+    """Output (and so the temporary area) on S3, every lookup past its memory: the sorted tables are uploaded,
+    fetched once per process and read from there; the shards and vocabularies are the local set's bytes."""
+    from moto_s3 import keys
+
+    d, lines = days
+    local = convert([d / "day_0"], tmp_path / "local", min_count=2)
+    remote = convert([d / "day_0"], f"{s3.url}/set", min_count=2, lookup_memory=1)
+    got = {k.split("/", 1)[1]: s3.client.get_object(Bucket=s3.bucket, Key=k)["Body"].read()
+           for k in keys(s3, "set/") if not k.endswith("index.json")}
+    assert len(got) == len(local.shards) + 26 and not [k for k in keys(s3, "set/") if ".tfpipe-tmp-" in k]
+    assert [got[os.path.basename(p)] for p in local.shard_paths()] == shard_bytes(local)
+    for c in (1, 26):
+        assert got[f"vocab/C{c}.txt"] == (tmp_path / "local" / "vocab" / f"C{c}.txt").read_bytes()
+    assert remote.records == local.records

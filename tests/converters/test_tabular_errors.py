@@ -85,3 +85,50 @@ def test_cli_refuses_shuffle_and_split_in_one_line(tmp_path, capsys, option, wor
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and words in err[0]
     assert not os.path.exists(tmp_path / "out" / "index.json")
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """Two training sets of the same day: with vocabularies, and with --hash-buckets."""
+    d = tmp_path_factory.mktemp("sources")
+    R.write_day(d / "day", R.day_lines(11, 200))
+    for name, extra in (("vocab", []), ("hashed", ["--hash-buckets", "100"])):
+        assert main(["convert", "tabular", str(d / "day"), "--out", str(d / name), "--no-progress", *extra]) == 0
+    return d
+
+
+def _cut(path):
+    path.write_bytes(path.read_bytes()[:-3])
+
+
+def _grow(path):
+    path.write_bytes(path.read_bytes() + b"extra\n")
+
+
+def _flip(path):
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("source, damage, code, words", [
+    ("vocab", _flip, 4, "vocab/C1.txt differs from its manifest's sha256"),
+    ("vocab", _cut, 4, "vocab/C1.txt is not the 504 bytes its manifest lists"),
+    ("vocab", _grow, 4, "vocab/C1.txt is not the 504 bytes its manifest lists"),
+    ("hashed", None, 2, "it was converted with --hash-buckets (no vocabularies)"),
+])
+def test_cli_refuses_a_damaged_or_hashed_vocab_from_source_in_one_line(sources, tmp_path, capsys, source, damage,
+                                                                         code, words):
+    """Exit 4 (integrity) for a vocabulary file that is not its manifest's, 2 for a source without any."""
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(sources / source, src)
+    if damage is not None:
+        damage(src / "vocab" / "C1.txt")
+    R.write_day(tmp_path / "later", R.day_lines(12, 50))
+    rc = main(["convert", "tabular", str(tmp_path / "later"), "--out", str(tmp_path / "out"), "--no-progress",
+               "--vocab-from", str(src)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == code and len(err) == 1 and words in err[0], err
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []  # a failed run leaves nothing

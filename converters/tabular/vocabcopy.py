@@ -1,0 +1,64 @@
+"""A source set's vocabulary (``--vocab-from``) copied into the new set in bounded memory: its file streamed to
+a local file (checked against the source manifest's size and sha256 as it goes; a mismatch stops the run before
+any shard), and its lines, whose line number is the id, kept as sorted ``(value, id)`` runs in the temporary
+area for ``merge_runs``: the same sorted lookup table a counted vocabulary has (``vocabwrite``)."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+from ..util.errors import IntegrityError
+from .setinfo import SourceVocab
+from .vocab import Run, sort_key
+
+__all__ = ["copy_vocabulary", "READ_BYTES"]
+
+READ_BYTES = 4 << 20  # bytes of the source file read at a time
+
+
+def copy_vocabulary(src: SourceVocab, text_path: str, area, stem: str,
+                    read_bytes: int = READ_BYTES) -> list[Run] | None:
+    """Copy ``src`` to ``text_path`` (local, fsynced); the sorted ``(value, id)`` runs of its lines (named
+    ``stem-rNNNN`` in ``area``), or None when a value is longer than 8 bytes (the caller then holds the file)."""
+    h, runs, carry, at, ids, short = hashlib.sha256(), [], b"", 0, 0, True
+    with open(text_path, "wb") as out:
+        while at < src.nbytes:
+            chunk = src.storage.read_range(src.name, at, min(at + read_bytes, src.nbytes))
+            if not chunk:
+                break
+            at += len(chunk)
+            h.update(chunk)
+            out.write(chunk)
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1
+            carry = data[cut:]
+            if short and cut:
+                short, ids = _spill(data[:cut - 1].split(b"\n"), ids, area, stem, runs)
+        out.flush()
+        os.fsync(out.fileno())
+    if at != src.nbytes or src.storage.read_range(src.name, at, at + 1):
+        raise IntegrityError(f"{src.label} is not the {src.nbytes:,} bytes its manifest lists")
+    if h.hexdigest() != src.sha256:
+        raise IntegrityError(f"{src.label} differs from its manifest's sha256")
+    if carry:
+        raise IntegrityError(f"{src.label}: its last line has no newline (not a vocabulary file tfpipe wrote)")
+    if short and ids != src.values:
+        raise IntegrityError(f"{src.label} lists {ids:,} values, its manifest's table size says {src.values:,}")
+    return runs if short else None
+
+
+def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[Run]) -> tuple[bool, int]:
+    """One sorted run of ``lines`` (ids ``first + 1``, ...); ``(False, first)`` when one is longer than 8 bytes."""
+    values = np.array(lines, dtype="S")
+    if values.dtype.itemsize > 8:
+        return False, first
+    ids = np.arange(first + 1, first + 1 + values.size, dtype=np.int64)
+    order = np.argsort(sort_key(values), kind="stable")
+    v = values[order].astype("S8")
+    run = Run(f"{stem}-r{len(runs):04d}", 8, int(v.size))
+    area.put_array(run.key + ".v", np.frombuffer(v.tobytes(), np.uint8))
+    area.put_array(run.key + ".c", ids[order])
+    runs.append(run)
+    return True, first + values.size

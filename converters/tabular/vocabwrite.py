@@ -1,0 +1,113 @@
+"""A column's vocabulary from its merged counts, in bounded memory: the vocabulary file (values in id order) and
+the lookup table pass 1 reads (keys in ascending order with their ids), without holding the vocabulary.
+
+Ids are 1..V by descending count, ties by ascending bytes. ``merge_runs`` yields the counted values in ascending
+byte order, so a value's id is fixed by two numbers: how many kept values have a higher count, and how many with
+its count come before it. ``write_vocabulary`` reads the merge twice:
+
+1. a histogram of the kept values per count (how many, and their bytes in the file): at most one entry per
+   distinct count, which is small (a count ``c`` needs ``c`` rows, so ``n`` rows have fewer than ``sqrt(2n)``);
+2. each value's id (its count's first id plus the values with that count seen so far) and its line's byte offset
+   in the file (likewise), so each run of values sharing a count is written with one ``pwrite``, and the
+   ``(key, id)`` pairs appended in key order: the sorted table ``disklookup.DiskLookup`` reads.
+
+Only for values of at most 8 bytes (their uint64 keys sort like their bytes); memory is the merge's chunks and
+the histogram."""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .vocab import sort_key
+
+__all__ = ["VocabFile", "count_histogram", "write_vocabulary"]
+
+Merged = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class VocabFile:
+    """A written vocabulary: ``size`` values (V), ``nbytes`` and ``sha256`` of its file, ``distinct`` values
+    counted."""
+
+    size: int
+    nbytes: int
+    sha256: str
+    distinct: int
+
+
+def _lengths(values: np.ndarray) -> np.ndarray:
+    """Each value's line length in the file (its bytes and a newline)."""
+    return np.char.str_len(values).astype(np.int64) + 1 if values.size else np.zeros(0, np.int64)
+
+
+def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``(counts, values, bytes, distinct)``: the counts of kept values in descending order, how many values have
+    each and their lines' bytes, and the distinct values counted."""
+    hist: dict[int, list[int]] = {}
+    distinct = 0
+    for v, c in merged():
+        distinct += int(v.size)
+        keep = c >= min_count
+        if not keep.any():
+            continue
+        u, inv = np.unique(c[keep], return_inverse=True)
+        n = np.bincount(inv, minlength=u.size)
+        b = np.zeros(u.size, np.int64)
+        np.add.at(b, inv, _lengths(v[keep]))
+        for cnt, k, nb in zip(u.tolist(), n.tolist(), b.tolist()):
+            e = hist.setdefault(cnt, [0, 0])
+            e[0] += k
+            e[1] += nb
+    counts = np.array(sorted(hist, reverse=True), np.int64)
+    return (counts, np.array([hist[c][0] for c in counts.tolist()], np.int64),
+            np.array([hist[c][1] for c in counts.tolist()], np.int64), distinct)
+
+
+def write_vocabulary(merged: Merged, min_count: int, text_path: str,
+                     append_table: Callable[[np.ndarray, np.ndarray], None]) -> VocabFile:
+    """Write the vocabulary file at ``text_path`` (local) and hand the table's ``(keys, ids)`` to
+    ``append_table`` chunk by chunk in ascending key order; ``merged`` gives a fresh merge each call."""
+    counts, nvals, nbytes, distinct = count_histogram(merged, min_count)
+    if nvals.sum() >= 1 << 32:
+        raise ValueError(f"a vocabulary of {int(nvals.sum()):,} values: at most 2**32 - 1 per column")
+    first_id = 1 + np.concatenate([[0], np.cumsum(nvals)[:-1]]).astype(np.int64)
+    first_byte = np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64)
+    ascending = counts[::-1]  # for searchsorted
+    seen = np.zeros(counts.size, np.int64)
+    written = np.zeros(counts.size, np.int64)
+    total = int(nbytes.sum())
+    fd = os.open(text_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        os.ftruncate(fd, total)
+        for v, c in merged():
+            keep = c >= min_count
+            if not keep.any():
+                continue
+            v, c = v[keep], c[keep]
+            slot = counts.size - 1 - np.searchsorted(ascending, c)  # index of each value's count, descending
+            order = np.argsort(slot, kind="stable")                # by count; key order kept within a count
+            ids = np.empty(v.size, np.int64)
+            bounds = np.flatnonzero(np.diff(slot[order])) + 1
+            for grp in np.split(order, bounds):
+                s = int(slot[grp[0]])
+                ids[grp] = first_id[s] + seen[s] + np.arange(grp.size)
+                data = b"\n".join(v[grp].tolist()) + b"\n"
+                os.pwrite(fd, data, int(first_byte[s] + written[s]))
+                seen[s] += grp.size
+                written[s] += len(data)
+            append_table(sort_key(v), ids.astype(np.uint32))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if not np.array_equal(seen, nvals) or not np.array_equal(written, nbytes):
+        raise RuntimeError(f"the vocabulary's second read of the counts differs from its first ({text_path})")
+    h = hashlib.sha256()
+    with open(text_path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return VocabFile(int(nvals.sum()), total, h.hexdigest(), distinct)
