@@ -57,8 +57,7 @@ def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndar
             continue
         u, inv = np.unique(c[keep], return_inverse=True)
         n = np.bincount(inv, minlength=u.size)
-        b = np.zeros(u.size, np.int64)
-        np.add.at(b, inv, _lengths(v[keep]))
+        b = np.bincount(inv, weights=_lengths(v[keep]), minlength=u.size).astype(np.int64)  # exact: < 2**53
         for cnt, k, nb in zip(u.tolist(), n.tolist(), b.tolist()):
             e = hist.setdefault(cnt, [0, 0])
             e[0] += k
@@ -91,15 +90,22 @@ def write_vocabulary(merged: Merged, min_count: int, text_path: str,
             v, c = v[keep], c[keep]
             slot = counts.size - 1 - np.searchsorted(ascending, c)  # index of each value's count, descending
             order = np.argsort(slot, kind="stable")                # by count; key order kept within a count
+            s = slot[order]
+            lens = _lengths(v)[order]
+            starts = np.flatnonzero(np.diff(s, prepend=-1))       # where each count's group begins
+            groups = s[starts]
+            sizes = np.diff(np.append(starts, s.size))
+            at = np.arange(s.size) - np.repeat(starts, sizes)      # rank within its group
             ids = np.empty(v.size, np.int64)
-            bounds = np.flatnonzero(np.diff(slot[order])) + 1
-            for grp in np.split(order, bounds):
-                s = int(slot[grp[0]])
-                ids[grp] = first_id[s] + seen[s] + np.arange(grp.size)
-                data = b"\n".join(v[grp].tolist()) + b"\n"
-                os.pwrite(fd, data, int(first_byte[s] + written[s]))
-                seen[s] += grp.size
-                written[s] += len(data)
+            ids[order] = first_id[s] + seen[s] + at
+            group_bytes = np.add.reduceat(lens, starts)
+            begin = np.cumsum(group_bytes) - group_bytes           # each group's place in the chunk's lines
+            blob = memoryview(b"\n".join(v[order].tolist()) + b"\n")
+            offsets = first_byte[groups] + written[groups]         # and in the file
+            for a, n, off in zip(begin.tolist(), group_bytes.tolist(), offsets.tolist()):
+                os.pwrite(fd, blob[a:a + n], off)
+            seen[groups] += sizes
+            written[groups] += group_bytes
             append_table(sort_key(v), ids.astype(np.uint32))
         os.fsync(fd)
     finally:
