@@ -6,15 +6,16 @@ engine runs — the local engine (``convert.run``), ``run_job`` in this process,
   ``log1p``): count every categorical value (``vocab.ColumnCounter``: sorted runs spilled to the temporary
   area past ``--memory``) and the numeric columns' min/max.
 * ``resolve``: merge the runs of every column (``vocab.merge_runs``), keep the vocabulary, write
-  ``vocab/<column>.txt`` under a temporary name beside the shards (or copy ``--vocab-from``'s); the context
-  carries the table sizes.
-* ``pass1(unit)``: read the rows again, encode them (``encode``), drop negatives (``--negative-rate``), keep
+  ``vocab/<column>.txt`` under a temporary name beside the shards and its sorted lookup table in the temporary
+  area (or copy ``--vocab-from``'s; ``vocabstep``); the context carries the table sizes.
+* ``pass1(unit)``: read the rows again, look their values up (``vocabstep.VocabFiles.lookup``: in memory
+  within the column's share of ``--memory``, else on disk), encode them (``encode``), drop negatives
+  (``--negative-rate``), keep
   the target's columns in chunks in the temporary area with their framed lengths (example layout).
 * ``plan``: the first bad row in input order, else the shard cuts (``core.Cutter`` over the lengths; columnar:
   blocks). ``pass2(spec)``: one shard from its chunks."""
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -32,15 +33,12 @@ from ..sources import expand_inputs
 from ..tfrecord.examples import framed_lengths, row_varint_bytes, serialize_batch, varint_lengths
 from ..tfrecord.layout import narrowest_int
 from ..util.errors import InputError, TfpipeError
-from ..util.units import format_size
 from .encode import Tables, encode, expand, hash_bins, keep_mask
 from .options import TabularOptions, target_schema
 from .reader import DEFAULT_BLOCK_BYTES, iter_rows
 from .setinfo import source_tables
-from .disklookup import DiskLookup, table_bytes
-from .vocab import CHUNK, ColumnCounter, Lookup, Run, merge_runs, parse_vocab, select, sort_key, vocab_bytes
-from .vocabcopy import copy_vocabulary
-from .vocabwrite import write_vocabulary
+from .vocab import ColumnCounter, Run
+from .vocabstep import VocabFiles, clear_lookups
 
 __all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary", "chunk_rows_for"]
 
@@ -59,7 +57,6 @@ def chunk_rows_for(memory: int, row_bytes: int) -> int:
 
 
 _SLICE_ROWS = 1 << 14  # rows a shard expands to the target's columns and serializes at a time
-_LOOKUPS: dict[tuple, Lookup] = {}  # per process: (run id, column) -> its vocabulary's lookup
 
 
 @dataclass
@@ -109,7 +106,7 @@ class TabularJob:
     area: RunArea
     block_bytes: int = DEFAULT_BLOCK_BYTES
     chunk_rows: int | None = None  # None: ``chunk_rows_for(--memory, the target's row bytes)``
-    lookup_memory: int | None = None  # bytes of one column's lookup in pass 1; None: ``lookup_budget``'s rule
+    lookup_memory: int | None = None  # bytes of one column's lookup in pass 1 (``VocabFiles``)
     kind = "tabular"
 
     @classmethod
@@ -204,107 +201,20 @@ class TabularJob:
         for j, name in enumerate(s.categorical):
             runs = [r for p in counts for r in p.runs[j]]
             if all(r.width <= 8 for r in runs):  # streamed: the vocabulary is never held
-                entry, size = self._write_vocab(name, runs)
+                entry, size = self.vocab.counted(name, runs)
             else:
-                entry, size = self._select_vocab(name, runs)
+                entry, size = self.vocab.selected(name, runs)
             files.append(entry)
             sizes.append(size + 1)
         return Context(Tables(tuple(sizes), mins, maxs), tuple(files))
 
-    def _write_vocab(self, name: str, runs: Sequence[Run]) -> tuple[tuple[str, str, int, str, int], int]:
-        """A vocabulary of values of at most 8 bytes, streamed from the merge (``vocabwrite``): its file under
-        a temporary name beside the shards, its sorted table in the temporary area."""
-        out = self.area.output()
-        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
-        path = os.path.join(out.staging_dir(), tmp)
-        with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
-            vf = write_vocabulary(lambda: merge_runs(self.area, runs, self._merge_chunk(runs)), self.options.min_count,
-                                  path, table.append)
-        out.stage(path, tmp)
-        return (name, tmp, vf.nbytes, vf.sha256, vf.distinct), vf.size
-
-    def _merge_chunk(self, runs: Sequence[Run]) -> int:
-        """Entries read from each run at a time: the merge holds half of ``--memory`` however many runs there are
-        (at least 1,024 entries a run, at most ``vocab.CHUNK``)."""
-        entry = max([r.width for r in runs], default=8) + 8
-        return int(min(CHUNK, max(1024, self.options.memory // 2 // max(len(runs), 1) // entry)))
-
-    def _select_vocab(self, name: str, runs: Sequence[Run]) -> tuple[tuple[str, str, int, str, int], int]:
-        """A vocabulary with values longer than 8 bytes, selected in memory."""
-        distinct = 0
-
-        def merged():
-            nonlocal distinct
-            for v, c in merge_runs(self.area, runs, self._merge_chunk(runs)):
-                distinct += int(v.size)
-                yield v, c
-
-        values, _ = select(merged(), self.options.min_count)
-        return self._put_vocab(name, vocab_bytes(values), distinct, values), int(values.size)
-
-    def _put_vocab(self, name: str, data: bytes, distinct: int, values: np.ndarray
-                   ) -> tuple[str, str, int, str, int]:
-        """The vocabulary file under a temporary name beside the shards, and for pass 1 in the temporary area:
-        its values' uint64 keys when each has at most 8 bytes (no text to parse), else the file."""
-        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
-        self.area.output().write_bytes_atomic(tmp, data)
-        key = sort_key(values)
-        if key.dtype == np.uint64:
-            self.area.put_array(f"vocab-{name}.keys", key)
-        else:
-            self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", data)
-        return (name, tmp, len(data), hashlib.sha256(data).hexdigest(), distinct)
-
     def _copy_source(self) -> Context:
         tables, vocabs = source_tables(self.options)
-        return Context(tables, tuple(self._copy_vocab(v) for v in vocabs))
-
-    def _copy_vocab(self, src) -> tuple[str, str, int, str, int]:
-        """``--vocab-from``'s vocabulary of one column, streamed (``vocabcopy``): its file under a temporary name
-        beside the shards, its sorted table in the temporary area (values longer than 8 bytes: its file)."""
-        out, name = self.area.output(), src.column
-        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
-        path = os.path.join(out.staging_dir(), tmp)
-        runs = copy_vocabulary(src, path, self.area, f"vocab-{name}-src")
-        if runs is None:
-            with open(path, "rb") as f:
-                self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", f.read())
-        else:
-            with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
-                for v, ids in merge_runs(self.area, runs, self._merge_chunk(runs)):
-                    table.append(sort_key(v), ids.astype(np.uint32))
-        out.stage(path, tmp)
-        return (name, tmp, src.nbytes, src.sha256, -1)
+        return Context(tables, tuple(self.vocab.copied(v) for v in vocabs))
 
     @property
-    def lookup_budget(self) -> int:
-        """Bytes one column's lookup may hold in pass 1: half of ``--memory`` over the categorical columns."""
-        if self.lookup_memory is not None:
-            return self.lookup_memory
-        return self.options.memory // 2 // max(len(self.options.schema.categorical), 1)
-
-    def _lookup(self, name: str, size: int):
-        """Column ``name``'s lookup (``size`` values): a hash table in memory when it fits the column's budget,
-        else its sorted table read from the temporary area block by block (``disklookup``)."""
-        key = (self.area.run_id, self.area.out, name)
-        lk = _LOOKUPS.get(key)
-        if lk is None:
-            if len(_LOOKUPS) > 256:
-                _LOOKUPS.clear()
-            temp, stem = self.area.temp(), f"vocab-{name}"
-            if not temp.exists(f"{stem}.skeys"):
-                lk = (Lookup.of_keys(self.area.get_array(f"{stem}.keys", np.uint64)) if temp.exists(f"{stem}.keys")
-                      else Lookup(parse_vocab(temp.read_bytes(f"{stem}.txt"))))
-            elif table_bytes(size) <= self.lookup_budget:
-                lk = Lookup.of_table(self.area.get_array(f"{stem}.skeys", np.uint64),
-                                     self.area.get_array(f"{stem}.sids", np.uint32))
-            else:
-                log.debug("%s: %d values, a %s hash table past its %s: looked up in its sorted table on disk",
-                          name, size, format_size(table_bytes(size)), format_size(self.lookup_budget))
-                lk = Lookup.of_disk(DiskLookup(_local(temp, f"{stem}.skeys"), _local(temp, f"{stem}.sids"),
-                                               self.lookup_budget))
-            _LOOKUPS[key] = lk
-        return lk
+    def vocab(self) -> VocabFiles:
+        return VocabFiles(self.area, self.options, self.lookup_memory)
 
     # -- pass 1 -----------------------------------------------------------------------------------------
     def pass1(self, unit: Unit, ctx: Context | None = None) -> Summary:
@@ -313,7 +223,7 @@ class TabularJob:
         if ctx is None or ctx.error is not None:
             return out
         hashed = o.hash_buckets is not None
-        lookups = [] if hashed else [self._lookup(n, ctx.tables.sizes[j] - 1)
+        lookups = [] if hashed else [self.vocab.lookup(n, ctx.tables.sizes[j] - 1)
                                      for j, n in enumerate(s.categorical)]
         wide = self._top_id(ctx.tables) >= 1 << 32
         parts: list[dict[str, np.ndarray]] = []
@@ -390,7 +300,7 @@ class TabularJob:
         raise TypeError("tabular has no scatter step")
 
     def plan(self, summaries: Sequence[Summary], sizes: Sequence = (), ctx: Context | None = None) -> SetPlan:
-        _LOOKUPS.clear()  # pass 1 is done: the shards need no vocabulary
+        clear_lookups()  # pass 1 is done: the shards need no vocabulary
         if ctx is not None and ctx.error is not None:
             return SetPlan.failed(ctx.error)
         summaries = sorted(summaries, key=lambda s: s.unit.index)
@@ -486,57 +396,3 @@ def _block_shards(rows: int, schema, layout, shard_size: int) -> list[tuple[int,
 def _check_prep(prep: PrepOptions | None) -> None:
     if prep is not None and prep.active:
         raise ValueError(f"{prep.describe()} does not apply to convert tabular (rows are written in input order)")
-
-
-class _TableWriter:
-    """A column's sorted lookup table (``.skeys`` uint64, ``.sids`` uint32) appended chunk by chunk to local
-    files, then, fsynced, renamed into the temporary area (local) or staged there (uploaded)."""
-
-    def __init__(self, temp, stem: str):
-        self.temp, self.names = temp, (f"{stem}.skeys", f"{stem}.sids")
-        staging = temp.staging_dir()  # (a local area's directory, made if missing)
-        self.finals = [temp.local_path(n) for n in self.names]  # None: a remote temporary area
-        self.paths = [(f or os.path.join(staging, n)) + ".part" for f, n in zip(self.finals, self.names)]
-        self.files = [open(p, "wb") for p in self.paths]
-
-    def append(self, keys: np.ndarray, ids: np.ndarray) -> None:
-        self.files[0].write(memoryview(np.ascontiguousarray(keys, np.uint64)).cast("B"))
-        self.files[1].write(memoryview(np.ascontiguousarray(ids, np.uint32)).cast("B"))
-
-    def __enter__(self) -> "_TableWriter":
-        return self
-
-    def __exit__(self, kind, exc, tb) -> None:
-        for f in self.files:
-            if kind is None:
-                f.flush()
-                os.fsync(f.fileno())
-            f.close()
-        for path, final, name in zip(self.paths, self.finals, self.names):
-            if kind is not None:
-                os.unlink(path)
-            elif final is not None:
-                os.replace(path, final)
-            else:
-                self.temp.stage(path, name)
-
-
-_FETCHED: dict[str, str] = {}  # temporary-area URL -> a local copy (a temporary area on S3), per process
-
-
-def _local(temp, name: str) -> str:
-    """A local path of a temporary file: in place on a local disk, else fetched once per process."""
-    path = temp.local_path(name)
-    if path is not None:
-        return path
-    url = f"{temp.url}/{name}"
-    if url not in _FETCHED:
-        import atexit
-        import shutil
-        import tempfile
-
-        d = tempfile.mkdtemp(prefix="tfpipe-lookup-")
-        atexit.register(shutil.rmtree, d, True)
-        temp.fetch(name, os.path.join(d, name))
-        _FETCHED[url] = os.path.join(d, name)
-    return _FETCHED[url]
