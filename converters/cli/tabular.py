@@ -60,9 +60,10 @@ def register(convert_sub, top_sub) -> None:
                    help="keep this fraction of label-0 rows (seeded by --seed, per row; default 1: all)")
     p.add_argument("--seed", type=nonneg_int, default=0, metavar="S", help="seed of --negative-rate (default 0)")
     p.add_argument("--memory", type=size, default=None, metavar="SIZE",
-                   help="categorical counts one counting task holds before spilling sorted runs to the "
-                        "output's temporary area; a quarter of it sizes the encoding pass's chunks "
-                        "(default 256MiB)")
+                   help="memory per process: categorical counts one counting task holds before spilling "
+                        "sorted runs to the output's temporary area; half of it bounds the vocabulary merge "
+                        "and the encoding pass's lookups (a larger column is looked up on disk); a quarter "
+                        "sizes the encoding pass's chunks (default 256MiB)")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="local processes (default: all cores, at most one per input file)")
     g = p.add_argument_group("write-time preparation (refused: see --shuffle)")
