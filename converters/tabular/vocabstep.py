@@ -40,14 +40,19 @@ class VocabFiles:
     def counted(self, name: str, runs: Sequence[Run]) -> tuple[Entry, int]:
         """A vocabulary of values of at most 8 bytes, streamed from the merge (``vocabwrite``): its file under
         a temporary name beside the shards, its sorted table in the temporary area."""
-        out = self.area.output()
-        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
-        path = os.path.join(out.staging_dir(), tmp)
+        out, tmp, path = self._text_file(name)
         with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
             vf = write_vocabulary(lambda: merge_runs(self.area, runs, self._merge_chunk(runs)), self.options.min_count,
                                   path, table.append)
         out.stage(path, tmp)
         return (name, tmp, vf.nbytes, vf.sha256, vf.distinct), vf.size
+
+    def _text_file(self, name: str) -> tuple[object, str, str]:
+        """The output storage, the temporary name of column ``name``'s vocabulary file beside the shards, and
+        the local path it is written at before ``stage`` (on a local output, that name itself)."""
+        out = self.area.output()
+        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
+        return out, tmp, os.path.join(out.staging_dir(), tmp)
 
     def _merge_chunk(self, runs: Sequence[Run]) -> int:
         """Entries read from each run at a time: the merge holds half of ``--memory`` however many runs there are
@@ -71,12 +76,14 @@ class VocabFiles:
     def _put_vocab(self, name: str, data: bytes, distinct: int, values: np.ndarray
                    ) -> Entry:
         """The vocabulary file under a temporary name beside the shards, and for pass 1 in the temporary area:
-        its values' uint64 keys when each has at most 8 bytes (no text to parse), else the file."""
+        its sorted lookup table when each value has at most 8 bytes (as a counted one's), else the file."""
         tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
         self.area.output().write_bytes_atomic(tmp, data)
         key = sort_key(values)
         if key.dtype == np.uint64:
-            self.area.put_array(f"vocab-{name}.keys", key)
+            order = np.argsort(key, kind="stable")
+            with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
+                table.append(key[order], (order + 1).astype(np.uint32))
         else:
             self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", data)
         return (name, tmp, len(data), hashlib.sha256(data).hexdigest(), distinct)
@@ -84,9 +91,8 @@ class VocabFiles:
     def copied(self, src) -> Entry:
         """``--vocab-from``'s vocabulary of one column, streamed (``vocabcopy``): its file under a temporary name
         beside the shards, its sorted table in the temporary area (values longer than 8 bytes: its file)."""
-        out, name = self.area.output(), src.column
-        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
-        path = os.path.join(out.staging_dir(), tmp)
+        name = src.column
+        out, tmp, path = self._text_file(name)
         runs = copy_vocabulary(src, path, self.area, f"vocab-{name}-src")
         if runs is None:
             with open(path, "rb") as f:
@@ -114,9 +120,8 @@ class VocabFiles:
             if len(_LOOKUPS) > 256:
                 _LOOKUPS.clear()
             temp, stem = self.area.temp(), f"vocab-{name}"
-            if not temp.exists(f"{stem}.skeys"):
-                lk = (Lookup.of_keys(self.area.get_array(f"{stem}.keys", np.uint64)) if temp.exists(f"{stem}.keys")
-                      else Lookup(parse_vocab(temp.read_bytes(f"{stem}.txt"))))
+            if not temp.exists(f"{stem}.skeys"):  # values longer than 8 bytes
+                lk = Lookup(parse_vocab(temp.read_bytes(f"{stem}.txt")))
             elif table_bytes(size) <= self.lookup_budget:
                 lk = Lookup.of_table(self.area.get_array(f"{stem}.skeys", np.uint64),
                                      self.area.get_array(f"{stem}.sids", np.uint32))
