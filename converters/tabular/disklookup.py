@@ -21,10 +21,10 @@ _READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
 def table_bytes(values: int) -> int:
-    """The bytes of the in-memory hash table of ``values`` values (``kernel.TABLE_LOAD``)."""
-    from .kernel import TABLE_LOAD
+    """The bytes of the in-memory hash table of ``values`` values (``kernel.table_slots``, 12 bytes a slot)."""
+    from .kernel import table_slots
 
-    return (int(values / TABLE_LOAD) + 1) * 12
+    return table_slots(values) * 12
 
 
 def stride_for(values: int, budget: int) -> int:

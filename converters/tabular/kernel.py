@@ -8,9 +8,8 @@ import numpy as np
 
 from ..util.jit import njit
 
-__all__ = ["split_fields", "parse_block", "gather", "table_build", "table_get", "block_get", "TABLE_LOAD", "OK",
-           "BAD_FIELDS",
-           "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
+__all__ = ["split_fields", "parse_block", "gather", "table_build", "table_get", "block_get", "table_slots",
+           "TABLE_LOAD", "OK", "BAD_FIELDS", "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
 
 OK, BAD_FIELDS, NOT_INT, OVERFLOW, BAD_LABEL, BLANK = 0, 1, 2, 3, 4, 5
 _LIMIT = np.uint64(9223372036854775807)
@@ -87,6 +86,11 @@ def _slot(k, cap):
 
 
 TABLE_LOAD = 0.85  # keys per slot of a lookup table: 12 bytes a slot, about 14 bytes a vocabulary value
+
+
+def table_slots(keys: int) -> int:
+    """The slots of a lookup table of ``keys`` keys (at load ``TABLE_LOAD``; 12 bytes each)."""
+    return int(keys / TABLE_LOAD) + 1
 
 
 @njit(cache=True, nogil=True)

@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 __all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "Run",
-           "merge_runs", "select", "Lookup", "short_keys", "vocab_bytes",
+           "merge_runs", "write_run", "select", "Lookup", "short_keys", "vocab_bytes",
            "parse_vocab"]
 
 CHUNK = 1 << 16  # entries read from each run at a time by the merge
@@ -101,6 +101,13 @@ class Run:
     size: int
 
 
+def write_run(area, key: str, values: np.ndarray, counts: np.ndarray) -> Run:
+    """A sorted run (``values`` ascending, an int64 per value) written to the temporary area as ``key``."""
+    area.put_array(key + ".v", np.frombuffer(values.tobytes(), np.uint8))
+    area.put_array(key + ".c", np.asarray(counts, np.int64))
+    return Run(key, values.dtype.itemsize, int(values.size))
+
+
 class ColumnCounter:
     """One column's counts in one task: blocks in, sorted runs out (see the module docstring)."""
 
@@ -133,10 +140,7 @@ class ColumnCounter:
         self.parts, self.nbytes = [], 0
         if not v.size:
             return
-        run = Run(f"{self.key}-r{len(self.runs):04d}", v.dtype.itemsize, int(v.size))
-        self.area.put_array(run.key + ".v", np.frombuffer(v.tobytes(), np.uint8))
-        self.area.put_array(run.key + ".c", c)
-        self.runs.append(run)
+        self.runs.append(write_run(self.area, f"{self.key}-r{len(self.runs):04d}", v, c))
 
     def finish(self) -> list[Run]:
         self.spill()
@@ -226,7 +230,7 @@ class Lookup:
     (``disklookup.DiskLookup``); a vocabulary with longer values is a sorted copy and ``searchsorted``."""
 
     def __init__(self, values: np.ndarray, keys: np.ndarray | None = None, ids: np.ndarray | None = None):
-        from .kernel import TABLE_LOAD, table_build
+        from .kernel import table_build, table_slots
 
         self.size = int(values.size if keys is None else keys.size)
         self.disk = None
@@ -234,7 +238,7 @@ class Lookup:
         if key.dtype == np.uint64:  # values of at most 8 bytes: a hash table of their keys, nothing else kept
             if key.size >= 1 << 32:
                 raise ValueError(f"a vocabulary of {key.size:,} values: at most 2**32 - 1 per column")
-            cap = int(key.size / TABLE_LOAD) + 1
+            cap = table_slots(key.size)
             ids = np.arange(1, key.size + 1, dtype=np.int64) if ids is None else ids.astype(np.int64)
             self.table = table_build(key, ids, cap)
             return
@@ -242,11 +246,6 @@ class Lookup:
         order = np.argsort(key, kind="stable")
         self.sorted = values[order]
         self.ids = (order + 1).astype(np.int64)
-
-    @classmethod
-    def of_keys(cls, keys: np.ndarray) -> "Lookup":
-        """The lookup of a vocabulary of values of at most 8 bytes given by their uint64 keys, in id order."""
-        return cls(np.zeros(0, "S1"), np.asarray(keys, np.uint64))
 
     @classmethod
     def of_table(cls, keys: np.ndarray, ids: np.ndarray) -> "Lookup":

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..util.errors import IntegrityError
 from .setinfo import SourceVocab
-from .vocab import Run, sort_key
+from .vocab import Run, sort_key, write_run
 
 __all__ = ["copy_vocabulary", "READ_BYTES"]
 
@@ -56,9 +56,5 @@ def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[Run]) -> 
         return False, first
     ids = np.arange(first + 1, first + 1 + values.size, dtype=np.int64)
     order = np.argsort(sort_key(values), kind="stable")
-    v = values[order].astype("S8")
-    run = Run(f"{stem}-r{len(runs):04d}", 8, int(v.size))
-    area.put_array(run.key + ".v", np.frombuffer(v.tobytes(), np.uint8))
-    area.put_array(run.key + ".c", ids[order])
-    runs.append(run)
+    runs.append(write_run(area, f"{stem}-r{len(runs):04d}", values[order].astype("S8"), ids[order]))
     return True, first + values.size

@@ -64,7 +64,7 @@ def test_a_column_with_long_values_finds_its_short_ones(tmp_path):
     keys = sort_key(vocab)
     disk = Lookup.of_disk(DiskLookup(*table(tmp_path, keys, np.arange(1, 4)), budget=1 << 16))
     column = np.array([b"c", b"longer than 8", b"aa", b"", b"bbbbbbbb", b"bbbbbbbbb"], "S13")
-    for lk in (disk, Lookup.of_table(keys, np.arange(1, 4)), Lookup.of_keys(keys)):
+    for lk in (disk, Lookup.of_table(keys, np.arange(1, 4)), Lookup(vocab)):
         assert lk(column).tolist() == [3, 0, 1, 0, 2, 0]
 
 
