@@ -200,10 +200,7 @@ class TabularJob:
         files, sizes = [], []
         for j, name in enumerate(s.categorical):
             runs = [r for p in counts for r in p.runs[j]]
-            if all(r.width <= 8 for r in runs):  # streamed: the vocabulary is never held
-                entry, size = self.vocab.counted(name, runs)
-            else:
-                entry, size = self.vocab.selected(name, runs)
+            entry, size = self.vocab.counted(name, runs)  # streamed: the vocabulary is never held
             files.append(entry)
             sizes.append(size + 1)
         return Context(Tables(tuple(sizes), mins, maxs), tuple(files))

@@ -6,8 +6,7 @@ their share of ``--memory`` they are written to the run's temporary area as a so
 task's memory does not grow with rows or distinct values. ``merge_runs`` merges every task's runs of a column
 in chunks (a k-way merge over sorted runs read piece by piece). The vocabulary keeps the values seen at least
 ``min_count`` times, ids 1..V by descending count, ties by ascending bytes (``vocabwrite`` streams it from the
-merge; ``select`` holds it, for values longer than 8 bytes); the vocabulary file lists them in id order, one
-per line, so ``tf.keras.layers.StringLookup(vocabulary=file, num_oov_indices=1)`` gives the same ids;
+merge, never holding it); the vocabulary file lists them in id order, one per line, so ``tf.keras.layers.StringLookup(vocabulary=file, num_oov_indices=1)`` gives the same ids;
 everything else (missing, rarer, never seen) is id 0.
 
 Values are fixed-width bytes arrays (numpy ``S``): a value's trailing NUL bytes are not kept (no real table
@@ -20,8 +19,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 __all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "Run",
-           "merge_runs", "write_run", "select", "Lookup", "short_keys", "vocab_bytes",
-           "parse_vocab"]
+           "merge_runs", "write_run", "table_keys", "Lookup", "short_keys"]
 
 CHUNK = 1 << 16  # entries read from each run at a time by the merge
 
@@ -189,29 +187,12 @@ def merge_runs(area, runs: Sequence[Run], chunk: int = CHUNK) -> Iterator[tuple[
             yield v, c
 
 
-def select(merged: Iterator[tuple[np.ndarray, np.ndarray]], min_count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The vocabulary: values seen at least ``min_count`` times in id order (descending count, ties by ascending
-    bytes) and their counts."""
-    kept = [(v[c >= min_count], c[c >= min_count]) for v, c in merged]
-    if not kept:
-        return np.zeros(0, "S1"), np.zeros(0, np.int64)
-    v = np.concatenate([k[0] for k in kept])
-    c = np.concatenate([k[1] for k in kept])
-    order = np.argsort(-c, kind="stable")  # the merge gives ascending values: ties stay in byte order
-    return v[order], c[order]
-
-
-def vocab_bytes(values: np.ndarray) -> bytes:
-    """A vocabulary file: one value per line, in id order (id 1 first)."""
-    return b"\n".join(values.tolist()) + b"\n" if values.size else b""
-
-
-def parse_vocab(data: bytes) -> np.ndarray:
-    """The values of a vocabulary file, in id order."""
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return np.array(lines, dtype="S") if lines else np.zeros(0, "S1")
+def table_keys(values: np.ndarray, width: int) -> np.ndarray:
+    """The keys of a sorted lookup table whose longest value has ``width`` bytes: uint64 (``sort_key``) when
+    ``width`` is at most 8, else the values as ``S<width>`` (both sort like the values' bytes)."""
+    if width <= 8:
+        return sort_key(values.astype("S8"))
+    return values.astype(f"S{width}")
 
 
 def short_keys(column: np.ndarray) -> np.ndarray:
@@ -227,7 +208,8 @@ def short_keys(column: np.ndarray) -> np.ndarray:
 class Lookup:
     """Value -> id of one column's vocabulary. Values of at most 8 bytes are looked up by their uint64 keys: in
     a hash table (``kernel.table_build``) or, past the column's memory, a sorted table read from disk
-    (``disklookup.DiskLookup``); a vocabulary with longer values is a sorted copy and ``searchsorted``."""
+    (``disklookup.DiskLookup``). A vocabulary with longer values is a sorted copy and ``searchsorted``, or,
+    past the column's memory, its sorted table of fixed-width values on disk."""
 
     def __init__(self, values: np.ndarray, keys: np.ndarray | None = None, ids: np.ndarray | None = None):
         from .kernel import table_build, table_slots
@@ -256,6 +238,15 @@ class Lookup:
         return cls(np.zeros(0, "S1"), np.asarray(keys, np.uint64)[order], np.asarray(ids)[order])
 
     @classmethod
+    def of_sorted(cls, values: np.ndarray, ids: np.ndarray) -> "Lookup":
+        """The lookup of a vocabulary with values longer than 8 bytes given by its sorted table (``values``
+        ascending, their ids beside them)."""
+        lk = cls.__new__(cls)
+        lk.size, lk.disk, lk.table = int(values.size), None, None
+        lk.sorted, lk.ids = values, np.asarray(ids, np.int64)
+        return lk
+
+    @classmethod
     def of_disk(cls, disk) -> "Lookup":
         """The lookup over a ``disklookup.DiskLookup``."""
         lk = cls.__new__(cls)
@@ -273,7 +264,7 @@ class Lookup:
 
     @property
     def by_key(self) -> bool:
-        return self.disk is not None or self.table is not None
+        return self.table is not None or (self.disk is not None and self.disk.by_key)
 
     def of(self, rows, j: int) -> np.ndarray:
         """The ids of column ``j`` of a block of ``Rows``."""
@@ -287,6 +278,8 @@ class Lookup:
             return np.zeros(column.size, np.int64)
         if self.by_key:  # longer values than 8 bytes have key 0: none is in the vocabulary
             return self._get(short_keys(column))
+        if self.disk is not None:
+            return self.disk.get(column)
         at = np.minimum(np.searchsorted(self.sorted, column), self.size - 1)
         hit = (self.sorted[at] == column) & (column != b"")
         return np.where(hit, self.ids[at], 0)

@@ -19,10 +19,10 @@ READ_BYTES = 4 << 20  # bytes of the source file read at a time
 
 
 def copy_vocabulary(src: SourceVocab, text_path: str, area, stem: str,
-                    read_bytes: int = READ_BYTES) -> list[Run] | None:
+                    read_bytes: int = READ_BYTES) -> list[Run]:
     """Copy ``src`` to ``text_path`` (local, fsynced); the sorted ``(value, id)`` runs of its lines (named
-    ``stem-rNNNN`` in ``area``), or None when a value is longer than 8 bytes (the caller then holds the file)."""
-    h, runs, carry, at, ids, short = hashlib.sha256(), [], b"", 0, 0, True
+    ``stem-rNNNN`` in ``area``)."""
+    h, runs, carry, at, ids = hashlib.sha256(), [], b"", 0, 0
     with open(text_path, "wb") as out:
         while at < src.nbytes:
             chunk = src.storage.read_range(src.name, at, min(at + read_bytes, src.nbytes))
@@ -34,8 +34,8 @@ def copy_vocabulary(src: SourceVocab, text_path: str, area, stem: str,
             data = carry + chunk
             cut = data.rfind(b"\n") + 1
             carry = data[cut:]
-            if short and cut:
-                short, ids = _spill(data[:cut - 1].split(b"\n"), ids, area, stem, runs)
+            if cut:
+                ids = _spill(data[:cut - 1].split(b"\n"), ids, area, stem, runs)
         out.flush()
         os.fsync(out.fileno())
     if at != src.nbytes or src.storage.read_range(src.name, at, at + 1):
@@ -44,17 +44,15 @@ def copy_vocabulary(src: SourceVocab, text_path: str, area, stem: str,
         raise IntegrityError(f"{src.label} differs from its manifest's sha256")
     if carry:
         raise IntegrityError(f"{src.label}: its last line has no newline (not a vocabulary file tfpipe wrote)")
-    if short and ids != src.values:
+    if ids != src.values:
         raise IntegrityError(f"{src.label} lists {ids:,} values, its manifest's table size says {src.values:,}")
-    return runs if short else None
+    return runs
 
 
-def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[Run]) -> tuple[bool, int]:
-    """One sorted run of ``lines`` (ids ``first + 1``, ...); ``(False, first)`` when one is longer than 8 bytes."""
+def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[Run]) -> int:
+    """One sorted run of ``lines`` (ids ``first + 1``, ...), at the width of its longest line; the last id."""
     values = np.array(lines, dtype="S")
-    if values.dtype.itemsize > 8:
-        return False, first
     ids = np.arange(first + 1, first + 1 + values.size, dtype=np.int64)
     order = np.argsort(sort_key(values), kind="stable")
-    runs.append(write_run(area, f"{stem}-r{len(runs):04d}", values[order].astype("S8"), ids[order]))
-    return True, first + values.size
+    runs.append(write_run(area, f"{stem}-r{len(runs):04d}", values[order], ids[order]))
+    return first + values.size

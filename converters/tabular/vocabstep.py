@@ -1,10 +1,10 @@
 """The vocabulary step's files and pass 1's lookups, in the run's areas: a column's vocabulary file beside the
 shards under a temporary name and its sorted lookup table in the temporary area (counted: ``vocabwrite``;
-``--vocab-from``: ``vocabcopy``; values longer than 8 bytes: selected in memory), and the lookup pass 1 makes
-of it (a hash table within the column's memory, else ``disklookup``)."""
+``--vocab-from``: ``vocabcopy``), and the lookup pass 1 makes of it (in memory within the column's share of
+``--memory``, else ``disklookup``). The table's keys are uint64 (``.skeys``) when every value has at most 8
+bytes, else the values at the width of the longest (``.svals``)."""
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from typing import Sequence
@@ -13,7 +13,7 @@ import numpy as np
 
 from ..util.units import format_size
 from .disklookup import DiskLookup, table_bytes
-from .vocab import CHUNK, Lookup, Run, merge_runs, parse_vocab, select, sort_key, vocab_bytes
+from .vocab import CHUNK, Lookup, Run, merge_runs, table_keys
 from .vocabcopy import copy_vocabulary
 from .vocabwrite import write_vocabulary
 
@@ -38,8 +38,8 @@ class VocabFiles:
         self.area, self.options, self.lookup_memory = area, options, lookup_memory
 
     def counted(self, name: str, runs: Sequence[Run]) -> tuple[Entry, int]:
-        """A vocabulary of values of at most 8 bytes, streamed from the merge (``vocabwrite``): its file under
-        a temporary name beside the shards, its sorted table in the temporary area."""
+        """A counted vocabulary, streamed from the merge (``vocabwrite``): its file under a temporary name
+        beside the shards, its sorted table in the temporary area."""
         out, tmp, path = self._text_file(name)
         with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
             vf = write_vocabulary(lambda: merge_runs(self.area, runs, self._merge_chunk(runs)), self.options.min_count,
@@ -60,47 +60,16 @@ class VocabFiles:
         entry = max([r.width for r in runs], default=8) + 8
         return int(min(CHUNK, max(1024, self.options.memory // 2 // max(len(runs), 1) // entry)))
 
-    def selected(self, name: str, runs: Sequence[Run]) -> tuple[Entry, int]:
-        """A vocabulary with values longer than 8 bytes, selected in memory."""
-        distinct = 0
-
-        def merged():
-            nonlocal distinct
-            for v, c in merge_runs(self.area, runs, self._merge_chunk(runs)):
-                distinct += int(v.size)
-                yield v, c
-
-        values, _ = select(merged(), self.options.min_count)
-        return self._put_vocab(name, vocab_bytes(values), distinct, values), int(values.size)
-
-    def _put_vocab(self, name: str, data: bytes, distinct: int, values: np.ndarray
-                   ) -> Entry:
-        """The vocabulary file under a temporary name beside the shards, and for pass 1 in the temporary area:
-        its sorted lookup table when each value has at most 8 bytes (as a counted one's), else the file."""
-        tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
-        self.area.output().write_bytes_atomic(tmp, data)
-        key = sort_key(values)
-        if key.dtype == np.uint64:
-            order = np.argsort(key, kind="stable")
-            with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
-                table.append(key[order], (order + 1).astype(np.uint32))
-        else:
-            self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", data)
-        return (name, tmp, len(data), hashlib.sha256(data).hexdigest(), distinct)
-
     def copied(self, src) -> Entry:
         """``--vocab-from``'s vocabulary of one column, streamed (``vocabcopy``): its file under a temporary name
-        beside the shards, its sorted table in the temporary area (values longer than 8 bytes: its file)."""
+        beside the shards, its sorted table in the temporary area."""
         name = src.column
         out, tmp, path = self._text_file(name)
         runs = copy_vocabulary(src, path, self.area, f"vocab-{name}-src")
-        if runs is None:
-            with open(path, "rb") as f:
-                self.area.temp().write_bytes_atomic(f"vocab-{name}.txt", f.read())
-        else:
-            with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
-                for v, ids in merge_runs(self.area, runs, self._merge_chunk(runs)):
-                    table.append(sort_key(v), ids.astype(np.uint32))
+        width = max([r.width for r in runs], default=0)
+        with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
+            for v, ids in merge_runs(self.area, runs, self._merge_chunk(runs)):
+                table.append(table_keys(v, width), ids.astype(np.uint32))
         out.stage(path, tmp)
         return (name, tmp, src.nbytes, src.sha256, -1)
 
@@ -112,41 +81,61 @@ class VocabFiles:
         return self.options.memory // 2 // max(len(self.options.schema.categorical), 1)
 
     def lookup(self, name: str, size: int) -> Lookup:
-        """Column ``name``'s lookup (``size`` values): a hash table in memory when it fits the column's budget,
-        else its sorted table read from the temporary area block by block (``disklookup``)."""
+        """Column ``name``'s lookup (``size`` values): in memory when it fits the column's budget (a hash table
+        of uint64 keys, or the sorted values), else its sorted table read from the temporary area block by
+        block (``disklookup``)."""
         key = (self.area.run_id, self.area.out, name)
         lk = _LOOKUPS.get(key)
         if lk is None:
             if len(_LOOKUPS) > 256:
                 _LOOKUPS.clear()
-            temp, stem = self.area.temp(), f"vocab-{name}"
-            if not temp.exists(f"{stem}.skeys"):  # values longer than 8 bytes
-                lk = Lookup(parse_vocab(temp.read_bytes(f"{stem}.txt")))
-            elif table_bytes(size) <= self.lookup_budget:
-                lk = Lookup.of_table(self.area.get_array(f"{stem}.skeys", np.uint64),
-                                     self.area.get_array(f"{stem}.sids", np.uint32))
-            else:
-                log.debug("%s: %d values, a %s hash table past its %s: looked up in its sorted table on disk",
-                          name, size, format_size(table_bytes(size)), format_size(self.lookup_budget))
-                lk = Lookup.of_disk(DiskLookup(_local(temp, f"{stem}.skeys"), _local(temp, f"{stem}.sids"),
-                                               self.lookup_budget))
+            lk = self._open(name, size)
             _LOOKUPS[key] = lk
         return lk
 
+    def _open(self, name: str, size: int) -> Lookup:
+        temp, stem, budget = self.area.temp(), f"vocab-{name}", self.lookup_budget
+        if not size:
+            return Lookup(np.zeros(0, "S1"))
+        if temp.exists(f"{stem}.skeys"):
+            nbytes, width = table_bytes(size), 0
+        else:  # values longer than 8 bytes: a sorted copy in memory, 8 bytes of id beside each
+            width = os.path.getsize(_local(temp, f"{stem}.svals")) // size
+            nbytes = size * (width + 8)
+        if nbytes <= budget:
+            ids = self.area.get_array(f"{stem}.sids", np.uint32)
+            if not width:
+                return Lookup.of_table(self.area.get_array(f"{stem}.skeys", np.uint64), ids)
+            return Lookup.of_sorted(np.fromfile(_local(temp, f"{stem}.svals"), f"S{width}"), ids)
+        log.debug("%s: %d values, %s in memory past its %s: looked up in its sorted table on disk",
+                  name, size, format_size(nbytes), format_size(budget))
+        keys = f"{stem}.svals" if width else f"{stem}.skeys"
+        return Lookup.of_disk(DiskLookup(_local(temp, keys), _local(temp, f"{stem}.sids"), budget, width))
+
 
 class _TableWriter:
-    """A column's sorted lookup table (``.skeys`` uint64, ``.sids`` uint32) appended chunk by chunk to local
-    files, then, fsynced, renamed into the temporary area (local) or staged there (uploaded)."""
+    """A column's sorted lookup table (``.skeys``: uint64 keys, or ``.svals``: fixed-width values; ``.sids``:
+    uint32 ids) appended chunk by chunk to local files, then, fsynced, renamed into the temporary area (local)
+    or staged there (uploaded). The first chunk's keys name the kind; a table of no values writes nothing."""
 
     def __init__(self, temp, stem: str):
-        self.temp, self.names = temp, (f"{stem}.skeys", f"{stem}.sids")
-        staging = temp.staging_dir()  # (a local area's directory, made if missing)
-        self.finals = [temp.local_path(n) for n in self.names]  # None: a remote temporary area
+        self.temp, self.stem = temp, stem
+        self.names: list[str] = []
+        self.files: list = []
+
+    def _open(self, keys: np.ndarray) -> None:
+        self.names = [f"{self.stem}.{'skeys' if keys.dtype == np.uint64 else 'svals'}", f"{self.stem}.sids"]
+        staging = self.temp.staging_dir()  # (a local area's directory, made if missing)
+        self.finals = [self.temp.local_path(n) for n in self.names]  # None: a remote temporary area
         self.paths = [(f or os.path.join(staging, n)) + ".part" for f, n in zip(self.finals, self.names)]
         self.files = [open(p, "wb") for p in self.paths]
 
     def append(self, keys: np.ndarray, ids: np.ndarray) -> None:
-        self.files[0].write(memoryview(np.ascontiguousarray(keys, np.uint64)).cast("B"))
+        if not keys.size:
+            return
+        if not self.files:
+            self._open(keys)
+        self.files[0].write(np.ascontiguousarray(keys).tobytes())
         self.files[1].write(memoryview(np.ascontiguousarray(ids, np.uint32)).cast("B"))
 
     def __enter__(self) -> "_TableWriter":
@@ -158,6 +147,8 @@ class _TableWriter:
                 f.flush()
                 os.fsync(f.fileno())
             f.close()
+        if not self.files:
+            return
         for path, final, name in zip(self.paths, self.finals, self.names):
             if kind is not None:
                 os.unlink(path)

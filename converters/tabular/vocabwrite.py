@@ -9,10 +9,11 @@ its count come before it. ``write_vocabulary`` reads the merge twice:
    distinct count, which is small (a count ``c`` needs ``c`` rows, so ``n`` rows have fewer than ``sqrt(2n)``);
 2. each value's id (its count's first id plus the values with that count seen so far) and its line's byte offset
    in the file (likewise), so each run of values sharing a count is written with one ``pwrite``, and the
-   ``(key, id)`` pairs appended in key order: the sorted table ``disklookup.DiskLookup`` reads.
+   ``(key, id)`` pairs appended in key order: the sorted table ``disklookup.DiskLookup`` reads. Its keys are
+   uint64 when every kept value has at most 8 bytes, else the values at the width of the longest kept one
+   (``vocab.table_keys``; the histogram's read finds that width).
 
-Only for values of at most 8 bytes (their uint64 keys sort like their bytes); memory is the merge's chunks and
-the histogram."""
+Memory is the merge's chunks and the histogram."""
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +23,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .vocab import sort_key
+from .vocab import table_keys
 
 __all__ = ["VocabFile", "count_histogram", "write_vocabulary"]
 
@@ -32,12 +33,13 @@ Merged = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
 @dataclass(frozen=True)
 class VocabFile:
     """A written vocabulary: ``size`` values (V), ``nbytes`` and ``sha256`` of its file, ``distinct`` values
-    counted."""
+    counted, ``width``: the bytes of its longest value."""
 
     size: int
     nbytes: int
     sha256: str
     distinct: int
+    width: int
 
 
 def _lengths(values: np.ndarray) -> np.ndarray:
@@ -45,11 +47,11 @@ def _lengths(values: np.ndarray) -> np.ndarray:
     return np.char.str_len(values).astype(np.int64) + 1 if values.size else np.zeros(0, np.int64)
 
 
-def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """``(counts, values, bytes, distinct)``: the counts of kept values in descending order, how many values have
-    each and their lines' bytes, and the distinct values counted."""
+def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """``(counts, values, bytes, distinct, width)``: the counts of kept values in descending order, how many
+    values have each and their lines' bytes, the distinct values counted, and the longest kept value's bytes."""
     hist: dict[int, list[int]] = {}
-    distinct = 0
+    distinct = width = 0
     for v, c in merged():
         distinct += int(v.size)
         keep = c >= min_count
@@ -57,21 +59,23 @@ def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndar
             continue
         u, inv = np.unique(c[keep], return_inverse=True)
         n = np.bincount(inv, minlength=u.size)
-        b = np.bincount(inv, weights=_lengths(v[keep]), minlength=u.size).astype(np.int64)  # exact: < 2**53
+        lens = _lengths(v[keep])
+        width = max(width, int(lens.max()) - 1)
+        b = np.bincount(inv, weights=lens, minlength=u.size).astype(np.int64)  # exact: < 2**53
         for cnt, k, nb in zip(u.tolist(), n.tolist(), b.tolist()):
             e = hist.setdefault(cnt, [0, 0])
             e[0] += k
             e[1] += nb
     counts = np.array(sorted(hist, reverse=True), np.int64)
     return (counts, np.array([hist[c][0] for c in counts.tolist()], np.int64),
-            np.array([hist[c][1] for c in counts.tolist()], np.int64), distinct)
+            np.array([hist[c][1] for c in counts.tolist()], np.int64), distinct, width)
 
 
 def write_vocabulary(merged: Merged, min_count: int, text_path: str,
                      append_table: Callable[[np.ndarray, np.ndarray], None]) -> VocabFile:
     """Write the vocabulary file at ``text_path`` (local) and hand the table's ``(keys, ids)`` to
     ``append_table`` chunk by chunk in ascending key order; ``merged`` gives a fresh merge each call."""
-    counts, nvals, nbytes, distinct = count_histogram(merged, min_count)
+    counts, nvals, nbytes, distinct, width = count_histogram(merged, min_count)
     if nvals.sum() >= 1 << 32:
         raise ValueError(f"a vocabulary of {int(nvals.sum()):,} values: at most 2**32 - 1 per column")
     first_id = 1 + np.concatenate([[0], np.cumsum(nvals)[:-1]]).astype(np.int64)
@@ -106,7 +110,7 @@ def write_vocabulary(merged: Merged, min_count: int, text_path: str,
                 os.pwrite(fd, blob[a:a + n], off)
             seen[groups] += sizes
             written[groups] += group_bytes
-            append_table(sort_key(v), ids.astype(np.uint32))
+            append_table(table_keys(v, width), ids.astype(np.uint32))
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -116,4 +120,4 @@ def write_vocabulary(merged: Merged, min_count: int, text_path: str,
     with open(text_path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return VocabFile(int(nvals.sum()), total, h.hexdigest(), distinct)
+    return VocabFile(int(nvals.sum()), total, h.hexdigest(), distinct, width)

@@ -93,8 +93,8 @@ def _lengthened(line: str, k: int) -> str:
 @pytest.mark.parametrize("min_count", [1, 2])
 def test_vocabularies_past_their_memory_are_looked_up_on_disk_with_the_same_ids(days, tmp_path, caplog, min_count):
     """Every column's lookup over the memory it may hold (a 1-byte budget: one block of its sorted table at a
-    time) gives the reference's ids and the same shard bytes as the hash tables; C3 has values longer than 8
-    bytes (its vocabulary held in memory), the other columns' are streamed."""
+    time) gives the reference's ids and the same shard bytes as the lookups in memory; C3 has values longer
+    than 8 bytes (a table of values on disk, a sorted copy in memory), the other columns' tables have keys."""
     import logging
 
     d, lines = days
@@ -102,7 +102,7 @@ def test_vocabularies_past_their_memory_are_looked_up_on_disk_with_the_same_ids(
     R.write_day(tmp_path / "day", mixed)
     with caplog.at_level(logging.DEBUG, logger="converters.tabular.vocabstep"):
         disk = convert([tmp_path / "day"], tmp_path / "disk", min_count=min_count, lookup_memory=1)
-    assert caplog.text.count("looked up in its sorted table on disk") == 25       # all but C3
+    assert caplog.text.count("looked up in its sorted table on disk") == 26       # C3 too: a table of values
     memory = convert([tmp_path / "day"], tmp_path / "memory", min_count=min_count)
     assert shard_bytes(disk) == shard_bytes(memory)
     vocab = R.vocabularies(mixed, min_count)
@@ -112,6 +112,8 @@ def test_vocabularies_past_their_memory_are_looked_up_on_disk_with_the_same_ids(
     for c in range(26):
         assert (tmp_path / "disk" / "vocab" / f"C{c + 1}.txt").read_text().splitlines() == vocab[c]
     verify(str(tmp_path / "disk"))
+    again = convert([tmp_path / "day"], tmp_path / "again", vocab_from=str(tmp_path / "disk"), lookup_memory=1)
+    assert shard_bytes(again) == shard_bytes(disk)           # --vocab-from's tables: the same ids
 
 
 def test_vocab_from_converts_a_later_day_with_the_training_ids(days, tmp_path):

@@ -2,6 +2,7 @@
 process looking up a table far larger than its budget holds no more than the budget and the index."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -50,6 +51,39 @@ def test_the_index_stays_within_a_quarter_of_the_budget(values, budget, stride):
     assert -(-values // stride) * 8 <= max(budget // 4, 8)
 
 
+def values_table(tmp_path, values: np.ndarray, ids: np.ndarray, width: int):
+    order = np.argsort(values)
+    kp, ip = tmp_path / "t.svals", tmp_path / "t.sids"
+    kp.write_bytes(values[order].astype(f"S{width}").tobytes())
+    ip.write_bytes(ids[order].astype(np.uint32).tobytes())
+    return str(kp), str(ip)
+
+
+@pytest.mark.parametrize("n,budget", [(0, 1 << 16), (1, 1 << 16), (STRIDE - 1, 1), (STRIDE, 1),
+                                      (STRIDE + 1, 1 << 16), (9 * STRIDE + 7, 1), (9 * STRIDE + 7, 1 << 20)])
+def test_a_table_of_long_values_gives_the_in_memory_ids(tmp_path, n, budget):
+    """Values of 1 to 20 bytes in a table 20 bytes wide: every value, misses beside them (a byte more or less,
+    longer than the table's width), the empty value; one block at a time or all at once."""
+    rng = np.random.default_rng(n)
+    raw = {bytes(rng.integers(33, 127, rng.integers(1, 21), dtype=np.uint8)) for _ in range(2 * n + 20)}
+    pool = sorted(raw)
+    vocab = [pool[i] for i in rng.permutation(len(pool))[:n]]
+    values = np.array(vocab or [b""], "S20")[:n]
+    ids = (rng.permutation(n) + 1).astype(np.uint32)
+    disk = DiskLookup(*values_table(tmp_path, values, ids, 20), budget=budget, width=20)
+    assert not disk.by_key and disk.size == n
+    misses = [b"", b"~" * 21, b"!" * 25] + [v + b"!" for v in vocab[:50]] + [v[:-1] for v in vocab[:50]]
+    queries = np.array(vocab + misses + [bytes(rng.integers(33, 127, 12, dtype=np.uint8)) for _ in range(200)],
+                       "S25")
+    rng.shuffle(queries)
+    want = dict(zip(vocab, ids.tolist()))
+    got = Lookup.of_disk(disk)(queries)
+    assert got.tolist() == [want.get(q, 0) for q in queries.tolist()]
+    assert set(got.tolist()) - {0} == set(ids.tolist())                     # every value found
+    order = np.argsort(values)
+    assert Lookup.of_sorted(values[order], ids[order])(queries).tolist() == got.tolist()
+
+
 def test_a_cut_table_is_refused_naming_it(tmp_path):
     kp, ip = table(tmp_path, np.arange(1, 11, dtype=np.uint64), np.arange(1, 11, dtype=np.uint32))
     with open(ip, "r+b") as f:
@@ -68,13 +102,18 @@ def test_a_column_with_long_values_finds_its_short_ones(tmp_path):
         assert lk(column).tolist() == [3, 0, 1, 0, 2, 0]
 
 
-def write_big_table(kp, ip, n: int, step: int = 1 << 22) -> None:
-    """Keys 7, 14, ..., 7n with ids 1..n, written a piece at a time (the test process stays small)."""
+def write_big_table(kp, ip, n: int, width: int = 0, step: int = 1 << 22) -> None:
+    """Keys 7, 14, ..., 7n with ids 1..n, written a piece at a time (the test process stays small); ``width``:
+    as zero-padded decimal values of that many bytes, else uint64."""
     with open(kp, "wb") as k, open(ip, "wb") as i:
         for a in range(0, n, step):
             r = np.arange(a + 1, min(a + step, n) + 1, dtype=np.uint64)
-            k.write((r * np.uint64(7)).tobytes())
+            k.write(_big_keys(r * np.uint64(7), width).tobytes())
             i.write(r.astype(np.uint32).tobytes())
+
+
+def _big_keys(k: np.ndarray, width: int) -> np.ndarray:
+    return np.char.zfill(k.astype(f"S{width}"), width) if width else k
 
 
 CHILD = """
@@ -82,32 +121,39 @@ import sys
 import numpy as np
 from converters.tabular.kernel import block_get
 from converters.tabular.disklookup import DiskLookup
-n, budget = int(sys.argv[3]), int(sys.argv[4])
+from test_tabular_disklookup import _big_keys
+n, budget, width = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 z = np.zeros(1, np.int64)                              # the kernel loaded (or compiled) before the baseline
 block_get(np.zeros((1, 512), np.uint64), np.zeros((1, 512), np.uint32), z, z, np.ones(1, np.uint64))
 def hwm():
     return next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM")) << 10
-q = np.empty(1 << 16, np.uint64)
-base = hwm()
-m = DiskLookup(sys.argv[1], sys.argv[2], budget=budget)
 rng = np.random.default_rng(0)
+want = rng.integers(1, n + 1, 1 << 16, dtype=np.uint64)
+q = _big_keys(want * np.uint64(7), width)
+base = hwm()
+m = DiskLookup(sys.argv[1], sys.argv[2], budget=budget, width=width)
 for _ in range(20):
-    q[:] = rng.integers(1, n + 1, q.size, dtype=np.uint64) * np.uint64(7)
-    assert (m.get(q) == q // np.uint64(7)).all()
+    assert (m.get(q) == want).all()
+    rng.shuffle(want)
+    q[:] = _big_keys(want * np.uint64(7), width)
 print(hwm() - base, m.blocks_read)
 """
 
 
-def test_memory_stays_within_the_budget_of_a_table_many_times_larger(tmp_path):
-    """24 M values (a 288 MiB table on disk, a 340 MiB hash table in memory) looked up at random through an
-    8 MiB budget: the process's peak resident memory grows by the budget, the index (384 KiB) and the calls'
-    own arrays, not by the table."""
-    n, budget = 24 << 20, 8 << 20
-    assert table_bytes(n) > 40 * budget
-    write_big_table(tmp_path / "k", tmp_path / "i", n)
-    r = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "k"), str(tmp_path / "i"), str(n), str(budget)],
-                       capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("n,width,memory", [
+    (24 << 20, 0, table_bytes(24 << 20)),   # a 288 MiB table on disk, a 340 MiB hash table in memory
+    (4 << 20, 20, (4 << 20) * 28),          # values of 20 bytes: a 96 MiB table, a 112 MiB sorted copy
+])
+def test_memory_stays_within_the_budget_of_a_table_many_times_larger(tmp_path, n, width, memory):
+    """A table looked up at random through an 8 MiB budget: the process's peak resident memory grows by the
+    budget, the index and the calls' own arrays, not by the table."""
+    budget = 8 << 20
+    assert memory > 12 * budget
+    write_big_table(tmp_path / "k", tmp_path / "i", n, width)
+    r = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "k"), str(tmp_path / "i"), str(n), str(budget),
+                        str(width)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])})
     assert r.returncode == 0, r.stderr[-3000:]
     growth, blocks = map(int, r.stdout.split())
-    assert blocks > n // STRIDE                 # every block read, most of them more than once
+    assert blocks > n // stride_for(n, budget, width or 8)     # every block read, most of them more than once
     assert growth < budget + (12 << 20), growth

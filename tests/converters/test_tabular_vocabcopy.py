@@ -47,10 +47,14 @@ def test_the_copy_and_the_runs_are_the_files(tmp_path, read_bytes):
     assert len(runs) >= (2 if read_bytes <= 64 else 1)
 
 
-def test_longer_values_give_no_runs_but_the_copy(tmp_path):
-    data = b"short\nlonger than eight\n"
-    assert copy_vocabulary(source(tmp_path, data, 2), str(tmp_path / "copy"), Area(), "s") is None
+def test_longer_values_give_runs_at_their_width(tmp_path):
+    data = b"short\nlonger than eight\nmid-length\n"
+    area = Area()
+    runs = copy_vocabulary(source(tmp_path, data, 3), str(tmp_path / "copy"), area, "s", read_bytes=12)
     assert (tmp_path / "copy").read_bytes() == data
+    assert [r.width for r in runs] == [5, 17, 10]
+    merged = [(bytes(v), int(i)) for vs, ids in merge_runs(area, runs) for v, i in zip(vs.tolist(), ids)]
+    assert merged == [(b"longer than eight", 2), (b"mid-length", 3), (b"short", 1)]
 
 
 @pytest.mark.parametrize("data, values, sha, words", [

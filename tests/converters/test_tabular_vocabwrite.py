@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converters.tabular.vocab import select, sort_key, vocab_bytes
+from converters.tabular.vocab import sort_key
 from converters.tabular.vocabwrite import count_histogram, write_vocabulary
 
 
-def merged_of(counts: dict[bytes, int], chunk: int):
+def merged_of(counts: dict[bytes, int], chunk: int, dtype: str = "S8"):
     """``merge_runs``'s shape: ascending values with their counts, ``chunk`` at a time."""
     values = sorted(counts)
-    v = np.array(values, dtype="S8") if values else np.zeros(0, "S8")
+    v = np.array(values, dtype=dtype) if values else np.zeros(0, dtype)
     c = np.array([counts[x] for x in values], np.int64)
 
     def merged():
@@ -27,10 +27,11 @@ def reference(counts: dict[bytes, int], min_count: int) -> list[bytes]:
     return [v for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= min_count]
 
 
-def write(tmp_path, counts, min_count, chunk):
+def write(tmp_path, counts, min_count, chunk, dtype="S8"):
     keys, ids = [], []
     path = str(tmp_path / "vocab.txt")
-    vf = write_vocabulary(merged_of(counts, chunk), min_count, path, lambda k, i: (keys.append(k), ids.append(i)))
+    vf = write_vocabulary(merged_of(counts, chunk, dtype), min_count, path,
+                          lambda k, i: (keys.append(k), ids.append(i)))
     k = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
     i = np.concatenate(ids) if ids else np.zeros(0, np.uint32)
     return vf, open(path, "rb").read(), k, i
@@ -54,22 +55,43 @@ def test_file_and_table_are_the_definitions(tmp_path_factory, counts, min_count,
     assert by_key == {int(sort_key(np.array([v], "S8"))[0]): n + 1 for n, v in enumerate(want)}
 
 
-def test_it_agrees_with_the_in_memory_selection(tmp_path):
+def test_zipf_counts_over_many_chunks(tmp_path):
     rng = np.random.default_rng(3)
-    counts = {b"%x" % v: 0 for v in range(1)}
-    counts.clear()
+    counts: dict[bytes, int] = {}
     for v in (rng.zipf(1.2, 50_000) % 20_000):
         counts[b"%07x" % v] = counts.get(b"%07x" % v, 0) + 1
     for min_count in (1, 2, 5):
-        _, data, _, _ = write(tmp_path, counts, min_count, 997)
-        chosen, _ = select(merged_of(counts, 997)(), min_count)
-        assert data == vocab_bytes(chosen)
+        vf, data, _, _ = write(tmp_path, counts, min_count, 997)
+        assert data.splitlines() == reference(counts, min_count) and vf.width == 7
+
+
+long_values = st.binary(min_size=1, max_size=20).filter(lambda b: b"\n" not in b and not b.endswith(b"\0")
+                                                         and not b.endswith(b"\r"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.dictionaries(long_values, st.integers(1, 5), max_size=200), min_count=st.integers(1, 3),
+       chunk=st.integers(1, 64))
+def test_values_longer_than_8_bytes_give_a_table_of_values(tmp_path_factory, counts, min_count, chunk):
+    """The table's keys are the kept values at the longest kept one's width, ascending; uint64 keys when every
+    kept value has at most 8 bytes (rarer longer ones do not count)."""
+    tmp = tmp_path_factory.mktemp("v")
+    vf, data, keys, ids = write(tmp, counts, min_count, chunk, "S20")
+    want = reference(counts, min_count)
+    assert data == (b"\n".join(want) + b"\n" if want else b"")
+    assert vf.width == max(map(len, want), default=0)
+    if vf.width > 8:
+        assert keys.dtype == np.dtype(f"S{vf.width}") and np.all(keys[1:] > keys[:-1])
+        assert dict(zip(keys.tolist(), ids.tolist())) == {v: n + 1 for n, v in enumerate(want)}
+    else:
+        assert keys.dtype == np.uint64
 
 
 def test_the_histogram_has_one_entry_per_count(tmp_path):
     counts = {b"a": 3, b"b": 1, b"c": 3, b"d": 2, b"e": 1}
-    c, n, nbytes, distinct = count_histogram(merged_of(counts, 2), 2)
+    c, n, nbytes, distinct, width = count_histogram(merged_of(counts, 2), 2)
     assert c.tolist() == [3, 2] and n.tolist() == [2, 1] and nbytes.tolist() == [4, 2] and distinct == 5
+    assert width == 1
 
 
 @pytest.mark.parametrize("min_count", [1, 4])
