@@ -73,6 +73,9 @@ class Format:
     # its columnar stored types follow from the options alone (text: the vocabulary's size), so instances that each
     # convert a part of the input (ShardedByS3Key) agree on them; False: they need the whole set's value ranges
     types_before_data: bool = False
+    # its conversion belongs to the whole input (tabular's vocabularies): ShardedByS3Key instances run one
+    # two-pass job over every instance's files, each reading its own (``processing.replicated``), not parts
+    one_job_when_sharded: bool = False
 
     def __repr__(self) -> str:
         return f"<format {self.name!r}>"
@@ -122,11 +125,6 @@ class Format:
     def shared_files(self, options) -> list[tuple[str, str]]:
         """``(flag, path)`` of files every Processing instance must see besides the inputs."""
         return []
-
-    def sharded_refusal(self, options) -> str | None:
-        """Why ``options`` cannot convert as several ShardedByS3Key parts (each instance sees only its own inputs),
-        in one line, or None."""
-        return None
 
     def scan_round(self, options) -> str | None:
         """The name of a decision every ShardedByS3Key instance must share before converting (e.g. LibSVM's

@@ -1,4 +1,4 @@
-"""Every ``python`` code block of README.md and docs/*.md runs for real (issue 24 point 8).
+"""Every ``python`` code block of README.md and docs/*.md runs for real.
 
 A page's Python blocks run in order in ONE namespace (a user pasting them into one session), in one fresh
 directory, in a child process with a time limit (a hung block fails the test, it cannot hang the suite), with

@@ -1,4 +1,4 @@
-"""Every shell code block of README.md and docs/*.md runs as written (issue 24 point 8).
+"""Every shell code block of README.md and docs/*.md runs as written.
 
 A page's blocks run in order, with ``bash -e``, in one fresh directory per page (the README's tour as a newcomer
 copies it: one directory, top to bottom), with ``tfpipe`` from THIS tree first on the PATH (PYTHONPATH set),
@@ -61,7 +61,7 @@ SETS_ITS_OWN_ENDPOINT = {"docs/shardsets.md"}   # "Try the S3 features locally" 
 SUBSTITUTIONS = [
     ("README.md", "python3 -m pytest -n 2 -q",
      '(cd "$TFPIPE_REPO" && python3 -m pytest -q tests/test_layers.py)',
-     "the whole suite (10 min) is what .ci/run runs (test_docs checks the command equals it); one quick module "
+     "the whole suite is what .ci/run runs (test_docs checks the command equals it); one quick module "
      "stands in, from the repository root as a developer runs it"),
     ("README.md", "python3 -m pytest tests/sharding/test_plan.py",
      '(cd "$TFPIPE_REPO" && python3 -m pytest -q tests/sharding/test_plan.py)',

@@ -1,4 +1,4 @@
-"""Replace on commit and refused overlaps, through the real CLI (issue 23, items 1, 2 and 9): a failed
+"""Replace on commit and refused overlaps, through the real CLI: a failed
 ``--overwrite`` (bad input line, corrupt source, S3 target) leaves the old set exactly as it was (it still
 verifies) and nothing of the failed run; an output overlapping what is read — a group and its own parts in
 either direction, the source itself, S3 prefixes of ``processing launch`` — is refused before anything is

@@ -1,4 +1,4 @@
-"""Hostile use, second round (issue 23): what the Beam engine, Processing, URL inputs and write-time preparation
+"""Hostile use, second round: what the Beam engine, Processing, URL inputs and write-time preparation
 added, used as a careless or hostile user would. Every case runs tfpipe as a real process (``hostile.run_cli``)
 under an address-space cap, and checks one error line or a verified set, no traceback, no leftover."""
 from __future__ import annotations

@@ -20,11 +20,7 @@ class TabularFormat(Format):
     routine = ("sampled_out",)
     layouts = ("example", "columnar")
     types_before_data = False
-
-    def sharded_refusal(self, options) -> str | None:
-        return ("convert tabular cannot run as ShardedByS3Key parts on several instances: its vocabularies (or "
-                "--vocab-from's copies), --numeric minmax and --negative-rate's draws belong to the whole input; "
-                "convert on one instance, or use FullyReplicated inputs")
+    one_job_when_sharded = True
 
 
 FORMAT = TabularFormat()

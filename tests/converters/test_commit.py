@@ -267,7 +267,7 @@ def test_check_disjoint_refuses_a_part_of_a_group(tmp_path):
 
 
 def test_shards_are_published_from_one_module():
-    """Issue 19.3: ``Storage.publish`` (a shard to its final name) is called by the commit path alone; the
+    """``Storage.publish`` (a shard to its final name) is called by the commit path alone; the
     gzip shard stream is opened in one module."""
     import pathlib
     import re

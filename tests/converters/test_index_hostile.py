@@ -1,4 +1,4 @@
-"""``tfpipe index`` (``converters.shardset.index``) against hostile use, issue 29.11 and 29.18: indexing a part
+"""``tfpipe index`` (``converters.shardset.index``) against hostile use: indexing a part
 of a per-label group alone is refused with one line naming the group (the group stays consistent), and an
 ``s3://`` prefix of many small objects is read through one S3 client (one connection pool), not one each."""
 from __future__ import annotations

@@ -183,31 +183,54 @@ def test_run_errors_are_one_line_and_go_to_the_message_file(tmp_path, capsys, co
     assert match in msg.read_text()
 
 
-@pytest.mark.parametrize("extra", [(), ("--negative-rate", "0.5"), ("--vocab-from", "VOCAB")])
-def test_sharded_tabular_on_several_instances_is_refused_by_every_instance_in_one_line(s3, tmp_path, extra):
-    """Tabular, three instances with their own days: each sees only its days, while vocabularies, min-max and
-    the negative draws belong to the whole input (and the vocabulary files to the set): every instance refuses,
-    in one line, and nothing is published."""
+@pytest.mark.parametrize("extra", [("--negative-rate", "0.5", "--numeric", "minmax", "--layout", "columnar",
+                                    "--block-rows", "32"),
+                                   ("--vocab-from", "VOCAB", "--min-count", "2")])
+def test_sharded_tabular_on_several_instances_is_one_conversion_of_every_instances_days(s3, tmp_path, extra):
+    """Tabular, three ShardedByS3Key instances, each with its own days (algo-2 with none): the vocabularies,
+    min-max and negative draws belong to the whole input, so the instances run one job over every host's days.
+    The set published is a local conversion of all the days in host order, byte for byte, and verifies. An
+    instance that never starts stops the others in one line naming it, and a rerun finishes."""
     import tabularref as R
 
     from converters.cli import main
+    from converters.shardset.verify import verify
+    from converters.storage import open_storage
 
     cluster = Cluster(tmp_path / "job")
     files = []
     for i, h in enumerate(cluster.hosts):
-        f = cluster.inputs(h) / f"day-{i}"
-        R.write_day(f, R.day_lines(i, 60 + 20 * i, distinct=30))
-        files.append(f)
+        where = cluster.inputs(h)
+        for k in range(2 if h != "algo-2" else 0):
+            f = where / f"day-{i}{k}"
+            R.write_day(f, R.day_lines(10 * i + k, 60 + 20 * i, distinct=30))
+            files.append(f)
     opts = ["--shard-size", "8KiB", "--workers", "1"]
     if "VOCAB" in extra:
-        assert main(["convert", "tabular", *map(str, files), "--out", str(tmp_path / "vocab"), "--no-progress",
+        assert main(["convert", "tabular", *map(str, files[:2]), "--out", str(tmp_path / "vocab"), "--no-progress",
                      *opts]) == 0
         extra = tuple(str(tmp_path / "vocab") if x == "VOCAB" else x for x in extra)
     out = f"{s3.url}/criteo"
-    res = cluster.run(["convert", "tabular", "in/train", "--out", out, *extra, *opts])
-    for rc, _, err, _ in res.values():
-        assert rc != 0 and "cannot run as ShardedByS3Key parts" in err and err.count("\n") == 1, res
-    assert not [k for k in keys(s3, "criteo/") if ".tfpipe-tmp-" not in k], keys(s3, "criteo/")   # no set
+    cmd = ["convert", "tabular", "in/train", "--out", out, *extra, *opts]
+    if "--vocab-from" in extra:  # algo-3 never starts: the others give up naming it; a rerun of all three finishes
+        res = cluster.run(cmd, hosts=HOSTS[:2], wait_timeout=4.0)
+        for rc, _, err, _ in res.values():
+            assert rc != 0 and "waiting for the input list of algo-3" in err and err.count("\n") == 1, res
+        assert not [k for k in keys(s3, "criteo/") if ".tfpipe-tmp-" not in k]
+    res = cluster.run(cmd)
+    assert [r[0] for r in res.values()] == [0, 0, 0], res
+    assert main(["convert", "tabular", *map(str, files), "--out", str(tmp_path / "local"), "--no-progress",
+                 *extra, *opts]) == 0
+    local = read_manifest(str(tmp_path / "local"))
+    m = read_manifest(out)
+    assert verify(out).ok and m.records == local.records and len(m.shards) > 1
+    assert m.extra["categorical"] == local.extra["categorical"] and m.extra.get("minmax") == local.extra.get("minmax")
+    assert m.extra["negative_kept_fraction"] == local.extra["negative_kept_fraction"]
+    assert [os.path.basename(i.path) for i in m.inputs] == [f.name for f in files]  # host order, then input order
+    remote = open_storage(out)
+    names = [s.name for s in local.shards] + [e["name"] for e in local.extra["files"]]
+    assert [remote.read_bytes(n) for n in names] == [(tmp_path / "local" / n).read_bytes() for n in names]
+    assert not [k for k in keys(s3, "criteo/") if ".tfpipe-tmp-" in k]
 
 
 @pytest.mark.parametrize("sharded, hosts", [(True, 1), (False, 1), (False, 3)])

@@ -1,4 +1,4 @@
-"""The CRC-checked TFRecord reader (``converters.tfrecord.reader``) against hostile files, issue 29.8 and 29.9:
+"""The CRC-checked TFRecord reader (``converters.tfrecord.reader``) against hostile files:
 compression is decided by the framing (a plain file whose first record is 35,615 bytes starts with ``1f 8b``);
 a record header that claims more than the stream can hold, or 2^40 bytes in a gzip bomb, is refused at once,
 by name, byte offset and claimed length — for ``index``, ``verify`` and ``reshard`` alike."""

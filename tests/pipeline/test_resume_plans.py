@@ -171,6 +171,6 @@ def test_explain_without_resumable_prints_no_limits(data, capsys):
 
 
 def test_limits_name_no_lifted_refusal():
-    """Streamed remote sets and label_weights groups resume (issue 30 points 1, 2): not listed as limits."""
+    """Streamed remote sets and label_weights groups resume: not listed as limits."""
     text = " ".join(RESUME_LIMITS)
     assert not re.search(r"label_weights|s3://|remote|stream", text)

@@ -411,8 +411,8 @@ def _wide_set(tmp_path, keys: int):
 
 
 def test_a_set_with_more_features_than_a_parse_can_take_is_refused_with_the_number(tmp_path):
-    """Issue 29.10: an adopted set with 50,000 feature keys built a parse graph for minutes and GBs; now the spec
-    is refused at once with the number, and parse=False still reads its records."""
+    """An adopted set with 50,000 feature keys (a parse graph of minutes and GBs) is refused at once with the
+    number, and parse=False still reads its records."""
     from pipeline.spec.pipelinespec import MAX_PARSED_FEATURES
 
     keys = MAX_PARSED_FEATURES + 1

@@ -6,7 +6,9 @@ others only through files under the output location (``.workarea``): no host nam
 nothing else is shared. The first host in ``hosts`` finalizes: it waits for every part, publishes the shards and
 writes ``index.json`` last; the others return once their part is durably written.
 
-* ShardedByS3Key inputs: ``.sharded`` (each instance converts its own objects).
+* ShardedByS3Key inputs: ``.sharded`` (each instance converts its own objects), or, for a format whose
+  conversion belongs to the whole input (tabular's vocabularies), ``.replicated``'s rounds as one job, each
+  instance reading its own objects (the result is a local conversion of every host's objects in host order).
 * FullyReplicated inputs (every instance sees everything): ``.replicated`` (the instances split the
   two-pass conversion's work units and shards; the result is byte-identical to a local conversion).
 * A failure is recorded in the work area (``failed/<host>.json``) so waiting instances stop at once; an
@@ -119,12 +121,15 @@ def run_instance(job: ConvertJob, *, config_dir: str = PROCESSING_CONFIG_DIR,
 
 def _convert(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, distribution: str, *, timeout: float,
              poll: float, unit_size: int | None) -> tuple[Manifest | None, bool, str]:
+    from .replicated import run_replicated
+
     if distribution == SHARDED:
+        files = input_files(job, allow_empty_dirs=True)
+        if job.fmt.one_job_when_sharded:
+            return run_replicated(job, cfg, area, files, timeout=timeout, poll=poll, own_files=True)
         from .sharded import run_sharded
 
-        files = input_files(job, allow_empty_dirs=True)
         return run_sharded(job, cfg, area, files, timeout=timeout, poll=poll)
-    from .replicated import run_replicated
 
     return run_replicated(job, cfg, area, input_files(job, allow_empty_dirs=False), timeout=timeout, poll=poll,
                           unit_size=unit_size)

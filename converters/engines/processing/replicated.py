@@ -1,6 +1,12 @@
 """FullyReplicated: every instance sees every input, and the instances split the two-pass conversion's work
 (``converters.engines``), so the shard set is byte-identical to a local ``tfpipe convert`` of the same inputs.
 
+A format whose conversion belongs to the whole input (``Format.one_job_when_sharded``: tabular's vocabularies,
+min-max and negative draws) runs the same rounds on ShardedByS3Key inputs, where each instance sees only its
+own objects: the instances first exchange their file lists (``inputs/``), the job's input is every host's files
+in host order, and each instance runs the steps that read input files (``prepass``, ``pass1``) on its own files;
+the other steps split as below. The set is the local conversion of every host's files in host order.
+
 The steps of the core's contract (``engines.inprocess.TwoPassJob``), mapped onto instances:
 
 ==========================  ==================================================================================
@@ -92,11 +98,12 @@ class _Rounds:
         return list(self._pool.map(_call, [job] * n, [step] * n, items, [args] * n))
 
     def run(self, name: str, job, step: str, items: list, weights: Sequence[int], args: tuple = (), *,
-            gather: bool) -> list:
-        """Run this host's contiguous share of ``items`` (by ``weights``) through ``job.<step>``; with
-        ``gather``, wait for every host's share and return all results in item order (else this host's)."""
+            gather: bool, shares: Sequence[tuple[int, int]] | None = None) -> list:
+        """Run this host's contiguous share of ``items`` (by ``weights``, or ``shares[host index]``) through
+        ``job.<step>``; with ``gather``, wait for every host's share and return all results in item order (else
+        this host's)."""
         host, hosts = self.place.current_host, self.place.hosts
-        a, b = split_contiguous(weights, len(hosts))[self.place.index]
+        a, b = (shares or split_contiguous(weights, len(hosts)))[self.place.index]
         mine = self._reuse(name, a, b)
         self.reused[name] = mine is not None
         self.done[name] = f"{b - a} of {len(items)}"
@@ -143,25 +150,59 @@ class _Rounds:
         return pickle.loads(blob)  # noqa: S301 - written by this job's own instances (see the module docstring)
 
 
-def _weights(units) -> list[int]:
-    return [os.path.getsize(u.path) if u.whole else u.stop - u.start for u in units]
+def _weights(units, file_bytes: dict[int, int]) -> list[int]:
+    return [file_bytes[u.input_index] if u.whole else u.stop - u.start for u in units]
+
+
+INPUTS = "inputs"
+
+
+def _every_hosts_files(area: WorkArea, place: Place, files: list[str], *, timeout: float,
+                       poll: float) -> tuple[list[list], list[tuple[int, int]]]:
+    """ShardedByS3Key, one job: this host's ``[path, size]`` list published, every host's read back. Returns
+    the job's input (every host's files in host order) and each host's ``[first, stop)`` of it."""
+    area.mark(INPUTS, place.current_host, {"files": [[f, os.path.getsize(f)] for f in files]})
+    seen = area.wait(INPUTS, place.hosts, timeout=timeout, poll=poll, what="input list")
+    every, shares = [], []
+    for h in place.hosts:
+        got = seen[h].get("files") or []
+        shares.append((len(every), len(every) + len(got)))
+        every.extend(got)
+    if not every:
+        raise TfpipeError("no instance had an input file: nothing to convert")
+    return every, shares
+
+
+def _unit_shares(units, file_shares: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Each host's ``[first, stop)`` of ``units`` (in input order): the units of its files."""
+    import bisect
+
+    inputs = [u.input_index for u in units]
+    return [(bisect.bisect_left(inputs, a), bisect.bisect_left(inputs, b)) for a, b in file_shares]
 
 
 def run_replicated(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: list[str], *, timeout: float,
-                   poll: float, unit_size: int | None = None) -> tuple[Manifest | None, bool, str]:
-    """This instance's share of every parallel step; the first host also plans and finalizes. Returns the
+                   poll: float, unit_size: int | None = None, own_files: bool = False
+                   ) -> tuple[Manifest | None, bool, str]:
+    """This instance's share of every parallel step; the first host also plans and finalizes. ``own_files``:
+    ``files`` are this instance's alone (ShardedByS3Key, one job: see the module docstring). Returns the
     manifest (finalizer, else None), whether this instance's pass 1 was reused from an earlier run, and its
     share in words."""
     from converters.util.system import cpu_count
 
     place = cfg.place
-    cj = core_job(job, files, area.run, unit_size)
+    if own_files:
+        every, file_shares = _every_hosts_files(area, place, files, timeout=timeout, poll=poll)
+    else:
+        every, file_shares = [[f, os.path.getsize(f)] for f in files], None
+    cj = core_job(job, [f for f, _ in every], area.run, unit_size)
     lite = cj.lite()
-    inputs = {"files": [[f, os.path.getsize(f)] for f in files], "unit_size": getattr(cj, "unit_size", None)}
+    inputs = {"files": every, "unit_size": getattr(cj, "unit_size", None)}
     rounds = _Rounds(area, place, inputs, job.workers or cpu_count(), timeout=timeout, poll=poll)
     try:
         try:
-            manifest = _steps(job, cj, lite, rounds, place, area)
+            manifest = _steps(job, cj, lite, rounds, place, area, {i: s for i, (_, s) in enumerate(every)},
+                              file_shares)
             work = ", ".join(f"{k} {v}" for k, v in rounds.done.items())
             return manifest, rounds.reused.get("pass1", False), work
         except FileNotFoundError as exc:  # a temporary file of an earlier step is gone
@@ -170,14 +211,16 @@ def run_replicated(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files
         rounds.close()
 
 
-def _steps(job: ConvertJob, cj, lite, rounds: _Rounds, place: Place, area: WorkArea) -> Manifest | None:
+def _steps(job: ConvertJob, cj, lite, rounds: _Rounds, place: Place, area: WorkArea, file_bytes: dict[int, int],
+           file_shares: Sequence[tuple[int, int]] | None) -> Manifest | None:
     units = cj.units()
-    weights = _weights(units)
+    weights = _weights(units, file_bytes)
+    own = _unit_shares(units, file_shares) if file_shares is not None else None  # steps that read the inputs
     if cj.needs_prepass:
-        ctx = cj.resolve(rounds.run("prepass", lite, "prepass", units, weights, gather=True))
+        ctx = cj.resolve(rounds.run("prepass", lite, "prepass", units, weights, gather=True, shares=own))
     else:
         ctx = cj.resolve([])
-    summaries = rounds.run("pass1", cj, "pass1", units, weights, (ctx,), gather=True)
+    summaries = rounds.run("pass1", cj, "pass1", units, weights, (ctx,), gather=True, shares=own)
     tasks = cj.size_tasks(summaries)
     sizes = rounds.run("sizes", lite, "sizes", tasks, [1] * len(tasks), gather=place.is_finalizer) if tasks else []
     if place.is_finalizer:

@@ -56,9 +56,6 @@ def run_sharded(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files: l
     if job.options.output.columnar and not job.fmt.types_before_data:
         raise TfpipeError(SHARDED_COLUMNAR)
     place = cfg.place
-    why = job.fmt.sharded_refusal(job.options) if len(place.hosts) > 1 else None
-    if why:
-        raise TfpipeError(why)
     name = job.fmt.scan_round(job.options)
     part_job = job if name is None else _scan_round(job, name, cfg, area, files, timeout=timeout, poll=poll)
     reused = _part(part_job, place.current_host, area, files)
