@@ -6,7 +6,7 @@ the longest (numpy ``S<width>``, zero-padded): both sort like the values' bytes.
 An index of every ``stride``-th key stays in memory and says which block of ``stride`` keys a query can be in:
 512 keys (4 KiB of uint64 keys, 2 KiB of ids), or more when an index of every 512th would pass a quarter of
 the budget, so the index never does. A call sorts its queries by block and reads the blocks it needs
-(``os.preadv``) into two fixed buffers, as many blocks at a time as half the budget holds (at least one), then
+(``os.preadv``, one read per file for each run of consecutive blocks) into two fixed buffers, as many blocks at a time as half the budget holds (at least one), then
 looks the queries up in them (``kernel.block_get``; for values, one ``searchsorted`` over the blocks read,
 which follow each other in key order). The process holds the index and the buffers, whatever the
 vocabulary's size; the system's page cache keeps the hot blocks (outside the process: it gives them back
@@ -86,14 +86,18 @@ class DiskLookup:
             self.close()
 
     def _fill(self, blocks: np.ndarray) -> np.ndarray:
-        """Read ``blocks`` into the buffers' first rows; each block's key count."""
+        """Read ``blocks`` (ascending) into the buffers' first rows, each run of consecutive blocks with one read
+        per file; each block's key count."""
         st, w = self.stride, self.dtype.itemsize
         lens = np.minimum(self.size - blocks * st, st)
         kf, idf = self._fds
-        for r, (b, n) in enumerate(zip(blocks.tolist(), lens.tolist())):
-            if (os.preadv(kf, [memoryview(self._keys[r, :n].view(np.uint8))], b * st * w) != n * w
-                    or os.preadv(idf, [memoryview(self._ids[r, :n]).cast("B")], b * st * 4) != n * 4):
-                raise OSError(f"lookup table: block {b} was cut short (the table changed while read)")
+        starts = np.flatnonzero(np.diff(blocks, prepend=-2) != 1)  # where each run of consecutive blocks begins
+        keys, ids = self._keys.reshape(-1), self._ids.reshape(-1)
+        for r, b, n in zip(starts.tolist(), blocks[starts].tolist(), np.add.reduceat(lens, starts).tolist()):
+            a = r * st  # only a run's last block (the table's last) is short
+            if (os.preadv(kf, [memoryview(keys[a:a + n].view(np.uint8))], b * st * w) != n * w
+                    or os.preadv(idf, [memoryview(ids[a:a + n]).cast("B")], b * st * 4) != n * 4):
+                raise OSError(f"lookup table: blocks from {b} were cut short (the table changed while read)")
         self.blocks_read += blocks.size
         return lens
 
