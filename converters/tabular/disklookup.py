@@ -6,11 +6,12 @@ the longest (numpy ``S<width>``, zero-padded): both sort like the values' bytes.
 An index of every ``stride``-th key stays in memory and says which block of ``stride`` keys a query can be in:
 512 keys (4 KiB of uint64 keys, 2 KiB of ids), or more when an index of every 512th would pass a quarter of
 the budget, so the index never does. A call sorts its queries by block and reads the blocks it needs
-(``os.preadv``, one read per file for each run of consecutive blocks) into two fixed buffers, as many blocks at a time as half the budget holds (at least one), then
-looks the queries up in them (``kernel.block_get``; for values, one ``searchsorted`` over the blocks read,
-which follow each other in key order). The process holds the index and the buffers, whatever the
-vocabulary's size; the system's page cache keeps the hot blocks (outside the process: it gives them back
-under pressure), so a block read again costs a copy, not a disk read. Ids are the in-memory lookup's
+(``os.preadv``, one read per file for each run of consecutive blocks) into two fixed buffers, as many blocks
+at a time as half the budget holds (at least one), then looks the queries up in them (``kernel.block_get``;
+for values, one ``searchsorted`` over the blocks read, which follow each other in key order). The process
+holds the index and the buffers, whatever the vocabulary's size; the system's page cache keeps the hot blocks
+(outside the process: it gives them back under pressure), so a block read again costs a copy, not a disk
+read. Ids are the in-memory lookup's
 (``vocab.Lookup``): the same shards either way."""
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ class _TableWriter:
             return
         if not self.files:
             self._open(keys)
-        self.files[0].write(np.ascontiguousarray(keys).tobytes())
+        self.files[0].write(memoryview(np.ascontiguousarray(keys).view(np.uint8)))
         self.files[1].write(memoryview(np.ascontiguousarray(ids, np.uint32)).cast("B"))
 
     def __enter__(self) -> "_TableWriter":
