@@ -59,7 +59,7 @@ SETS_ITS_OWN_ENDPOINT = {"docs/shardsets.md"}   # "Try the S3 features locally" 
 # -- what the test changes before a block runs: (page, text in the docs, what runs instead, why) ----------------
 
 SUBSTITUTIONS = [
-    ("README.md", "python3 -m pytest -n 2 -q",
+    ("README.md", "python3 -m pytest -n 3 -q",
      '(cd "$TFPIPE_REPO" && python3 -m pytest -q tests/test_layers.py)',
      "the whole suite is what .ci/run runs (test_docs checks the command equals it); one quick module "
      "stands in, from the repository root as a developer runs it"),
