@@ -37,22 +37,32 @@ def write(tmp_path, counts, min_count, chunk, dtype="S8"):
     return vf, open(path, "rb").read(), k, i
 
 
-values = st.binary(min_size=1, max_size=8).filter(lambda b: b"\n" not in b and not b.endswith(b"\0")
-                                                     and not b.endswith(b"\r"))
+def servable(longest: int):
+    return st.binary(min_size=1, max_size=longest).filter(lambda b: b"\n" not in b and not b.endswith(b"\0")
+                                                           and not b.endswith(b"\r"))
 
 
-@settings(max_examples=60, deadline=None)
-@given(counts=st.dictionaries(values, st.integers(1, 6), max_size=300), min_count=st.integers(1, 3),
-       chunk=st.integers(1, 64))
-def test_file_and_table_are_the_definitions(tmp_path_factory, counts, min_count, chunk):
-    tmp = tmp_path_factory.mktemp("v")
-    vf, data, keys, ids = write(tmp, counts, min_count, chunk)
+@pytest.mark.parametrize("longest", [8, 20])
+@settings(max_examples=50, deadline=None)
+@given(draw=st.data())
+def test_file_and_table_are_the_definitions(tmp_path_factory, longest, draw):
+    """The table's keys ascend: uint64 keys when every kept value has at most 8 bytes (rarer longer ones do not
+    count), else the kept values at the longest kept one's width."""
+    counts = draw.draw(st.dictionaries(servable(longest), st.integers(1, 6), max_size=300))
+    min_count, chunk = draw.draw(st.integers(1, 3)), draw.draw(st.integers(1, 64))
+    vf, data, keys, ids = write(tmp_path_factory.mktemp("v"), counts, min_count, chunk, f"S{longest}")
     want = reference(counts, min_count)
     assert data == (b"\n".join(want) + b"\n" if want else b"")
     assert (vf.size, vf.nbytes, vf.distinct) == (len(want), len(data), len(counts))
-    assert np.all(keys[1:] > keys[:-1])                    # the table: keys ascending
-    by_key = dict(zip(keys.tolist(), ids.tolist()))
-    assert by_key == {int(sort_key(np.array([v], "S8"))[0]): n + 1 for n, v in enumerate(want)}
+    assert vf.width == max(map(len, want), default=0)
+    assert np.all(keys[1:] > keys[:-1])
+    if vf.width <= 8:
+        assert keys.dtype == np.uint64
+        want_keys = [int(sort_key(np.array([v], "S8"))[0]) for v in want]
+    else:
+        assert keys.dtype == np.dtype(f"S{vf.width}")
+        want_keys = want
+    assert dict(zip(keys.tolist(), ids.tolist())) == {k: n + 1 for n, k in enumerate(want_keys)}
 
 
 def test_zipf_counts_over_many_chunks(tmp_path):
@@ -63,28 +73,6 @@ def test_zipf_counts_over_many_chunks(tmp_path):
     for min_count in (1, 2, 5):
         vf, data, _, _ = write(tmp_path, counts, min_count, 997)
         assert data.splitlines() == reference(counts, min_count) and vf.width == 7
-
-
-long_values = st.binary(min_size=1, max_size=20).filter(lambda b: b"\n" not in b and not b.endswith(b"\0")
-                                                         and not b.endswith(b"\r"))
-
-
-@settings(max_examples=40, deadline=None)
-@given(counts=st.dictionaries(long_values, st.integers(1, 5), max_size=200), min_count=st.integers(1, 3),
-       chunk=st.integers(1, 64))
-def test_values_longer_than_8_bytes_give_a_table_of_values(tmp_path_factory, counts, min_count, chunk):
-    """The table's keys are the kept values at the longest kept one's width, ascending; uint64 keys when every
-    kept value has at most 8 bytes (rarer longer ones do not count)."""
-    tmp = tmp_path_factory.mktemp("v")
-    vf, data, keys, ids = write(tmp, counts, min_count, chunk, "S20")
-    want = reference(counts, min_count)
-    assert data == (b"\n".join(want) + b"\n" if want else b"")
-    assert vf.width == max(map(len, want), default=0)
-    if vf.width > 8:
-        assert keys.dtype == np.dtype(f"S{vf.width}") and np.all(keys[1:] > keys[:-1])
-        assert dict(zip(keys.tolist(), ids.tolist())) == {v: n + 1 for n, v in enumerate(want)}
-    else:
-        assert keys.dtype == np.uint64
 
 
 def test_the_histogram_has_one_entry_per_count(tmp_path):
