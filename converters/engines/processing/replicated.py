@@ -150,7 +150,7 @@ class _Rounds:
         return pickle.loads(blob)  # noqa: S301 - written by this job's own instances (see the module docstring)
 
 
-def _weights(units, file_bytes: dict[int, int]) -> list[int]:
+def _weights(units, file_bytes: Sequence[int]) -> list[int]:
     return [file_bytes[u.input_index] if u.whole else u.stop - u.start for u in units]
 
 
@@ -201,8 +201,7 @@ def run_replicated(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files
     rounds = _Rounds(area, place, inputs, job.workers or cpu_count(), timeout=timeout, poll=poll)
     try:
         try:
-            manifest = _steps(job, cj, lite, rounds, place, area, {i: s for i, (_, s) in enumerate(every)},
-                              file_shares)
+            manifest = _steps(job, cj, lite, rounds, place, area, [s for _, s in every], file_shares)
             work = ", ".join(f"{k} {v}" for k, v in rounds.done.items())
             return manifest, rounds.reused.get("pass1", False), work
         except FileNotFoundError as exc:  # a temporary file of an earlier step is gone
@@ -211,7 +210,7 @@ def run_replicated(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files
         rounds.close()
 
 
-def _steps(job: ConvertJob, cj, lite, rounds: _Rounds, place: Place, area: WorkArea, file_bytes: dict[int, int],
+def _steps(job: ConvertJob, cj, lite, rounds: _Rounds, place: Place, area: WorkArea, file_bytes: Sequence[int],
            file_shares: Sequence[tuple[int, int]] | None) -> Manifest | None:
     units = cj.units()
     weights = _weights(units, file_bytes)
