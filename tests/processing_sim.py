@@ -1,5 +1,6 @@
 """Shared by the Processing tests: simulated SageMaker Processing instances, each with its own config dir and
-working directory, started at the same time as separate ``tfpipe processing run`` processes; and reading a
+working directory, started at the same time as separate ``tfpipe processing run`` processes (``python -c``, or,
+with ``fork=True``, forks of the test process that start as such a process would: ``forked_cli``); and reading a
 shard set's records back (downloaded when in S3)."""
 from __future__ import annotations
 
@@ -15,16 +16,23 @@ from converters.tfrecord.reader import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTS = ("algo-1", "algo-2", "algo-3")
-MAIN = "import sys; from converters.cli import main; sys.exit(main(sys.argv[1:]))"
+TESTS = str(Path(__file__).resolve().parent)
+# botocore's service models parsed once per instance, not once per S3 client (``moto_s3.share_botocore_models``,
+# as in the test process): the models are the same files either way
+MAIN = (f"import sys\nsys.path.insert(0, {TESTS!r})\ntry:\n    import moto_s3\n"
+        "    moto_s3.share_botocore_models()\nexcept ImportError:\n    pass\ndel sys.path[0]\n"
+        "from converters.cli import main\nsys.exit(main(sys.argv[1:]))\n")
 
 
 class Cluster:
     """Config dirs and working directories of simulated instances under ``root``."""
 
-    def __init__(self, root: Path, hosts=HOSTS, *, sharded: bool = True, shared: Path | None = None):
+    def __init__(self, root: Path, hosts=HOSTS, *, sharded: bool = True, shared: Path | None = None,
+                 fork: bool = False):
         """``sharded``: the input's distribution; ``shared``: one input directory every instance sees (a
-        FullyReplicated input), else each instance's own ``in/train``."""
-        self.root, self.hosts, self.sharded, self.shared = root, tuple(hosts), sharded, shared
+        FullyReplicated input), else each instance's own ``in/train``; ``fork``: instances are forks of this
+        process (``forked_cli.ForkedMain``), else ``python -c`` processes."""
+        self.root, self.hosts, self.sharded, self.shared, self.fork = root, tuple(hosts), sharded, shared, fork
 
     def dir(self, host: str) -> Path:
         return self.root / host
@@ -49,8 +57,13 @@ class Cluster:
     def start(self, host: str, command: list[str], *, job: str = "job-1", wait_timeout: float = 120,
               options: tuple = ()):
         self.configure(host, job)
-        argv = [sys.executable, "-c", MAIN, "processing", "run", "--config-dir", "config", "--poll", "0.1",
-                "--wait-timeout", str(wait_timeout), "--message-file", "message", *options, *command]
+        argv = ["processing", "run", "--config-dir", "config", "--poll", "0.1", "--wait-timeout", str(wait_timeout),
+                "--message-file", "message", *options, *command]
+        if self.fork:
+            from forked_cli import ForkedMain
+
+            return ForkedMain(argv, cwd=self.dir(host))
+        argv = [sys.executable, "-c", MAIN, *argv]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         return subprocess.Popen(argv, cwd=self.dir(host), env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)

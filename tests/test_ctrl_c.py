@@ -1,5 +1,5 @@
-"""Ctrl-C (twice, as an impatient user does) ends a ``pytest -n 2`` run within seconds, and nothing of it is
-left running: its workers and the children its tests started in sessions of their own are gone
+"""Ctrl-C (twice, as an impatient user does) ends a ``pytest -n 3`` run (the README's worker count) within
+seconds, and nothing of it is left running: its workers and the children its tests started in sessions of their own are gone
 (``tests/ctrl_c.py``). The run is ``tests/interrupt_cases.py``, whose tests hold on to the interrupt."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from ctrl_c import WORKER_GRACE, _stat
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKERS = 3   # as in the README's test command
 
 
 def _alive(pid: int) -> bool:
@@ -26,13 +27,13 @@ def test_two_ctrl_c_end_an_xdist_run_with_nothing_left(tmp_path):
     env.update(TFPIPE_TEST_INTERRUPT_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
     t0 = time.monotonic()
     with open(tmp_path / "out.txt", "w") as out:   # a file, not a pipe: a process left behind cannot hold it
-        run = subprocess.Popen([sys.executable, "-m", "pytest", "-n", "2", "--dist", "each", "-p", "no:cacheprovider",
+        run = subprocess.Popen([sys.executable, "-m", "pytest", "-n", str(WORKERS), "--dist", "each", "-p", "no:cacheprovider",
                                 "-q", "tests/interrupt_cases.py"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        while len(list(tmp_path.glob("*.started"))) < 2:   # each worker holds an interrupt in a test
+        while len(list(tmp_path.glob("*.started"))) < WORKERS:   # each worker holds an interrupt in a test
             assert run.poll() is None, (tmp_path / "out.txt").read_text()[-3000:]
-            assert time.monotonic() - t0 < 600, "the run's two holding tests did not start"
+            assert time.monotonic() - t0 < 600, f"the run's {WORKERS} holding tests did not start"
             time.sleep(0.05)
         start = time.monotonic() - t0     # this run's own clock: its start (interpreters, workers, collection)
         held = [int(p) for f in tmp_path.glob("*.started") for p in f.read_text().split()]

@@ -60,9 +60,9 @@ SETS_ITS_OWN_ENDPOINT = {"docs/shardsets.md"}   # "Try the S3 features locally" 
 
 SUBSTITUTIONS = [
     ("README.md", "python3 -m pytest -n 3 -q",
-     '(cd "$TFPIPE_REPO" && python3 -m pytest -q tests/test_layers.py)',
-     "the whole suite is what .ci/run runs (test_docs checks the command equals it); one quick module "
-     "stands in, from the repository root as a developer runs it"),
+     '(cd "$TFPIPE_REPO" && python3 -m pytest -q tests/sharding/test_topology.py)',
+     "the whole suite is what .ci/run runs (test_docs checks the command equals it); one quick module (it "
+     "imports no TensorFlow) stands in, from the repository root as a developer runs it"),
     ("README.md", "python3 -m pytest tests/sharding/test_plan.py",
      '(cd "$TFPIPE_REPO" && python3 -m pytest -q tests/sharding/test_plan.py)',
      "tests run from the repository root"),
@@ -114,7 +114,8 @@ INPUTS = {
         ("data/day_0.libsvm.gz", criteo, (2000, 1)), ("data/day_1/part-0.libsvm", criteo, (1500, 2)),
         ("more/part-0.libsvm.zst", criteo, (1000, 3)), ("data/pile/00.jsonl.zst", pile, (40, 1)),
         ("data/pile/01.jsonl.zst", pile, (40, 2)), ("day/00.libsvm", criteo, (1500, 4)),
-        ("day/01.libsvm", criteo, (1500, 5)), ("data/criteo", shard_set, (20_000, 7)),
+        ("day/01.libsvm", criteo, (1500, 5)),
+        ("data/criteo", shard_set, (6000, 7)),   # 8 record-balanced shards of 750: a step for each of 2 x 4 ranks
     ],
     "docs/libsvm.md": [
         ("data/day_0.libsvm.gz", criteo, (1000, 1)), ("data/day_1/part-0.libsvm", criteo, (800, 2)),

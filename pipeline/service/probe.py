@@ -16,6 +16,10 @@ __all__ = ["split_address", "check_port_free", "dispatcher_version", "dispatcher
 
 SERVICE = "/tensorflow.data.DispatcherService/"
 WORKER_SERVICE = "/tensorflow.data.WorkerService/"
+# a call that waits for its server dials again at most this often (gRPC's own backoff grows to 120 s: a worker
+# started with its dispatcher, as on a cluster where every host starts at once, would see it up to 2 minutes late)
+RECONNECT_MS = 1000
+_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", RECONNECT_MS), ("grpc.max_reconnect_backoff_ms", RECONNECT_MS)]
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -60,13 +64,13 @@ def check_port_free(port: int, what: str) -> None:
 def call(address: str, method: str, timeout: float, request: bytes = b"", *, service: str = SERVICE,
          wait: bool = True, hint: str = "see --timeout") -> bytes:
     """One gRPC call of a tf.data service server, raw protobuf bytes in and out, within ``timeout`` seconds
-    (``wait``: wait for the server to come up until then; else a refused connection fails at once);
-    ``ServiceError`` when it does not answer."""
+    (``wait``: wait for the server to come up until then, dialing again every ``RECONNECT_MS``; else a refused
+    connection fails at once); ``ServiceError`` when it does not answer."""
     import grpc
 
     host, port = split_address(address)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    with grpc.insecure_channel(target) as channel:
+    with grpc.insecure_channel(target, options=_CHANNEL_OPTIONS) as channel:
         rpc = channel.unary_unary(service + method)
         try:
             return rpc(request, timeout=timeout, wait_for_ready=wait)

@@ -1,9 +1,12 @@
 """``tfpipe convert libsvm`` and ``tfpipe quickstart``: argv -> exit code and message."""
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+from built_once import built_once
+from cli_batch import Run, run_commands
 
 from converters.cli import main
 from converters.shardset.reader import read_manifest
@@ -19,8 +22,9 @@ def _tfrecord() -> bytes:
     return length + masked_crc32c(length).to_bytes(4, "little") + payload + masked_crc32c(payload).to_bytes(4, "little")
 
 
-@pytest.fixture
-def files(tmp_path):
+def _files(tmp_path):
+    """The inputs of the tests, written into ``tmp_path`` (made if missing)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "good.txt").write_bytes(b"1 1:0.5 2:1\n0 1:1 3:2\n# c\n\n")
     (tmp_path / "bad.txt").write_bytes(b"1 1:1 2:1\n\n1 2:1 1:1\nabc 1:1 2:2\n")
     (tmp_path / "empty.txt").write_bytes(b"")
@@ -30,6 +34,11 @@ def files(tmp_path):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("x")
     return tmp_path
+
+
+@pytest.fixture
+def files(tmp_path):
+    return _files(tmp_path)
 
 
 CASES = [
@@ -82,11 +91,30 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("argv,code,out_has,err_has", CASES)
-def test_convert_argv_table(files, capsys, argv, code, out_has, err_has):
-    argv = ["convert", "libsvm", *[a.format(d=files) for a in argv], "--no-progress"]
-    assert main(argv) == code
-    out, err = capsys.readouterr()
+@pytest.fixture(scope="module")
+def table_runs(tmp_path_factory):
+    """Every CASES command line run in one fresh process, as a user's ``tfpipe`` runs it (TensorFlow not loaded:
+    parser workers start by fork), each on its own copy of the inputs; built once per test run, then only read.
+    Per case: its input directory and what ``main`` returned and printed."""
+    def build(root):
+        dirs = [_files(root / f"case{i}") for i in range(len(CASES))]
+        argvs = [["convert", "libsvm", *[a.format(d=d) for a in argv], "--no-progress"]
+                 for d, (argv, *_) in zip(dirs, CASES)]
+        run_commands(argvs, str(root / "runs.json"))
+
+    root = built_once(tmp_path_factory, "cli-libsvm-table", build)
+    with open(root / "runs.json", encoding="utf-8") as f:
+        runs = [Run(**r) for r in json.load(f)]
+    assert len(runs) == len(CASES)
+    return [(root / f"case{i}", run) for i, run in enumerate(runs)]
+
+
+@pytest.mark.parametrize("i,argv,code,out_has,err_has", [(i, *case) for i, case in enumerate(CASES)])
+def test_convert_argv_table(table_runs, i, argv, code, out_has, err_has):
+    files, run = table_runs[i]
+    argv = [a.format(d=files) for a in argv]
+    out, err = run.out, run.err
+    assert run.code == code, (run.code, err)
     for s in out_has:
         assert s.format(d=files) in out
     for s in err_has:

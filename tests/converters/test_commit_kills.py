@@ -8,6 +8,7 @@ one, nothing set aside is ever deleted before it was put back, and the refused r
 temporary files of a killed run that wrote its journal."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 from pathlib import Path
@@ -26,18 +27,25 @@ from converters.util.errors import OutputExistsError
 N_RECORDS, SHARD_BYTES = 60, 6_000   # 4 shards of ~4.3 KiB records each: a commit of ~17 storage calls
 
 
+@functools.lru_cache(maxsize=4)
+def _storage(url: str):
+    """One storage (and S3 client) per location for the tests' own looks at it."""
+    return open_storage(url)
+
+
 def files(url: str) -> dict[str, str]:
     """Every file at the location, recursively (temporary ones too): name -> sha256."""
-    st = open_storage(url)
+    st = _storage(url)
     local = st.local_path("")
     if local is None:
         return {n: hashlib.sha256(st.read_bytes(n)).hexdigest() for n, _ in st.list_tree("")}
     return {n: v[1] for n, v in snapshot(Path(local)).items() if v[0] == "file"}
 
 
-def the_set(url: str) -> dict[str, str]:
-    """The files at the location that are not temporary."""
-    return {n: h for n, h in files(url).items() if not n.rsplit("/", 1)[-1].startswith(TMP_PREFIX)}
+def the_set(url: str, every: dict[str, str] | None = None) -> dict[str, str]:
+    """The files at the location that are not temporary (of ``every``: ``files(url)`` already taken)."""
+    every = files(url) if every is None else every
+    return {n: h for n, h in every.items() if not n.rsplit("/", 1)[-1].startswith(TMP_PREFIX)}
 
 
 def writer(out: str, seed: int, *, group: bool = False, shard_bytes: int = SHARD_BYTES):
@@ -80,15 +88,18 @@ def check_after_kill(out: str, old: dict, new: dict, k: int) -> None:
     """A refused run, verify, a failing --overwrite run, verify: one complete set, the old or the new one."""
     with pytest.raises(OutputExistsError, match="not empty"):
         prepare_output(out, overwrite=False)
-    assert verify(out).ok, f"kill point {k}: {verify(out).problems}"
-    now = the_set(out)
+    report = verify(out)
+    assert report.ok, f"kill point {k}: {report.problems}"
+    every = files(out)  # one look at the location after each run: every check below reads it
+    now = the_set(out, every)
     assert now in (old, new), f"kill point {k}: neither the old nor the new set: {sorted(now)}"
-    assert not [n for n in files(out) if ASIDE_PREFIX in n or JOURNAL_PREFIX in n], f"kill point {k}"
+    assert not [n for n in every if ASIDE_PREFIX in n or JOURNAL_PREFIX in n], f"kill point {k}"
     if k > 1:  # (killed before call 1, the journal's write, its staged shards are not the journal's to prove)
-        assert not [n for n in files(out) if TMP_PREFIX in n], f"kill point {k}: the killed run's shards stay"
+        assert not [n for n in every if TMP_PREFIX in n], f"kill point {k}: the killed run's shards stay"
     failing_overwrite(out)
-    assert verify(out).ok and the_set(out) == now, f"kill point {k}"
-    assert not [n for n in files(out) if TMP_PREFIX in n], f"kill point {k}: {sorted(files(out))}"
+    report, every = verify(out), files(out)
+    assert report.ok and the_set(out, every) == now, f"kill point {k}: {report.problems}"
+    assert not [n for n in every if TMP_PREFIX in n], f"kill point {k}: {sorted(every)}"
 
 
 def sweep(tmp_path, copy_old, out: str, write_new) -> list[str]:
@@ -151,23 +162,22 @@ def test_kill_points_of_an_s3_overwrite(s3, tmp_path):
 S = 4  # shards in the old and the new set: the same names, so every new shard takes an old one's name
 
 
-def _s3_env() -> dict:
-    import os
-
-    return {k: os.environ[k] for k in os.environ if k.startswith("AWS_")}
-
-
 @pytest.mark.parametrize("command, before_manifest", [("convert", True), ("reshard", False), ("upload", False)])
 def test_a_kill_in_a_cli_overwrite_then_a_refused_and_a_failing_run(tmp_path, request, command, before_manifest):
-    """The issue's sequence with the real CLI: ``--overwrite`` killed with every new shard under an old
-    name just before ``index.json`` (convert), or inside the publish of the last shard (reshard; upload to
-    S3: after its copy, before its delete); then the same command without ``--overwrite`` (refused),
-    ``verify``, a failing ``--overwrite`` (a bad input line), ``verify``: the old set, byte for byte."""
-    from hostile import check_one_line_error, run_cli
+    """The issue's sequence with the real CLI: ``--overwrite`` killed (a ``python -c`` process) with every new
+    shard under an old name just before ``index.json`` (convert), or inside the publish of the last shard
+    (reshard; upload to S3: after its copy, before its delete); then the same command without ``--overwrite``
+    (refused), ``verify``, a failing ``--overwrite`` (a bad input line), ``verify``: the old set, byte for byte.
+    The refused and the failing run are CLI processes forked from this one (``forked_cli``): their exit code
+    and stderr are a process's, and nothing of theirs may outlive them."""
+    from forked_cli import ForkedMain
+    from hostile import check_one_line_error, finish
 
     from converters.libsvm.synthetic import write_criteo_libsvm, write_criteo_shards
 
-    env = _s3_env() if command == "upload" else None
+    def run_cli(argv):  # the environment of this process: moto's endpoint for an upload
+        return finish(ForkedMain(argv, new_session=True), f"tfpipe {' '.join(argv)}", 180)
+
     out = f"{request.getfixturevalue('s3').url}/set" if command == "upload" else str(tmp_path / "out")
     old_manifest = write_criteo_shards(out, N_RECORDS, seed=1, shard_bytes=SHARD_BYTES)
     assert len(old_manifest.shards) == S
@@ -194,12 +204,11 @@ def test_a_kill_in_a_cli_overwrite_then_a_refused_and_a_failing_run(tmp_path, re
     assert r.returncode == KILLED, r.stderr[-3000:]
     killed = the_set(out)  # the old set aside, new bytes under all (or all but the last) of its names
     assert "index.json" not in killed and len(killed) == (S - 1 if command == "reshard" else S), sorted(killed)
-    r = run_cli(argv, env=env, timeout=180)
+    r = run_cli(argv)
     check_one_line_error(r, "not empty")
     assert verify(out).ok and the_set(out) == old
     assert not [n for n in files(out) if TMP_PREFIX in n], sorted(files(out))  # nothing of the killed run
-    r = run_cli(["convert", "libsvm", str(bad), "--out", out, "--field-size", "39", "--overwrite", "--no-progress"],
-                env=env, timeout=180)
+    r = run_cli(["convert", "libsvm", str(bad), "--out", out, "--field-size", "39", "--overwrite", "--no-progress"])
     check_one_line_error(r, r"bad\.libsvm:21")
     assert verify(out).ok and the_set(out) == old
     assert not [n for n in files(out) if TMP_PREFIX in n]

@@ -2,6 +2,7 @@
 process) and numba's on-disk cache when several processes compile into it at once."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -222,27 +223,46 @@ def test_quickstart_states_compile_time_apart(seconds, compiling, want):
     assert _took(seconds, compiling) == want
 
 
+# Runs the command lines given (a JSON list of argv lists) one after another in one process, as ``tfpipe`` would
+# run each (``main``); a line after each on stderr marks where its output ends.
+_COMMANDS = textwrap.dedent("""
+    import json, sys
+    from converters.cli import main
+    for argv in json.loads(sys.argv[1]):
+        code = main(argv)
+        print(f"--- exit {code}", file=sys.stderr, flush=True)
+""")
+
+
 @pytest.mark.slow
 def test_a_command_whose_kernels_are_cached_prints_no_notice(tmp_path):
     """On an empty kernel cache, ``reshard --layout columnar`` names the kernel it compiles; the next commands
     (``--layout example`` twice, ``--layout columnar`` again) print a notice only for a kernel not compiled yet,
-    and the second of each prints none: no command says it compiles when numba loads from its cache."""
+    and the second of each prints none: no command says it compiles when numba loads from its cache.
+
+    Each ``main`` arms the notice for its command's first compile, so commands run one after another in one
+    process print what each prints alone (a kernel an earlier command of the process compiled or loaded is not
+    loaded again): the first process runs the cold ``columnar`` command and the first ``example`` one, a second
+    process the second ``example`` and ``columnar`` commands, where any compile would print a notice."""
     from converters.libsvm.synthetic import write_criteo_shards
 
     write_criteo_shards(str(tmp_path / "set"), 1500, shard_bytes=32 << 10)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "TF_CPP_MIN_LOG_LEVEL": "2",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-    def reshard(src: str, out: str, layout: str) -> list[str]:
-        p = subprocess.run([sys.executable, "-m", "converters.cli", "reshard", str(tmp_path / src), "--out",
-                            str(tmp_path / out), "--num-shards", "2", "--layout", layout, "--no-progress"],
-                           env=env, capture_output=True, text=True, timeout=900)
+    def reshard(*runs: tuple[str, str, str]) -> list[list[str]]:
+        """Each (input, output, layout) reshard in turn in one process: the lines of each that mention
+        compiling."""
+        argvs = [["reshard", str(tmp_path / src), "--out", str(tmp_path / out), "--num-shards", "2", "--layout",
+                  layout, "--no-progress"] for src, out, layout in runs]
+        p = subprocess.run([sys.executable, "-c", _COMMANDS, json.dumps(argvs)], env=env, capture_output=True,
+                           text=True, timeout=900)
         assert p.returncode == 0, p.stderr[-2000:]
-        return [line for line in p.stderr.splitlines() if "compiling" in line]
+        *pieces, rest = re.split(r"^--- exit (-?\d+)\n", p.stderr, flags=re.M)
+        assert pieces[1::2] == ["0"] * len(runs) and rest == "", p.stderr[-2000:]  # every command succeeded
+        return [[line for line in err.splitlines() if "compiling" in line] for err in pieces[0::2]]
 
-    first = reshard("set", "col1", "columnar")
+    first, _ = reshard(("set", "col1", "columnar"), ("col1", "ex1", "example"))
     assert len(first) == 1 and first[0].startswith("tfpipe: compiling converters."), first
     assert "the parser" not in first[0] and "first run on this machine only" not in first[0]
-    reshard("col1", "ex1", "example")         # may compile a kernel the columnar write did not use: named if so
-    assert reshard("col1", "ex2", "example") == []
-    assert reshard("set", "col2", "columnar") == []
+    assert reshard(("col1", "ex2", "example"), ("set", "col2", "columnar")) == [[], []]

@@ -1,13 +1,15 @@
 """``tfpipe convert libsvm --sparse`` end to end: scikit-learn's own test files and 20,000 random sparse rows
 converted, read back through TensorFlow and compared with ``load_svmlight_file`` bit for bit; the manifest's
 ``num_features`` and nonzero counts; the pipeline reading the set."""
+import json
 import os
 
 import numpy as np
 import pytest
+from built_once import built_once
+from cli_batch import Run, run_commands
 from number_formats import number_text
 
-from converters.cli import main
 from converters.libsvm.convert import convert_libsvm
 from converters.shardset.reader import read_manifest
 
@@ -64,47 +66,71 @@ def assert_equals_sklearn(got, X, y):
 
 # -- scikit-learn's own test files ----------------------------------------------------------------------------
 
-def test_sklearn_classification_file(tmp_path, capsys):
+INVALID = [("svmlight_invalid.txt", "bad_label"), ("svmlight_invalid_order.txt", "unsorted_index")]
+INVALID_EXTRA = [[], ["--multilabel"], ["--keep-qid"]]
+
+
+@pytest.fixture(scope="module")
+def sklearn_runs(tmp_path_factory):
+    """``tfpipe convert libsvm --sparse`` of scikit-learn's files, every command line in one fresh process (as a
+    user's ``tfpipe`` runs them), built once per test run and then only read: {key: (output directory, run)}
+    for "classification", "multilabel" and (name, *extra) of each invalid file."""
+    commands = {"classification": (sklearn_file("svmlight_classification.txt"), []),
+                "multilabel": (sklearn_file("svmlight_multilabel.txt"), ["--multilabel"])}
+    for name, _ in INVALID:
+        for extra in INVALID_EXTRA:
+            commands[(name, *extra)] = (sklearn_file(name), extra)
+
+    def build(root):
+        argvs = [["convert", "libsvm", path, "--out", str(root / f"o{i}"), "--sparse", *extra, "--no-progress"]
+                 for i, (path, extra) in enumerate(commands.values())]
+        run_commands(argvs, str(root / "runs.json"))
+
+    root = built_once(tmp_path_factory, "sparse-sklearn-files", build)
+    with open(root / "runs.json", encoding="utf-8") as f:
+        runs = [Run(**r) for r in json.load(f)]
+    return {key: (root / f"o{i}", run) for i, (key, run) in enumerate(zip(commands, runs))}
+
+
+def test_sklearn_classification_file(sklearn_runs):
     from sklearn.datasets import load_svmlight_file
 
-    path = sklearn_file("svmlight_classification.txt")
-    assert main(["convert", "libsvm", path, "--out", str(tmp_path / "o"), "--sparse", "--no-progress"]) == 0
-    assert "sparse: num_features 21, nonzeros per row min 0 mean 1.3333 max 3" in capsys.readouterr().out
-    X, y = load_svmlight_file(path, dtype=np.float32)
-    got = read_back(tmp_path / "o")
+    out, run = sklearn_runs["classification"]
+    assert run.code == 0, run.err
+    assert "sparse: num_features 21, nonzeros per row min 0 mean 1.3333 max 3" in run.out
+    X, y = load_svmlight_file(sklearn_file("svmlight_classification.txt"), dtype=np.float32)
+    got = read_back(out)
     assert_equals_sklearn(got, X, y)
     assert 0.0 in got["values"].tolist()  # the explicit zero '3:0' is kept
     assert got["manifest"].extra["nonzeros"] == {"min": 0, "mean": 1.3333, "max": 3, "total": 8}
 
 
-def test_sklearn_multilabel_file(tmp_path):
+def test_sklearn_multilabel_file(sklearn_runs):
     from sklearn.datasets import load_svmlight_file
 
-    path = sklearn_file("svmlight_multilabel.txt")
-    assert main(["convert", "libsvm", path, "--out", str(tmp_path / "o"), "--sparse", "--multilabel",
-                 "--no-progress"]) == 0
-    X, y = load_svmlight_file(path, dtype=np.float32, multilabel=True)
-    got = read_back(tmp_path / "o", multilabel=True)
+    out, run = sklearn_runs["multilabel"]
+    assert run.code == 0, run.err
+    X, y = load_svmlight_file(sklearn_file("svmlight_multilabel.txt"), dtype=np.float32, multilabel=True)
+    got = read_back(out, multilabel=True)
     assert_equals_sklearn(got, X, y)
     assert got["label"] == [[0.0, 1.0], [2.0], [], [1.0, 2.0]]
-    assert read_manifest(tmp_path / "o").schema["label"].varlen
+    assert read_manifest(out).schema["label"].varlen
 
 
-@pytest.mark.parametrize("name,reason", [("svmlight_invalid.txt", "bad_label"),
-                                         ("svmlight_invalid_order.txt", "unsorted_index")])
-@pytest.mark.parametrize("extra", [[], ["--multilabel"], ["--keep-qid"]])
-def test_sklearn_invalid_files_fail_at_line_1(tmp_path, capsys, name, reason, extra):
+@pytest.mark.parametrize("name,reason", INVALID)
+@pytest.mark.parametrize("extra", INVALID_EXTRA)
+def test_sklearn_invalid_files_fail_at_line_1(sklearn_runs, name, reason, extra):
     from sklearn.datasets import load_svmlight_file
 
     path = sklearn_file(name)
     with pytest.raises(ValueError):
         load_svmlight_file(path)
-    code = main(["convert", "libsvm", path, "--out", str(tmp_path / "o"), "--sparse", *extra, "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 2
+    out, run = sklearn_runs[(name, *extra)]
+    err = run.err
+    assert run.code == 2
     reason = "missing_qid" if extra == ["--keep-qid"] and reason != "bad_label" else reason
     assert err.strip().splitlines() == [err.strip()] and err.startswith(f"tfpipe: error: {path}:1: {reason}: ")
-    assert not (tmp_path / "o" / "index.json").exists()
+    assert not (out / "index.json").exists()
 
 
 # -- 20,000 random sparse rows ----------------------------------------------------------------------------------
@@ -112,11 +138,12 @@ def test_sklearn_invalid_files_fail_at_line_1(tmp_path, capsys, name, reason, ex
 ROWS = 20_000
 
 
-def random_sparse_text(seed: int = 11) -> bytes:
+def random_sparse_text(seed: int = 11, rows: int = ROWS) -> bytes:
+    """``rows`` random rows (the first ``k`` rows of a seed are the same whatever ``rows`` is)."""
     rng = np.random.default_rng(seed)
     labels = ["+1", "-1", "2.5"]
     lines = []
-    for i in range(ROWS):
+    for i in range(rows):
         k = int(rng.integers(0, 151))
         ids = np.sort(rng.choice(200_000, size=k, replace=False)) + 1
         mags = 10.0 ** rng.integers(-12, 12, size=k)
@@ -132,13 +159,17 @@ def random_sparse_text(seed: int = 11) -> bytes:
 
 @pytest.fixture(scope="module")
 def random_set(tmp_path_factory):
-    d = tmp_path_factory.mktemp("sparse20k")
-    src = d / "random.libsvm"
-    src.write_bytes(random_sparse_text())
-    out = d / "shards"
-    assert main(["convert", "libsvm", str(src), "--out", str(out), "--sparse", "--keep-qid", "--workers", "2",
-                 "--shard-size", "4MiB", "--no-progress"]) == 0
-    return src, out
+    """The 20,000 rows and their converted set, built once per test run (shared by the xdist workers: only
+    read)."""
+    def build(d):
+        (d / "random.libsvm").write_bytes(random_sparse_text())
+        (run,) = run_commands([["convert", "libsvm", str(d / "random.libsvm"), "--out", str(d / "shards"),
+                                "--sparse", "--keep-qid", "--workers", "2", "--shard-size", "4MiB",
+                                "--no-progress"]], str(d / "run.json"))
+        assert run.code == 0, run.err
+
+    d = built_once(tmp_path_factory, "sparse20k", build)
+    return d / "random.libsvm", d / "shards"
 
 
 def test_random_rows_equal_sklearn_bit_for_bit(random_set):
@@ -193,8 +224,10 @@ def test_pipeline_reads_all_rows_as_a_sparse_matrix(random_set):
 # -- the converter ---------------------------------------------------------------------------------------------
 
 def test_output_is_byte_identical_whatever_the_workers(tmp_path):
-    text = random_sparse_text(3)[:400_000]
-    text = text[: text.rfind(b"\n") + 1]
+    text = random_sparse_text(3, rows=600)
+    assert len(text) > 400_000
+    text = text[:400_000]
+    text = text[: text.rfind(b"\n") + 1]  # 400 KB of whole lines: many 30,000-byte blocks
     (tmp_path / "in.txt").write_bytes(text)
     shas = set()
     for w, block in ((1, 1 << 20), (2, 30_000)):

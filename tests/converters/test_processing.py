@@ -1,5 +1,7 @@
 """``tfpipe processing run``: simulated Processing instances (each its own config dir and working directory,
-run at the same time as separate processes) converting into one shard set on a local S3 (moto's server).
+run at the same time as separate processes) converting into one shard set on a local S3 (moto's server). The
+instances are forks of the test process that start as a fresh ``tfpipe`` process would (``forked_cli``), except
+in the test of a failing instance, where they are ``python -c`` processes.
 
 ShardedByS3Key: every instance sees only its own files at the same local path (here: ``in/train`` relative to
 the instance's own working directory, so every instance runs the very same command line)."""
@@ -40,7 +42,7 @@ def libsvm_inputs(cluster: Cluster, *, zero_on: str | None = None) -> list[Path]
 def test_sharded_by_s3_key_holds_every_instances_records(s3, tmp_path):
     """Three instances, index 0 only in algo-3's input: --index-base auto is decided over all of them (zero-based
     everywhere) and the set holds exactly the records of a local conversion of every input in host order."""
-    cluster = Cluster(tmp_path / "job")
+    cluster = Cluster(tmp_path / "job", fork=True)
     files = libsvm_inputs(cluster, zero_on="algo-3")
     out = f"{s3.url}/criteo"
     cmd = ["convert", "libsvm", "in/train", "--field-size", "4", "--out", out, "--shard-size", "8KiB",
@@ -65,7 +67,7 @@ def test_sharded_by_s3_key_holds_every_instances_records(s3, tmp_path):
 def test_missing_instance_fails_within_wait_timeout_and_a_rerun_finishes(s3, tmp_path):
     """algo-3 never starts: the finalizer gives up after --wait-timeout naming algo-3, writes the reason to the
     message file and no manifest. A rerun of the job (all three) reuses the parts already written."""
-    cluster = Cluster(tmp_path / "job")
+    cluster = Cluster(tmp_path / "job", fork=True)
     files = libsvm_inputs(cluster)
     out = f"{s3.url}/two-of-three"
     cmd = ["convert", "libsvm", "in/train", "--field-size", "4", "--out", out, "--shard-size", "8KiB",
@@ -100,7 +102,7 @@ def test_missing_instance_fails_within_wait_timeout_and_a_rerun_finishes(s3, tmp
 def test_an_instance_that_fails_stops_the_finalizer_at_once(s3, tmp_path):
     """A bad line on algo-2: algo-2 exits 2 naming file:line; the finalizer stops with algo-2's reason well
     before its wait timeout; no manifest."""
-    cluster = Cluster(tmp_path / "job", HOSTS[:2])
+    cluster = Cluster(tmp_path / "job", HOSTS[:2])  # python -c processes: exit codes and stderr of real ones
     write_criteo_libsvm(cluster.inputs("algo-1") / "a.txt", 100, field_size=4)
     (cluster.inputs("algo-2") / "b.txt").write_bytes(b"1 1:1 2:1 3:1 4:1\nnot-a-label 1:1 2:1 3:1 4:1\n")
     out = f"{s3.url}/bad"
@@ -119,7 +121,7 @@ def test_sharded_text_packs_each_instance_separately(s3, tmp_path, layout):
     """Text, two instances: windows never span instances, so the set is the concatenation of each instance's
     own local conversion (its last partial window dropped), and the totals add up; in either layout (columnar:
     each instance's shards end with its own short block)."""
-    cluster = Cluster(tmp_path / "job", HOSTS[:2])
+    cluster = Cluster(tmp_path / "job", HOSTS[:2], fork=True)
     per_host = []
     for i, h in enumerate(cluster.hosts):
         f = write_pile_jsonl(cluster.inputs(h) / f"pile-{i}.jsonl", 30 + 10 * i, seed=i, mean_words=40)
@@ -143,7 +145,7 @@ def test_output_that_is_not_empty_is_refused_by_every_instance(s3, tmp_path):
     from converters.libsvm.synthetic import write_criteo_shards
 
     write_criteo_shards(f"{s3.url}/full", 50)
-    cluster = Cluster(tmp_path / "job", HOSTS[:2])
+    cluster = Cluster(tmp_path / "job", HOSTS[:2], fork=True)
     for h in cluster.hosts:
         write_criteo_libsvm(cluster.inputs(h) / f"{h}.txt", 20, field_size=4)
     res = cluster.run(["convert", "libsvm", "in/train", "--field-size", "4", "--out", f"{s3.url}/full",
@@ -197,7 +199,7 @@ def test_sharded_tabular_on_several_instances_is_one_conversion_of_every_instanc
     from converters.shardset.verify import verify
     from converters.storage import open_storage
 
-    cluster = Cluster(tmp_path / "job")
+    cluster = Cluster(tmp_path / "job", fork=True)
     files = []
     for i, h in enumerate(cluster.hosts):
         where = cluster.inputs(h)
@@ -246,7 +248,7 @@ def test_tabular_is_the_local_set_with_its_vocabularies(s3, tmp_path, sharded, h
     from converters.shardset.options import ShardOutputOptions
 
     shared = None if sharded else tmp_path / "days"
-    cluster = Cluster(tmp_path / "job", hosts=HOSTS[:hosts], sharded=sharded, shared=shared)
+    cluster = Cluster(tmp_path / "job", hosts=HOSTS[:hosts], sharded=sharded, shared=shared, fork=True)
     where = cluster.inputs(HOSTS[0]) if sharded else shared
     where.mkdir(exist_ok=True)
     files = []

@@ -1,6 +1,8 @@
 """FullyReplicated on simulated Processing instances (separate processes, own config dirs, at the same time) into
 one ``s3://`` set on moto's S3: every shard and ``index.json`` byte-identical to a local ``tfpipe convert`` of the
-same inputs with the same options; a missing instance, a rerun, and bad input."""
+same inputs with the same options; a missing instance, a rerun, and bad input. The instances are forks of the
+test process that start as a fresh ``tfpipe`` process would (``forked_cli``), except in the bad-input test, where
+they are ``python -c`` processes whose error line is compared with a local run's."""
 from __future__ import annotations
 
 import gzip
@@ -81,7 +83,7 @@ def test_byte_identical_to_a_local_conversion(s3, tmp_path, case):
     fmt, rest = opts[0], opts[1:]
     local = tmp_path / "local"
     assert main(["convert", fmt, str(data), "--out", str(local), "--no-progress", *rest]) == 0
-    cluster = Cluster(tmp_path / "job", sharded=False, shared=data)
+    cluster = Cluster(tmp_path / "job", sharded=False, shared=data, fork=True)
     res = cluster.run(["convert", fmt, str(data), "--out", f"{s3.url}/set", *rest], options=UNITS)
     assert [r[0] for r in res.values()] == [0, 0, 0], res
     got = s3_files(s3, "set/")
@@ -112,7 +114,7 @@ def test_prepared_conversion_byte_identical_to_local(s3, tmp_path):
             "--seed", "3", "--shuffle-memory", "1MiB", "--balance", "0=0.5", "--split-by-label"]
     local = tmp_path / "local"
     assert main(["convert", "libsvm", str(data), "--out", str(local), "--no-progress", *rest]) == 0
-    cluster = Cluster(tmp_path / "job", sharded=False, shared=data)
+    cluster = Cluster(tmp_path / "job", sharded=False, shared=data, fork=True)
     res = cluster.run(["convert", "libsvm", str(data), "--out", f"{s3.url}/set", *rest], options=UNITS)
     assert [r[0] for r in res.values()] == [0, 0, 0], res
     got, want = s3_files(s3, "set/"), tree_files(local)
@@ -128,7 +130,7 @@ def test_missing_instance_fails_naming_it_and_a_rerun_reuses_the_work(s3, tmp_pa
     libsvm_data(data)
     cmd = ["convert", "libsvm", str(data), "--field-size", "5", "--out", f"{s3.url}/set", "--shard-size", "48KiB",
            "--workers", "1", "--index-base", "1"]  # no pre-pass round: pass 1 runs, then the wait times out
-    cluster = Cluster(tmp_path / "job", sharded=False, shared=data)
+    cluster = Cluster(tmp_path / "job", sharded=False, shared=data, fork=True)
     wait = 4.0
     res = cluster.run(cmd, hosts=HOSTS[:2], wait_timeout=wait, options=UNITS)
     for h in HOSTS[:2]:
@@ -153,7 +155,7 @@ def test_bad_input_stops_every_instance_with_the_local_error(s3, tmp_path, capsy
     assert main(["convert", "libsvm", str(data), "--out", str(tmp_path / "local"), "--no-progress", *opts]) == 2
     local_err = capsys.readouterr().err.strip()
     assert "a-big.txt:1801" in local_err
-    cluster = Cluster(tmp_path / "job", sharded=False, shared=data)
+    cluster = Cluster(tmp_path / "job", sharded=False, shared=data)  # python -c processes
     res = cluster.run(["convert", "libsvm", str(data), "--out", f"{s3.url}/set", "--workers", "1", *opts],
                       options=UNITS)
     assert res["algo-1"][0] == 2 and res["algo-1"][2].strip() == local_err  # the very same line

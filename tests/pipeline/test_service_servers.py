@@ -31,52 +31,29 @@ def procs():
         p.kill()
 
 
-def test_dispatcher_and_worker_serve_and_stop_cleanly(procs, tmp_path):
-    port = free_port()
-    d = procs("service", "dispatcher", "--port", str(port), "--work-dir", str(tmp_path / "wd"),
-              "--worker-timeout", "12")
+def test_dispatcher_and_worker_serve_restart_and_stop_cleanly(procs, tmp_path):
+    """One dispatcher (--work-dir) and its worker, started together (the worker waits for the dispatcher): each
+    prints its line, a pipeline is read through them, a second dispatcher on the taken port is refused; the
+    dispatcher stopped by SIGTERM and restarted with its --work-dir on its port keeps serving, and the running
+    worker registers with it again; SIGINT and SIGTERM stop each cleanly (exit 0, its last line, no traceback)."""
+    port, wd = free_port(), str(tmp_path / "wd")
+    d = procs("service", "dispatcher", "--port", str(port), "--work-dir", wd, "--worker-timeout", "12")
+    w = procs("service", "worker", "--dispatcher", f"localhost:{port}", "--address", "127.0.0.1", "--timeout", "600")
     line = d.wait_line("dispatcher serving")
     assert re.fullmatch(rf"dispatcher serving grpc://127\.0\.0\.1:{port} \(listening on 127\.0\.0\.1 only; fault "
-                        rf"tolerant, work dir {tmp_path / 'wd'}; lost workers given up after 12 s\)", line)
-    w = procs("service", "worker", "--dispatcher", f"localhost:{port}", "--address", "127.0.0.1")
+                        rf"tolerant, work dir {wd}; lost workers given up after 12 s\)", line)
+    second = procs("service", "dispatcher", "--port", str(port))   # the port is taken: refused, named
     line = w.wait_line("worker serving")
     address = re.fullmatch(rf"worker serving (127\.0\.0\.1:\d+) for dispatcher grpc://localhost:{port} \(listening "
                            rf"on 127\.0\.0\.1 only\)", line).group(1)
     assert dispatcher_workers(f"localhost:{port}", 30) == [address]
-    assert read_through(f"grpc://localhost:{port}", 100) == list(range(100))
-
-    second = procs("service", "dispatcher", "--port", str(port))   # the port is taken: refused, named
+    assert read_through(f"grpc://localhost:{port}", 100, job_name="before") == list(range(100))
     assert second.finish(120) == 7
     assert f"port {port} is taken" in second.stderr and second.lines == []
 
-    w.signal(signal.SIGINT)
-    assert w.finish() == 0 and w.lines[-1] == "worker stopped (SIGINT)"
     d.signal(signal.SIGTERM)
     assert d.finish() == 0 and d.lines[-1] == "dispatcher stopped (SIGTERM)"
-    assert "Traceback" not in w.stderr + d.stderr
-
-
-def test_dispatcher_without_work_dir_says_it_is_not_fault_tolerant(procs):
-    d = procs("service", "dispatcher", "--port", "0")
-    line = d.wait_line("dispatcher serving")
-    assert re.fullmatch(r"dispatcher serving grpc://127\.0\.0\.1:\d+ \(listening on 127\.0\.0\.1 only; not fault "
-                        r"tolerant: no --work-dir, a restart loses its jobs; lost workers given up after 30 s\)", line)
-    assert not line.split(" (")[0].endswith(":0")  # the real port
-    d.signal(signal.SIGINT)
-    assert d.finish() == 0 and d.lines[-1] == "dispatcher stopped (SIGINT)"
-
-
-def test_restarted_dispatcher_keeps_its_port_and_the_worker_registers_again(procs, tmp_path):
-    port, wd = free_port(), str(tmp_path / "journal")
-    d = procs("service", "dispatcher", "--port", str(port), "--work-dir", wd)
-    d.wait_line("dispatcher serving")
-    w = procs("service", "worker", "--dispatcher", f"127.0.0.1:{port}", "--address", "127.0.0.1")
-    address = w.wait_line("worker serving").split()[2]
-    assert read_through(f"grpc://127.0.0.1:{port}", 50, job_name="before") == list(range(50))
-    d.signal(signal.SIGTERM)
-    assert d.finish() == 0
-    assert any(p.name.startswith("tf_data_dispatcher_journal") for p in (tmp_path / "journal").iterdir())
-
+    assert any(p.name.startswith("tf_data_dispatcher_journal") for p in (tmp_path / "wd").iterdir())
     again = procs("service", "dispatcher", "--port", str(port), "--work-dir", wd)
     assert f":{port} (listening on 127.0.0.1 only; fault tolerant, work dir {wd}; lost workers" in \
         again.wait_line("dispatcher serving")
@@ -86,9 +63,12 @@ def test_restarted_dispatcher_keeps_its_port_and_the_worker_registers_again(proc
         time.sleep(0.5)
     assert w.p.poll() is None
     assert read_through(f"grpc://127.0.0.1:{port}", 50, job_name="after") == list(range(50))
-    for p in (w, again):
-        p.signal(signal.SIGTERM)
-        assert p.finish() == 0
+
+    w.signal(signal.SIGINT)
+    again.signal(signal.SIGTERM)
+    assert w.finish() == 0 and w.lines[-1] == "worker stopped (SIGINT)"
+    assert again.finish() == 0 and again.lines[-1] == "dispatcher stopped (SIGTERM)"
+    assert "Traceback" not in w.stderr + d.stderr + again.stderr
 
 
 @pytest.mark.parametrize("target", ["closed port", "not a dispatcher"])
@@ -123,6 +103,40 @@ def test_check_port_free_sees_a_listener_and_a_free_port(listener):
     with pytest.raises(ServiceError, match=f"dispatcher: port {listener} is taken"):
         check_port_free(listener, "dispatcher")
     check_port_free(free_port(), "dispatcher")
+
+
+def test_a_dispatcher_that_comes_up_late_is_seen_within_a_redial():
+    """A worker asks for its dispatcher before TensorFlow's registration (``dispatcher_version``, waiting up to
+    its --timeout); a dispatcher that comes up 10.5 s later (a host still importing TensorFlow) is seen within
+    one redial (``RECONNECT_MS``), not after gRPC's growing backoff (its attempts near 9.3 and 15.8 s would see
+    it 5 s late)."""
+    import threading
+
+    import tensorflow as tf
+
+    from pipeline.service.probe import RECONNECT_MS, dispatcher_version
+
+    port, delay, up = free_port(), 10.5, {}
+
+    def start():
+        time.sleep(delay)
+        up["at"] = time.monotonic()   # the earliest it can answer
+        up["server"] = tf.data.experimental.service.DispatchServer(
+            tf.data.experimental.service.DispatcherConfig(port=port))
+
+    starter = threading.Thread(target=start, daemon=True)
+    starter.start()
+    try:
+        assert dispatcher_version(f"127.0.0.1:{port}", 120) > 0
+        seen = time.monotonic()
+        asked = time.monotonic()
+        dispatcher_version(f"127.0.0.1:{port}", 120)   # this run's clock: one answer of a dispatcher that is up
+        answer = time.monotonic() - asked
+        assert seen - up["at"] < 1.25 * RECONNECT_MS / 1000 + 3 * answer + 1.5, (seen - up["at"], answer)
+    finally:
+        starter.join(60)
+        if "server" in up:
+            up["server"]._stop()
 
 
 @pytest.mark.parametrize("address, expected", [
@@ -192,10 +206,17 @@ def _connects(address: str, port: int) -> bool:
 def test_servers_listen_on_loopback_unless_asked(procs):
     """Without --bind, a dispatcher and its worker listen on 127.0.0.1 only (the kernel's view of their
     processes), and this host's other address is refused; --bind ADDRESS listens there only; --bind 0.0.0.0
-    on every interface."""
+    on every interface. The dispatcher without --work-dir says it is not fault tolerant, prints the port it
+    took for --port 0, and stops on SIGINT. The servers start together (the worker waits for its dispatcher)."""
     outside = _outside_address()
     d = procs("service", "dispatcher", "--port", "0")
-    port = int(re.search(r":(\d+) \(", d.wait_line("dispatcher serving")).group(1))
+    everywhere = procs("service", "dispatcher", "--port", "0", "--bind", "0.0.0.0")
+    one = procs("service", "dispatcher", "--port", "0", "--bind", outside) if outside else None
+    line = d.wait_line("dispatcher serving")
+    assert re.fullmatch(r"dispatcher serving grpc://127\.0\.0\.1:\d+ \(listening on 127\.0\.0\.1 only; not fault "
+                        r"tolerant: no --work-dir, a restart loses its jobs; lost workers given up after 30 s\)", line)
+    assert not line.split(" (")[0].endswith(":0")  # the real port
+    port = int(re.search(r":(\d+) \(", line).group(1))
     w = procs("service", "worker", "--dispatcher", f"127.0.0.1:{port}")
     line = w.wait_line("worker serving")
     worker_port = int(re.fullmatch(r"worker serving 127\.0\.0\.1:(\d+) for dispatcher \S+ \(listening on 127\.0\.0\.1 "
@@ -206,18 +227,18 @@ def test_servers_listen_on_loopback_unless_asked(procs):
         assert not _connects(outside, port) and not _connects(outside, worker_port)
     assert read_through(f"grpc://127.0.0.1:{port}", 20) == list(range(20))
 
-    everywhere = procs("service", "dispatcher", "--port", "0", "--bind", "0.0.0.0")
     line = everywhere.wait_line("dispatcher serving")
     assert "(listening on every interface, no authentication;" in line
     wide = int(re.search(r":(\d+) \(", line).group(1))
     assert _listening(everywhere.p.pid) & {"::", "0.0.0.0"}
     if outside:
         assert _connects(outside, wide)
-        one = procs("service", "dispatcher", "--port", "0", "--bind", outside)
         line = one.wait_line("dispatcher serving")
         assert f"(listening on {outside} only;" in line
         assert _listening(one.p.pid) == {outside}
         assert not _connects("127.0.0.1", int(re.search(r":(\d+) \(", line).group(1)))
+    d.signal(signal.SIGINT)
+    assert d.finish() == 0 and d.lines[-1] == "dispatcher stopped (SIGINT)"
 
 
 def test_bind_refusals(capsys):
