@@ -135,7 +135,8 @@ class Link:
                 _close(client)
 
     def _pump_down(self, upstream: socket.socket, client: socket.socket, state: dict) -> None:
-        """Responses, server -> client, through the bandwidth limit; a reset cuts the connection mid-body."""
+        """Responses, server -> client, through the bandwidth limit; a reset cuts the connection mid-body (the
+        client's read fails at once with ECONNRESET)."""
         try:
             while True:
                 data = upstream.recv(_CHUNK)
@@ -146,6 +147,9 @@ class Link:
                 if cut is not None and state["sent"] + len(data) > cut:
                     client.sendall(data[:max(0, cut - state["sent"])])
                     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    # wake _pump_up's recv on this socket: while a thread is blocked in it, close() leaves
+                    # the socket open, and the client would see a stalled read (its read timeout), not a reset
+                    client.shutdown(socket.SHUT_RD)
                     break
                 client.sendall(data)
                 state["sent"] += len(data)

@@ -4,9 +4,24 @@ load only when a function that needs them is used."""
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any, Callable, Mapping
 
 __all__ = ["lazy_exports"]
+
+
+class _Package(types.ModuleType):
+    """A package with lazy public names, one of which may share its name with the submodule defining it
+    (``pipeline.describe``, the function, in ``pipeline/describe.py``): importing that submodule binds it on the
+    package (the import system's ``setattr``), which would hide the function from ``from pipeline import
+    describe``. The public name keeps its value instead."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        where = self.__dict__.get("_lazy_where", {})
+        if name in where and isinstance(value, types.ModuleType) and value.__name__ == f"{self.__name__}.{name}":
+            value = getattr(importlib.import_module(where[name], self.__name__), name)
+        super().__setattr__(name, value)
 
 
 def lazy_exports(package: str, where: Mapping[str, str], namespace: dict[str, Any]
@@ -15,6 +30,8 @@ def lazy_exports(package: str, where: Mapping[str, str], namespace: dict[str, An
     the package, e.g. ``".build"``) that defines it. The value is cached in ``namespace`` (the package's
     ``globals()``) after the first lookup; an unknown name raises ``AttributeError``."""
     where = dict(where)
+    namespace["_lazy_where"] = where
+    sys.modules[package].__class__ = _Package  # a same-named submodule's import keeps the public name
 
     def __getattr__(name: str) -> Any:
         module = where.get(name)

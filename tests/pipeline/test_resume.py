@@ -328,10 +328,10 @@ def test_a_deep_resume_over_tampered_indexes_stays_exact(spec, full, precomputed
     assert "is not used" in caplog.text or "does not match the file" in caplog.text
 
 
-def test_a_deep_resume_over_fifos_in_the_offsets_cache(data, spec, tmp_path):
+def test_a_deep_resume_over_fifos_in_the_offsets_cache(data, spec, full, tmp_path):
     """A FIFO planted where every shard's index belongs (it hung a deep resume): a real process, entering each
     file by its index as a resume deep into big shards does, ends within the deadline with the uninterrupted
-    run's batches; each FIFO is named in a warning and replaced by the index."""
+    run's batches (``full``, read here); each FIFO is named in a warning and replaced by the index."""
     import os
 
     from hostile import run_py
@@ -347,7 +347,7 @@ from pipeline import PipelineSpec, build_dataset, input_state
 spec = PipelineSpec.from_manifest({data!r}, {BATCH}, shuffle_buffer=100, seed=7, epochs=2, resumable=True)
 def batches(ds):
     return [[int(x) for x in label.numpy()] for _, label in ds]
-full = batches(build_dataset(spec))
+full = {full!r}
 for steps in (5, 33, 50):
     assert batches(build_dataset(spec, resume=input_state(spec, steps))) == full[steps:], steps
 print("exact")

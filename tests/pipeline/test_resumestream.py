@@ -42,10 +42,31 @@ class Recorder(Link):
         return super()._fault(head)
 
 
+@pytest.fixture(scope="module")
+def local_set(tmp_path_factory):
+    """The set on local disk (written once, read only) and its Manifest."""
+    local = tmp_path_factory.mktemp("local")
+    return write_indexed_set(local, N, shard_bytes=SHARD), local
+
+
+@pytest.fixture(scope="module")
+def local_runs(local_set):
+    """``local_runs(ranks)``: each rank's batches of the uninterrupted local run (``KW``), read once per module."""
+    _, local = local_set
+    done = {}
+
+    def runs(ranks):
+        if ranks not in done:
+            done[ranks] = [batches_of(build_dataset(PipelineSpec.from_manifest(
+                str(local), BATCH, num_shards=ranks, shard_index=i, **KW))) for i in range(ranks)]
+        return done[ranks]
+    return runs
+
+
 @pytest.fixture
-def remote(s3, tmp_path, monkeypatch):
-    local = tmp_path / "local"
-    m = write_indexed_set(local, N, shard_bytes=SHARD)
+def remote(s3, local_set, monkeypatch):
+    """The local set uploaded to a fresh bucket, and a ``Recorder`` in front of moto (AWS_ENDPOINT_URL)."""
+    m, local = local_set
     for name in sorted(os.listdir(local)):
         s3.client.upload_file(str(local / name), s3.bucket, f"set/{name}")
     rec = Recorder(int(s3.endpoint.rsplit(":", 1)[1]))
@@ -71,9 +92,9 @@ def _entry_files(spec, m, state) -> list[str]:
     return [m.shards[f].name for f in order[j:]]
 
 
-def test_resumed_streams_equal_the_uninterrupted_run_and_fetch_from_the_entry_point_on(remote, tmp_path):
+def test_resumed_streams_equal_the_uninterrupted_run_and_fetch_from_the_entry_point_on(remote, local_runs, tmp_path):
     m, url, local, rec = remote
-    full = batches_of(build_dataset(PipelineSpec.from_manifest(local, BATCH, **KW)))
+    full = local_runs(1)[0]
     assert len(full) == 94
     spec = _streamed(url, m, tmp_path / "c0")
     assert batches_of(build_dataset(spec)) == full                  # uninterrupted: streamed == local
@@ -95,9 +116,9 @@ def test_resumed_streams_equal_the_uninterrupted_run_and_fetch_from_the_entry_po
         assert cache_bytes(str(tmp_path / f"c{i + 1}")) <= spec.stream.stream_cache_limit
 
 
-def test_entered_shard_seeks_when_its_index_is_cached(remote, tmp_path):
+def test_entered_shard_seeks_when_its_index_is_cached(remote, local_runs, tmp_path):
     m, url, local, _ = remote
-    full = batches_of(build_dataset(PipelineSpec.from_manifest(local, BATCH, **KW)))
+    full = local_runs(1)[0]
     for s in m.shards:                   # indexes named by the shard's sha256: as `tfpipe pipeline offsets` makes
         ensure_index(os.path.join(local, s.name), records=s.records, sha256=s.sha256)
     shard = m.shards[3]
@@ -117,13 +138,13 @@ def test_uncached_shard_is_read_from_its_start(tmp_path, monkeypatch):
     assert entry(str(tmp_path / "s" / shard.name), 7, shard.records, shard.sha256, compressed=False) == (0, 7)
 
 
-def test_ranks_on_two_hosts_resume_from_rank_0s_state_and_a_new_world_size_keeps_the_order(remote, tmp_path):
+def test_ranks_on_two_hosts_resume_from_rank_0s_state_and_a_new_world_size_keeps_the_order(remote, local_runs,
+                                                                                             tmp_path):
     """Two hosts share nothing but the bucket (a cache each); rank 0's state resumes both; one rank resumes a
     state of two: the rest of the epoch is the same records in the same global order."""
     m, url, local, rec = remote
-    local_runs = [batches_of(build_dataset(PipelineSpec.from_manifest(local, BATCH, num_shards=2, shard_index=i,
-                                                                      **KW))) for i in range(2)]
-    assert len(local_runs[0]) == 46                                  # 23 steps an epoch on each of 2 ranks
+    two = local_runs(2)
+    assert len(two[0]) == 46                                         # 23 steps an epoch on each of 2 ranks
     hosts = [_streamed(url, m, tmp_path / f"host{i}", num_shards=2, shard_index=i) for i in range(2)]
     state = input_state(hosts[0], 40)                                # saved by rank 0 (epoch 1)
     assert state == input_state(hosts[1], 40)                        # every rank computes the same state
@@ -131,11 +152,10 @@ def test_ranks_on_two_hosts_resume_from_rank_0s_state_and_a_new_world_size_keeps
     assert len(want) < len(m.shards)
     for i, host in enumerate(hosts):
         rec.gets.clear()
-        assert batches_of(build_dataset(host, resume=state)) == local_runs[i][40:]
+        assert batches_of(build_dataset(host, resume=state)) == two[i][40:]
         assert rec.gets == want                                      # each host fetches from the entry point on
         assert 0 < cache_bytes(str(tmp_path / f"host{i}")) <= host.stream.stream_cache_limit
-    one = PipelineSpec.from_manifest(local, BATCH, **KW)
-    order = [x for b in batches_of(build_dataset(one)) for x in b]  # epoch 0's global order, then epoch 1's
+    order = [x for b in local_runs(1)[0] for x in b]                 # epoch 0's global order, then epoch 1's
     early = input_state(hosts[0], 10)                                # 1,280 records of epoch 0 consumed
     resumed = _streamed(url, m, tmp_path / "host2")                  # a third host, one rank
     got = [x for b in batches_of(build_dataset(resumed, resume=early)) for x in b]
@@ -153,12 +173,11 @@ open(a["out"], "w").write(json.dumps(out))
 """
 
 
-def test_two_rank_processes_on_two_hosts_resume_together(remote, tmp_path):
+def test_two_rank_processes_on_two_hosts_resume_together(remote, local_runs, tmp_path):
     """Two processes, a cache directory each (two hosts sharing only the bucket), started together on rank 0's
     state, read their uninterrupted batches."""
     m, url, local, _ = remote
-    local_runs = [batches_of(build_dataset(PipelineSpec.from_manifest(local, BATCH, num_shards=2, shard_index=i,
-                                                                      **KW))) for i in range(2)]
+    two = local_runs(2)
     state = input_state(_streamed(url, m, tmp_path / "saver", num_shards=2, shard_index=0), 15)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
     limit = 3 * max(s.bytes for s in m.shards)
@@ -168,5 +187,5 @@ def test_two_rank_processes_on_two_hosts_resume_together(remote, tmp_path):
     for p in procs:
         assert p.wait(timeout=600) == 0
     for i in range(2):
-        assert json.loads((tmp_path / f"rank{i}.json").read_text()) == local_runs[i][15:]
+        assert json.loads((tmp_path / f"rank{i}.json").read_text()) == two[i][15:]
         assert 0 < cache_bytes(str(tmp_path / f"host{i}")) <= limit

@@ -64,7 +64,7 @@ def _files_under(d) -> list[str]:
 def test_twelve_shards_first_batch_is_a_fraction_of_a_full_copy(s3, link, tmp_path):
     m, url, local = _upload(s3, tmp_path, 12 * 48_000, 4 << 20)  # 12 shards of 4 MiB: a 2 s copy at 24 MiB/s
     assert len(m.shards) == 12
-    labels_of(build_dataset(PipelineSpec.from_manifest(local, 1000)))  # TensorFlow warmed up
+    next(iter(build_dataset(PipelineSpec.from_manifest(local, 1000))))  # TensorFlow warmed up (graph, first batch)
     link(24 << 20)
     spec = PipelineSpec.from_manifest(url, 1000, stream_cache_dir=str(tmp_path / "cache"))
     storage = S3Storage(url)
@@ -95,14 +95,23 @@ def test_order_is_seeded_per_epoch_and_a_rerun_repeats_it(remote, link, tmp_path
     assert sorted(first) == sorted(second) == list(range(36_000)) and first != second
 
 
-def test_transient_faults_are_retried(remote, link, tmp_path):
+def test_transient_faults_are_retried(remote, link, tmp_path, caplog):
+    """503 SlowDown answers and connections reset mid-body are retried; a reset reaches the reader as a reset
+    (ECONNRESET), not as a stalled read ended by the read timeout."""
+    import logging
+
     m, url, _ = remote
     ln = link(64 << 20)
     spec = PipelineSpec.from_manifest(url, 500, stream_cache_dir=str(tmp_path / "c"), stream_cache_limit=4 * SHARD, read_ahead=1)
     ln.arm(slowdown=3, resets=3)
-    assert sorted(labels_of(build_dataset(spec))) == list(range(36_000))
+    with caplog.at_level(logging.WARNING, logger="converters.storage.download"):
+        assert sorted(labels_of(build_dataset(spec))) == list(range(36_000))
     assert ln.injected == {"slowdown": 3, "reset": 3}
     assert not partial_files(str(tmp_path / "c"))
+    retries = [r.getMessage() for r in caplog.records if "; retry " in r.getMessage()]
+    assert sum("SlowDown" in r for r in retries) == 3, retries
+    assert sum("Connection reset by peer" in r for r in retries) == 3, retries
+    assert not [r for r in retries if "timed out" in r], retries
 
 
 def test_a_cache_below_one_shard_is_refused_before_any_download(remote, link, tmp_path):
@@ -147,63 +156,81 @@ import json, os, sys, time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from pipeline import PipelineSpec, build_dataset
 from pipeline.spec.streamopts import StreamOptions
-a = json.loads(sys.argv[1])
-stream = StreamOptions(a["stream_cache_dir"], a["limit"], a["read_ahead"], a["readers"])
-spec = PipelineSpec.from_manifest(a["url"], 200, stream=stream, cache="none", **a["kw"])
-out = []
-open(a["out"] + ".started", "w").close()
-for f, y in build_dataset(spec):
-    out.extend(int(v) for v in y.numpy())
-    time.sleep(a.get("pause", 0))
-json.dump(out, open(a["out"], "w"))
+for a in json.loads(sys.argv[1]):       # the runs, one after another (each through its own S3 endpoint if given)
+    if a.get("endpoint"):
+        os.environ["AWS_ENDPOINT_URL"] = a["endpoint"]
+    stream = StreamOptions(a["stream_cache_dir"], a["limit"], a["read_ahead"], a["readers"])
+    spec = PipelineSpec.from_manifest(a["url"], 200, stream=stream, cache="none", **a["kw"])
+    out = []
+    open(a["out"] + ".started", "w").close()
+    for f, y in build_dataset(spec):
+        out.extend(int(v) for v in y.numpy())
+        time.sleep(a.get("pause", 0))
+    json.dump(out, open(a["out"], "w"))
 """
 
 
-def _reader(tmp_path, name, **args):
+def _reader(tmp_path, *runs):
+    """A reader process (``READER``) doing ``runs`` in turn, each a dict of its options and its ``name``; the
+    process and the paths of each run's labels (JSON)."""
     script = tmp_path / "reader.py"
     script.write_text(READER)
-    out = str(tmp_path / f"{name}.json")
+    runs = [{**r, "out": str(tmp_path / f"{r['name']}.json")} for r in runs]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
-    proc = subprocess.Popen([sys.executable, str(script), json.dumps({**args, "out": out})], env=env,
-                            stderr=subprocess.PIPE, text=True)
-    return proc, out
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(runs)], env=env, stderr=subprocess.PIPE,
+                            text=True)
+    return proc, [r["out"] for r in runs]
 
 
-def test_two_ranks_share_one_bounded_cache_over_two_epochs(remote, link, tmp_path):
+def test_two_local_ranks_share_one_cache(remote, link, tmp_path):
+    """Two rank processes on one host (``local_readers=2``), side by side, each doing two runs in turn. First one
+    epoch through a shared cache without a limit: every shard crosses the link once although both ranks need
+    it (downloaded once). Then two epochs through a shared cache bounded to 5 shards: every record is read once
+    per epoch while the bytes under the cache, sampled every 5 ms, stay under the limit, and no lease is left.
+    Each run has its own link, so the bytes of the first are counted alone."""
     m, url, _ = remote
-    link(48 << 20)
-    cache = str(tmp_path / "shared")
+    once, bounded = link(48 << 20), link(48 << 20)
+    shared, small = str(tmp_path / "shared"), str(tmp_path / "small")
     limit = 5 * max(s.bytes for s in m.shards)
     peak, stop = [0], threading.Event()
 
     def sample():
         while not stop.is_set():
-            peak[0] = max(peak[0], cache_bytes(cache))
+            peak[0] = max(peak[0], cache_bytes(small))
             time.sleep(0.005)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    procs = [_reader(tmp_path, f"rank{i}", url=url, stream_cache_dir=cache, limit=limit, read_ahead=1, readers=2,
-                     kw={"num_shards": 2, "shard_index": i, "equal_steps": False, "epochs": 2}) for i in range(2)]
+    ranks = {"num_shards": 2, "equal_steps": False}
+    procs = [_reader(tmp_path,
+                     dict(name=f"once{i}", url=url, endpoint=once.endpoint, stream_cache_dir=shared, limit=None,
+                          read_ahead=2, readers=2, kw={**ranks, "shard_index": i}),
+                     dict(name=f"bounded{i}", url=url, endpoint=bounded.endpoint, stream_cache_dir=small, limit=limit,
+                          read_ahead=1, readers=2, kw={**ranks, "shard_index": i, "epochs": 2})) for i in range(2)]
     try:
         for proc, _ in procs:
-            assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err[-3000:]
     finally:
         stop.set()
         sampler.join()
-    got = [json.load(open(out)) for _, out in procs]
+    got = [json.load(open(outs[0])) for _, outs in procs]
+    assert sorted(got[0] + got[1]) == list(range(36_000))
+    assert m.total_bytes <= once.bytes_down < 1.2 * m.total_bytes, (once.bytes_down, m.total_bytes)  # once each
+    got = [json.load(open(outs[1])) for _, outs in procs]
     for e in range(2):
         epoch = [r for labels in got for r in labels[e * len(labels) // 2:(e + 1) * len(labels) // 2]]
-        assert sorted(epoch) == list(range(36_000))
+        assert sorted(epoch) == list(range(36_000)), f"bounded cache, epoch {e}"
+    assert bounded.bytes_down >= m.total_bytes                    # (the second run went through its own link)
     assert 0 < peak[0] <= limit
-    assert not os.listdir(os.path.join(cache, "tfpipe-stream", "lease"))
+    assert not os.listdir(os.path.join(small, "tfpipe-stream", "lease"))
 
 
 def test_a_reader_killed_mid_stream_leaves_nothing_that_breaks_a_rerun(remote, link, tmp_path):
     m, url, local = remote
     link(2 << 20)  # slow enough to kill it while a shard is on its way
     cache = str(tmp_path / "c")
-    proc, out = _reader(tmp_path, "killed", url=url, stream_cache_dir=cache, limit=4 * SHARD, read_ahead=2, readers=1,
-                        kw={})
+    proc, (out,) = _reader(tmp_path, dict(name="killed", url=url, stream_cache_dir=cache, limit=4 * SHARD, read_ahead=2,
+                                          readers=1, kw={}))
     deadline = time.monotonic() + 120
     while not (partial_files(cache) and os.path.exists(out + ".started")):
         assert proc.poll() is None and time.monotonic() < deadline, "the reader never started a download"
@@ -251,19 +278,6 @@ def test_the_stream_cache_options_have_one_spelling(remote, tmp_path):
             PipelineSpec.from_manifest(url, 100, **{wrong: str(tmp_path / "c")})
     r = run_cli(["pipeline", "explain", url, "--batch-size", "100", "--cache-dir", str(tmp_path / "c")])
     assert r.rc != 0 and "--cache-dir" in r.err
-
-
-def test_two_local_ranks_download_a_shard_they_both_need_once(remote, link, tmp_path):
-    m, url, _ = remote
-    ln = link(48 << 20)
-    cache = str(tmp_path / "shared")
-    procs = [_reader(tmp_path, f"r{i}", url=url, stream_cache_dir=cache, limit=None, read_ahead=2, readers=2,
-                     kw={"num_shards": 2, "shard_index": i, "equal_steps": False}) for i in range(2)]
-    for proc, _ in procs:
-        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
-    got = [json.load(open(out)) for _, out in procs]
-    assert sorted(got[0] + got[1]) == list(range(36_000))
-    assert m.total_bytes <= ln.bytes_down < 1.2 * m.total_bytes  # every shard crossed the link once
 
 
 def _frames(data: bytes) -> list[tuple[int, int]]:
