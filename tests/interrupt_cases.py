@@ -1,4 +1,4 @@
-"""Tests that hold on to a Ctrl-C, run by ``test_ctrl_c.py`` in a ``pytest -n 3 --dist each`` of its own (the suite does not
+"""Tests that hold on to a Ctrl-C, run by ``test_ctrl_c.py`` in a ``pytest -n N --dist each`` of its own (the suite does not
 collect this file: its name does not start with ``test_``). A holding test starts a child in a session of its
 own (no Ctrl-C reaches it), writes ``<its pid> <the child's pid>`` to ``<name>.started`` in
 ``$TFPIPE_TEST_INTERRUPT_DIR``, then waits long past any bound the test checks."""

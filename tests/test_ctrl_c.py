@@ -1,4 +1,4 @@
-"""Ctrl-C (twice, as an impatient user does) ends a ``pytest -n 3`` run (the README's worker count) within
+"""Ctrl-C (twice, as an impatient user does) ends a ``pytest -n 2`` run within
 seconds, and nothing of it is left running: its workers and the children its tests started in sessions of their own are gone
 (``tests/ctrl_c.py``). The run is ``tests/interrupt_cases.py``, whose tests hold on to the interrupt."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from ctrl_c import WORKER_GRACE, _stat
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKERS = 3   # as in the README's test command
+WORKERS = 2   # each holds an interrupt in a test of its own
 
 
 def _alive(pid: int) -> bool:
