@@ -20,8 +20,13 @@ class _Package(types.ModuleType):
     def __setattr__(self, name: str, value: Any) -> None:
         where = self.__dict__.get("_lazy_where", {})
         if name in where and isinstance(value, types.ModuleType) and value.__name__ == f"{self.__name__}.{name}":
-            value = getattr(importlib.import_module(where[name], self.__name__), name)
+            value = _public(self.__name__, where[name], name)
         super().__setattr__(name, value)
+
+
+def _public(package: str, module: str, name: str) -> Any:
+    """The public ``name`` of ``package``, from its defining ``module`` (relative to the package)."""
+    return getattr(importlib.import_module(module, package), name)
 
 
 def lazy_exports(package: str, where: Mapping[str, str], namespace: dict[str, Any]
@@ -37,8 +42,8 @@ def lazy_exports(package: str, where: Mapping[str, str], namespace: dict[str, An
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, package), name)
-        namespace[name] = value  # later lookups skip __getattr__ (and a same-named submodule cannot shadow it)
+        value = _public(package, module, name)
+        namespace[name] = value  # later lookups skip __getattr__
         return value
 
     def __dir__() -> list[str]:
