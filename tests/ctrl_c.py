@@ -12,8 +12,10 @@ the ``KeyboardInterrupt`` is reported as unraisable and lost: the run goes on as
 
 So, in every pytest process: a SIGINT is noted, and raised as usual until pytest has caught one (a lost one does
 not count), and no test starts after one; and in the controller of an interrupted run: its workers get
-``WORKER_GRACE`` seconds to end, further Ctrl-Cs do not interrupt the clean-up, and every process the run started
-that is still alive then (workers, their children, children in sessions of their own) is killed."""
+``WORKER_GRACE`` seconds to end, further Ctrl-Cs do not interrupt the clean-up, every process the run started
+that is still alive then (workers, their children, children in sessions of their own) is killed, and the
+controller itself exits within ``EXIT_GRACE`` seconds of that (past it, a watchdog prints where its threads
+waited and ends it with the interrupted run's exit code)."""
 from __future__ import annotations
 
 import os
@@ -22,7 +24,7 @@ import time
 
 import pytest
 
-__all__ = ["WORKER_GRACE", "descendants", "pytest_configure", "pytest_keyboard_interrupt", "pytest_runtest_protocol",
+__all__ = ["WORKER_GRACE", "EXIT_GRACE", "descendants", "pytest_configure", "pytest_keyboard_interrupt", "pytest_runtest_protocol",
            "pytest_sessionfinish"]
 
 WORKER_GRACE = 2.0   # seconds the workers of an interrupted xdist run get to end by themselves
@@ -109,6 +111,33 @@ def pytest_sessionfinish(session, exitstatus):
                 except OSError:
                     pass
         signal.signal(signal.SIGINT, previous)
+        _exit_by(time.monotonic() + EXIT_GRACE)
+
+
+EXIT_GRACE = 5 * WORKER_GRACE   # seconds an interrupted controller gets, after its clean-up, to report and exit
+
+
+def _exit_by(deadline: float) -> None:
+    """The interrupted controller exits by ``deadline`` whatever holds it up after the clean-up (a thread or
+    exit handler that waits on something): past it, a watchdog writes where each thread was, then ends the
+    process with the interrupted run's exit code."""
+    import faulthandler
+    import sys
+    import threading
+
+    def watch():
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+        try:
+            sys.stdout.flush()
+            sys.stderr.write(f"\nthe interrupted run did not exit within {EXIT_GRACE:.0f} s of its clean-up; "
+                             "its threads:\n")
+            sys.stderr.flush()
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        finally:
+            os._exit(int(pytest.ExitCode.INTERRUPTED))
+
+    threading.Thread(target=watch, name="ctrl-c-exit-watchdog", daemon=True).start()
 
 
 def _note_quietly(signum, frame):

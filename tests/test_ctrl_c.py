@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ctrl_c import WORKER_GRACE, _stat
+from ctrl_c import EXIT_GRACE, WORKER_GRACE, _stat
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2   # each holds an interrupt in a test of its own
@@ -52,10 +52,15 @@ def test_two_ctrl_c_end_an_xdist_run_with_nothing_left(tmp_path):
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
     text = (tmp_path / "out.txt").read_text()
-    print(f"start {start:.1f} s, Ctrl-C to the end {took:.1f} s")
+    held_up = "did not exit within" in text   # the controller's exit watchdog ended it (its threads are printed)
+    print(f"start {start:.1f} s, Ctrl-C to the end {took:.1f} s" + ("; ended by the exit watchdog" if held_up else ""))
+    if held_up:
+        print(text[-6000:])
     # the workers' grace, then killing and the summary: bounded by twice what starting the run took (seen: 4.0 s
-    # after a 2.7 s start on a quiet host; xdist alone waited 10 s for its workers, then 5 s more)
-    assert took < WORKER_GRACE + 2 * start, f"Ctrl-C took {took:.1f} s; the run took {start:.1f} s to start\n{text}"
+    # after a 2.7 s start on a quiet host; xdist alone waited 10 s for its workers, then 5 s more); when something
+    # held the controller up at its exit, the watchdog's grace more
+    bound = WORKER_GRACE + 2 * start + (EXIT_GRACE if held_up else 0)
+    assert took < bound, f"Ctrl-C took {took:.1f} s; the run took {start:.1f} s to start\n{text}"
     assert run.returncode == 2 and "KeyboardInterrupt" in text, text[-3000:]
     assert "PluggyTeardownRaisedWarning" not in text, text[-3000:]
     deadline = time.monotonic() + start
@@ -80,3 +85,18 @@ def test_a_lost_interrupt_does_not_disarm_the_next_ctrl_c(monkeypatch):
     ctrl_c._caught[0] -= 5 * WORKER_GRACE + 1
     with pytest.raises(KeyboardInterrupt):
         ctrl_c._note_sigint(signal.SIGINT, None)
+
+
+def test_an_interrupted_controller_held_up_at_exit_is_ended_by_its_watchdog():
+    """A non-daemon thread that never ends would keep the interpreter from exiting: the watchdog ends the
+    process with the interrupted run's exit code, after printing where the threads were."""
+    code = ("import threading, time, ctrl_c\n"
+            "threading.Thread(target=time.sleep, args=(300,), name='stuck').start()\n"
+            "ctrl_c._exit_by(time.monotonic() + 1.0)\n")
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})
+    took = time.monotonic() - t0
+    assert r.returncode == 2, r.stderr
+    assert "did not exit within" in r.stderr and "Thread 0x" in r.stderr, r.stderr
+    assert took < 60, took   # not the stuck thread's 300 s

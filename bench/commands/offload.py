@@ -36,8 +36,11 @@ from converters.cli.types import MAX_STEP_MS, nonneg_float, nonneg_int, positive
 __all__ = ["add_parser", "run", "run_benchmark", "verdict", "format_report", "PAYS_RATIO"]
 
 PAYS_RATIO = 1.05   # service records/s over local records/s from which offloading pays for the step
-_CHILD = "import sys, json; from bench.commands.offload import trainer; print(json.dumps(trainer(json.loads(sys.argv[1]))))"
-_SERVERS = ("import sys, os, tensorflow as tf; s = tf.data.experimental.service; "
+# fresh processes, TensorFlow started without Keras (converters.cli.quiet): neither needs it
+_CHILD = ("import sys, json; from converters.cli.quiet import lean_tensorflow_import; lean_tensorflow_import(); "
+          "from bench.commands.offload import trainer; print(json.dumps(trainer(json.loads(sys.argv[1]))))")
+_SERVERS = ("import sys, os; from converters.cli.quiet import lean_tensorflow_import; lean_tensorflow_import(); "
+            "import tensorflow as tf; s = tf.data.experimental.service; "
             "sys.argv[3] and os.sched_setaffinity(0, {int(c) for c in sys.argv[3].split(',')}); "
             "x = s.DispatchServer(s.DispatcherConfig(port=int(sys.argv[2]))) if sys.argv[1] == 'dispatcher' else "
             "s.WorkerServer(s.WorkerConfig(dispatcher_address=sys.argv[2])); print('up', flush=True); x.join()")
@@ -101,12 +104,17 @@ def _cores() -> tuple[int | None, list[int]]:
     return cores[0], cores[1:]
 
 
-def _start(args: list[str]) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", _SERVERS, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    if p.stdout.readline().strip() != b"up":
-        p.kill()
-        raise RuntimeError(f"tf.data service {args[0]} did not start")
-    return p
+def _start(servers: list[list[str]]) -> list[subprocess.Popen]:
+    """The servers started together (a worker finds its dispatcher when that comes up); each says "up"."""
+    procs = [subprocess.Popen([sys.executable, "-c", _SERVERS, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL) for args in servers]
+    for p, args in zip(procs, servers):
+        if p.stdout.readline().strip() != b"up":
+            for q in procs:
+                q.kill()
+                q.wait()
+            raise RuntimeError(f"tf.data service {args[0]} did not start")
+    return procs
 
 
 def _free_port() -> int:
@@ -156,9 +164,8 @@ def run_benchmark(path: str, *, service: str | None = None, workers: int = 1, ba
     try:
         if service is None:
             port = _free_port()
-            procs.append(_start(["dispatcher", str(port), ""]))
             pin = ",".join(map(str, others))
-            procs += [_start(["worker", f"127.0.0.1:{port}", pin]) for _ in range(workers)]
+            procs += _start([["dispatcher", str(port), ""]] + [["worker", f"127.0.0.1:{port}", pin]] * workers)
             service = f"grpc://127.0.0.1:{port}"
         base = {"path": str(path), "batch_size": batch_size, "step_ms": step_ms, "step_cpu_ms": step_cpu_ms,
                 "batches": batches, "core": core}

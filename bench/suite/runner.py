@@ -143,6 +143,10 @@ def child_main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import logging
 
+    from converters.cli.quiet import lean_tensorflow_import
+
+    lean_tensorflow_import()  # Keras loads if the benchmark uses it
+
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     result = BENCHMARKS[names[0]].measure(smoke)
     print(json.dumps(result))

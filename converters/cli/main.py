@@ -14,7 +14,7 @@ from ..util.errors import TfpipeError
 from ..util.version import __version__
 from .notices import announce_compiles
 from .parser import TfpipeParser, add_verbose
-from .quiet import quiet_tensorflow_import
+from .quiet import lean_tensorflow_import, quiet_tensorflow_import
 
 __all__ = ["main", "build_parser", "register"]
 
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     verbose = args.verbose + getattr(args, "sub_verbose", 0)  # -v before and after the subcommand
+    lean_tensorflow_import()
     if not verbose:
         quiet_tensorflow_import()
     level = logging.WARNING - 10 * min(verbose, 2)

@@ -46,7 +46,7 @@ from .totals import (
     log_totals,
     nothing_written,
 )
-from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks
+from .workers import Pool, resolve_index_base, resolve_parallel, run_blocks, task_count
 
 __all__ = ["run", "convert_libsvm", "RowTotals", "account", "log_totals", "empty_input", "nothing_written",
            "DEFAULT_BLOCK_BYTES", "UNORDERED_NOTE"]
@@ -96,8 +96,9 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         ) -> Manifest:
     """Convert LibSVM inputs into a shard set at ``out`` as ``options`` say; returns the Manifest.
 
-    ``workers`` processes parse and serialize (default: all cores); the output bytes depend on neither it
-    nor ``block_bytes`` (the text read per task). Inputs without a single valid line are an error unless
+    ``workers`` processes parse and serialize (default: all cores, at most one per task of ``block_bytes`` of
+    text, so a small input is converted in this process); the output bytes depend on neither it nor
+    ``block_bytes``. Inputs without a single valid line are an error unless
     ``allow_empty`` (a part of a larger conversion, such as one Processing instance's share): then the
     manifest lists no shard, only the accounting. ``prep`` (``converters.prep.PrepOptions``): shuffle, balance
     labels or split by label on the way to the shards (balancing reads the input twice).
@@ -108,9 +109,8 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     """
     if not isinstance(options, LibsvmOptions):
         raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
-    if workers is None:
-        workers = cpu_count()
-    workers = cap_workers(as_int(workers, "workers", minimum=1), "parser workers")
+    by_default = workers is None
+    workers = cap_workers(as_int(cpu_count() if by_default else workers, "workers", minimum=1), "parser workers")
     block_bytes = as_int(block_bytes, "block_bytes", minimum=1)
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -118,11 +118,13 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         if allow_empty:
             raise ValueError("a columnar part of a larger conversion has no stored types of its own: convert the "
                              "whole input in one job (--layout columnar)")
-        return _run_columnar(inputs, out, options, workers, overwrite, block_bytes, prep)
+        return _run_columnar(inputs, out, options, workers, overwrite, block_bytes, prep, by_default)
     if prep is not None and prep.needs_labels and options.multilabel:
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
     paths = expand_inputs(inputs)
     refuse_inputs_in(paths, str(out))
+    if by_default:
+        workers = _at_most_tasks(workers, task_count(paths, block_bytes))
     size = None if any(compression_of(p) for p in paths) else sum(input_size(p) for p in paths)
     with PrepWriter(str(out), options.output, prep, overwrite=overwrite, expected_bytes=size) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
@@ -133,12 +135,28 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
                 pool.close()
 
 
+def _at_most_tasks(workers: int, tasks: int | None) -> int:
+    """The default workers, no more than the input's tasks (None: not known before reading)."""
+    if tasks is not None and tasks < workers:
+        log.debug("%d parser worker(s) for %d task(s)", max(1, tasks), tasks)
+        return max(1, tasks)
+    return workers
+
+
 def _run_columnar(inputs, out, options: LibsvmOptions, workers: int, overwrite: bool, block_bytes: int,
-                  prep: PrepOptions | None) -> Manifest:
-    """A columnar set: the two-pass job's steps in this process, or on ``workers`` local processes."""
-    pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
+                  prep: PrepOptions | None, by_default: bool) -> Manifest:
+    """A columnar set: the two-pass job's steps in this process, or on ``workers`` local processes (by
+    default no more than the job's units)."""
+    job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_bytes=block_bytes, prep=prep)
     try:
-        job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_bytes=block_bytes, prep=prep)
+        if by_default:
+            workers = _at_most_tasks(workers, len(job.units()))
+        pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
+    except BaseException:  # Ctrl-C while the workers start: the run's area goes, as run_job would remove it
+        job.area.cleanup()
+        job.area.release()
+        raise
+    try:
         return run_job(job, pmap=pool.map if pool is not None else None)
     finally:
         if pool is not None:

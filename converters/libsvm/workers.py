@@ -35,7 +35,7 @@ from .reasons import BadLine
 from .tasks import BlockResult, PackResult, read_whole, unpack, work_block, work_pack
 
 __all__ = ["BlockResult", "Pool", "read_range", "run_blocks", "resolve_index_base", "resolve_parallel",
-           "start_method", "byte_ranges", "work_block", "read_lines"]
+           "start_method", "byte_ranges", "work_block", "read_lines", "task_count"]
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,14 @@ def _tasks(paths: list[str], block_bytes: int):
         else:
             for block, _, _ in iter_blocks(item, block_bytes):
                 yield item, work_block, (block, 1)
+
+
+def task_count(paths: list[str], block_bytes: int) -> int | None:
+    """How many worker tasks ``paths`` make (packs of small files and byte ranges of larger ones); None when
+    a compressed input's blocks are known only once it is decompressed."""
+    if any(compression_of(p) is not None for p in paths):
+        return None
+    return sum(1 if kind == "pack" else len(byte_ranges(item, block_bytes)) for kind, item in _items(paths, block_bytes))
 
 
 def start_method() -> str:

@@ -2,6 +2,7 @@ import json
 import os
 import re
 import subprocess
+import textwrap
 import sys
 import time
 
@@ -145,15 +146,49 @@ def test_tensorflow_start_up_lines_stay_off_the_terminal_unless_verbose(tmp_path
             args = build_parser().parse_args(where)
             assert args.verbose + getattr(args, "sub_verbose", 0) == 1, where
     argv = {None: argv, "after": [*argv, "-v"]}[verbose]
-    code = f"from converters.cli import main; raise SystemExit(main({argv!r}))"
+    code = (f"import sys; from converters.cli import main; rc = main({argv!r}); "
+            f"print('keras loaded:', 'keras' in sys.modules); raise SystemExit(rc)")
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
     if verbose is not None:
         env["TF_CPP_MIN_LOG_LEVEL"] = "0"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     assert "read all 300 records back" in r.stdout
+    assert "keras loaded: False" in r.stdout  # TensorFlow started without Keras, quiet or not
     noisy = [ln for ln in r.stderr.splitlines() if "absl::InitializeLog" in ln or ln.startswith("I0000")]
     assert bool(noisy) == (verbose is not None), r.stderr
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_tensorflow_starts_without_keras_in_the_cli_and_loads_it_when_used(lean):
+    """``lean_tensorflow_import`` (the CLI's): ``import tensorflow`` leaves Keras (and scikit-learn, which Keras
+    loads for its wrappers) unloaded, at a fraction of the CPU time; tf.data works; ``tf.keras`` and ``import
+    keras`` then load and train as usual. Without it (a library user's process), TensorFlow loads Keras as it
+    always does."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        from converters.cli.quiet import lean_tensorflow_import
+        if {lean}:
+            lean_tensorflow_import()
+        import tensorflow as tf
+        print("keras after import:", "keras" in sys.modules, "sklearn" in sys.modules)
+        assert tf.data.Dataset.range(5).map(lambda x: x * 2).reduce(tf.constant(0, tf.int64), lambda a, b: a + b).numpy() == 20
+        import keras
+        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        model.fit(tf.zeros((4, 3)), tf.zeros((4, 1)), verbose=0)
+        print("keras after use:", "keras" in sys.modules, tf.keras.layers.Dense is keras.layers.Dense)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"keras after import: {not lean} {not lean and _has_sklearn()}" in r.stdout
+    assert "keras after use: True True" in r.stdout
+
+
+def _has_sklearn() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("sklearn") is not None
 
 
 # -- usage mistakes: exit 64 (not 2, bad input), the command's usage, one error line and a hint ---------------
@@ -253,7 +288,6 @@ def test_inspect_a_text_set_shows_tokenizer_and_subsets(tmp_path, capsys):
 def test_sigterm_passes_through_code_that_swallows_all_but_exits(tmp_path):
     """Third-party code with ``except (KeyboardInterrupt, SystemExit): raise`` then a bare ``except`` (Beam's
     IPython probe while a pipeline is built) must not swallow the CLI's SIGTERM exception: the run still ends 143."""
-    import textwrap
 
     code = textwrap.dedent("""
         import os, signal, sys, time

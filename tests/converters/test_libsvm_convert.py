@@ -75,6 +75,60 @@ def test_edge_cases_equal_sklearn_through_tensorflow(tmp_path):
     assert sorted(m.schema.to_json()["features"]) == ["i", "v", "y"]
 
 
+@pytest.mark.parametrize("sizes,block,expected", [
+    ([1000], 4096, 1),                       # one byte range
+    ([10_000], 4096, 3),                     # 4096 + 4096 + 1808
+    ([8192], 4096, 2),                       # exactly two blocks
+    ([100, 200, 300], 4096, 1),              # small files packed into one task
+    ([3000, 3000], 4096, 2),                 # two packs: the second file does not fit beside the first
+    ([100, 10_000, 100], 4096, 5),           # pack, three ranges, pack
+    ([0], 4096, 1),                          # an empty file is a pack of its own
+])
+def test_task_count_counts_packs_and_byte_ranges(tmp_path, sizes, block, expected):
+    from converters.libsvm.workers import task_count
+
+    paths = []
+    for i, n in enumerate(sizes):
+        paths.append(str(tmp_path / f"f{i}.txt"))
+        open(paths[-1], "wb").write(b"x" * n)
+    assert task_count(paths, block) == expected
+
+
+def test_task_count_of_a_compressed_input_is_unknown(tmp_path):
+    from converters.libsvm.workers import task_count
+
+    (tmp_path / "a.txt").write_bytes(b"1 1:1\n")
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(b"1 1:1\n"))
+    assert task_count([str(tmp_path / "a.txt"), str(tmp_path / "b.txt.gz")], 4096) is None
+
+
+@pytest.mark.parametrize("layout,workers,block,expected", [
+    ("example", None, 4 << 20, None),   # by default: one task, so no worker process at all
+    ("example", None, 64 << 10, 2),     # by default: all cores (2 here, set below), as many tasks as that
+    ("example", 2, 4 << 20, 2),         # asked for: the workers asked for, whatever the tasks
+    ("columnar", None, 64 << 10, None),  # the two-pass job's tasks are its units: one for a small input
+    ("columnar", 2, 64 << 10, 2),
+])
+def test_default_workers_are_at_most_the_tasks(criteo_file, tmp_path, monkeypatch, layout, workers, block, expected):
+    """The pool a conversion starts (the real one, recorded on its way), and the same bytes whatever it was."""
+    from converters.libsvm import convert
+
+    started = []
+
+    class Recorded(convert.Pool):
+        def __init__(self, n, *args):
+            started.append(n)
+            super().__init__(n, *args)
+
+    monkeypatch.setattr(convert, "Pool", Recorded)
+    monkeypatch.setattr(convert, "cpu_count", lambda: 2)
+    kw = dict(field_size=39, shard_size=150_000, layout=layout)
+    convert_libsvm(criteo_file, tmp_path / "o", workers=workers, block_bytes=block, **kw)
+    assert started == ([] if expected is None else [expected])
+    convert_libsvm(criteo_file, tmp_path / "one", workers=1, **kw)
+    assert dir_bytes(tmp_path / "o") == dir_bytes(tmp_path / "one")
+
+
 def test_byte_identical_whatever_the_workers(criteo_file, tmp_path):
     runs = []
     for workers, block in ((1, 64 << 10), (2, 64 << 10), (2, 200 << 10), (1, 1 << 20)):
