@@ -44,7 +44,7 @@ def register(convert_sub, top_sub=None) -> None:
                    help="with --sparse: write each line's leading qid:N as an int64 feature (every line needs "
                         "one); without it qid:N is ignored")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                   help="parser processes (default: all cores)")
+                   help="parser processes (default: all cores, at most one per 4 MiB block of input)")
     p.add_argument("--index-base", choices=("asis", "auto", "0", "1"), default=None,
                    help="how ids are shifted: asis keeps them as written (the --field-size default: positional "
                         "feature ids, as the DeepFM preprocessing writes them); 1 shifts one-based ids down by "

@@ -11,28 +11,41 @@ compiles (a kernel compiling the helpers it calls) count once, as the outermost.
 this process's time spent compiling so far; ``compiling()`` names the kernel being compiled now; a callback
 given to ``on_next_compile`` runs once, when this process next starts a compile — the CLI prints a notice from
 one, naming the kernel (library code only logs).
+
+Processes that need the same uncached kernel at once (a conversion's workers, the ranks of a job, commands
+started together on a fresh machine) compile it once: a cached kernel's compile holds an exclusive lock on a
+file beside its cache entry (``<cache dir>/<file>.lock``, ``flock``); a process that finds the lock held waits
+for it (its compile callbacks run then, as the wait is the compile's), then loads what the other process
+saved. A lock that cannot be taken (a read-only cache directory, no ``flock``) is not waited for: that process
+compiles on its own, as numba alone would.
 """
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Callable
 
-__all__ = ["njit", "intrinsic", "compile_seconds", "compiles", "compiling", "on_next_compile"]
+__all__ = ["njit", "intrinsic", "compile_seconds", "compiles", "compiling", "compile_waits", "on_next_compile"]
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _callbacks: list[Callable[[], None]] = []
-_state = {"installed": False, "depth": 0, "started": 0.0, "seconds": 0.0, "compiles": 0, "what": ""}
+_state = {"installed": False, "depth": 0, "started": 0.0, "seconds": 0.0, "compiles": 0, "what": "", "waits": 0, "waiting": ""}
 
 
 def njit(*args, **kwargs):
     import numba
 
     _install()
-    return numba.njit(*args, **kwargs)
+    made = numba.njit(*args, **kwargs)
+    if not kwargs.get("cache"):
+        return made
+    if args and callable(args[0]):  # njit(func, cache=True): the dispatcher itself
+        return _share_compiles(made)
+    return lambda func: _share_compiles(made(func))
 
 
 def intrinsic(*args, **kwargs):
@@ -55,10 +68,16 @@ def compiles() -> int:
     return _state["compiles"]
 
 
+def compile_waits() -> int:
+    """How many times this process has waited for another process's compile of a kernel it needed."""
+    return _state["waits"]
+
+
 def compiling() -> str:
-    """The kernel whose (outermost) compile runs now, as ``module.name``; "" when none does."""
+    """The kernel whose (outermost) compile runs now, as ``module.name`` (or the one another process compiles
+    while this one waits for it); "" when none."""
     with _lock:
-        return _state["what"] if _state["depth"] else ""
+        return _state["what"] if _state["depth"] else _state["waiting"]
 
 
 def _kernel_name(ev) -> str:
@@ -100,6 +119,10 @@ def _install() -> None:
 
             def on_end(self, ev):
                 _ended()
+                if getattr(ev, "_exc_details", None) is not None:  # failed: nothing will be saved
+                    cache = getattr((getattr(ev, "data", None) or {}).get("dispatcher"), "_cache", None)
+                    if isinstance(cache, _SharedCache):
+                        cache.release()
 
         event.register("numba:compile", _CompileWatch())
         _state["installed"] = True
@@ -126,3 +149,109 @@ def _ended() -> None:
         _state["depth"] = max(0, _state["depth"] - 1)
         if _state["depth"] == 0:
             _state["seconds"] += time.perf_counter() - _state["started"]
+
+
+# -- one compile per kernel across processes ---------------------------------------------------------------
+
+_held: dict[str, int] = {}   # lock path -> fd of each compile lock this process holds
+
+
+def _share_compiles(dispatcher):
+    """``dispatcher`` with its on-disk cache behind a compile lock (unchanged if numba's cache object is not
+    the one this knows)."""
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None or not all(hasattr(cache, a) for a in ("load_overload", "save_overload", "cache_path")):
+        return dispatcher
+    dispatcher._cache = _SharedCache(cache, getattr(dispatcher, "py_func", None))
+    return dispatcher
+
+
+class _SharedCache:
+    """numba's cache of one kernel, whose misses are compiled by one process at a time: a miss takes the
+    kernel's lock (waiting for a process that holds it, then loading again), and keeps it until the compile's
+    result is saved, or the compile ends without one."""
+
+    def __init__(self, cache, func):
+        self._cache = cache
+        self._what = (f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}" if func is not None
+                      else "a numba kernel")
+        impl = getattr(cache, "_impl", None)
+        base = getattr(impl, "filename_base", None) or self._what
+        self._lock_path = os.path.join(cache.cache_path, f"{base}.lock")
+
+    def load_overload(self, sig, target_context):
+        cres = self._cache.load_overload(sig, target_context)
+        if cres is not None or self._lock_path in _held:  # a hit, or this process compiles it already
+            return cres
+        fd = _open_lock(self._lock_path)
+        if fd is None:
+            return None
+        try:
+            if not _try_lock(fd):
+                _waiting(self._what)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                finally:
+                    _state["waiting"] = ""
+                cres = self._cache.load_overload(sig, target_context)
+                if cres is not None:
+                    log.info("%s: loaded what another process compiled", self._what)
+                    os.close(fd)
+                    return cres
+        except BaseException:
+            os.close(fd)
+            raise
+        _held[self._lock_path] = fd
+        return None
+
+    def save_overload(self, sig, data):
+        try:
+            self._cache.save_overload(sig, data)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        fd = _held.pop(self._lock_path, None)
+        if fd is not None:
+            os.close(fd)  # closing the only descriptor of the open file releases its flock
+
+    def __getattr__(self, name):  # enable, disable, flush, cache_path, ... from numba's cache
+        return getattr(self._cache, name)
+
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no cross-process lock, each process compiles
+    fcntl = None
+
+
+def _open_lock(path: str) -> int | None:
+    if fcntl is None:
+        return None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError:
+        return None
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:  # a file system without flock: compile without the lock
+        return True
+
+
+def _waiting(what: str) -> None:
+    """This process waits for another one's compile of ``what``: the callbacks of a compile run now."""
+    with _lock:
+        _state["waits"] += 1
+        _state["waiting"] = what
+        callbacks = list(_callbacks)
+        _callbacks.clear()
+    log.info("waiting for another process compiling %s (numba)", what)
+    for cb in callbacks:
+        _call(cb)
