@@ -24,8 +24,8 @@ import time
 
 import pytest
 
-__all__ = ["WORKER_GRACE", "EXIT_GRACE", "descendants", "pytest_configure", "pytest_keyboard_interrupt", "pytest_runtest_protocol",
-           "pytest_sessionfinish"]
+__all__ = ["WORKER_GRACE", "EXIT_GRACE", "descendants", "pytest_configure", "pytest_keyboard_interrupt",
+           "pytest_runtest_protocol", "pytest_sessionfinish"]
 
 WORKER_GRACE = 2.0   # seconds the workers of an interrupted xdist run get to end by themselves
 

@@ -151,7 +151,8 @@ def task_count(paths: list[str], block_bytes: int) -> int | None:
     a compressed input's blocks are known only once it is decompressed."""
     if any(compression_of(p) is not None for p in paths):
         return None
-    return sum(1 if kind == "pack" else len(byte_ranges(item, block_bytes)) for kind, item in _items(paths, block_bytes))
+    return sum(1 if kind == "pack" else len(byte_ranges(item, block_bytes))
+               for kind, item in _items(paths, block_bytes))
 
 
 def start_method() -> str:

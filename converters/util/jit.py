@@ -27,13 +27,19 @@ import threading
 import time
 from typing import Callable
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no cross-process lock, each process compiles
+    fcntl = None
+
 __all__ = ["njit", "intrinsic", "compile_seconds", "compiles", "compiling", "compile_waits", "on_next_compile"]
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _callbacks: list[Callable[[], None]] = []
-_state = {"installed": False, "depth": 0, "started": 0.0, "seconds": 0.0, "compiles": 0, "what": "", "waits": 0, "waiting": ""}
+_state = {"installed": False, "depth": 0, "started": 0.0, "seconds": 0.0, "compiles": 0, "what": "",
+          "waits": 0, "waiting": ""}
 
 
 def njit(*args, **kwargs):
@@ -217,12 +223,6 @@ class _SharedCache:
 
     def __getattr__(self, name):  # enable, disable, flush, cache_path, ... from numba's cache
         return getattr(self._cache, name)
-
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: no cross-process lock, each process compiles
-    fcntl = None
 
 
 def _open_lock(path: str) -> int | None:
