@@ -8,11 +8,11 @@ with fd 2 captured; afterwards the captured text is written back without the INF
 error still reaches the user. The CLI asks for it unless ``-v`` is given.
 
 **Without Keras.** ``tensorflow/__init__.py`` ends by importing Keras (``keras.src.optimizers``, which loads
-all of Keras and, where scikit-learn is installed, scikit-learn for Keras's wrappers): about 40 % of the
+all of Keras and, where scikit-learn is installed, scikit-learn for Keras's wrappers): about a third of the
 import's CPU time, which no tfpipe command needs to read or write data. ``lean_tensorflow_import()`` makes that
 one import, issued by TensorFlow's own module body, fail as TensorFlow allows (it catches the ImportError);
-``tf.keras`` and ``import keras`` later load Keras as usual, so a command that trains (``quickstart``,
-``bench``) gets it when it first uses it. The CLI always asks for it.
+``tf.keras`` and ``import keras`` later load Keras as usual, so a command that trains a model
+(``bench threads``) gets it when it first uses it. The CLI always asks for it.
 
 Library users are not affected: both apply only after the CLI asked for them, and only to the first import.
 """
