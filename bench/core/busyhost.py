@@ -161,5 +161,5 @@ if __name__ == "__main__":
         sys.exit("usage: python -m bench.core.busyhost rank DIR BATCH GRAPH INDEX EPOCHS BARRIER_DIR")
     from converters.cli.quiet import lean_tensorflow_import
 
-    lean_tensorflow_import()  # a rank needs no Keras: TensorFlow starts in about half the CPU time
+    lean_tensorflow_import()  # a rank needs no Keras (TensorFlow's import then takes about a third less CPU)
     raise SystemExit(_rank_main(sys.argv[2:]))

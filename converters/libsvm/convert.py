@@ -124,7 +124,7 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     paths = expand_inputs(inputs)
     refuse_inputs_in(paths, str(out))
     if by_default:
-        workers = _at_most_tasks(workers, task_count(paths, block_bytes))
+        workers = _at_most_tasks(workers, task_count(paths, block_bytes, at_most=workers))
     size = None if any(compression_of(p) for p in paths) else sum(input_size(p) for p in paths)
     with PrepWriter(str(out), options.output, prep, overwrite=overwrite, expected_bytes=size) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None

@@ -146,13 +146,18 @@ def _tasks(paths: list[str], block_bytes: int):
                 yield item, work_block, (block, 1)
 
 
-def task_count(paths: list[str], block_bytes: int) -> int | None:
-    """How many worker tasks ``paths`` make (packs of small files and byte ranges of larger ones); None when
-    a compressed input's blocks are known only once it is decompressed."""
+def task_count(paths: list[str], block_bytes: int, at_most: int | None = None) -> int | None:
+    """How many worker tasks ``paths`` make (packs of small files and byte ranges of larger ones), counted up
+    to ``at_most`` (the inputs' sizes are looked up only that far); None when a compressed input's blocks are
+    known only once it is decompressed."""
     if any(compression_of(p) is not None for p in paths):
         return None
-    return sum(1 if kind == "pack" else len(byte_ranges(item, block_bytes))
-               for kind, item in _items(paths, block_bytes))
+    n = 0
+    for kind, item in _items(paths, block_bytes):
+        n += 1 if kind == "pack" else len(byte_ranges(item, block_bytes))
+        if at_most is not None and n >= at_most:
+            break
+    return n
 
 
 def start_method() -> str:

@@ -92,6 +92,18 @@ def test_task_count_counts_packs_and_byte_ranges(tmp_path, sizes, block, expecte
         paths.append(str(tmp_path / f"f{i}.txt"))
         open(paths[-1], "wb").write(b"x" * n)
     assert task_count(paths, block) == expected
+    assert min(expected, 2) <= task_count(paths, block, at_most=2) <= expected
+
+
+def test_task_count_up_to_a_bound_looks_no_further(tmp_path):
+    """Counted up to the workers there are: inputs past that point are not looked up (an S3 object each)."""
+    from converters.libsvm.workers import task_count
+
+    (tmp_path / "big.txt").write_bytes(b"x" * 10_000)
+    paths = [str(tmp_path / "big.txt"), str(tmp_path / "gone.txt")]
+    assert task_count(paths, 4096, at_most=2) == 3
+    with pytest.raises(OSError):
+        task_count(paths, 4096)
 
 
 def test_task_count_of_a_compressed_input_is_unknown(tmp_path):
