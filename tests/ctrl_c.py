@@ -28,6 +28,7 @@ __all__ = ["WORKER_GRACE", "EXIT_GRACE", "descendants", "pytest_configure", "pyt
            "pytest_runtest_protocol", "pytest_sessionfinish"]
 
 WORKER_GRACE = 2.0   # seconds the workers of an interrupted xdist run get to end by themselves
+EXIT_GRACE = 5 * WORKER_GRACE   # seconds an interrupted controller gets, after its clean-up, to report and exit
 
 _interrupted: list[float] = []   # monotonic times of the SIGINTs this process received (its own handler)
 _caught: list[float] = []        # monotonic times pytest caught a KeyboardInterrupt in this process
@@ -111,26 +112,25 @@ def pytest_sessionfinish(session, exitstatus):
                 except OSError:
                     pass
         signal.signal(signal.SIGINT, previous)
-        _exit_by(time.monotonic() + EXIT_GRACE)
+        _exit_within(EXIT_GRACE)
 
 
-EXIT_GRACE = 5 * WORKER_GRACE   # seconds an interrupted controller gets, after its clean-up, to report and exit
-
-
-def _exit_by(deadline: float) -> None:
-    """The interrupted controller exits by ``deadline`` whatever holds it up after the clean-up (a thread or
-    exit handler that waits on something): past it, a watchdog writes where each thread was, then ends the
-    process with the interrupted run's exit code."""
+def _exit_within(seconds: float) -> None:
+    """The interrupted controller exits within ``seconds`` whatever holds it up after the clean-up (a thread
+    or exit handler that waits on something): past them, a watchdog writes where each thread was, then ends
+    the process with the interrupted run's exit code."""
     import faulthandler
     import sys
     import threading
+
+    deadline = time.monotonic() + seconds
 
     def watch():
         while time.monotonic() < deadline:
             time.sleep(0.1)
         try:
             sys.stdout.flush()
-            sys.stderr.write(f"\nthe interrupted run did not exit within {EXIT_GRACE:.0f} s of its clean-up; "
+            sys.stderr.write(f"\nthe interrupted run did not exit within {seconds:g} s of its clean-up; "
                              "its threads:\n")
             sys.stderr.flush()
             faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
