@@ -86,12 +86,21 @@ def compiling() -> str:
         return _state["what"] if _state["depth"] else _state["waiting"]
 
 
-def _kernel_name(ev) -> str:
-    """``module.name`` of the function a numba compile event is for ("a numba kernel" when it names none)."""
-    func = getattr((getattr(ev, "data", None) or {}).get("dispatcher"), "py_func", None)
+def _dispatcher(ev):
+    """The dispatcher a numba compile event is for (None when it names none)."""
+    return (getattr(ev, "data", None) or {}).get("dispatcher")
+
+
+def _func_name(func) -> str:
+    """``module.name`` of a kernel's Python function ("a numba kernel" without one)."""
     if func is None:
         return "a numba kernel"
     return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', getattr(func, '__name__', '?'))}"
+
+
+def _kernel_name(ev) -> str:
+    """``module.name`` of the function a numba compile event is for ("a numba kernel" when it names none)."""
+    return _func_name(getattr(_dispatcher(ev), "py_func", None))
 
 
 def on_next_compile(callback: Callable[[], None]) -> None:
@@ -126,7 +135,7 @@ def _install() -> None:
             def on_end(self, ev):
                 _ended()
                 if getattr(ev, "_exc_details", None) is not None:  # failed: nothing will be saved
-                    cache = getattr((getattr(ev, "data", None) or {}).get("dispatcher"), "_cache", None)
+                    cache = getattr(_dispatcher(ev), "_cache", None)
                     if isinstance(cache, _SharedCache):
                         cache.release()
 
@@ -179,8 +188,7 @@ class _SharedCache:
 
     def __init__(self, cache, func):
         self._cache = cache
-        self._what = (f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}" if func is not None
-                      else "a numba kernel")
+        self._what = _func_name(func)
         impl = getattr(cache, "_impl", None)
         base = getattr(impl, "filename_base", None) or self._what
         self._lock_path = os.path.join(cache.cache_path, f"{base}.lock")
@@ -198,7 +206,7 @@ class _SharedCache:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 finally:
-                    _state["waiting"] = ""
+                    _waited()
                 cres = self._cache.load_overload(sig, target_context)
                 if cres is not None:
                     log.info("%s: loaded what another process compiled", self._what)
@@ -255,3 +263,8 @@ def _waiting(what: str) -> None:
     log.info("waiting for another process compiling %s (numba)", what)
     for cb in callbacks:
         _call(cb)
+
+
+def _waited() -> None:
+    with _lock:
+        _state["waiting"] = ""
