@@ -18,7 +18,7 @@ from ..sources import compression_of, input_size, read_range
 from ..util.checks import as_int
 from ..util.errors import InputError
 
-__all__ = ["Unit", "InputFile", "plan_units", "input_files", "read_unit", "DEFAULT_UNIT_BYTES"]
+__all__ = ["Unit", "InputFile", "plan_units", "input_files", "unit_count", "read_unit", "DEFAULT_UNIT_BYTES"]
 
 DEFAULT_UNIT_BYTES = 16 << 20  # 16 MiB of input per unit: far above Beam's ~20k elements/s per-element cost
 
@@ -78,14 +78,25 @@ def plan_units(files: Sequence[InputFile], unit_size: int) -> list[Unit]:
 
 def input_files(paths: Sequence[str], *, split: bool = True) -> list[InputFile]:
     """Stat the inputs: plain files are splittable (when ``split``), compressed ones never are."""
-    out = []
+    return [InputFile(p, _size(p), split and compression_of(p) is None) for p in paths]
+
+
+def unit_count(paths: Sequence[str], unit_size: int, *, at_most: int | None = None) -> int:
+    """``len(plan_units(input_files(paths), unit_size))``, counted up to ``at_most``: the sizes are looked up
+    only that far (an S3 object each), and a compressed file, one unit whatever its size, needs none."""
+    n = 0
     for p in paths:
-        try:
-            size = input_size(p)
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror}", path=p) from None
-        out.append(InputFile(p, size, split and compression_of(p) is None))
-    return out
+        n += 1 if compression_of(p) is not None else max(1, -(-_size(p) // unit_size))
+        if at_most is not None and n >= at_most:
+            break
+    return n
+
+
+def _size(path: str) -> int:
+    try:
+        return input_size(path)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
 
 
 def read_unit(unit: Unit) -> bytes:

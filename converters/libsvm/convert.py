@@ -23,6 +23,7 @@ import os
 from typing import Iterable
 
 from ..engines.inprocess import run_job
+from ..engines.units import unit_count
 from ..prep.options import PrepOptions, prep_from_keywords
 from ..prep.writer import PrepWriter
 from ..shardset.manifest import InputStats, Manifest
@@ -150,7 +151,7 @@ def _run_columnar(inputs, out, options: LibsvmOptions, workers: int, overwrite: 
     job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_bytes=block_bytes, prep=prep)
     try:
         if by_default:
-            workers = _at_most_tasks(workers, len(job.units()))
+            workers = _at_most_tasks(workers, unit_count(job.paths, job.unit_size, at_most=workers))
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
     except BaseException:  # Ctrl-C while the workers start: the run's area goes, as run_job would remove it
         job.area.cleanup()

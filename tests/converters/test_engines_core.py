@@ -18,7 +18,7 @@ from converters.engines.core import (
     ShardResult,
     ShardSpec,
 )
-from converters.engines.units import InputFile, Unit, plan_units, read_unit
+from converters.engines.units import InputFile, Unit, input_files, plan_units, read_unit, unit_count
 from converters.shardset.cuts import plan_cuts
 from converters.shardset.manifest import InputStats
 from converters.util.errors import InputError
@@ -89,6 +89,26 @@ def test_plan_units(files, size, expect):
     assert [(u.input_index, u.start, u.stop) for u in units] == expect
     assert [u.index for u in units] == list(range(len(units)))
     assert all(u.whole == (not files[u.input_index].splittable) for u in units)
+
+
+
+@pytest.mark.parametrize("sizes", [[0], [5], [10], [11, 0, 30], [3, 3, 3, 3]])
+@pytest.mark.parametrize("gz", [False, True])
+def test_unit_count_is_the_planned_units_counted_no_further_than_asked(tmp_path, sizes, gz):
+    import gzip
+
+    paths = []
+    for i, n in enumerate(sizes):
+        paths.append(str(tmp_path / (f"f{i}.txt.gz" if gz and i == 0 else f"f{i}.txt")))
+        data = b"x" * n
+        open(paths[-1], "wb").write(gzip.compress(data) if paths[-1].endswith(".gz") else data)
+    planned = len(plan_units(input_files(paths), 10))
+    assert unit_count(paths, 10) == planned
+    assert min(planned, 2) <= unit_count(paths, 10, at_most=2) <= planned
+    # past the bound nothing is looked up: a missing file after it is not noticed
+    assert unit_count([paths[0], str(tmp_path / "gone")], 10, at_most=1) == unit_count([paths[0]], 10)
+    with pytest.raises(InputError, match="cannot read"):
+        unit_count([paths[0], str(tmp_path / "gone")], 10)
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])
