@@ -9,7 +9,10 @@ its tasks as none while the dispatcher does not answer: it may have stopped firs
 trainers' job ends (read to its end) or is garbage collected after its clients left (released, or crashed and timed
 out); the dispatcher here collects a job ``idle_timeout`` seconds after its last client left. No extra ports, no
 messages from the trainer: a trainer that finishes, fails or is stopped all look the same. Before the first task a
-host waits as long as it takes (a trainer's start can be slow); SIGINT/SIGTERM stop it at any time."""
+host waits as long as it takes (a trainer's start can be slow), with one exception: a host without the dispatcher
+whose dispatcher answered once and then has not answered for ``idle_timeout`` seconds stops too (its worker came
+up after the trainers' last job had its tasks, so it never gets one, and the dispatcher's host has stopped).
+SIGINT/SIGTERM stop it at any time."""
 from __future__ import annotations
 
 import time
@@ -74,7 +77,8 @@ class IdleWatch:
     """The stop rule of a data host, fed the worker's task count with the time of each look (pure).
 
     ``observe(tasks, now)`` returns None to keep serving, or the reason to stop: the worker had tasks and then
-    none (or no dispatcher) for ``idle_timeout`` seconds."""
+    none (or no dispatcher) for ``idle_timeout`` seconds, or it never had one and the dispatcher has been gone
+    (after answering) for ``idle_timeout`` seconds."""
 
     idle_timeout: float
     jobs_seen: bool = False
@@ -85,40 +89,49 @@ class IdleWatch:
         self.idle_timeout = as_real(self.idle_timeout, "idle_timeout", above=0)
 
     def observe(self, tasks: int, now: float, *, dispatcher_gone: bool = False) -> str | None:
-        """``dispatcher_gone``: the worker's tasks count as none (they wait for a word that will not come)."""
+        """``dispatcher_gone``: the dispatcher answered before and does not now. The worker's tasks count as
+        none (they wait for a word that will not come), and before any task the clock runs as well."""
         if tasks > 0:
             self.jobs_seen = True
             self._peak = max(self._peak, tasks)
             if not dispatcher_gone:
                 self.idle_since = None
                 return None
-        if not self.jobs_seen:
+        if not self.jobs_seen and not dispatcher_gone:
+            self.idle_since = None
             return None
         if self.idle_since is None:
             self.idle_since = now
-        if now - self.idle_since >= self.idle_timeout:
-            return (f"no tasks for {self.idle_timeout:g} s after serving (at most {self._peak} task(s) at once): "
+        if now - self.idle_since < self.idle_timeout:
+            return None
+        if not self.jobs_seen:
+            return (f"the dispatcher has not answered for {self.idle_timeout:g} s and this worker never had a task: "
                     "the trainers are done")
-        return None
+        return (f"no tasks for {self.idle_timeout:g} s after serving (at most {self._peak} task(s) at once): "
+                "the trainers are done")
 
 
 def stop_rule(worker_server, idle_timeout: float, dispatcher: str | None = None, *, check_every: float = 5.0,
               clock: Callable[[], float] = time.monotonic):
     """A ``serve(stop_when=...)`` callable: the ``IdleWatch`` over ``worker_server``'s task count. With
-    ``dispatcher`` (a host without the dispatcher), tasks count as none while the dispatcher does not answer
-    (looked at every ``check_every`` seconds): a worker whose dispatcher stopped first never hears that its
-    finished tasks may go, and must not wait for that forever."""
+    ``dispatcher`` (a host without the dispatcher), the dispatcher is looked at every ``check_every`` seconds
+    while the worker holds tasks or has had none yet; once it has answered (or the worker has had tasks), a
+    look it does not answer counts it gone. Tasks count as none while it is gone: a worker whose dispatcher stopped first never hears that its
+    finished tasks may go, and must not wait for that forever; nor must a worker that came up too late for
+    the trainers' last job and never gets a task. A dispatcher that has never answered is not gone (it may
+    still be starting)."""
     watch = IdleWatch(idle_timeout)
-    state = {"looked": float("-inf"), "gone": False}
+    state = {"looked": float("-inf"), "gone": False, "answered": False}
 
     def stop_when() -> str | None:
         tasks, now = worker_server._num_tasks(), clock()
-        if tasks and dispatcher is not None and now - state["looked"] >= check_every:
+        if ((tasks or not watch.jobs_seen) and dispatcher is not None
+                and now - state["looked"] >= check_every):
             state["looked"] = now
             try:
                 dispatcher_version(dispatcher, min(check_every, 2.0))
-                state["gone"] = False
-            except ServiceError:
-                state["gone"] = True
+                state["gone"], state["answered"] = False, True
+            except ServiceError:   # a worker that has had tasks heard from the dispatcher: it answered
+                state["gone"] = state["answered"] or watch.jobs_seen or tasks > 0
         return watch.observe(tasks, now, dispatcher_gone=state["gone"])
     return stop_when

@@ -59,19 +59,26 @@ def test_auto_plan_validation(kwargs, match):
         AutoPlan(**{**base, **kwargs})
 
 
-# (seconds, worker's tasks) looked at in order; the look at which the host stops (None: it keeps serving)
-@pytest.mark.parametrize("looks, stops_at", [
-    ([(0, 0), (100, 0), (1000, 0)], None),                         # no job yet: wait as long as it takes
-    ([(0, 1), (5, 0), (14, 0), (15, 0)], 3),                       # 10 s idle after serving
-    ([(0, 2), (5, 0), (12, 1), (20, 0), (29, 0), (30, 0)], 5),     # a new job (next epoch) restarts the clock
-    ([(0, 1), (5, 0), (14.9, 0)], None),
+# (seconds, worker's tasks[, dispatcher gone]) looked at in order; the look at which the host stops (None: it
+# keeps serving) and how its reason starts
+@pytest.mark.parametrize("looks, stops_at, reason", [
+    ([(0, 0), (100, 0), (1000, 0)], None, None),                   # no job yet: wait as long as it takes
+    ([(0, 1), (5, 0), (14, 0), (15, 0)], 3, "no tasks for 10 s after serving"),
+    ([(0, 2), (5, 0), (12, 1), (20, 0), (29, 0), (30, 0)], 5, "no tasks"),   # a new job restarts the clock
+    ([(0, 1), (5, 0), (14.9, 0)], None, None),
+    # never a task, the dispatcher gone: stop after the timeout; its return restarts the clock
+    ([(0, 0), (5, 0, True), (14, 0, True), (15, 0, True)], 3, "the dispatcher has not answered for 10 s"),
+    ([(0, 0, True), (8, 0, False), (12, 0, True), (21, 0, True), (22, 0, True)], 4, "the dispatcher has not"),
+    ([(0, 0, True), (9.9, 0, True), (10, 1, False), (100, 1, False)], None, None),   # a task after all
+    ([(0, 1, True), (5, 1, True), (10, 1, True)], 2, "no tasks for 10 s after serving"),   # tasks left behind
 ])
-def test_idle_watch(looks, stops_at):
+def test_idle_watch(looks, stops_at, reason):
     watch = IdleWatch(10)
-    stopped = [i for i, (t, tasks) in enumerate(looks) if watch.observe(tasks, t)]
+    said = [watch.observe(tasks, t, dispatcher_gone=bool(gone and gone[0])) for t, tasks, *gone in looks]
+    stopped = [i for i, r in enumerate(said) if r]
     assert (stopped[0] if stopped else None) == stops_at
     if stops_at is not None:
-        assert watch.observe(0, looks[stops_at][0]).startswith("no tasks for 10 s after serving")
+        assert said[stops_at].startswith(reason)
 
 
 class _Busy:
@@ -95,6 +102,45 @@ def test_stop_rule_counts_a_gone_dispatcher_as_idle(dispatcher, stops):
     assert any(reasons) == stops
     if stops:
         assert len(reasons) == 6 and reasons[-1].startswith("no tasks for 10 s")  # gone from 0 s, stopped at 10 s
+
+
+class _Idle:
+    """Stands in for a worker that never got a task."""
+
+    def _num_tasks(self):
+        return 0
+
+
+def _looks(stop_when, now, start, until):
+    """Look every 2 s of ``now`` from ``start`` to before ``until``: (the time it stopped, the reason), or Nones."""
+    for t in range(start, until, 2):
+        now[0] = float(t)
+        if reason := stop_when():
+            return t, reason
+    return None, None
+
+
+def test_stop_rule_of_a_worker_without_tasks_waits_for_a_dispatcher_that_never_answered():
+    now = [0.0]   # check_every: a probe's deadline too (a refused one is retried until then)
+    stop_when = stop_rule(_Idle(), 10, f"127.0.0.1:{free_port()}", check_every=0.2, clock=lambda: now[0])
+    assert _looks(stop_when, now, 0, 60) == (None, None)
+
+
+def test_stop_rule_of_a_worker_without_tasks_stops_once_its_dispatcher_is_gone():
+    """A worker that came up too late for the trainers' last job: its dispatcher answers (the host waits),
+    then stops; the host stops the idle timeout after the first look that finds it gone."""
+    from pipeline.service.servers import start_dispatcher
+
+    d = start_dispatcher(0)
+    now = [0.0]
+    stop_when = stop_rule(_Idle(), 10, f"127.0.0.1:{d.port}", check_every=0.5, clock=lambda: now[0])
+    try:
+        assert _looks(stop_when, now, 0, 30) == (None, None)
+    finally:
+        d.watch.stop()
+        d.server._stop()
+    assert _looks(stop_when, now, 40, 60) == (
+        50, "the dispatcher has not answered for 10 s and this worker never had a task: the trainers are done")
 
 
 def write_config(tmp_path, host, **kw):
