@@ -2,9 +2,11 @@
 sorted(), math.log1p), for the tabular tests."""
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
+from pathlib import Path
 
 NUM, CAT = 13, 26
 
@@ -29,6 +31,23 @@ def day_lines(seed: int, rows: int, *, distinct: int = 400) -> list[str]:
                 f.append(f"{int(rng.paretovariate(1.0)) % distinct + c:08x}")
         out.append("\t".join(f))
     return out
+
+
+# a narrow table for tests whose subject is not the width: the label, I1, I2 and C1..C3 of a Criteo-like row
+NARROW = (0, 1, 2, 1 + NUM, 2 + NUM, 3 + NUM)
+
+
+def narrow(lines) -> list[str]:
+    """Criteo-like rows cut to ``NARROW``'s fields (read with ``write_narrow_schema``'s schema)."""
+    return ["\t".join(line.split("\t")[i] for i in NARROW) for line in lines]
+
+
+def write_narrow_schema(path) -> str:
+    """The schema file of ``narrow`` rows; its path as a string."""
+    cols = [("label", "label"), ("I1", "numeric"), ("I2", "numeric"), ("C1", "categorical"),
+            ("C2", "categorical"), ("C3", "categorical")]
+    Path(path).write_text(json.dumps({"columns": [{"name": n, "role": r} for n, r in cols]}))
+    return str(path)
 
 
 def write_day(path, lines, *, crlf: bool = False) -> None:

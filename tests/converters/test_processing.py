@@ -192,7 +192,8 @@ def test_sharded_tabular_on_several_instances_is_one_conversion_of_every_instanc
     """Tabular, three ShardedByS3Key instances, each with its own days (algo-2 with none): the vocabularies,
     min-max and negative draws belong to the whole input, so the instances run one job over every host's days.
     The set published is a local conversion of all the days in host order, byte for byte, and verifies. An
-    instance that never starts stops the others in one line naming it, and a rerun finishes."""
+    instance that never starts stops the others in one line naming it, and a rerun finishes. A narrow table
+    (three categorical columns: each is a file per input in every round, an S3 request each)."""
     import tabularref as R
 
     from converters.cli import main
@@ -205,9 +206,9 @@ def test_sharded_tabular_on_several_instances_is_one_conversion_of_every_instanc
         where = cluster.inputs(h)
         for k in range(2 if h != "algo-2" else 0):
             f = where / f"day-{i}{k}"
-            R.write_day(f, R.day_lines(10 * i + k, 60 + 20 * i, distinct=30))
+            R.write_day(f, R.narrow(R.day_lines(10 * i + k, 60 + 20 * i, distinct=30)))
             files.append(f)
-    opts = ["--shard-size", "8KiB", "--workers", "1"]
+    opts = ["--shard-size", "2KiB", "--workers", "1", "--schema", R.write_narrow_schema(tmp_path / "narrow.json")]
     if "VOCAB" in extra:
         assert main(["convert", "tabular", *map(str, files[:2]), "--out", str(tmp_path / "vocab"), "--no-progress",
                      *opts]) == 0
@@ -238,7 +239,9 @@ def test_sharded_tabular_on_several_instances_is_one_conversion_of_every_instanc
 @pytest.mark.parametrize("sharded, hosts", [(True, 1), (False, 1), (False, 3)])
 def test_tabular_is_the_local_set_with_its_vocabularies(s3, tmp_path, sharded, hosts):
     """One instance (ShardedByS3Key or FullyReplicated) or three FullyReplicated ones: the set published holds
-    the shards and vocabulary files of a local conversion of the same days, byte for byte, and verifies."""
+    the shards and vocabulary files of a local conversion of the same days, byte for byte, and verifies. The
+    Criteo schema on the ShardedByS3Key instance, a narrow table otherwise (each categorical column is a file
+    per input in every round, an S3 request each)."""
     import tabularref as R
 
     from converters.shardset.verify import verify
@@ -252,16 +255,20 @@ def test_tabular_is_the_local_set_with_its_vocabularies(s3, tmp_path, sharded, h
     where = cluster.inputs(HOSTS[0]) if sharded else shared
     where.mkdir(exist_ok=True)
     files = []
+    wide = sharded
     for i in range(4 if hosts > 1 else 2):
         f = where / f"day-{i}"
-        R.write_day(f, R.day_lines(i, 80, distinct=30))
+        lines = R.day_lines(i, 80, distinct=30)
+        R.write_day(f, lines if wide else R.narrow(lines))
         files.append(f)
     out = f"{s3.url}/one"
+    size = 8 << 10 if wide else 2 << 10
+    schema = "criteo" if wide else R.write_narrow_schema(tmp_path / "narrow.json")
     res = cluster.run(["convert", "tabular", "in/train" if sharded else str(shared), "--out", out, "--shard-size",
-                       "8KiB", "--workers", "1"])
+                       f"{size}B", "--workers", "1", "--schema", schema])
     assert [r[0] for r in res.values()] == [0] * hosts, res
     local = run([str(f) for f in files], str(tmp_path / "local"),
-                TabularOptions(output=ShardOutputOptions(shard_size=8 << 10)), workers=1)
+                TabularOptions(schema=schema, output=ShardOutputOptions(shard_size=size)), workers=1)
     m = read_manifest(out)
     assert verify(out).ok and m.records == local.records and len(m.shards) > 1
     remote = open_storage(out)
