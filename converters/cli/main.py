@@ -10,6 +10,7 @@ import sys
 from importlib.metadata import entry_points
 
 from ..engines.interrupt import set_exit_lines
+from ..util.blasprobe import skip_numba_blas_probe
 from ..util.errors import TfpipeError
 from ..util.version import __version__
 from .notices import announce_compiles
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     verbose = args.verbose + getattr(args, "sub_verbose", 0)  # -v before and after the subcommand
     lean_tensorflow_import()
+    skip_numba_blas_probe()
     if not verbose:
         quiet_tensorflow_import()
     level = logging.WARNING - 10 * min(verbose, 2)

@@ -147,14 +147,16 @@ def test_tensorflow_start_up_lines_stay_off_the_terminal_unless_verbose(tmp_path
             assert args.verbose + getattr(args, "sub_verbose", 0) == 1, where
     argv = {None: argv, "after": [*argv, "-v"]}[verbose]
     code = (f"import sys; from converters.cli import main; rc = main({argv!r}); "
-            f"print('keras loaded:', 'keras' in sys.modules); raise SystemExit(rc)")
+            f"print('keras loaded:', 'keras' in sys.modules, 'scipy.linalg:', 'scipy.linalg' in sys.modules); "
+            f"raise SystemExit(rc)")
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
     if verbose is not None:
         env["TF_CPP_MIN_LOG_LEVEL"] = "0"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     assert "read all 300 records back" in r.stdout
-    assert "keras loaded: False" in r.stdout  # TensorFlow started without Keras, quiet or not
+    # TensorFlow started without Keras, quiet or not, and numba without loading SciPy's linalg for its BLAS probe
+    assert "keras loaded: False scipy.linalg: False" in r.stdout
     noisy = [ln for ln in r.stderr.splitlines() if "absl::InitializeLog" in ln or ln.startswith("I0000")]
     assert bool(noisy) == (verbose is not None), r.stderr
 
@@ -184,6 +186,32 @@ def test_tensorflow_starts_without_keras_in_the_cli_and_loads_it_when_used(lean)
     assert r.returncode == 0, r.stderr
     assert f"keras after import: {not lean} {not lean and _has_sklearn()}" in r.stdout
     assert "keras after use: True True" in r.stdout
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_numba_starts_without_its_blas_probe_in_the_cli_and_blas_kernels_still_compile(skip):
+    """``skip_numba_blas_probe`` (the CLI's): the first kernel sets numba up without loading ``scipy.linalg``
+    (numba's BLAS probe); a kernel that uses BLAS compiles, loads it and computes as usual. Without it, numba
+    loads ``scipy.linalg`` with the first kernel."""
+    pytest.importorskip("scipy.linalg")
+    code = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        from converters.util.blasprobe import skip_numba_blas_probe
+        from converters.util.jit import njit
+        if {skip}:
+            skip_numba_blas_probe()
+        total = njit(lambda a: a.sum())
+        assert total(np.arange(4)) == 6
+        print("linalg after a kernel:", "scipy.linalg" in sys.modules)
+        dot = njit(lambda a, b: np.dot(a, b))
+        assert dot(np.arange(3.0), np.arange(3.0)) == 5.0
+        print("linalg after np.dot:", "scipy.linalg" in sys.modules)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"linalg after a kernel: {not skip}" in r.stdout
+    assert "linalg after np.dot: True" in r.stdout
 
 
 def _has_sklearn() -> bool:
