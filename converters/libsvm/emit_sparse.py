@@ -53,6 +53,19 @@ def _head(out, q, keys, koff, kind, tag, p):
     return q
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _payload(kind, la, lb, a, b, pid, qid, r):
+    """Bytes of a feature's packed payload: the row's labels (float32s), ids (``pid``: their varints), values
+    (float32s) or qid (one varint)."""
+    if kind == 0:
+        return 4 * (lb - la)
+    if kind == 1:
+        return pid
+    if kind == 2:
+        return 4 * (b - a)
+    return _vlen(qid[r])
+
+
 @njit(cache=True, nogil=True)
 def _emit_csr(table, out, lbytes, label_splits, ids, vbytes, row_splits, qid, order, keys, koff, lengths):
     """``label_splits`` is empty without multi-label (one label per row), ``qid`` empty without qids."""
@@ -69,31 +82,21 @@ def _emit_csr(table, out, lbytes, label_splits, ids, vbytes, row_splits, qid, or
         lb = label_splits[r + 1] if multi else r + 1
         total = 0
         for kind in order:
-            klen = koff[kind + 1] - koff[kind]
-            if kind == 0:
-                total += _part(klen, 4 * (lb - la))[0]
-            elif kind == 1:
-                total += _part(klen, pid)[0]
-            elif kind == 2:
-                total += _part(klen, 4 * (b - a))[0]
-            else:
-                total += _part(klen, _vlen(qid[r]))[0]
+            total += _part(koff[kind + 1] - koff[kind], _payload(kind, la, lb, a, b, pid, qid, r))[0]
         start = pos + 12
         out[start] = 0x0A
         q = _put(out, start + 1, total)
         for kind in order:
+            q = _head(out, q, keys, koff, kind, 0x1A if kind == 1 or kind == 3 else 0x12,
+                      _payload(kind, la, lb, a, b, pid, qid, r))
             if kind == 0:
-                q = _head(out, q, keys, koff, 0, 0x12, 4 * (lb - la))
                 q = _copy(out, q, lbytes, 4 * la, 4 * (lb - la))
             elif kind == 1:
-                q = _head(out, q, keys, koff, 1, 0x1A, pid)
                 for j in range(a, b):
                     q = _put(out, q, ids[j])
             elif kind == 2:
-                q = _head(out, q, keys, koff, 2, 0x12, 4 * (b - a))
                 q = _copy(out, q, vbytes, 4 * a, 4 * (b - a))
             else:
-                q = _head(out, q, keys, koff, 3, 0x1A, _vlen(qid[r]))
                 q = _put(out, q, qid[r])
         end = frame_into(table, out, pos, start, q - start)
         lengths[r] = end - pos

@@ -31,6 +31,7 @@ from .kernel import (
     _line_end,
     _record_bad,
     _scan_float,
+    _scan_label,
     _scan_token,
     _token_end,
     _value_outcome,
@@ -101,7 +102,7 @@ def parse_sparse_kernel(buf, state, base, allow_nonfinite, max_index, multilabel
                 e = p
                 while e < t1 and buf[e] != 44:  # ','
                     e += 1
-                st, lab, _ = _scan_float(buf, p, e, pow10)
+                st, lab, _ = _scan_label(buf, p, e, pow10)
                 if st == _EMPTY:
                     bad = BAD_LABEL
                 elif st != _EXACT or np.isnan(lab):
@@ -127,7 +128,7 @@ def parse_sparse_kernel(buf, state, base, allow_nonfinite, max_index, multilabel
             if not features_first:
                 q = t1
         else:
-            st, lab, q = _scan_float(buf, q, n, pow10)
+            st, lab, q = _scan_label(buf, q, n, pow10)
             b1 = q
             if st != _EXACT:
                 fallback = True
