@@ -137,7 +137,7 @@ def _emit_row(table, out, pos, label_bytes, ids, vbytes, row, order, heads, hoff
 
 @njit(cache=True, nogil=True)
 def _emit_rows(table, out, label_bytes, ids, vbytes, order, heads, hoff, idkey, fixed, lengths):
-    pos = 0
+    pos = np.int64(0)  # not the literal 0: a call with it would compile a second time
     for r in range(ids.shape[0]):
         end = _emit_row(table, out, pos, label_bytes, ids, vbytes, r, order, heads, hoff, idkey, fixed)
         lengths[r] = end - pos

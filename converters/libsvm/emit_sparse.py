@@ -71,7 +71,7 @@ def _emit_csr(table, out, lbytes, label_splits, ids, vbytes, row_splits, qid, or
     """``label_splits`` is empty without multi-label (one label per row), ``qid`` empty without qids."""
     n = row_splits.shape[0] - 1
     multi = label_splits.shape[0] > 0
-    pos = 0
+    pos = np.int64(0)  # not the literal 0: a call with it would compile a second time
     for r in range(n):
         a = row_splits[r]
         b = row_splits[r + 1]

@@ -175,7 +175,7 @@ def frame_into(table, out, pos, data_start, data_len):
 
 @njit(cache=True, nogil=True)
 def _frame_many(table, data, offsets, out):
-    pos = 0
+    pos = np.int64(0)  # not the literal 0: a call with it would compile a second time
     for r in range(offsets.shape[0] - 1):
         a = offsets[r]
         b = offsets[r + 1]

@@ -90,7 +90,7 @@ def _write(table, ints, fbytes, vints, vfbytes, vsplits, kinds, starts, ends, ke
            out):
     n = features.shape[0]
     nf = kinds.shape[0]
-    pos = 0
+    pos = np.int64(0)  # not the literal 0: a call with it would compile a second time
     for r in range(n):
         data_start = pos + 12
         q = data_start
