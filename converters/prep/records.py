@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tfrecord.crc import copy_into
 from ..util.jit import njit
 
 __all__ = ["take_records", "offsets_of"]
@@ -10,12 +11,12 @@ __all__ = ["take_records", "offsets_of"]
 
 @njit(cache=True, nogil=True)
 def _take(src, offsets, lengths, order, out):
-    pos = 0
+    pos = np.int64(0)
     for k in range(order.shape[0]):
         i = order[k]
         a = offsets[i]
         n = lengths[i]
-        out[pos:pos + n] = src[a:a + n]
+        copy_into(out, pos, src, a, n)
         pos += n
     return pos
 
@@ -35,6 +36,8 @@ def take_records(data: np.ndarray, lengths: np.ndarray, order: np.ndarray) -> tu
     data = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8)
     lengths = np.asarray(lengths, dtype=np.int64)
     order = np.asarray(order, dtype=np.int64)
+    if lengths.size and (lengths.min() < 0 or lengths.sum() > data.size):
+        raise ValueError(f"the records' lengths must be 0 or more and add up to at most the data's {data.size} bytes")
     picked = lengths[order]
     out = np.empty(int(picked.sum()), dtype=np.uint8)
     if order.shape[0]:

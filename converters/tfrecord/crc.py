@@ -129,6 +129,23 @@ def load_u64(typingctx, arr, i):
     return types.uint64(arr, types.intp), codegen
 
 
+@intrinsic
+def copy_into(typingctx, out, q, src, a, n):
+    """out[q:q+n] = src[a:a+n] (uint8 arrays, ranges the caller keeps in bounds, not overlapping): one
+    ``llvm.memcpy``. numba's own slice assignment does the same but takes seconds to compile."""
+    from numba import types
+
+    def codegen(context, builder, signature, args):
+        from numba.core import cgutils
+
+        dst = context.make_array(signature.args[0])(context, builder, args[0])
+        from_ = context.make_array(signature.args[2])(context, builder, args[2])
+        cgutils.raw_memcpy(builder, builder.gep(dst.data, [args[1]]), builder.gep(from_.data, [args[3]]), args[4], 1)
+        return context.get_dummy_value()
+
+    return types.none(out, types.intp, src, types.intp, types.intp), codegen
+
+
 @njit(cache=True, nogil=True)
 def _crc_hw_update(table, buf, start, end, crc):
     """``_crc_table_update`` with the processor's instruction (``table`` unused: same signature)."""
@@ -180,7 +197,7 @@ def _frame_many(table, data, offsets, out):
         a = offsets[r]
         b = offsets[r + 1]
         ln = b - a
-        out[pos + 12:pos + 12 + ln] = data[a:b]
+        copy_into(out, pos + 12, data, a, ln)
         pos = frame_into(table, out, pos, pos + 12, ln)
     return pos
 
@@ -198,9 +215,12 @@ def frame_payloads(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
     """Frame concatenated payloads ``data`` split at ``offsets`` (n+1 entries).
     Returns (framed uint8 array, framed lengths int64 array)."""
     offsets = np.asarray(offsets, dtype=np.int64)
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    if offsets.size and (offsets[0] < 0 or offsets[-1] > data.size or (np.diff(offsets) < 0).any()):
+        raise ValueError(f"offsets must rise from 0 or more to at most the data's {data.size} bytes")
     lengths = np.diff(offsets) + FRAME_OVERHEAD
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
-    _frame_many(CRC_TABLE, np.ascontiguousarray(data, dtype=np.uint8), offsets, out)
+    _frame_many(CRC_TABLE, data, offsets, out)
     return out, lengths
 
 

@@ -60,6 +60,13 @@ def test_frame_payloads_readable_by_tensorflow(tmp_path):
     assert got == payloads
 
 
+@pytest.mark.parametrize("offsets", [[0, 9], [-1, 4], [0, 5, 3], [2, 1]])
+def test_frame_payloads_refuses_offsets_past_the_data(offsets):
+    """The compiled copy does not check bounds: offsets outside the data are refused before it."""
+    with pytest.raises(ValueError, match="offsets must rise from 0 or more to at most the data's 8 bytes"):
+        frame_payloads(np.zeros(8, np.uint8), offsets)
+
+
 @pytest.mark.skipif(not HARDWARE_CRC, reason="no SSE4.2 crc32 instruction here")
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=100), st.integers(0, 7), st.integers(0, 2**32 - 1))

@@ -81,6 +81,13 @@ def test_take_records_reorders_and_subsets():
     assert bytes(out) == b"efgh" + b"a" + b"efgh" and lens.tolist() == [4, 1, 4]
 
 
+@pytest.mark.parametrize("lengths", [[1, 3, 0, 5], [1, -1, 2]])
+def test_take_records_refuses_lengths_past_the_data(lengths):
+    """The compiled copy does not check bounds: lengths that do not fit the data are refused before it."""
+    with pytest.raises(ValueError, match="add up to at most the data's 8 bytes"):
+        take_records(np.zeros(8, np.uint8), lengths, [0])
+
+
 @pytest.mark.parametrize("memory, batches, expected", [
     (1 << 30, 1, None),          # one bucket level, everything in memory
     (1 << 20, 13, 1 << 22),      # many buckets from an estimate
