@@ -34,6 +34,7 @@ def take_records(data: np.ndarray, lengths: np.ndarray, order: np.ndarray) -> tu
     """The records ``order`` (indices into the records of ``data``, any order, possibly a subset) as new
     concatenated bytes and their lengths."""
     data = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8)
+    data = np.ascontiguousarray(data)
     lengths = np.asarray(lengths, dtype=np.int64)
     order = np.asarray(order, dtype=np.int64)
     if lengths.size and (lengths.min() < 0 or lengths.sum() > data.size):

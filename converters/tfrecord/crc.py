@@ -131,9 +131,13 @@ def load_u64(typingctx, arr, i):
 
 @intrinsic
 def copy_into(typingctx, out, q, src, a, n):
-    """out[q:q+n] = src[a:a+n] (uint8 arrays, ranges the caller keeps in bounds, not overlapping): one
-    ``llvm.memcpy``. numba's own slice assignment does the same but takes seconds to compile."""
+    """out[q:q+n] = src[a:a+n] (C-contiguous uint8 arrays, each taken as its bytes end to end, whatever its
+    shape; ranges the caller keeps in bounds, not overlapping): one ``llvm.memcpy``. numba's own slice
+    assignment does the same but takes seconds to compile, and runs slower."""
     from numba import types
+
+    if not all(isinstance(x, types.Array) and x.dtype == types.uint8 and x.layout == "C" for x in (out, src)):
+        return None
 
     def codegen(context, builder, signature, args):
         from numba.core import cgutils

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..util.jit import njit
-from .crc import CRC_TABLE, FRAME_OVERHEAD, frame_into
+from .crc import CRC_TABLE, FRAME_OVERHEAD, copy_into, frame_into
 from .schema import FeatureSpec, Schema
 
 __all__ = ["FeatureSpec", "Schema", "serialize_batch", "varint_lengths", "row_varint_bytes", "column_payloads",
@@ -120,14 +120,14 @@ def _write(table, ints, fbytes, vints, vfbytes, vsplits, kinds, starts, ends, ke
             q = put_varint(out, q + 1, p)
             if kind == 1:
                 b0 = 4 * starts[f]
-                out[q:q + p] = fbytes[r, b0:b0 + p]
+                copy_into(out, q, fbytes, r * fbytes.shape[1] + b0, p)
                 q += p
             elif kind == 0:
                 for c in range(starts[f], ends[f]):
                     q = put_varint(out, q, ints[r, c])
             elif kind == 3:
                 b0 = 4 * vsplits[starts[f], r]
-                out[q:q + p] = vfbytes[b0:b0 + p]
+                copy_into(out, q, vfbytes, b0, p)
                 q += p
             else:
                 for c in range(vsplits[starts[f], r], vsplits[starts[f], r + 1]):
