@@ -7,12 +7,12 @@ When to stop (the data hosts must exit for the job to end): each data host watch
 has had tasks, and then has none for ``idle_timeout`` seconds, the host stops (a host without the dispatcher counts
 its tasks as none while the dispatcher does not answer: it may have stopped first). A worker's tasks end when the
 trainers' job ends (read to its end) or is garbage collected after its clients left (released, or crashed and timed
-out); the dispatcher here collects a job ``idle_timeout`` seconds after its last client left. No extra ports, no
-messages from the trainer: a trainer that finishes, fails or is stopped all look the same. Before the first task a
-host waits as long as it takes (a trainer's start can be slow), with one exception: a host without the dispatcher
-whose dispatcher answered once and then has not answered for ``idle_timeout`` seconds stops too (its worker came
-up after the trainers' last job had its tasks, so it never gets one, and the dispatcher's host has stopped).
-SIGINT/SIGTERM stop it at any time."""
+out); the dispatcher here collects a job within 1.25 ``idle_timeout`` seconds after its last client left. No extra
+ports, no messages from the trainer: a trainer that finishes, fails or is stopped all look the same. Before the
+first task a host waits as long as it takes (a trainer's start can be slow), with one exception: a host without the
+dispatcher whose dispatcher answered once and then has not answered for ``idle_timeout`` seconds stops too (its
+worker came up after the trainers' last job had its tasks, so it never gets one, and the dispatcher's host has
+stopped). SIGINT/SIGTERM stop it at any time."""
 from __future__ import annotations
 
 import time

@@ -95,10 +95,12 @@ def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: 
     """Start a dispatcher on ``port`` of this host (0: any free port; ``Dispatcher.port`` says which). With
     ``work_dir`` it is fault tolerant: it journals its state there, and one restarted with the same directory
     (on the same port) keeps its datasets, jobs and workers. ``job_gc_timeout``: seconds a job without clients
-    lives on (TensorFlow's default: 5 minutes). ``worker_timeout``: seconds a registered worker may not answer
-    before its tasks are given up, so that trainers go on without it (``workerwatch``; None: wait for it to come
-    back at its address, TensorFlow's own behaviour). ``bind``: the address it listens on (an IP address or host
-    name; ``0.0.0.0``: every interface, anyone who reaches the port can use it: docs/offload.md)."""
+    lives on (TensorFlow's default: 5 minutes); the dispatcher then looks for such jobs every quarter of it
+    (TensorFlow's default: every 10 minutes, whatever the timeout), so one is collected within 1.25 times it.
+    ``worker_timeout``: seconds a registered worker may not answer before its tasks are given up, so that
+    trainers go on without it (``workerwatch``; None: wait for it to come back at its address, TensorFlow's own
+    behaviour). ``bind``: the address it listens on (an IP address or host name; ``0.0.0.0``: every interface,
+    anyone who reaches the port can use it: docs/offload.md)."""
     bind = resolve_bind(bind)
     port = as_int(port, "port", minimum=0, maximum=65535, must="a TCP port in [0, 65535] (0: any free port)")
     if port:
@@ -112,6 +114,7 @@ def start_dispatcher(port: int, work_dir: str | None = None, *, job_gc_timeout: 
     extra = {}
     if job_gc_timeout is not None:
         extra["job_gc_timeout_ms"] = int(as_real(job_gc_timeout, "job_gc_timeout", above=0) * 1000)
+        extra["job_gc_check_interval_ms"] = max(1, extra["job_gc_timeout_ms"] // 4)
     if worker_timeout is not None:
         worker_timeout = as_real(worker_timeout, "worker_timeout", above=0)
         extra["worker_timeout_ms"] = max(1, int(worker_timeout * 1000))   # TensorFlow only logs "Lost worker"

@@ -143,6 +143,42 @@ def test_stop_rule_of_a_worker_without_tasks_stops_once_its_dispatcher_is_gone()
         50, "the dispatcher has not answered for 10 s and this worker never had a task: the trainers are done")
 
 
+def test_a_job_its_client_left_is_collected_within_its_gc_timeout():
+    """``start_dispatcher(job_gc_timeout=T)`` (what ``service auto`` starts, with T its idle timeout): a job
+    whose client left before its end (a trainer stopped or crashed mid-epoch) is collected within 1.25 T, so
+    the worker drops its task and the data host's idle clock starts. TensorFlow alone looks for such jobs every
+    10 minutes, whatever T."""
+    import gc
+
+    import tensorflow as tf
+
+    from pipeline.service.servers import HEARTBEAT_MS, start_dispatcher, start_worker
+
+    t0 = time.monotonic()
+    d = start_dispatcher(0, job_gc_timeout=2)
+    w = start_worker(f"127.0.0.1:{d.port}", port=0)
+    started = time.monotonic() - t0   # this run's clock: starting two servers is work of the kind collecting is
+    try:
+        ds = tf.data.Dataset.range(10 ** 9).apply(
+            tf.data.experimental.service.distribute("parallel_epochs", f"grpc://127.0.0.1:{d.port}"))
+        it = iter(ds)
+        assert [int(next(it)) for _ in range(3)] == [0, 1, 2]
+        assert w.server._num_tasks() == 1
+        del it, ds
+        gc.collect()
+        left = time.monotonic()
+        bound = 1.25 * 2 + 2 * HEARTBEAT_MS / 1000 + 2 * started
+        while w.server._num_tasks() and time.monotonic() - left < bound + 30:
+            time.sleep(0.05)
+        took = time.monotonic() - left
+        assert w.server._num_tasks() == 0 and took < bound, f"{took:.1f} s (bound {bound:.1f} s)"
+    finally:
+        w.server._stop()
+        if d.watch is not None:
+            d.watch.stop()
+        d.server._stop()
+
+
 def write_config(tmp_path, host, **kw):
     d = tmp_path / host
     d.mkdir()
