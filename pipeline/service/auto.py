@@ -116,10 +116,10 @@ def stop_rule(worker_server, idle_timeout: float, dispatcher: str | None = None,
     """A ``serve(stop_when=...)`` callable: the ``IdleWatch`` over ``worker_server``'s task count. With
     ``dispatcher`` (a host without the dispatcher), the dispatcher is looked at every ``check_every`` seconds
     while the worker holds tasks or has had none yet; once it has answered (or the worker has had tasks), a
-    look it does not answer counts it gone. Tasks count as none while it is gone: a worker whose dispatcher stopped first never hears that its
-    finished tasks may go, and must not wait for that forever; nor must a worker that came up too late for
-    the trainers' last job and never gets a task. A dispatcher that has never answered is not gone (it may
-    still be starting)."""
+    look it does not answer counts it gone. Tasks count as none while it is gone: a worker whose dispatcher
+    stopped first never hears that its finished tasks may go, and must not wait for that forever; nor must a
+    worker that came up too late for the trainers' last job and never gets a task. A dispatcher that has never
+    answered is not gone (it may still be starting)."""
     watch = IdleWatch(idle_timeout)
     state = {"looked": float("-inf"), "gone": False, "answered": False}
 
