@@ -70,10 +70,14 @@ def plan_units(files: Sequence[InputFile], unit_size: int) -> list[Unit]:
         if not f.splittable:
             units.append(Unit(len(units), i, f.path, 0, f.size, True))
             continue
-        starts = range(0, f.size, unit_size) if f.size else [0]
-        for a in starts:
+        for a in _starts(f.size, unit_size):
             units.append(Unit(len(units), i, f.path, a, min(a + unit_size, f.size), False))
     return units
+
+
+def _starts(size: int, unit_size: int) -> range:
+    """The offsets a splittable file of ``size`` bytes is cut at: one unit, empty, for an empty file."""
+    return range(0, size, unit_size) if size else range(1)
 
 
 def input_files(paths: Sequence[str], *, split: bool = True) -> list[InputFile]:
@@ -86,7 +90,7 @@ def unit_count(paths: Sequence[str], unit_size: int, *, at_most: int | None = No
     only that far (an S3 object each), and a compressed file, one unit whatever its size, needs none."""
     n = 0
     for p in paths:
-        n += 1 if compression_of(p) is not None else max(1, -(-_size(p) // unit_size))
+        n += 1 if compression_of(p) is not None else len(_starts(_size(p), unit_size))
         if at_most is not None and n >= at_most:
             break
     return n
