@@ -25,6 +25,8 @@ import re
 import sys
 import tempfile
 
+from ..util.importer import importer_frame
+
 __all__ = ["quiet_tensorflow_import", "lean_tensorflow_import", "drop_tf_noise"]
 
 _ABSL_NOTICE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
@@ -109,9 +111,7 @@ class _KerasDeferral(importlib.abc.MetaPathFinder):
 
 def _issued_by_tensorflow_body(frame) -> bool:
     """The first frame above the import machinery is ``tensorflow/__init__.py``'s module body."""
-    while frame is not None and (frame.f_code.co_filename.startswith("<frozen importlib")
-                                 or frame.f_code.co_filename == importlib.__file__):
-        frame = frame.f_back
+    frame = importer_frame(frame)
     return (frame is not None and frame.f_code.co_name == "<module>"
             and frame.f_globals.get("__name__") == "tensorflow")
 

@@ -11,9 +11,10 @@ is compiled, since those import it themselves, later. The CLI asks for it; libra
 """
 from __future__ import annotations
 
-import importlib
 import importlib.abc
 import sys
+
+from .importer import importer_frame
 
 __all__ = ["skip_numba_blas_probe"]
 
@@ -31,9 +32,7 @@ class _BlasProbeDeferral(importlib.abc.MetaPathFinder):
 def _issued_by_the_probe(frame) -> bool:
     """The first frame above the import machinery is ``ensure_blas`` and its caller ``_check_blas`` in
     ``numba.np.arraymath``."""
-    while frame is not None and (frame.f_code.co_filename.startswith("<frozen importlib")
-                                 or frame.f_code.co_filename == importlib.__file__):
-        frame = frame.f_back
+    frame = importer_frame(frame)
     if frame is None or frame.f_code.co_name != "ensure_blas" or frame.f_globals.get("__name__") != "numba.np.linalg":
         return False
     caller = frame.f_back
