@@ -135,8 +135,8 @@ def _records(batch: Any) -> int:
 
 def time_one(make: Callable[[], Iterable], *, window: int, warmup: int = WARMUP_BATCHES,
              max_seconds: float | None = None, clock: Callable[[], float] = time.perf_counter) -> tuple[int, float]:
-    """(records, seconds) of one run: a fresh dataset, ``warmup`` batches untimed, then ``window`` batches
-    timed (or fewer, when ``max_seconds`` runs out first)."""
+    """(records, seconds) of one run: a new iterator of ``make()``'s dataset, ``warmup`` batches untimed, then
+    ``window`` batches timed (or fewer, when ``max_seconds`` runs out first)."""
     it = iter(make())
     for _ in range(warmup):
         if next(it, None) is None:
@@ -320,9 +320,15 @@ def tune_read(spec, build_fn: Callable[[Any], Any], *, seconds: float = DEFAULT_
     base = spec.with_(epochs=1, cache="none", tune="off", tuning=None)
 
     def factory(c: ReadConfig):
-        if c == configs[0]:   # the rule is timed as build_dataset builds it (batches parsed one by one)
-            return lambda: build_fn(base).repeat()
-        return lambda: build_fn(base.with_(**c.options())).repeat()
+        """The candidate's dataset, built on first use and kept: every round times a new iterator of it (its
+        own buffers, threads and autotuning) without tracing the graph's functions again."""
+        built: list = []
+
+        def make():
+            if not built:   # the rule is timed as build_dataset builds it (batches parsed one by one)
+                built.append(build_fn(base if c == configs[0] else base.with_(**c.options())).repeat())
+            return built[0]
+        return make
 
     factories = {label: factory(c) for label, c in by_label.items()}
     t0 = clock()

@@ -203,7 +203,7 @@ def test_report_json_is_serializable(data, store):
 
 # -- a winner must beat the rule by more than the rounds' noise (tuning on a fake clock) -----------------
 
-def _fake_tune(data, gain, busy_gain=None):
+def _fake_tune(data, gain, busy_gain=None, built=None):
     """tune_read with graphs that cost 1 ms a batch (the rule), 1/gain ms (one other candidate) or 2 ms; beside
     the (fake) busy neighbours the other candidate costs 1/busy_gain ms (default: as quiet)."""
     spec = PipelineSpec.from_manifest(data, B, tune="off")
@@ -224,22 +224,25 @@ def _fake_tune(data, gain, busy_gain=None):
         costs[key(fast.options())] = 1.0 / (busy_gain or gain)
         yield 2
 
-    class Graph:
+    class Graph:   # a batch costs what the graph's candidate costs now (beside the busy neighbours or not)
         def __init__(self, cost):
             self.cost = cost
 
         def repeat(self):
             def batches():
                 while True:
-                    clock.t += self.cost / 1000
+                    clock.t += self.cost() / 1000
                     yield np.zeros((B, 1))
             return batches()
 
     def build(s):
+        if built is not None:
+            built.append(s)
         if s.read == "auto":   # the rule is timed as build_dataset builds it: no read options set
-            return Graph(1.0)
-        return Graph(costs.get(key({k: getattr(s, k) for k in ("read", "num_parallel_reads", "chunk_records",
-                                                               "parse_parallelism", "buffer_size")}), 2.0))
+            return Graph(lambda: 1.0)
+        k = key({k: getattr(s, k) for k in ("read", "num_parallel_reads", "chunk_records", "parse_parallelism",
+                                           "buffer_size")})
+        return Graph(lambda: costs.get(k, 2.0))
 
     report = T.tune_read(spec, build, seconds=5, rounds=5, store=False, clock=clock, contend=contend)
     assert bool(busy) == (report.contended is not None)
@@ -262,6 +265,16 @@ def test_a_clear_winner_is_stored(data):
     report, rule, fast = _fake_tune(data, 1.5)
     assert report.winner == fast and report.best is None and report.vs_rule == pytest.approx(1.5)
     assert "winner: " + fast.label() + ": 1.50x the built-in rule (noise ±2.0%" in T.format_report(report)
+
+
+def test_each_candidate_is_built_once_and_timed_in_every_round(data):
+    """Rounds time new iterators of one dataset per candidate: the graph's functions are traced once."""
+    built = []
+    report, rule, fast = _fake_tune(data, 1.5, busy_gain=1.2, built=built)
+    keys = [tuple(getattr(s, k) for k in ("read", "num_parallel_reads", "chunk_records", "parse_parallelism",
+                                          "buffer_size")) for s in built]
+    assert len(keys) == len(set(keys)) == len(candidates(PipelineSpec.from_manifest(data, B, tune="off")))
+    assert report.rounds > 1 and report.contended["rounds"] > 1
 
 
 def test_a_winner_that_collapses_under_contention_is_not_stored(data):
