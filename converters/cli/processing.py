@@ -31,8 +31,7 @@ def _seconds(s: str) -> float:
 
 
 def register(sub) -> None:
-    from converters.engines.processing.config import PROCESSING_CONFIG_DIR
-    from converters.engines.processing.instance import DEFAULT_POLL, DEFAULT_WAIT_TIMEOUT
+    from converters.engines.processing.config import DEFAULT_POLL, DEFAULT_WAIT_TIMEOUT, PROCESSING_CONFIG_DIR
 
     proc = sub.add_parser("processing", help="SageMaker Processing: run one instance's share, or launch a job")
     psub = proc.add_subparsers(dest="processing_command", metavar="ACTION")

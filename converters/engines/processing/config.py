@@ -18,9 +18,12 @@ from converters.util.safe_json import MAX_JSON_DEPTH, json_depth
 
 from .hosts import DISTRIBUTIONS, FULLY_REPLICATED, Place
 
-__all__ = ["ProcessingConfig", "read_processing_config", "json_object", "PROCESSING_CONFIG_DIR"]
+__all__ = ["ProcessingConfig", "read_processing_config", "json_object", "PROCESSING_CONFIG_DIR",
+           "DEFAULT_WAIT_TIMEOUT", "DEFAULT_POLL"]
 
 PROCESSING_CONFIG_DIR = "/opt/ml/config"
+DEFAULT_WAIT_TIMEOUT = 6 * 3600.0  # seconds an instance waits for the others in any one wait
+DEFAULT_POLL = 5.0  # seconds between two listings of the work area
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ from .job import ConvertJob, input_files
 from .finalize import check_output, finished
 from .hosts import SHARDED, distribution_of, run_id
 from .config import (
+    DEFAULT_POLL,
+    DEFAULT_WAIT_TIMEOUT,
     PROCESSING_CONFIG_DIR,
     ProcessingConfig,
     read_processing_config,
@@ -42,8 +44,6 @@ __all__ = ["run_instance", "InstanceResult", "DEFAULT_WAIT_TIMEOUT", "DEFAULT_PO
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WAIT_TIMEOUT = 6 * 3600.0  # seconds an instance waits for the others in any one wait
-DEFAULT_POLL = 5.0  # seconds between two listings of the work area
 
 
 @dataclass(frozen=True)
