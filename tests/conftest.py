@@ -1,5 +1,6 @@
 import os
 import subprocess
+import sys
 import uuid
 from types import SimpleNamespace as NS
 
@@ -10,6 +11,14 @@ from ctrl_c import (pytest_configure, pytest_keyboard_interrupt, pytest_runtest_
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TFPIPE_IGNORE_LOAD", "1")  # parallel paths stay parallel on a busy test host (see test_system)
+
+# The run starts hundreds of Python processes (the CLI, Processing instances, servers, readers). Where the
+# environment turns bytecode writing off (PYTHONDONTWRITEBYTECODE), every one of them would compile tfpipe's
+# modules from source again, and every xdist worker its test modules: the run writes bytecode as Python does by
+# default, into the tree's __pycache__ folders (git ignores them; numba's kernel cache is there already).
+if sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
 
 
 # -- a real S3 (and SageMaker) API on 127.0.0.1: moto's server, fake credentials ------------------------------
