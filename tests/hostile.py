@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from notices import COMPILE_PREFIX
 
-from converters.cli.notices import COMPILE_NOTICE
 from converters.shardset.verify import verify
 from converters.storage import TMP_PREFIX
 
@@ -202,9 +202,6 @@ def check_outputs(outs: list[Path], before: dict | None = None, after: dict | No
         written = before is None or (rel in after and after[rel] != before.get(rel))
         if (o / "index.json").exists() and written:
             assert verify(str(o)).ok
-
-
-COMPILE_PREFIX = COMPILE_NOTICE.split("{")[0]   # printed once per kernel and machine, by whichever command compiles it
 
 
 def check_one_line_error(r: Result, pattern: str) -> None:
