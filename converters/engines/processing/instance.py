@@ -45,7 +45,6 @@ __all__ = ["run_instance", "InstanceResult", "DEFAULT_WAIT_TIMEOUT", "DEFAULT_PO
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class InstanceResult:
     """What one instance did: its host, whether it finalized, the distribution, the work area's run name,
