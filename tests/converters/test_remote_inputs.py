@@ -127,7 +127,8 @@ def test_a_bad_text_line_on_beam(data, s3, tmp_path, capsys):
     url = _upload(s3, [data["badtext"]], "in/badtext") + "/bad.jsonl"  # one object named explicitly
     code, out = _cli(["convert", "text", url, "--seq-len", "15", "--no-progress", "--engine", "beam", "--out",
                       str(tmp_path / "out")], capsys)
-    assert code == 2 and without_compile_notices(out.err).startswith(f"tfpipe: error: {url}:4: invalid JSON") and without_compile_notices(out.err).count("\n") == 1
+    err = without_compile_notices(out.err)
+    assert code == 2 and err.startswith(f"tfpipe: error: {url}:4: invalid JSON") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("engine", ["beam", "local"])

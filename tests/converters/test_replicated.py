@@ -159,7 +159,8 @@ def test_bad_input_stops_every_instance_with_the_local_error(s3, tmp_path, capsy
     cluster = Cluster(tmp_path / "job", sharded=False, shared=data)  # python -c processes
     res = cluster.run(["convert", "libsvm", str(data), "--out", f"{s3.url}/set", "--workers", "1", *opts],
                       options=UNITS)
-    assert res["algo-1"][0] == 2 and without_compile_notices(res["algo-1"][2]).strip() == local_err  # the very same line
+    assert res["algo-1"][0] == 2
+    assert without_compile_notices(res["algo-1"][2]).strip() == local_err  # the very same line
     for h in HOSTS[1:]:
         assert res[h][0] != 0 and "algo-1 failed: " in res[h][2] and "a-big.txt:1801" in res[h][2]
     assert not [k for k in keys(s3, "set/") if ".tfpipe-tmp-" not in k]
