@@ -179,8 +179,8 @@ def test_launch_dry_run_refuses_overlapping_prefixes(capsys, extra, out, match):
     if match is None:
         assert code == 0, err
         return
-    assert code != 0 and without_compile_notices(err).count("\n") == 1, err
-    assert without_compile_notices(err).startswith("tfpipe: error: "), err
+    lines = without_compile_notices(err)
+    assert code != 0 and lines.count("\n") == 1 and lines.startswith("tfpipe: error: "), err
     assert __import__("re").search(match, err), err
 
 

@@ -203,6 +203,14 @@ def test_report_json_is_serializable(data, store):
 
 # -- a winner must beat the rule by more than the rounds' noise (tuning on a fake clock) -----------------
 
+READ_FIELDS = ("read", "num_parallel_reads", "chunk_records", "parse_parallelism", "buffer_size")
+
+
+def _spec_key(s) -> tuple:
+    """The read options of a spec the tuner built (a candidate's; the rule's are unset)."""
+    return tuple(getattr(s, k) for k in READ_FIELDS)
+
+
 def _fake_tune(data, gain, busy_gain=None, built=None):
     """tune_read with graphs that cost 1 ms a batch (the rule), 1/gain ms (one other candidate) or 2 ms; beside
     the (fake) busy neighbours the other candidate costs 1/busy_gain ms (default: as quiet)."""
@@ -212,8 +220,7 @@ def _fake_tune(data, gain, busy_gain=None, built=None):
     clock = FakeClock()
 
     def key(options):
-        return tuple(options[k] for k in ("read", "num_parallel_reads", "chunk_records", "parse_parallelism",
-                                          "buffer_size"))
+        return tuple(options[k] for k in READ_FIELDS)
 
     costs = {key(rule.options()): 1.0, key(fast.options()): 1.0 / gain}
     busy = []
@@ -240,8 +247,7 @@ def _fake_tune(data, gain, busy_gain=None, built=None):
             built.append(s)
         if s.read == "auto":   # the rule is timed as build_dataset builds it: no read options set
             return Graph(lambda: 1.0)
-        k = key({k: getattr(s, k) for k in ("read", "num_parallel_reads", "chunk_records", "parse_parallelism",
-                                           "buffer_size")})
+        k = _spec_key(s)
         return Graph(lambda: costs.get(k, 2.0))
 
     report = T.tune_read(spec, build, seconds=5, rounds=5, store=False, clock=clock, contend=contend)
@@ -271,8 +277,7 @@ def test_each_candidate_is_built_once_and_timed_in_every_round(data):
     """Rounds time new iterators of one dataset per candidate: the graph's functions are traced once."""
     built = []
     report, rule, fast = _fake_tune(data, 1.5, busy_gain=1.2, built=built)
-    keys = [tuple(getattr(s, k) for k in ("read", "num_parallel_reads", "chunk_records", "parse_parallelism",
-                                          "buffer_size")) for s in built]
+    keys = [_spec_key(s) for s in built]
     assert len(keys) == len(set(keys)) == len(candidates(PipelineSpec.from_manifest(data, B, tune="off")))
     assert report.rounds > 1 and report.contended["rounds"] > 1
 
