@@ -26,10 +26,12 @@ def free_port() -> int:
 
 
 class Proc:
-    """One ``tfpipe`` process; its stdout lines are read as they come, stderr collected."""
+    """One ``tfpipe`` process; its stdout lines are read as they come, stderr collected. ``env``: variables
+    set for it on top of this process's."""
 
-    def __init__(self, *argv: str):
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    def __init__(self, *argv: str, env: dict[str, str] | None = None):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               **(env or {})}
         self.argv = argv
         self.started = time.monotonic()
         self.p = subprocess.Popen([sys.executable, "-m", "converters.cli", *argv], stdout=subprocess.PIPE,

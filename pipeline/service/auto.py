@@ -5,7 +5,9 @@ other hosts a worker each; on any other group (the GPU hosts) nothing runs: trai
 
 When to stop (the data hosts must exit for the job to end): each data host watches its own worker. Once the worker
 has had tasks, and then has none for ``idle_timeout`` seconds, the host stops (a host without the dispatcher counts
-its tasks as none while the dispatcher does not answer: it may have stopped first). A worker's tasks end when the
+its tasks as none while the dispatcher does not answer: it may have stopped first). The dispatcher's host also
+reads its dispatcher's journal (``journal``): a task created there counts even when it came and went between two
+looks at the worker, as a short job's task can. A worker's tasks end when the
 trainers' job ends (read to its end) or is garbage collected after its clients left (released, or crashed and timed
 out); the dispatcher here collects a job within 1.25 ``idle_timeout`` seconds after its last client left. No extra
 ports, no messages from the trainer: a trainer that finishes, fails or is stopped all look the same. Before the
@@ -78,7 +80,8 @@ class IdleWatch:
 
     ``observe(tasks, now)`` returns None to keep serving, or the reason to stop: the worker had tasks and then
     none (or no dispatcher) for ``idle_timeout`` seconds, or it never had one and the dispatcher has been gone
-    (after answering) for ``idle_timeout`` seconds."""
+    (after answering) for ``idle_timeout`` seconds. ``created``: tasks the dispatcher created since the last look
+    (its journal, where this host has it), seen or not in ``tasks``."""
 
     idle_timeout: float
     jobs_seen: bool = False
@@ -88,15 +91,17 @@ class IdleWatch:
     def __post_init__(self):
         self.idle_timeout = as_real(self.idle_timeout, "idle_timeout", above=0)
 
-    def observe(self, tasks: int, now: float, *, dispatcher_gone: bool = False) -> str | None:
+    def observe(self, tasks: int, now: float, *, dispatcher_gone: bool = False, created: int = 0) -> str | None:
         """``dispatcher_gone``: the dispatcher answered before and does not now. The worker's tasks count as
         none (they wait for a word that will not come), and before any task the clock runs as well."""
-        if tasks > 0:
+        if tasks > 0 or created > 0:
             self.jobs_seen = True
-            self._peak = max(self._peak, tasks)
+            self._peak = max(self._peak, tasks, 1)
             if not dispatcher_gone:
-                self.idle_since = None
-                return None
+                if tasks > 0:
+                    self.idle_since = None
+                    return None
+                self.idle_since = now   # its tasks came and went since the last look
         if not self.jobs_seen and not dispatcher_gone:
             self.idle_since = None
             return None
@@ -112,15 +117,19 @@ class IdleWatch:
 
 
 def stop_rule(worker_server, idle_timeout: float, dispatcher: str | None = None, *, check_every: float = 5.0,
-              clock: Callable[[], float] = time.monotonic):
+              journal: str | None = None, clock: Callable[[], float] = time.monotonic):
     """A ``serve(stop_when=...)`` callable: the ``IdleWatch`` over ``worker_server``'s task count. With
     ``dispatcher`` (a host without the dispatcher), the dispatcher is looked at every ``check_every`` seconds
     while the worker holds tasks or has had none yet; once it has answered (or the worker has had tasks), a
     look it does not answer counts it gone. Tasks count as none while it is gone: a worker whose dispatcher
     stopped first never hears that its finished tasks may go, and must not wait for that forever; nor must a
     worker that came up too late for the trainers' last job and never gets a task. A dispatcher that has never
-    answered is not gone (it may still be starting)."""
+    answered is not gone (it may still be starting). ``journal``: the work directory of the dispatcher on this
+    host; every task it creates from now on counts, however short (``JournalTasks``)."""
+    from .journal import JournalTasks
+
     watch = IdleWatch(idle_timeout)
+    created = JournalTasks(journal) if journal is not None else None
     state = {"looked": float("-inf"), "gone": False, "answered": False}
 
     def stop_when() -> str | None:
@@ -133,5 +142,5 @@ def stop_rule(worker_server, idle_timeout: float, dispatcher: str | None = None,
                 state["gone"], state["answered"] = False, True
             except ServiceError:   # a worker that has had tasks heard from the dispatcher: it answered
                 state["gone"] = state["answered"] or watch.jobs_seen or tasks > 0
-        return watch.observe(tasks, now, dispatcher_gone=state["gone"])
+        return watch.observe(tasks, now, dispatcher_gone=state["gone"], created=created.new() if created else 0)
     return stop_when

@@ -118,9 +118,10 @@ def _listening(server) -> str:
     return f"listening on {server.bind} only"
 
 
-def _mode(dispatcher) -> str:
+def _mode(dispatcher, *, private: bool = False) -> str:
+    """``private``: its work directory is a temporary one of ``auto`` (for its stop rule), removed when it stops."""
     lost = f"; lost workers given up after {dispatcher.watch.worker_timeout:g} s" if dispatcher.watch else ""
-    if dispatcher.fault_tolerant:
+    if dispatcher.fault_tolerant and not private:
         return f"fault tolerant, work dir {dispatcher.work_dir}{lost}"
     return f"not fault tolerant: no --work-dir, a restart loses its jobs{lost}"
 
@@ -156,6 +157,8 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _auto(args: argparse.Namespace) -> int:
     import os
+    import shutil
+    import tempfile
 
     from converters.util.errors import TfpipeError
     from sharding.topology import Topology
@@ -177,20 +180,27 @@ def _auto(args: argparse.Namespace) -> int:
         _say(f"auto: {where}: not the data group, nothing to run here; trainers dial grpc://{plan.dispatcher}")
         return 0
     bind = args.bind or auto_bind(plan.worker_host, plan.host in dict(args.host_address), interface)
-    servers = []
-    if plan.role == "dispatcher+worker":
-        d = start_dispatcher(args.port, args.work_dir, job_gc_timeout=args.idle_timeout,
-                             worker_timeout=args.worker_timeout, bind=bind)
-        servers.append(d)
-    w = start_worker(plan.dispatcher, port=args.worker_port, address=plan.worker_host, timeout=args.timeout,
-                     bind=bind)
-    servers.insert(0, w)
-    running = f"dispatcher grpc://{plan.dispatcher} ({_mode(d)}) + " if len(servers) == 2 else ""
-    line = (f"auto: {where}: {running}worker {w.address} for dispatcher grpc://{plan.dispatcher} ({_listening(w)}); "
-            f"stops {args.idle_timeout:g} s after its last task")
-    watch_dispatcher = None if plan.role == "dispatcher+worker" else plan.dispatcher
-    reason = serve(servers, stop_when=stop_rule(w.server, args.idle_timeout, watch_dispatcher),
-                   ready=lambda: _say(line))
+    servers, journal = [], None
+    try:
+        if plan.role == "dispatcher+worker":
+            # the stop rule reads the dispatcher's journal: without --work-dir, one in a private directory
+            journal = args.work_dir or tempfile.mkdtemp(prefix="tfpipe-dispatcher-")
+            d = start_dispatcher(args.port, journal, job_gc_timeout=args.idle_timeout,
+                                 worker_timeout=args.worker_timeout, bind=bind)
+            servers.append(d)
+        w = start_worker(plan.dispatcher, port=args.worker_port, address=plan.worker_host, timeout=args.timeout,
+                         bind=bind)
+        servers.insert(0, w)
+        running = (f"dispatcher grpc://{plan.dispatcher} ({_mode(d, private=not args.work_dir)}) + "
+                   if len(servers) == 2 else "")
+        line = (f"auto: {where}: {running}worker {w.address} for dispatcher grpc://{plan.dispatcher} "
+                f"({_listening(w)}); stops {args.idle_timeout:g} s after its last task")
+        watch_dispatcher = None if plan.role == "dispatcher+worker" else plan.dispatcher
+        reason = serve(servers, stop_when=stop_rule(w.server, args.idle_timeout, watch_dispatcher, journal=journal),
+                       ready=lambda: _say(line))
+    finally:
+        if journal is not None and not args.work_dir:
+            shutil.rmtree(journal, ignore_errors=True)
     _say(f"auto: {where}: stopped ({reason})")
     return 0
 

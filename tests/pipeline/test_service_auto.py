@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import struct
 import time
 
 import pytest
@@ -59,8 +60,8 @@ def test_auto_plan_validation(kwargs, match):
         AutoPlan(**{**base, **kwargs})
 
 
-# (seconds, worker's tasks[, dispatcher gone]) looked at in order; the look at which the host stops (None: it
-# keeps serving) and how its reason starts
+# (seconds, worker's tasks[, dispatcher gone[, tasks the journal shows created since the last look]]) looked at
+# in order; the look at which the host stops (None: it keeps serving) and how its reason starts
 @pytest.mark.parametrize("looks, stops_at, reason", [
     ([(0, 0), (100, 0), (1000, 0)], None, None),                   # no job yet: wait as long as it takes
     ([(0, 1), (5, 0), (14, 0), (15, 0)], 3, "no tasks for 10 s after serving"),
@@ -71,10 +72,14 @@ def test_auto_plan_validation(kwargs, match):
     ([(0, 0, True), (8, 0, False), (12, 0, True), (21, 0, True), (22, 0, True)], 4, "the dispatcher has not"),
     ([(0, 0, True), (9.9, 0, True), (10, 1, False), (100, 1, False)], None, None),   # a task after all
     ([(0, 1, True), (5, 1, True), (10, 1, True)], 2, "no tasks for 10 s after serving"),   # tasks left behind
+    # a task no look saw, in the journal: the clock starts; a later one restarts it
+    ([(0, 0), (1, 0, False, 1), (10.9, 0), (11, 0)], 3, "no tasks for 10 s after serving (at most 1 task(s)"),
+    ([(0, 0), (1, 0, False, 2), (9, 0, False, 1), (18.9, 0), (19, 0)], 4, "no tasks for 10 s after serving"),
 ])
 def test_idle_watch(looks, stops_at, reason):
     watch = IdleWatch(10)
-    said = [watch.observe(tasks, t, dispatcher_gone=bool(gone and gone[0])) for t, tasks, *gone in looks]
+    said = [watch.observe(tasks, t, dispatcher_gone=bool(more and more[0]), created=more[1] if len(more) > 1 else 0)
+            for t, tasks, *more in looks]
     stopped = [i for i, r in enumerate(said) if r]
     assert (stopped[0] if stopped else None) == stops_at
     if stops_at is not None:
@@ -141,6 +146,68 @@ def test_stop_rule_of_a_worker_without_tasks_stops_once_its_dispatcher_is_gone()
         d.server._stop()
     assert _looks(stop_when, now, 40, 60) == (
         50, "the dispatcher has not answered for 10 s and this worker never had a task: the trainers are done")
+
+
+def test_the_dispatchers_journal_counts_a_job_no_look_saw(tmp_path):
+    """The dispatcher's host: a job whose task came and went before the worker was looked at. Its worker's task
+    count alone never shows it, so a rule without the journal would serve until killed; with the journal the
+    host stops the idle timeout after the look that finds the task."""
+    from pipeline.service.servers import start_dispatcher, start_worker
+
+    d = start_dispatcher(0, str(tmp_path / "work"), job_gc_timeout=2)
+    w = start_worker(f"127.0.0.1:{d.port}", port=0)
+    try:
+        now = [0.0]
+        with_journal = stop_rule(w.server, 10, journal=d.work_dir, clock=lambda: now[0])
+        tasks_only = stop_rule(w.server, 10, clock=lambda: now[0])
+        assert with_journal() is None and tasks_only() is None
+        assert read_through(f"grpc://127.0.0.1:{d.port}", 50, mode="parallel_epochs") == list(range(50))
+        deadline = time.monotonic() + 60
+        while w.server._num_tasks() and time.monotonic() < deadline:   # the finished task is dropped
+            time.sleep(0.05)
+        assert w.server._num_tasks() == 0
+        assert _looks(tasks_only, now, 2, 60) == (None, None)
+        now[0] = 0.0
+        assert _looks(with_journal, now, 2, 60) == (12, "no tasks for 10 s after serving (at most 1 task(s) at once): "
+                                                        "the trainers are done")
+    finally:
+        w.server._stop()
+        d.watch.stop()
+        d.server._stop()
+
+
+def _frame(update: bytes) -> bytes:
+    """A journal record as TensorFlow frames it (the CRCs are not read)."""
+    return struct.pack("<Q", len(update)) + b"\0" * 4 + update + b"\0" * 4
+
+
+def test_journal_tasks_counts_whole_new_create_task_frames(tmp_path):
+    from converters.util.protowire import field
+    from pipeline.service.journal import JOURNAL_DIR, JournalTasks
+
+    task, worker, split = (field(3, field(1, 8000) + field(4, b"w:1")), field(5, field(1, b"w:1")),
+                           field(8, field(1, 7)))
+    journal = tmp_path / JOURNAL_DIR
+    journal.mkdir()
+    first = journal / "journal_0"
+    first.write_bytes(_frame(worker) + _frame(task))
+    tasks = JournalTasks(str(tmp_path))
+    assert tasks.new() == 0   # the baseline: a restarted dispatcher's earlier tasks
+    whole = _frame(split) + _frame(task) + _frame(task)
+    with open(first, "ab") as f:
+        f.write(whole[:-3])   # the last frame half written
+    assert tasks.new() == 1
+    with open(first, "ab") as f:
+        f.write(whole[-3:])
+    assert tasks.new() == 1
+    (journal / "journal_1").write_bytes(_frame(task) + b"\x05")   # the next start's file; a few bytes of a header
+    assert tasks.new() == 1 and tasks.new() == 0 and tasks.created == 4
+
+
+def test_journal_tasks_of_a_dispatcher_with_nothing_journaled(tmp_path):
+    from pipeline.service.journal import JournalTasks
+
+    assert JournalTasks(str(tmp_path / "none")).new() == 0
 
 
 def test_a_job_its_client_left_is_collected_within_its_gc_timeout():
@@ -246,7 +313,10 @@ def test_two_data_hosts_serve_and_stop_when_the_trainer_is_done(tmp_path):
     common = ["-v", "--data-group", "data_group", "--port", str(port), "--idle-timeout", str(idle), "--timeout", "300",
               "--host-address", "algo-2=127.0.0.1", "--host-address", "algo-3=127.0.0.1"]
     launched = time.monotonic()
-    first = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-2"), *common)
+    scratch = tmp_path / "scratch"   # where the dispatcher's host keeps its journal (no --work-dir)
+    scratch.mkdir()
+    first = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-2"), *common,
+                 env={"TMPDIR": str(scratch)})
     other = Proc("service", "auto", "--config-dir", write_config(tmp_path, "algo-3"), *common)
     try:
         line = first.wait_line("auto: algo-2")
@@ -265,13 +335,19 @@ def test_two_data_hosts_serve_and_stop_when_the_trainer_is_done(tmp_path):
         reading = time.monotonic()
         records = read_through(f"grpc://127.0.0.1:{port}", 200, mode="parallel_epochs")
         assert records == sorted(list(range(200)) * 2)   # both workers served: every record once per worker
+        assert len(os.listdir(scratch)) == 1   # the journal's private directory
         done = time.monotonic()
-        for p, host in ((other, "algo-3"), (first, "algo-2")):
+        # algo-2 reads its dispatcher's journal, so it sees the job however short its task was; algo-3 sees only
+        # its worker, and a task that came and went between two looks leaves it the other way to stop: its
+        # dispatcher gone (algo-2 stopped) for the idle timeout
+        for p, host, why in ((other, "algo-3", f"no tasks for {idle} s after serving .*|the dispatcher has not "
+                                               f"answered for {idle} s and this worker never had a task: .*"),
+                             (first, "algo-2", f"no tasks for {idle} s after serving .*")):
             rc = p.finish(idle + 120 + 2 * started)
             assert rc == 0, (host, rc, f"{time.monotonic() - done:.1f} s after the read, start {started:.1f} s",
                              p.lines[1:], p.stderr[-1500:])
-            assert re.fullmatch(rf"auto: {host} \(data_group\): stopped \(no tasks for {idle} s after serving .*\)",
-                                p.lines[-1])
+            assert re.fullmatch(rf"auto: {host} \(data_group\): stopped \(({why})\)", p.lines[-1])
+        assert os.listdir(scratch) == []   # removed when the host stopped
         # the grace period was kept: a host stops idle s after its worker's last task, which ends when the worker
         # has produced its last record (the trainer may still be reading buffered ones): after the read started
         assert time.monotonic() - reading >= idle
