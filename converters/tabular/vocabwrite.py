@@ -47,6 +47,21 @@ def _lengths(values: np.ndarray) -> np.ndarray:
     return np.char.str_len(values).astype(np.int64) + 1 if values.size else np.zeros(0, np.int64)
 
 
+def _per_count(counts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct ``counts`` ascending, how many values have each, and their lines' bytes: one ``bincount``
+    over the counts when the largest is small beside the values (a few rows' counts, the usual case), else
+    through a sort."""
+    top = int(counts.max())
+    if top <= max(4 * counts.size, 1 << 16):
+        n = np.bincount(counts, minlength=top + 1)
+        b = np.bincount(counts, weights=lens, minlength=top + 1)
+        u = np.flatnonzero(n)
+        return u, n[u], b[u].astype(np.int64)   # exact: < 2**53
+    u, inv = np.unique(counts, return_inverse=True)
+    return (u, np.bincount(inv, minlength=u.size),
+            np.bincount(inv, weights=lens, minlength=u.size).astype(np.int64))
+
+
 def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
     """``(counts, values, bytes, distinct, width)``: the counts of kept values in descending order, how many
     values have each and their lines' bytes, the distinct values counted, and the longest kept value's bytes."""
@@ -57,11 +72,9 @@ def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndar
         keep = c >= min_count
         if not keep.any():
             continue
-        u, inv = np.unique(c[keep], return_inverse=True)
-        n = np.bincount(inv, minlength=u.size)
         lens = _lengths(v[keep])
         width = max(width, int(lens.max()) - 1)
-        b = np.bincount(inv, weights=lens, minlength=u.size).astype(np.int64)  # exact: < 2**53
+        u, n, b = _per_count(c[keep], lens)
         for cnt, k, nb in zip(u.tolist(), n.tolist(), b.tolist()):
             e = hist.setdefault(cnt, [0, 0])
             e[0] += k
@@ -93,8 +106,10 @@ def write_vocabulary(merged: Merged, min_count: int, text_path: str,
                 continue
             v, c = v[keep], c[keep]
             slot = counts.size - 1 - np.searchsorted(ascending, c)  # index of each value's count, descending
+            if counts.size <= 1 << 16:   # numpy sorts 16-bit integers stably by radix: linear
+                slot = slot.astype(np.uint16)
             order = np.argsort(slot, kind="stable")                # by count; key order kept within a count
-            s = slot[order]
+            s = slot[order].astype(np.int64)
             lens = _lengths(v)[order]
             starts = np.flatnonzero(np.diff(s, prepend=-1))       # where each count's group begins
             groups = s[starts]

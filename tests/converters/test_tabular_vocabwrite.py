@@ -86,3 +86,20 @@ def test_the_histogram_has_one_entry_per_count(tmp_path):
 def test_nothing_kept_writes_an_empty_file(tmp_path, min_count):
     vf, data, keys, _ = write(tmp_path, {b"x": 1, b"y": 2} if min_count > 1 else {}, min_count, 8)
     assert data == b"" and vf.size == 0 and keys.size == 0
+
+
+# (values, their counts as a function of the value's index): a histogram by bincount and a radix sort by count
+# (few, small counts), by a sort (counts far past the values' number: a Terabyte day's most frequent values),
+# and more distinct counts than 16 bits hold
+@pytest.mark.parametrize("n, count_of", [
+    (5_000, lambda i: 1 + i % 7),
+    (5_000, lambda i: 10 ** 12 + i % 5 if i % 3 else 1),
+    (70_000, lambda i: i + 1),
+])
+def test_ids_whatever_the_counts(tmp_path, n, count_of):
+    counts = {b"%06x" % (i * 7919 % (1 << 24)): count_of(i) for i in range(n)}
+    vf, data, keys, ids = write(tmp_path, counts, 2, 4096)
+    want = reference(counts, 2)
+    assert data.splitlines() == want and vf.size == len(want)
+    assert dict(zip(keys.tolist(), ids.tolist())) == {int(sort_key(np.array([v], "S8"))[0]): k + 1
+                                                       for k, v in enumerate(want)}
