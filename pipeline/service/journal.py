@@ -2,8 +2,9 @@
 
 A dispatcher started with a work directory (``fault_tolerant_mode``) appends every change of its state to
 ``WORK_DIR/tf_data_dispatcher_journal/journal_N`` (one file per start) as TFRecord frames of TensorFlow's
-``Update`` message, and syncs each one before it acts on it. A ``create_task`` update (field 3 of ``Update`` in
-every journal version TensorFlow has had) is written when a job's iteration gives a worker a task. Unlike a
+``Update`` message, and syncs each one before it acts on it. A ``create_task`` update (field 3 of ``Update``, the
+same since the journal's first version; checked against TensorFlow 2.21) is written when a job's iteration gives a
+worker a task. Unlike a
 worker's task count, which a look may miss when a short job's task comes and goes between two looks, the journal
 keeps every task: ``service auto`` reads it on the dispatcher's host so that its stop rule cannot miss a job."""
 from __future__ import annotations
@@ -24,6 +25,7 @@ JOURNAL_DIR = "tf_data_dispatcher_journal"
 CREATE_TASK = 3          # Update.create_task
 _HEADER = 12             # uint64 length, uint32 masked CRC of the length
 _FOOTER = 4              # uint32 masked CRC of the data
+_MAX_UPDATE = 1 << 26    # bytes: no update is near this; a longer frame means the file is not a journal
 
 
 class JournalTasks:
@@ -57,6 +59,8 @@ class JournalTasks:
         for name in names:
             path = os.path.join(self.directory, name)
             offset = self._offsets.get(path, 0)
+            if offset < 0:
+                continue   # not read as a journal: given up
             try:
                 with open(path, "rb") as f:
                     f.seek(offset)
@@ -65,15 +69,19 @@ class JournalTasks:
                 log.debug("cannot read %s: %s", path, exc.strerror)
                 continue
             used, tasks = _count_tasks(buf, path, offset)
-            self._offsets[path] = offset + used
+            self._offsets[path] = offset + used if used >= 0 else -1
             self.created += tasks
 
 
 def _count_tasks(buf: bytes, path: str, offset: int) -> tuple[int, int]:
-    """(bytes of whole frames at the start of ``buf``, ``create_task`` updates among them)."""
+    """(bytes of whole frames at the start of ``buf``, or -1 when a frame cannot be a journal's; ``create_task``
+    updates among them)."""
     i = tasks = 0
     while len(buf) - i >= _HEADER:
         (n,) = struct.unpack_from("<Q", buf, i)
+        if n > _MAX_UPDATE:
+            log.debug("%s at byte %d: a frame of %d bytes: not read as a journal", path, offset + i, n)
+            return -1, tasks
         end = i + _HEADER + n + _FOOTER
         if end > len(buf):
             break

@@ -202,6 +202,11 @@ def test_journal_tasks_counts_whole_new_create_task_frames(tmp_path):
     assert tasks.new() == 1
     (journal / "journal_1").write_bytes(_frame(task) + b"\x05")   # the next start's file; a few bytes of a header
     assert tasks.new() == 1 and tasks.new() == 0 and tasks.created == 4
+    (journal / "journal_2").write_bytes(_frame(task) + struct.pack("<Q", 1 << 40) + b"\0" * 64)   # not a journal
+    assert tasks.new() == 1
+    with open(journal / "journal_2", "ab") as f:
+        f.write(_frame(task))   # after the frame it gave up on: never read
+    assert tasks.new() == 0
 
 
 def test_journal_tasks_of_a_dispatcher_with_nothing_journaled(tmp_path):
