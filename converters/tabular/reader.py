@@ -56,31 +56,48 @@ def iter_rows(path: str, schema: TableSchema, stats: InputStats, on_error: str =
         first, rest = 1, b""
         positions = schema.positions() + (len(schema.columns),)
         delim = ord(",") if csv else 9
-        while True:
-            data = fh.read(block_bytes)
-            buf = rest + data
-            if not data:
-                if not buf:
+        buf = bytearray(block_bytes + 1)   # read into, parsed in place: no copy of a block (the rest of a line
+        while True:                        # cut at its end moves to the front)
+            if len(buf) < len(rest) + block_bytes + 1:   # a line longer than a block
+                buf = bytearray(len(rest) + block_bytes + 1)
+            buf[:len(rest)] = rest
+            got = _read_into(fh, memoryview(buf)[len(rest):len(rest) + block_bytes])
+            size = len(rest) + got
+            if not got:
+                if not size:
                     return
-                if not buf.endswith(b"\n"):
-                    buf += b"\n"
-                cut = len(buf)
+                if buf[size - 1] != 10:
+                    buf[size] = 10
+                    size += 1
+                cut = size
             else:
-                cut = buf.rfind(b"\n") + 1
+                cut = buf.rfind(b"\n", 0, size) + 1
                 if cut == 0:
-                    rest = buf
+                    rest = bytes(buf[:size])
                     continue
-            block, rest = buf[:cut], buf[cut:]
+            block, rest = memoryview(buf)[:cut], bytes(buf[cut:size])
             if csv and first == 1:
-                head, _, block = block.partition(b"\n")
+                head, _, tail = bytes(block).partition(b"\n")
+                block = memoryview(tail)
                 positions = _header(path, head, schema)
                 first = 2
                 if not block:
                     continue
             rows, nlines = _parse(block, path, first, positions, schema, delim, stats, on_error)
+            del block   # the rows hold no view of the buffer: it is read into again
             first += nlines
             if len(rows):
                 yield rows
+
+
+def _read_into(fh, view: memoryview) -> int:
+    """Fill ``view`` from ``fh`` as far as one read goes: its byte count, 0 at the end."""
+    readinto = getattr(fh, "readinto", None)
+    if readinto is not None:
+        return readinto(view) or 0
+    data = fh.read(len(view))
+    view[:len(data)] = data
+    return len(data)
 
 
 def _header(path: str, head: bytes, schema: TableSchema):
@@ -106,7 +123,7 @@ def _roles(positions) -> tuple[np.ndarray, np.ndarray]:
     return role, slot
 
 
-def _parse(block: bytes, path: str, first: int, positions, schema: TableSchema, delim: int, stats: InputStats,
+def _parse(block: bytes | memoryview, path: str, first: int, positions, schema: TableSchema, delim: int, stats: InputStats,
            on_error: str) -> tuple[Rows, int]:
     lab, nums, cats, ncols = positions
     buf = np.frombuffer(block, np.uint8)
@@ -120,7 +137,7 @@ def _parse(block: bytes, path: str, first: int, positions, schema: TableSchema, 
     stats.records_read += int(n - blank.sum())
     for r in bad[: (1 if on_error == "raise" else len(bad))]:
         reason = _REASON[int(status[r])]
-        line = block[begins[r]:begins[r + 1] - 1]
+        line = bytes(block[begins[r]:begins[r + 1] - 1])
         msg = _message(line, int(status[r]), int(counts[r]), int(errcol[r]), schema, lab, nums, ncols, delim)
         if on_error == "raise":
             raise InputError(f"{reason}: {msg}", path=path, line=first + int(r), reason=reason)
