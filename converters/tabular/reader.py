@@ -123,8 +123,8 @@ def _roles(positions) -> tuple[np.ndarray, np.ndarray]:
     return role, slot
 
 
-def _parse(block: bytes | memoryview, path: str, first: int, positions, schema: TableSchema, delim: int, stats: InputStats,
-           on_error: str) -> tuple[Rows, int]:
+def _parse(block: bytes | memoryview, path: str, first: int, positions, schema: TableSchema, delim: int,
+           stats: InputStats, on_error: str) -> tuple[Rows, int]:
     lab, nums, cats, ncols = positions
     buf = np.frombuffer(block, np.uint8)
     role, slot = _roles(positions)

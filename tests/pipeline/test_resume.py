@@ -265,7 +265,6 @@ def test_resume_near_the_end_is_about_as_fast_as_a_fresh_start(tmp_path):
     for _ in build_dataset(spec).take(1540):
         pass
     through = time.process_time() - t
-    print("RATIO", resumed, fresh, through)
     assert through > 3 * fresh, (through, fresh)        # the set is big enough for the check to mean something
     assert resumed < 2 * fresh + 0.05, (resumed, fresh, through)
 
