@@ -61,27 +61,32 @@ def _files_under(d) -> list[str]:
     return sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs)
 
 
-def test_twelve_shards_first_batch_is_a_fraction_of_a_full_copy(s3, link, tmp_path):
+def test_twelve_shards_first_batch_needs_a_fraction_of_a_full_copy(s3, link, tmp_path):
+    """The first batch comes after a fraction of the set has crossed the link (the shard it is in and the read
+    ahead), so in a fraction of a full copy's time. The bytes are the check: beside busy processes the first
+    batch's CPU work (threads handing over, the graph starting) stretches far more than the link-bound copy."""
     m, url, local = _upload(s3, tmp_path, 12 * 48_000, 4 << 20)  # 12 shards of 4 MiB: a 2 s copy at 24 MiB/s
     assert len(m.shards) == 12
     next(iter(build_dataset(PipelineSpec.from_manifest(local, 1000))))  # TensorFlow warmed up (graph, first batch)
-    link(24 << 20)
+    ln = link(24 << 20)
     spec = PipelineSpec.from_manifest(url, 1000, stream_cache_dir=str(tmp_path / "cache"))
     storage = S3Storage(url)
     storage.client  # noqa: B018 - both clocks start with an S3 client ready
     t = time.perf_counter()
     for i, s in enumerate(m.shards):  # the full copy, through the same link and checks
         fetch_verified(storage, s.name, str(tmp_path / f"copy{i}"), s.bytes, s.sha256)
-    full_copy = time.perf_counter() - t
+    full_copy, copied = time.perf_counter() - t, ln.bytes_down
     ds = build_dataset(spec)
     t = time.perf_counter()
     it = iter(ds)
     first = next(it)
-    first_batch = time.perf_counter() - t
+    first_batch, before_first = time.perf_counter() - t, ln.bytes_down - copied
     rest = labels_of(it)
     assert sorted([int(v) for v in first[1].numpy()] + rest) == list(range(m.records))
-    print(f"first batch {first_batch:.3f} s, full copy {full_copy:.3f} s")
-    assert first_batch < full_copy / 3, (first_batch, full_copy)
+    assert ln.bytes_down - copied > 0.99 * copied   # the read took every shard through the link
+    print(f"first batch {first_batch:.3f} s after {before_first} bytes; full copy {full_copy:.3f} s, {copied} bytes")
+    # at most 4 shards of 12: the one read, the read-ahead (2 by default) and one more
+    assert before_first <= copied / 3, (before_first, copied, first_batch, full_copy)
 
 
 def test_order_is_seeded_per_epoch_and_a_rerun_repeats_it(remote, link, tmp_path):
