@@ -142,7 +142,7 @@ def run_benchmark(*, rows: int = 450_000, naive_rows: int | None = None, memory:
         data = os.path.join(tmp, "day_0")
         nbytes = write_rows(data, rows)
         warm = os.path.join(tmp, "warm")
-        write_rows(warm, 200, seed=1)
+        write_rows(warm, 5_000, seed=1)  # enough rows for every kernel a block of the real input runs
         _tfpipe(warm, os.path.join(tmp, "w"))  # compiles / loads the kernels
         t = _tfpipe(data, os.path.join(tmp, "out"))
         n = rows if naive_rows is None else min(naive_rows, rows)

@@ -4,13 +4,12 @@ written), and seeded negative downsampling."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from .rows import Rows
 
-__all__ = ["Tables", "numeric_values", "hash_bins", "encode", "expand", "keep_mask"]
+__all__ = ["Tables", "numeric_values", "hash_bins", "encode", "id_offsets", "expand", "keep_mask"]
 
 
 @dataclass(frozen=True)
@@ -49,15 +48,18 @@ def hash_bins(column: np.ndarray, buckets: int) -> np.ndarray:
     return tf.strings.to_hash_bucket_fast(tf.constant(column), buckets).numpy().astype(np.int64)
 
 
-def encode(rows: Rows, target: str, mode: str, tables: Tables, ids: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
-    """The rows in their compact form, what pass 1 keeps: ``label`` float32, ``dense`` float32 (n, numeric),
-    ``sparse`` int64 (n, categorical): DeepFM's global ids (``offsets`` added), DLRM's per-column ids
-    (``ids``: each categorical column's ids, 0..table size - 1). ``expand`` makes the target's columns."""
-    n, k = len(rows), rows.nums.shape[1]
-    sparse = np.stack(ids, axis=1).astype(np.int64) if ids else np.zeros((n, 0), np.int64)
-    if target == "deepfm" and sparse.shape[1]:
-        sparse += tables.offsets(k)
+def encode(rows: Rows, mode: str, tables: Tables, sparse: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows in their compact form, what pass 1 keeps: ``label`` float32, ``dense`` float32 (n, numeric), and
+    ``sparse`` as given: (n, categorical) ids in the target's numbering (each column's ids plus its
+    ``id_offsets``: DeepFM's global ids, DLRM's per-column ids). ``expand`` makes the target's columns."""
     return {"label": rows.labels.astype(np.float32), "dense": numeric_values(rows, mode, tables), "sparse": sparse}
+
+
+def id_offsets(target: str, tables: Tables, numeric: int) -> np.ndarray:
+    """What each categorical column adds to its ids in the target: DeepFM its first global id, DLRM nothing."""
+    if target == "deepfm":
+        return tables.offsets(numeric)
+    return np.zeros(len(tables.sizes), np.int64)
 
 
 def expand(compact: dict[str, np.ndarray], target: str) -> dict[str, np.ndarray]:

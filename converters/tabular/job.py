@@ -33,7 +33,7 @@ from ..sources import expand_inputs
 from ..tfrecord.examples import framed_lengths, row_varint_bytes, serialize_batch, varint_lengths
 from ..tfrecord.layout import narrowest_int
 from ..util.errors import InputError, TfpipeError
-from .encode import Tables, encode, expand, hash_bins, keep_mask
+from .encode import Tables, encode, expand, hash_bins, id_offsets, keep_mask
 from .options import TabularOptions, target_schema
 from .reader import DEFAULT_BLOCK_BYTES, iter_rows
 from .setinfo import source_tables
@@ -219,10 +219,10 @@ class TabularJob:
         out = Summary(unit, InputStats(unit.path))
         if ctx is None or ctx.error is not None:
             return out
-        hashed = o.hash_buckets is not None
-        lookups = [] if hashed else [self.vocab.lookup(n, ctx.tables.sizes[j] - 1)
-                                     for j, n in enumerate(s.categorical)]
-        wide = self._top_id(ctx.tables) >= 1 << 32
+        lookups = None if o.hash_buckets is not None else [self.vocab.lookup(n, ctx.tables.sizes[j] - 1)
+                                                           for j, n in enumerate(s.categorical)]
+        wide = self._top_id(ctx.tables) >= 1 << 32  # the compact ids: uint32, or int64 past 2**32 - 1
+        offsets = id_offsets(o.target, ctx.tables, len(s.numeric))
         parts: list[dict[str, np.ndarray]] = []
         pending = 0
         try:
@@ -235,9 +235,7 @@ class TabularJob:
                 if dropped:
                     out.stats.skip("sampled_out", dropped)
                     rows = rows.take(keep)
-                ids = [hash_bins(rows.cat(j), o.hash_buckets) if hashed else lookups[j].of(rows, j)
-                       for j in range(rows.ncat)]
-                cols = encode(rows, o.target, o.numeric, ctx.tables, ids)
+                cols = encode(rows, o.numeric, ctx.tables, self._sparse(rows, lookups, offsets, wide))
                 if not self.output.columnar:
                     cols["len"] = self._lengths(cols)
                 out.stats.records_written += len(rows)
@@ -253,14 +251,22 @@ class TabularJob:
             self._flush(out, parts, wide)
         return out
 
+    def _sparse(self, rows, lookups, offsets: np.ndarray, wide: bool) -> np.ndarray:
+        """A block's compact ids, (n, categorical) uint32 (int64 when ``wide``): each column's vocabulary ids
+        (``lookups``; None: its ``--hash-buckets`` bins) plus its ``offsets``, written column by column in place."""
+        out = np.empty((len(rows), rows.ncat), np.int64 if wide else np.uint32)
+        for j in range(rows.ncat):
+            if lookups is None:
+                out[:, j] = hash_bins(rows.cat(j), self.options.hash_buckets) + offsets[j]
+            else:
+                lookups[j].put(rows, j, out, j, int(offsets[j]))
+        return out
+
     def _flush(self, out: Summary, parts: list[dict[str, np.ndarray]], wide: bool) -> None:
         """One chunk from the blocks' compact columns: each file written block after block (no joined copy)."""
         chunk = Chunk(f"{out.unit.key}-c{len(out.chunks):06d}", sum(len(p["label"]) for p in parts), wide)
         for k in parts[0]:
-            arrays = [p[k] for p in parts]
-            if k == "sparse" and not wide:
-                arrays = [a.astype(np.uint32) for a in arrays]
-            self.area.put_arrays(f"{chunk.key}.{k}", arrays)
+            self.area.put_arrays(f"{chunk.key}.{k}", [p[k] for p in parts])
         out.chunks.append(chunk)
 
     def _lengths(self, cols: dict[str, np.ndarray]) -> np.ndarray:

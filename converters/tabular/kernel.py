@@ -1,15 +1,18 @@
 """numba kernels of the tabular format: one pass over a block of complete lines (each line's status, label,
 integer columns and categorical keys: ``parse_block``); the fields' offsets and a categorical column's bytes
-for values longer than 8 bytes (``split_fields``, ``gather``); the vocabulary lookup tables (``table_build``,
-``table_get``) and the lookup in blocks of a sorted table read from disk (``block_get``)."""
+for values longer than 8 bytes (``split_fields``, ``gather``); the counting pass's sort and count of a block's
+keys (``radix_sort``, ``count_sorted``); the vocabulary file's lines (``join_lines``); the vocabulary lookup
+tables (``table_build``, ``table_get``, ``table_put``) and the lookup in blocks of a sorted table read from disk
+(``block_get``)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..util.jit import njit
+from ..util.jit import intrinsic, njit
 
-__all__ = ["split_fields", "parse_block", "gather", "table_build", "table_get", "block_get", "table_slots",
-           "TABLE_LOAD", "OK", "BAD_FIELDS", "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
+__all__ = ["split_fields", "parse_block", "gather", "table_build", "table_get", "table_put", "block_get",
+           "count_sorted", "radix_sort", "join_lines", "table_slots", "TABLE_LOAD", "OK", "BAD_FIELDS", "NOT_INT",
+           "OVERFLOW", "BAD_LABEL", "BLANK"]
 
 OK, BAD_FIELDS, NOT_INT, OVERFLOW, BAD_LABEL, BLANK = 0, 1, 2, 3, 4, 5
 _LIMIT = np.uint64(9223372036854775807)
@@ -110,23 +113,66 @@ def table_build(keys, ids, cap):
 
 
 @njit(cache=True, nogil=True)
+def _probe(t, q, cap):
+    """Key ``q``'s id in table ``t`` of ``cap`` slots, 0 where it is not there (key 0, the empty value, never is)."""
+    if q == 0:
+        return 0
+    hi = np.uint32(q >> np.uint64(32))
+    lo = np.uint32(q & np.uint64(0xFFFFFFFF))
+    s = _slot(q, cap)
+    while t[3 * s + 2] != 0:
+        if t[3 * s + 1] == lo and t[3 * s] == hi:
+            return np.int64(t[3 * s + 2])
+        s = s + 1 if s + 1 < cap else 0
+    return 0
+
+
+@njit(cache=True, nogil=True)
 def table_get(t, query):
     """The id of every query key, 0 where it is not in the table (key 0, the empty value, never is)."""
     cap = t.size // 3
     out = np.zeros(query.size, np.int64)
     for i in range(query.size):
-        q = query[i]
-        if q == 0:  # the empty value: never in a vocabulary
-            continue
-        hi = np.uint32(q >> np.uint64(32))
-        lo = np.uint32(q & np.uint64(0xFFFFFFFF))
-        s = _slot(q, cap)
-        while t[3 * s + 2] != 0:
-            if t[3 * s + 1] == lo and t[3 * s] == hi:
-                out[i] = np.int64(t[3 * s + 2])
-                break
-            s = s + 1 if s + 1 < cap else 0
+        out[i] = _probe(t, query[i], cap)
     return out
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i):
+    """Ask the CPU to bring element ``i`` of ``arr`` into its caches (``llvm.prefetch``, a hint: no fault, no
+    effect on results). With an LLVM older than 17 (typed pointers) it does nothing."""
+    from numba import types
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import binding, ir
+        from numba.core import cgutils
+
+        if binding.llvm_version_info[0] >= 17:
+            ary = context.make_array(signature.args[0])(context, builder, args[0])
+            ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32]),
+                "llvm.prefetch.p0")
+            builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])  # read, keep, data
+        return context.get_dummy_value()
+
+    return types.none(arr, types.intp), codegen
+
+
+_AHEAD = 16  # queries between a slot's prefetch and its probe: a memory read's latency of other probes
+
+
+@njit(cache=True, nogil=True)
+def table_put(t, query, out, col, offset):
+    """``table_get`` written into column ``col`` of ``out`` (uint32 or int64), ``offset`` added to each id (id
+    0 included): a block's ids land in the compact array pass 1 keeps, with no array per column."""
+    cap = t.size // 3
+    n = query.size
+    for i in range(n):
+        if i + _AHEAD < n and query[i + _AHEAD] != 0:  # a rare value's slot is rarely cached: fetch it early
+            _prefetch(t, 3 * _slot(query[i + _AHEAD], cap))
+        out[i, col] = _probe(t, query[i], cap) + offset
 
 
 @njit(cache=True, nogil=True)
@@ -146,6 +192,93 @@ def block_get(keys, ids, lens, rows, query):
         if lo < lens[r] and keys[r, lo] == q:
             out[i] = np.int64(ids[r, lo])
     return out
+
+
+@njit(cache=True, nogil=True)
+def _servable_key(key):
+    """Whether the value of a nonzero key (``cat_keys``'s: at most 8 bytes, big-endian, zero-padded) can be a
+    vocabulary file's line: no newline in it, no carriage return as its last byte."""
+    last = 0
+    for q in range(8):
+        b = (key >> np.uint64(56 - 8 * q)) & np.uint64(0xFF)
+        if b == 10:
+            return False
+        if b != 0:
+            last = b
+    return last != 13
+
+
+@njit(cache=True, nogil=True)
+def join_lines(grid, lens):
+    """The lines of fixed-width values joined: row ``i`` of ``grid`` (uint8, n x width) cut to ``lens[i] - 1``
+    bytes, then a newline."""
+    out = np.empty(lens.sum(), np.uint8)
+    at = 0
+    for i in range(grid.shape[0]):
+        m = lens[i] - 1
+        for q in range(m):
+            out[at + q] = grid[i, q]
+        out[at + m] = 10
+        at += m + 1
+    return out
+
+
+_DIGIT = 11  # bits a radix pass sorts by: 2,048 buckets, six passes cover 64 bits
+
+
+@njit(cache=True, nogil=True)
+def radix_sort(keys):
+    """``keys`` (uint64) sorted ascending, a new array: least significant digit first, ``_DIGIT`` bits a pass,
+    every pass's histogram from one read, a pass whose digit every key shares skipped. Linear: several times
+    ``np.sort`` on a block's column of keys."""
+    n = keys.size
+    passes = (64 + _DIGIT - 1) // _DIGIT
+    mask = np.uint64((1 << _DIGIT) - 1)
+    hist = np.zeros((passes, 1 << _DIGIT), np.int64)
+    for i in range(n):
+        k = keys[i]
+        for p in range(passes):
+            hist[p, (k >> np.uint64(_DIGIT * p)) & mask] += 1
+    src = keys.copy()
+    dst = np.empty_like(src)
+    for p in range(passes):
+        at = 0
+        shared = False
+        for d in range(1 << _DIGIT):
+            c = hist[p, d]
+            shared = shared or c == n
+            hist[p, d] = at
+            at += c
+        if shared:
+            continue
+        shift = np.uint64(_DIGIT * p)
+        for i in range(n):
+            k = src[i]
+            d = (k >> shift) & mask
+            dst[hist[p, d]] = k
+            hist[p, d] += 1
+        src, dst = dst, src
+    return src
+
+
+@njit(cache=True, nogil=True)
+def count_sorted(keys):
+    """The distinct keys of ascending ``keys`` and how many times each occurs, key 0 (the empty value) and keys
+    of values no vocabulary file can hold (``_servable_key``) left out."""
+    u = np.empty(keys.size, np.uint64)
+    c = np.empty(keys.size, np.int64)
+    m = 0
+    i = 0
+    while i < keys.size:
+        j = i + 1
+        while j < keys.size and keys[j] == keys[i]:
+            j += 1
+        if keys[i] != 0 and _servable_key(keys[i]):
+            u[m] = keys[i]
+            c[m] = j - i
+            m += 1
+        i = j
+    return u[:m].copy(), c[:m].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -190,6 +323,7 @@ def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
     keys = np.zeros((ncat, n), np.uint64)
     widths = np.zeros(ncat, np.int64)
     begins = np.zeros(n + 1, np.int64)
+    top = max(delim, 10)  # a byte above it ends no field: one comparison for most bytes
     pos = 0
     for r in range(n):
         begins[r] = pos
@@ -199,7 +333,7 @@ def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
         i = pos
         while True:
             c = buf[i]
-            if c != delim and c != 10:
+            if c > top or (c != delim and c != 10):
                 i += 1
                 continue
             e = i

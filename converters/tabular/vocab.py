@@ -23,6 +23,7 @@ __all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted
            "merge_runs", "write_run", "table_keys", "Lookup", "short_keys"]
 
 CHUNK = 1 << 16  # entries read from each run at a time by the merge
+_RADIX_FROM = 1 << 12  # keys from which a block's column is radix-sorted (fewer: np.sort, no histogram to clear)
 
 
 def sort_key(values: np.ndarray) -> np.ndarray:
@@ -59,15 +60,10 @@ def unique_counts(values: np.ndarray, counts: np.ndarray | None = None) -> tuple
 
 def unique_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct values (as ``S8``) and counts of values given by their uint64 keys, the empty value
-    (key 0) left out."""
-    k = np.sort(keys)
-    flag = np.ones(k.size, np.bool_)
-    flag[1:] = k[1:] != k[:-1]
-    idx = np.flatnonzero(flag)
-    counts = np.diff(np.append(idx, k.size)).astype(np.int64)
-    u = k[idx]
-    if u.size and u[0] == 0:
-        u, counts = u[1:], counts[1:]
+    (key 0) and values a vocabulary file cannot hold (``servable``) left out."""
+    from .kernel import count_sorted, radix_sort
+
+    u, counts = count_sorted(radix_sort(keys) if keys.size >= _RADIX_FROM else np.sort(keys))
     return u.astype(">u8").view("S8"), counts
 
 
@@ -119,13 +115,13 @@ class ColumnCounter:
     def add(self, values: np.ndarray | None, keys: np.ndarray | None = None) -> None:
         """Count a block's values (a bytes array, or ``keys``: the uint64 keys of values of at most 8 bytes)."""
         if keys is not None:
-            u, c = unique_keys(keys)
+            u, c = unique_keys(keys)  # servable ones only
         elif values.size:
             u, c = unique_counts(values)
+            ok = servable(u)  # on the block's distinct values only
+            u, c = u[ok], c[ok]
         else:
             return
-        ok = servable(u)  # on the block's distinct values only
-        u, c = u[ok], c[ok]
         self.parts.append((u, c))
         self.nbytes += u.nbytes + c.nbytes
         if self.nbytes > self.limit // 2:
@@ -273,6 +269,17 @@ class Lookup:
         if key is not None and self.by_key:
             return self._get(key)  # key 0: the empty value, never in a vocabulary
         return self(rows.cat(j))
+
+    def put(self, rows, j: int, out: np.ndarray, col: int, offset: int) -> None:
+        """Column ``j``'s ids of a block of ``Rows``, ``offset`` added, into column ``col`` of ``out``: straight from
+        the hash table when the block has the column's keys, else through ``of``."""
+        key = rows.key(j)
+        if key is not None and self.table is not None and self.size:
+            from .kernel import table_put
+
+            table_put(self.table, key, out, col, offset)
+        else:
+            out[:, col] = self.of(rows, j) + offset
 
     def __call__(self, column: np.ndarray) -> np.ndarray:
         if not self.size:

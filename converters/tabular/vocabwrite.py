@@ -47,6 +47,15 @@ def _lengths(values: np.ndarray) -> np.ndarray:
     return np.char.str_len(values).astype(np.int64) + 1 if values.size else np.zeros(0, np.int64)
 
 
+def _lines(values: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The values' lines joined (each value's bytes and a newline; ``lens``: their ``_lengths``) as one uint8
+    array: no Python object per value."""
+    from .kernel import join_lines
+
+    n, w = values.size, values.dtype.itemsize
+    return join_lines(np.ascontiguousarray(values).view(np.uint8).reshape(n, w), lens)
+
+
 def _per_count(counts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct ``counts`` ascending, how many values have each, and their lines' bytes: one ``bincount``
     over the counts when the largest is small beside the values (a few rows' counts, the usual case), else
@@ -119,7 +128,7 @@ def write_vocabulary(merged: Merged, min_count: int, text_path: str,
             ids[order] = first_id[s] + seen[s] + at
             group_bytes = np.add.reduceat(lens, starts)
             begin = np.cumsum(group_bytes) - group_bytes           # each group's place in the chunk's lines
-            blob = memoryview(b"\n".join(v[order].tolist()) + b"\n")
+            blob = memoryview(_lines(v[order], lens))
             offsets = first_byte[groups] + written[groups]         # and in the file
             for a, n, off in zip(begin.tolist(), group_bytes.tolist(), offsets.tolist()):
                 os.pwrite(fd, blob[a:a + n], off)

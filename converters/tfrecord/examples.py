@@ -247,8 +247,10 @@ def _varint_lengths(a):
 
 
 def row_varint_bytes(a: np.ndarray) -> np.ndarray:
-    """Per row of a 2-D integer array, the bytes of its values as protobuf varints (an Int64List's payload)."""
-    a = np.ascontiguousarray(a, dtype=np.int64)
+    """Per row of a 2-D integer array, the bytes of its values as protobuf varints (an Int64List's payload);
+    int64, or uint32 as it is (no widened copy)."""
+    a = np.asarray(a)
+    a = np.ascontiguousarray(a, dtype=a.dtype if a.dtype == np.uint32 else np.int64)
     return _row_varint_bytes(a.reshape(a.shape[0], -1))
 
 

@@ -6,6 +6,7 @@ import os
 
 import pytest
 import tabularref as R
+from notices import without_compile_notices
 
 from converters.cli import main
 from converters.engines.inprocess import run_job
@@ -69,7 +70,7 @@ def test_skip_counts_by_reason_and_keeps_the_rest(tmp_path):
 def test_cli_prints_one_line_and_exits_2(tmp_path, capsys):
     R.write_day(tmp_path / "day", GOOD[:2] + [BAD["12abc"][0]])
     rc = main(["convert", "tabular", str(tmp_path / "day"), "--out", str(tmp_path / "out"), "--no-progress"])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = without_compile_notices(capsys.readouterr().err).strip().splitlines()
     assert rc == 2 and len(err) == 1 and f"day:3: not_an_integer: column I3: '12abc'" in err[0]
     assert not os.path.exists(tmp_path / "out" / "index.json")
 
@@ -82,7 +83,7 @@ def test_cli_refuses_shuffle_and_split_in_one_line(tmp_path, capsys, option, wor
     R.write_day(tmp_path / "day", GOOD[:2])
     rc = main(["convert", "tabular", str(tmp_path / "day"), "--out", str(tmp_path / "out"), "--no-progress",
                option])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = without_compile_notices(capsys.readouterr().err).strip().splitlines()
     assert rc == 2 and len(err) == 1 and words in err[0]
     assert not os.path.exists(tmp_path / "out" / "index.json")
 
@@ -129,6 +130,6 @@ def test_cli_refuses_a_damaged_or_hashed_vocab_from_source_in_one_line(sources, 
     R.write_day(tmp_path / "later", R.day_lines(12, 50))
     rc = main(["convert", "tabular", str(tmp_path / "later"), "--out", str(tmp_path / "out"), "--no-progress",
                "--vocab-from", str(src)])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = without_compile_notices(capsys.readouterr().err).strip().splitlines()
     assert rc == code and len(err) == 1 and words in err[0], err
     assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []  # a failed run leaves nothing
