@@ -1,9 +1,10 @@
 """Exact categorical vocabularies in bounded memory.
 
-Counting (the job's pre-pass, one task per input): each column's values are counted per block
-(``np.unique``) and merged into a sorted ``(values, counts)`` accumulator; when the task's accumulators pass
-their share of ``--memory`` they are written to the run's temporary area as a sorted run and emptied, so a
-task's memory does not grow with rows or distinct values. ``merge_runs`` merges every task's runs of a column
+Counting (the job's pre-pass, one task per input): each column's values are counted per block (values of at
+most 8 bytes by their keys, radix-sorted and counted in kernels: ``unique_keys``; longer ones by ``np.argsort``)
+and merged into a sorted ``(values, counts)`` accumulator; when the task's accumulators pass their share of
+``--memory`` they are written to the run's temporary area as a sorted run and emptied, so a task's memory does
+not grow with rows or distinct values. ``merge_runs`` merges every task's runs of a column
 in chunks (a k-way merge over sorted runs read piece by piece). The vocabulary keeps the values seen at least
 ``min_count`` times, ids 1..V by descending count, ties by ascending bytes (``vocabwrite`` streams it from the
 merge, never holding it); the vocabulary file lists them in id order, one per line, so
