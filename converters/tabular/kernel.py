@@ -197,7 +197,8 @@ def block_get(keys, ids, lens, rows, query):
 @njit(cache=True, nogil=True)
 def _servable_key(key):
     """Whether the value of a nonzero key (``cat_keys``'s: at most 8 bytes, big-endian, zero-padded) can be a
-    vocabulary file's line: no newline in it, no carriage return as its last byte."""
+    vocabulary file's line: ``vocab.servable``'s rule (no newline in it, no carriage return as its last byte) on
+    the key's bytes, so that a block's keys are filtered in the same pass that counts them."""
     last = 0
     for q in range(8):
         b = (key >> np.uint64(56 - 8 * q)) & np.uint64(0xFF)

@@ -80,7 +80,8 @@ def merge_sorted(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nda
 
 def servable(values: np.ndarray) -> np.ndarray:
     """Which values a vocabulary file can hold so that StringLookup reads them back: not empty (missing), no
-    newline, no trailing carriage return (TensorFlow's line reader drops it)."""
+    newline, no trailing carriage return (TensorFlow's line reader drops it). ``kernel._servable_key`` applies the
+    same rule to a value's 8-byte key (``unique_keys``)."""
     ok = values != b""
     if values.dtype.itemsize > 0:
         ok &= ~np.char.endswith(values, b"\r") & (np.char.find(values, b"\n") < 0)
