@@ -114,21 +114,21 @@ def read_through(dispatcher: str, n: int, mode: str = "distributed_epoch", job_n
 
 @pytest.fixture(scope="module")
 def service():
-    """An in-process dispatcher with two workers: its ``grpc://`` address. The workers heartbeat as tfpipe's
-    own do (``HEARTBEAT_MS``): stopping a worker waits for its heartbeat thread's next beat while holding the
-    GIL, which at TensorFlow's default interval (30 s) freezes the test process for up to half a minute."""
+    """An in-process dispatcher with two workers started as ``tfpipe service worker`` starts them
+    (``start_worker``: among else its 1 s heartbeat; stopping a worker waits for the next beat while holding the
+    GIL, which at TensorFlow's default interval, 30 s, freezes the test process for up to half a minute): the
+    dispatcher's ``grpc://`` address."""
     import tensorflow as tf
 
-    from pipeline.service.servers import HEARTBEAT_MS
+    from pipeline.service.servers import start_worker
 
     svc = tf.data.experimental.service
     dispatcher = svc.DispatchServer(svc.DispatcherConfig(port=0))
-    addr = dispatcher.target.split("://")[1]
-    workers = [svc.WorkerServer(svc.WorkerConfig(dispatcher_address=addr, heartbeat_interval_ms=HEARTBEAT_MS))
-               for _ in range(2)]
-    yield f"grpc://127.0.0.1:{addr.rsplit(':', 1)[1]}"
+    addr = f"127.0.0.1:{dispatcher.target.rsplit(':', 1)[1]}"
+    workers = [start_worker(addr) for _ in range(2)]
+    yield f"grpc://{addr}"
     for w in workers:
-        w._stop()
+        w.server._stop()
     dispatcher._stop()
 
 
