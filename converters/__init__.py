@@ -1,9 +1,11 @@
-"""tfpipe converters: LibSVM and Pile/jsonl text into TFRecord shards with a manifest (``index.json``).
+"""tfpipe converters: raw click logs (Criteo TSV/CSV/Parquet -> DeepFM/DLRM training sets with their
+vocabularies), LibSVM and Pile/jsonl text into TFRecord shards with a manifest (``index.json``).
 
 The base layer of tfpipe, in subpackages from the bottom up: ``util`` (errors, units, digests, progress, ...),
 ``tfrecord`` (framing, CRC32C, Example serialization), ``storage`` (local and S3), ``shardset`` (naming,
 manifest, size-bounded atomic writer, reader, verify), ``sources`` (input discovery, compressed streams),
-the formats ``libsvm`` and ``text``, and ``cli``. Heavy modules load on first use of a name below.
+the formats ``tabular``, ``libsvm`` and ``text``, the ``engines`` that run them, and ``cli``. Heavy modules load
+on first use of a name below.
 """
 from __future__ import annotations
 

@@ -5,13 +5,14 @@ steps; the graph is looked up in :data:`GRAPH_MODULES` (one module per graph in 
 ``stages(plan)`` and ``build(plan, resume)``), and every graph is finished the same way here: the tail
 (parse, repeat, prefetch: ``pipeline.graph.tail``) and tf.data's threads sized to this process's CPU share.
 ``plan_stages`` lists the stages of the same plan, so ``describe`` explains exactly what ``build_dataset``
-builds.
+builds. A finite graph reports its batch count (``pipeline.graph.cardinality``), so Keras knows an epoch's steps.
 """
 from __future__ import annotations
 
 import logging
 import os
 
+from .graph.cardinality import with_cardinality
 from .graph.parse import feature_spec, parse_fn
 from .graph.tail import graph_tail
 from .plan.cachepolicy import MEMORY_CACHE_FRACTION, choose_cache, total_memory
@@ -56,7 +57,7 @@ def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
         if tuned is not spec:
             plan = plan_graph(tuned)
     ds, tail = graph_module(plan.graph).build(plan, resume)
-    return _cpu_share(graph_tail(ds, plan.spec, tail))
+    return with_cardinality(_cpu_share(graph_tail(ds, plan.spec, tail)), plan, resume)
 
 
 def _cpu_share(ds):

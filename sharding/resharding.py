@@ -7,6 +7,9 @@ never re-serialized); shard i of N gets records ``[i*R//N, (i+1)*R//N)``.
 ``layout`` re-lays the rows (``sharding.relayout``): example to columnar and back, or columnar with another
 block size; a columnar source or output is always re-encoded (its shards hold blocks of rows), shard i of N
 then gets blocks ``[i*B//N, (i+1)*B//N)`` of the B blocks, so every block is full but a shard's last.
+
+The files the set keeps beside its shards (``shardset.setfiles``: a tabular set's vocabularies) are copied as
+they are, checked against the manifest, and listed again by the new one.
 """
 from __future__ import annotations
 
@@ -21,11 +24,13 @@ import numpy as np
 
 from converters.prep.shuffle import WriteShuffleOptions, ShuffleSink
 from converters.shardset.layoutopts import LayoutOptions
+from converters.shardset.links import check_no_links
 from converters.shardset.manifest import Manifest
 from converters.shardset.naming import ShardName
 from converters.shardset.options import ShardOutputOptions
 from converters.shardset.overlap import check_disjoint
 from converters.shardset.reader import check_file, read_manifest_raw
+from converters.shardset.setfiles import set_files, side_files_of
 from converters.shardset.writer import ShardSetWriter
 from converters.storage import is_s3, open_storage
 from converters.tfrecord.layout import COLUMNAR, DEFAULT_BLOCK_ROWS, EXAMPLE_LAYOUT, RecordLayout
@@ -125,6 +130,8 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
     # the output (a part into its group), the same location, or a part of another group
     check_disjoint(str(out), [str(src)], what="source set", **(opts if is_s3(out) else {}))
     manifest, _ = read_manifest_raw(src, **src_opts)
+    check_no_links(open_storage(manifest.location, **src_opts), [f.name for f in set_files(manifest)],
+                   manifest.location)  # the set's own files only
     R = manifest.records
     target = _target(manifest, layout, block_rows, lambda: _batches(manifest, src_opts))
     units = -(-R // target.block_rows) if target.columnar else R  # what a shard holds: blocks or rows
@@ -162,6 +169,8 @@ def reshard(src: str, out: str, num_shards: int | None = None, shard_size: int |
                               else {"from": manifest.location, "shard_size": shard_size})
         if shuffle is not None:
             options["reshard"]["shuffle"] = shuffle.to_json()
+        # the files beside the shards (vocabularies) do not depend on how rows are laid out: carried as they are
+        writer.carry(open_storage(manifest.location, **src_opts), side_files_of(manifest), manifest.location)
         if target != manifest.layout:
             for k in ("layout", "block_rows"):  # what the conversion chose; the set is laid out anew
                 options.pop(k, None)

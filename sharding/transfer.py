@@ -1,8 +1,11 @@
 """Move a whole shard set between a local directory and S3 (either direction; local to local works too).
 
-Upload: every shard to a temporary name, then the one commit path (``shardset.commit``: final names, the
+A set is all its files (``shardset.setfiles``): its shards and the files its manifest keeps beside them (a
+tabular set's vocabularies) travel together, each checked against the manifest's size and sha256.
+
+Upload: every file to a temporary name, then the one commit path (``shardset.commit``: final names, the
 manifest last); an existing set (or any other content) at the destination is never replaced without
-``overwrite=True``, and then only when the new manifest commits. Download: every shard to a temporary name,
+``overwrite=True``, and then only when the new manifest commits. Download: every file to a temporary name,
 checked against the manifest's byte count and sha256, then the same commit.
 """
 from __future__ import annotations
@@ -17,10 +20,12 @@ import tempfile
 from typing import Callable
 
 from converters.shardset.commit import Move, commit_set
+from converters.shardset.links import check_no_links
 from converters.shardset.manifest import MANIFEST_NAME, Manifest
 from converters.shardset.output import new_run_id, output_errors, prepare_output, release_claim
 from converters.shardset.overlap import check_disjoint
 from converters.shardset.reader import check_file, read_manifest_raw
+from converters.shardset.setfiles import set_files
 from converters.storage import TMP_PREFIX, is_s3, open_storage
 from converters.util.errors import IntegrityError, TfpipeError
 from converters.util.fs import create_new
@@ -39,14 +44,16 @@ def _options(url: str, endpoint_url: str | None) -> dict:
 
 def copy_set(src: str, dest: str, *, overwrite: bool = False, progress: bool = False, check: bool = True,
              endpoint_url: str | None = None) -> Manifest:
-    """Copy a shard set from ``src`` to ``dest`` (local dir or s3://): shards first, manifest last.
+    """Copy a shard set from ``src`` to ``dest`` (local dir or s3://): its files first (shards and
+    the files beside them), manifest last.
 
-    Each shard is checked against the manifest (size and sha256) before it is staged at the destination, so a
+    Each file is checked against the manifest (size and sha256) before it is staged at the destination, so a
     damaged source or a corrupted transfer never ends under a final name with a manifest; a set already at
     ``dest`` (``overwrite``) is replaced only when the new manifest commits (``shardset.commit``)."""
     check_disjoint(str(dest), [str(src)], what="source set", **_options(str(dest), endpoint_url))
     manifest, raw = read_manifest_raw(src, **_options(src, endpoint_url))
     source = open_storage(manifest.location, **_options(src, endpoint_url))
+    check_no_links(source, [f.name for f in set_files(manifest)], manifest.location)  # the set's own files only
     run_id = new_run_id()
     target = prepare_output(dest, overwrite=overwrite, run_id=run_id,
                             **_options(dest, endpoint_url))  # claimed for this copy
@@ -69,10 +76,12 @@ def _tmp_name(name: str, run_id: str) -> str:
 
 def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, run_id: str, progress: bool,
           check: bool) -> None:
-    """Shards first, each checked against the manifest and staged under a temporary name; then the one commit
+    """The set's files (``shardset.setfiles``: shards, then the files beside them), each checked against the
+    manifest and staged under a temporary name; then the one commit
     path (``shardset.commit``). On a failure the staged shards are removed again and a set already at the
     destination stays as it was."""
-    bar = progress_bar(progress, desc="upload" if is_s3(dest) else "download", total=manifest.total_bytes,
+    files = set_files(manifest)
+    bar = progress_bar(progress, desc="upload" if is_s3(dest) else "download", total=sum(f.bytes for f in files),
                        leave=False)
     tick: Callable[[int], None] = bar.update
     local_target = target.local_path(MANIFEST_NAME) is not None
@@ -83,7 +92,7 @@ def _copy(manifest: Manifest, raw: bytes, source, target, dest: str, run_id: str
     staging = None if local_target else tempfile.mkdtemp(prefix="tfpipe-transfer-")
     moves: list[Move] = []
     try:
-        for info in manifest.shards:
+        for info in files:  # the shards and the files beside them (vocabularies)
             tmp = _tmp_name(info.name, run_id)
             local = source.local_path(info.name)
             fetched = None
@@ -163,7 +172,7 @@ def upload(src_dir: str, dest_url: str, *, overwrite: bool = False, progress: bo
 
 def download(src_url: str, dest_dir: str, *, overwrite: bool = False, progress: bool = False,
              endpoint_url: str | None = None) -> Manifest:
-    """Download a shard set from ``s3://bucket/prefix`` into a local directory, checking every shard's size
+    """Download a shard set from ``s3://bucket/prefix`` into a local directory, checking every file's size
     and sha256 against the manifest; the manifest is written last."""
     if not is_s3(src_url):
         raise TfpipeError(f"download source must be an s3:// URL, got {src_url!r}")

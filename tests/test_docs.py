@@ -136,6 +136,21 @@ def test_readme_is_short():
     assert n <= MAX_README_LINES, f"README.md has {n} lines (at most {MAX_README_LINES}): move details to docs/"
 
 
+def _help() -> str:
+    from converters.cli.main import build_parser
+
+    return build_parser().format_help()
+
+
+@pytest.mark.parametrize("door, text", [
+    ("README.md's opening paragraph", lambda: README.read_text(encoding="utf-8").split("\n\n")[1]),
+    ("tfpipe --help", _help),
+], ids=["readme", "help"])
+def test_a_raw_log_user_finds_convert_tabular_at_the_door(door, text):
+    found = " ".join(text().split())  # as read, whatever the line breaks
+    assert "convert tabular" in found and "click logs" in found, f"{door} does not name convert tabular: {found}"
+
+
 # -- (b) every relative link resolves --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", MARKDOWN, ids=_rel)

@@ -46,8 +46,8 @@ SUBSTITUTIONS = [
      'beam_options={"runner": "DirectRunner", "direct_num_workers": 1})',
      "Dataflow needs a Google Cloud project: Beam's local runner runs the same pipeline (the output still goes to "
      "s3://bucket/, the moto server)"),
-    ("docs/pipeline.md", "model.fit(train, epochs=10, steps_per_epoch=spec.records // 512, shuffle=False)",
-     "model.fit(train, epochs=1, steps_per_epoch=spec.records // 512, shuffle=False)", "smoke size: one epoch"),
+    ("docs/pipeline.md", "model.fit(train, epochs=10, steps_per_epoch=epoch_steps(spec), shuffle=False)",
+     "model.fit(train, epochs=1, steps_per_epoch=epoch_steps(spec), shuffle=False)", "smoke size: one epoch"),
     ("docs/pipeline.md", 'keras_dataset("shards/"', 'keras_dataset("sparse/"',
      "the page's shards/ is the fixed-width set of the other examples; this one needs a sparse (rcv1-like) set"),
     ("docs/pipeline.md", "model.fit(train, epochs=5, steps_per_epoch=1000, shuffle=False)",

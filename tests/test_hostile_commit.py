@@ -155,6 +155,53 @@ def test_overlaps_are_refused_and_the_group_still_verifies(g, tmp_path, argv, ma
     assert snapshot(g) == before and verify(str(g)).ok
 
 
+# Every format, every path through it: a glob that reaches into the output's own files (the set, a vocabulary,
+# a run's temporary area) is refused once expanded, before anything is touched (exit 3).
+GLOB_INTO_OUT = {
+    "libsvm": (["libsvm", "{d}/a.libsvm"], ["--field-size", "39"], "{d}/*/index.json"),
+    "libsvm-columnar": (["libsvm", "{d}/a.libsvm"], ["--field-size", "39", "--layout", "columnar"],
+                        "{d}/*/index.json"),
+    "text": (["text", "{d}/a.jsonl"], ["--seq-len", "8"], "{d}/*/index.json"),
+    "tabular": (["tabular", "{d}/day_0"], [], "{d}/*/vocab/C1.txt"),
+    "tabular-temporary-area": (["tabular", "{d}/day_0"], [], "{d}/*/.tfpipe-tmp-x/*.txt"),
+}
+
+
+@pytest.fixture(scope="module")
+def glob_runs(tmp_path_factory):
+    """Per case: a set made at ``{d}/out``, then the same command with the glob added and ``--overwrite``; what
+    the set held before and after, and the second command's result (all in one process)."""
+    from cli_batch import run_commands
+
+    from bench.commands.tabular import write_rows
+
+    root = tmp_path_factory.mktemp("globs")
+    argvs = []
+    for name, (head, extra, pattern) in GLOB_INTO_OUT.items():
+        d = root / name
+        d.mkdir()
+        write_criteo_libsvm(d / "a.libsvm", 50, field_size=39)
+        (d / "a.jsonl").write_text("".join(f'{{"text": "document {i} of the glob case"}}\n' for i in range(20)))
+        write_rows(str(d / "day_0"), 50)
+        cmd = ["convert", *(a.format(d=d) for a in head), "--out", str(d / "out"), *extra, "--no-progress"]
+        argvs += [cmd, cmd[:3] + [pattern.format(d=d)] + cmd[3:] + ["--overwrite"]]
+    made = run_commands(argvs[0::2], str(root / "made.json"))
+    assert all(r.code == 0 for r in made), [r.err for r in made]
+    (root / "tabular-temporary-area" / "out" / ".tfpipe-tmp-x").mkdir()  # as a killed run leaves it
+    (root / "tabular-temporary-area" / "out" / ".tfpipe-tmp-x" / "C1.txt").write_text("a\n")
+    before = {n: snapshot(root / n / "out") for n in GLOB_INTO_OUT}
+    runs = run_commands(argvs[1::2], str(root / "runs.json"))
+    return {n: (before[n], snapshot(root / n / "out"), r) for n, r in zip(GLOB_INTO_OUT, runs)}
+
+
+@pytest.mark.parametrize("name", list(GLOB_INTO_OUT))
+def test_a_glob_into_the_output_is_refused_by_every_format(glob_runs, name):
+    before, after, r = glob_runs[name]
+    assert r.code == 3, r.err
+    assert re.search(r"input '.*/out/.*' is inside the output .*/out: the run would read", r.err), r.err
+    assert after == before
+
+
 LAUNCH = ["processing", "launch", "--job-name", "j-1", "--role", "arn:aws:iam::123456789012:role/SMProc",
           "--image-uri", "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3",
           "--instance-type", "ml.c5.4xlarge", "--instance-count", "2", "--dry-run"]

@@ -23,6 +23,7 @@ from hostile import (
     finish,
     run_cli,
     session_processes,
+    snapshot,
     start,
 )
 
@@ -96,13 +97,42 @@ def test_two_runs_at_once_one_wins_and_its_set_verifies(tmp_path, big):
     assert read_manifest(out).records == 300_000
 
 
-def test_kill_9_leaves_no_worker_and_the_rerun_takes_over(tmp_path, big):
-    src, out = big, tmp_path / "out"
-    p = start(_convert(src, out, "--workers", "2", "--shard-size", "1MiB"))
+@pytest.fixture(scope="module")
+def two_days(tmp_path_factory):
+    """Two raw Criteo TSV days of ~18 MB each (20k generated rows, repeated): enough input for two workers."""
+    from bench.commands.tabular import write_rows
+
+    d = tmp_path_factory.mktemp("days")
+    write_rows(str(d / "rows"), 20_000)
+    chunk = (d / "rows").read_bytes()
+    for k in range(2):
+        (d / f"day_{k}").write_bytes(chunk * 4)
+    return d
+
+
+# (input fixture, command, the workers a two-worker run starts besides its main process)
+KILLED_RUNS = {
+    "libsvm": ("big", lambda src, out: _convert(src, out, "--shard-size", "1MiB"), 2),
+    "tabular": ("two_days", lambda src, out: ["-c", _CLI, "convert", "tabular", str(src / "day_0"),
+                                               str(src / "day_1"), "--out", str(out), "--no-progress"], 1),
+}
+
+
+@pytest.mark.parametrize("fmt", list(KILLED_RUNS))
+def test_kill_9_leaves_no_worker_and_the_rerun_takes_over(tmp_path, request, fmt):
+    """kill -9 of the main process of a two-worker run (what the OOM killer does): its workers die with it,
+    the rerun takes the stale claim over, and nothing of the killed run appears in the committed set later."""
+    data, command, pool = KILLED_RUNS[fmt]
+    src, out = request.getfixturevalue(data), tmp_path / "out"
+    p = start(command(src, out) + ["--workers", "2"])
     main = psutil.Process(p.pid)
-    _wait_for(lambda: len(main.children()) >= 2 and any(n.startswith(".tfpipe-tmp-") and n != CLAIM_NAME
-                                                        for n in os.listdir(out) if out.exists()),
-              what="workers and a first temporary shard")
+
+    def working() -> bool:
+        assert p.poll() is None, p.communicate()[1][-2000:]  # it ended before its workers were seen
+        return len(main.children()) >= pool and any(n.startswith(".tfpipe-tmp-") and n != CLAIM_NAME
+                                                    for n in os.listdir(out) if out.exists())
+
+    _wait_for(working, what="workers and a first temporary file")
     workers = main.children()
     os.kill(p.pid, signal.SIGKILL)
     p.wait()  # not communicate(): workers that survived would hold its pipes open forever
@@ -117,9 +147,12 @@ def test_kill_9_leaves_no_worker_and_the_rerun_takes_over(tmp_path, big):
         p.stdout.close()
         p.stderr.close()
     assert not (out / "index.json").exists() and not [n for n in os.listdir(out) if n.startswith("train-")]
-    r = run_cli(_convert(src, out, "--overwrite")[2:])  # the dead run's claim is stale: taken over, with a warning
+    r = run_cli(command(src, out)[2:] + ["--overwrite"])  # the dead run's claim is stale: taken over
     assert r.rc == 0, r.err
     assert "taking over the stale claim" in r.err
+    committed = snapshot(out)
+    time.sleep(1.5)  # longer than a worker's look at its parent
+    assert snapshot(out) == committed
     check_outputs([out])
 
 

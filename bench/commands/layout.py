@@ -5,7 +5,10 @@ disk — for fixed-width Criteo-like LibSVM rows and for text windows of 2,049 t
 set of either layout) its rows are re-laid into the other layout and measured instead of the Criteo rows.
 ``--busy N`` runs N busy loops beside the rounds; ``--shuffle`` adds how far a seeded shuffled read moves rows
 in each layout with the same buffer; ``--shuffle-buffer B`` adds the seeded shuffled read (the default graph of
-both layouts, ``seed=1``) against the hand-tuned ``shuffle(B)`` graph on the Example set, in paired rounds."""
+both layouts, ``seed=1``) against the hand-tuned ``shuffle(B)`` graph on the Example set, in paired rounds. Every
+fixed-width workload also shows the machine's limit: the bare block read (``TFRecordDataset`` of the columnar
+set's blocks, nothing decoded) beside the unshuffled and the seeded shuffled default of both layouts
+(``shuffle_buffer`` B, or 10,000), rows/s and rows per CPU-second."""
 from __future__ import annotations
 
 import argparse
@@ -18,16 +21,18 @@ import tempfile
 from converters.cli.parser import add_json_option, add_set_argument
 from converters.cli.types import nonneg_int, positive_int
 from converters.shardset.layoutopts import block_rows_arg
-from converters.tfrecord.layout import DEFAULT_BLOCK_ROWS
+from converters.tfrecord.layout import COLUMNAR, DEFAULT_BLOCK_ROWS, EXAMPLE
 
 from ..report.tables import mark_default
 
-__all__ = ["add_parser", "run", "run_benchmark", "format_report", "size_problem", "TARGET_RATIO", "DEFAULT_ROWS"]
+__all__ = ["add_parser", "run", "run_benchmark", "format_report", "limit_lines", "size_problem", "set_layout",
+           "TARGET_RATIO", "DEFAULT_ROWS", "LIMIT_BUFFER"]
 
 TARGET_RATIO = 2.5          # the bar: columnar default vs the best hand-tuned Example graph, median of the rounds
 DEFAULT_ROWS = 300_000
 DEFAULT_WINDOWS = 20_000
 SHUFFLE_BUFFERS = (1_000, 10_000)
+LIMIT_BUFFER = 10_000       # the seeded shuffled defaults beside the bare block read, without --shuffle-buffer
 
 
 def add_parser(bench_sub) -> argparse.ArgumentParser:
@@ -76,6 +81,13 @@ def size_problem(args) -> str | None:
     return None
 
 
+def set_layout(path: str) -> str:
+    """The record layout of the set at ``path`` (its default graph is the one a user of it gets)."""
+    from converters.shardset.reader import read_manifest
+
+    return COLUMNAR if read_manifest(path).layout.columnar else EXAMPLE
+
+
 def run(args) -> int:
     problem = size_problem(args)
     if problem is not None:
@@ -96,16 +108,18 @@ def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows:
                   busy: int = 0, shuffle: bool = False, shuffle_buffer: int = 0, workdir: str | None = None,
                   log=None) -> dict:
     """Write the sets, then the paired rounds of each workload (beside ``busy`` busy loops); the report dict."""
-    from ..core.layoutbench import compare_layouts, compare_shuffled, criteo_sets, relay_set, shuffle_table, text_sets
+    from ..core.layoutbench import (compare_layouts, compare_limit, compare_shuffled, criteo_sets, relay_set,
+                                    shuffle_table, text_sets)
     from ..core.busyhost import BUSY_LOOP, neighbour_processes
 
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-layout-", dir=workdir)
     try:
-        work = {}
+        work, defaults = {}, {}   # defaults: the layout whose default graph is the user's, per workload
         if path:
             say(f"re-laying the rows of {path} ...")
             work["set"] = (relay_set(path, os.path.join(tmp, "set"), block_rows=block_rows), batch_size)
+            defaults["set"] = set_layout(path)
         else:
             say(f"writing {rows:,} Criteo-like rows in both layouts ...")
             work["libsvm"] = (criteo_sets(os.path.join(tmp, "libsvm"), rows, block_rows=block_rows), batch_size)
@@ -117,10 +131,16 @@ def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows:
             for name, ((example, columnar), batch) in work.items():
                 say(f"{name}: {rounds} paired rounds, batch {batch}")
                 report["workloads"][name] = compare_layouts(example, columnar, batch, rounds=rounds, log=say)
+                report["workloads"][name]["default_layout"] = defaults.get(name, EXAMPLE)
                 if shuffle_buffer and name != "text":
                     say(f"{name}: seeded shuffled reads, shuffle_buffer {shuffle_buffer:,}")
                     report["workloads"][name]["shuffled"] = compare_shuffled(example, columnar, batch, shuffle_buffer,
                                                                              rounds=rounds, log=say)
+                if name != "text":
+                    buffer = shuffle_buffer or LIMIT_BUFFER
+                    say(f"{name}: the bare block read beside the defaults, shuffle_buffer {buffer:,}")
+                    report["workloads"][name]["limit"] = compare_limit(example, columnar, batch, buffer,
+                                                                       rounds=rounds, log=say)
         if shuffle:
             say("shuffle: mean displacement and rank correlation per layout ...")
             report["shuffle"] = shuffle_table(os.path.join(tmp, "mix"), min(rows, 100_000), SHUFFLE_BUFFERS)
@@ -129,18 +149,44 @@ def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+LIMIT_NAMES = {"bare_blocks": "bare block read", "columnar_unshuffled": "columnar default",
+               "columnar_shuffled": "columnar default, seeded", "example_unshuffled": "Example default",
+               "example_shuffled": "Example default, seeded"}
+
+
+def limit_lines(lim: dict | None) -> list[str]:
+    """The limit table of a workload: the bare block read beside the defaults (``layoutbench.compare_limit``)."""
+    if not lim:
+        return []
+    lines = [f"    the machine's limit (median [range] of {lim['rounds']} paired rounds, seeded: shuffle_buffer "
+             f"{lim['shuffle_buffer']:,}, load {lim['load_min']:.1f}-{lim['load_max']:.1f}):"]
+    for key, what in LIMIT_NAMES.items():
+        x = lim[key]
+        lines.append(f"      {what:<26} {x['rows_s']:>11,.0f} rows/s [{x['rows_s_min']:,.0f}-{x['rows_s_max']:,.0f}]  "
+                     f"{x['rows_per_cpu_s']:>11,.0f} rows/CPU-s [{x['rows_per_cpu_s_min']:,.0f}-"
+                     f"{x['rows_per_cpu_s_max']:,.0f}]  {x['of_bare_cpu']:.2f}x the bare read per CPU-s")
+    lines.append(f"      seeded vs unshuffled columnar per CPU-second: {lim['shuffled_of_unshuffled_cpu']:.2f}x")
+    return lines
+
+
+def _default_mark(default: str, workload: str):
+    """How a workload's rows are marked: the row of the ``default`` layout as tfpipe's default, the others not."""
+    why = "the given set's layout" if workload == "set" else "the layout convert writes"
+    return lambda row, layout: mark_default(row, f"{why}, read with the default spec") if layout == default else row
+
+
 def format_report(r: dict) -> str:
     lines = [f"Example vs columnar layout of the same rows ({r['busy_loops']} busy loop(s) beside):"]
     for name, w in r["workloads"].items():
         ok = "meets" if w["ratio"] >= r["target_ratio"] else "MISSES"
+        mark = _default_mark(w.get("default_layout", EXAMPLE), name)
         lines += [f"  {name} (batch {w['batch_size']}, median of {w['rounds']} paired rounds, load "
                   f"{w['load_min']:.1f}-{w['load_max']:.1f} on {w['cpu_count']} cores):",
-                  f"    columnar default          {w['columnar_rec_s']:>12,.0f} rec/s  "
-                  f"{w['columnar_rec_per_cpu_s']:>12,.0f} rec/CPU-s  {w['columnar_bytes']:>14,} bytes",
+                  mark(f"    columnar default          {w['columnar_rec_s']:>12,.0f} rec/s  "
+                       f"{w['columnar_rec_per_cpu_s']:>12,.0f} rec/CPU-s  {w['columnar_bytes']:>14,} bytes", COLUMNAR),
                   f"    best hand-tuned Example   {w['best_example_rec_s']:>12,.0f} rec/s  "
                   f"{w['best_example_rec_per_cpu_s']:>12,.0f} rec/CPU-s  {w['example_bytes']:>14,} bytes",
-                  mark_default(f"    tfpipe default, Example   {w['example_default_rec_s']:>12,.0f} rec/s",
-                               "the layout convert writes, read with the default spec"),
+                  mark(f"    tfpipe default, Example   {w['example_default_rec_s']:>12,.0f} rec/s", EXAMPLE),
                   f"    columnar vs best Example  {w['ratio']:.2f}x (range {w['ratio_min']:.2f}-{w['ratio_max']:.2f}; "
                   f"{ok} the bar >= {r['target_ratio']:g}x), per CPU-second {w['cpu_ratio']:.2f}x, bytes "
                   f"{w['bytes_ratio']:.3f}x",
@@ -154,6 +200,7 @@ def format_report(r: dict) -> str:
             for key, what in (("columnar_default", "columnar default"), ("example_default", "Example default")):
                 lines.append(f"      {what:<22}  {sh[key + '_rec_s']:>12,.0f} rec/s  {sh[key + '_ratio']:.2f}x (range "
                              f"{sh[key + '_ratio_min']:.2f}-{sh[key + '_ratio_max']:.2f})")
+        lines += limit_lines(w.get("limit"))
     for row in r.get("shuffle", []):
         lines.append(f"  shuffle_buffer {row['buffer']:,}: mean displacement Example {row['example_displacement']:,.0f}"
                      f" / columnar {row['columnar_displacement']:,.0f} ({row['displacement_ratio']:.2f}x), rank "

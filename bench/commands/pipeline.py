@@ -181,8 +181,10 @@ def run(args) -> int:
     from converters.util.errors import TfpipeError
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: keep C++ INFO/WARNING off the table
+    if args.png:   # the extra --png needs, checked before the first measurement (--json-out needs none)
+        from ..report.plot import check_plotting
 
-
+        check_plotting("--png")
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-")
     try:
         data_dir = args.dir

@@ -8,7 +8,9 @@ on the same rows (its dicts, like the vocabularies, grow with them: ``--naive-ro
 which flatters it). Reported: rows/s and rows per CPU-second of each pass and of the whole conversion, the
 ratio of rows per CPU-second (goal >= 30x, bar >= 10x), and the peak memory (the high-water mark of its RSS)
 of ``convert tabular --memory 64MiB --workers 1`` in a fresh process on the rows and on 4x the rows and
-distinct values."""
+distinct values. Then the scaling: the rows cut into three files (days), converted by ``tfpipe convert tabular``
+in fresh processes with ``--workers 1`` and ``--workers N`` in paired rounds: rows/s and CPU-seconds of each,
+and the wall ratio N / 1."""
 from __future__ import annotations
 
 import argparse
@@ -24,7 +26,7 @@ import time
 from converters.cli.parser import add_json_option
 from converters.cli.types import positive_int
 
-__all__ = ["add_parser", "run", "run_benchmark", "format_report", "write_rows", "naive_convert"]
+__all__ = ["add_parser", "run", "run_benchmark", "format_report", "write_rows", "naive_convert", "scale"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -34,12 +36,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--naive-rows", type=positive_int, default=None, metavar="N",
                    help="rows the per-line converter converts (default: all of them; fewer flatter it)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="the scaling runs: --workers 1 against --workers N (default: the usable cores)")
+    p.add_argument("--repeats", type=positive_int, default=3, metavar="R",
+                   help="paired rounds of the scaling runs (default 3)")
+    p.add_argument("--no-scaling", action="store_true", help="skip the scaling runs")
     add_json_option(p, "the report")
     return p
 
 
 def run(args) -> int:
-    report = run_benchmark(rows=args.rows, naive_rows=args.naive_rows, memory=not args.no_memory)
+    report = run_benchmark(rows=args.rows, naive_rows=args.naive_rows, memory=not args.no_memory,
+                           scaling=0 if args.no_scaling else args.repeats, workers=args.workers)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 
@@ -135,8 +143,58 @@ def _peak(path: str, out: str) -> int:
     return int(r.stdout.strip().splitlines()[-1])
 
 
+def _split(path: str, parts: int) -> list[str]:
+    """``path`` cut at line ends into ``parts`` files of about equal size (days of a click log)."""
+    data = open(path, "rb").read()
+    out, at = [], 0
+    for k in range(parts):
+        end = len(data) if k == parts - 1 else data.find(b"\n", max(at, len(data) * (k + 1) // parts)) + 1
+        out.append(f"{path}-{k}")
+        with open(out[-1], "wb") as f:
+            f.write(data[at:end])
+        at = end
+    return out
+
+
+def _cli_run(paths: list[str], out: str, workers: int) -> tuple[float, float]:
+    """Wall and CPU seconds (the process and its workers) of ``convert tabular --workers N`` in a fresh process."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "converters.cli", "convert", "tabular", *paths, "--out", out, "--workers",
+                    str(workers), "--no-progress", "--overwrite"], capture_output=True, check=True,
+                   env={**os.environ, "TFPIPE_IGNORE_LOAD": "1"})
+    wall = time.perf_counter() - w
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def scale(data: str, rows: int, tmp: str, workers: int | None = None, rounds: int = 3, files: int = 3) -> dict:
+    """``convert tabular`` of the rows as ``files`` days with ``--workers 1`` and ``--workers N``, each in a fresh
+    process (as a user runs it), in ``rounds`` paired rounds (the order alternating): the medians of rows/s,
+    CPU-seconds and the per-round wall ratio N / 1, and the processes N asks for on this input."""
+    import statistics
+
+    from converters.tabular.convert import work_for
+    from converters.util.system import cpu_count
+
+    n = workers or cpu_count()
+    paths = _split(data, files)
+    runs: dict[int, list] = {1: [], n: []}
+    for r in range(rounds):
+        for k in sorted({1, n}, reverse=r % 2 == 1):
+            runs[k].append(_cli_run(paths, os.path.join(tmp, f"scale-{k}"), k))
+    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
+    return {"files": files, "workers": n, "processes": min(n, work_for(paths)), "rounds": rounds,
+            "rows_per_s": {str(k): round(rows / w) for k, (w, _) in med.items()},
+            "cpu_s": {str(k): round(c, 2) for k, (_, c) in med.items()},
+            "wall_ratio": round(statistics.median(a[0] / b[0] for a, b in zip(runs[n], runs[1])), 3)}
+
+
 def run_benchmark(*, rows: int = 450_000, naive_rows: int | None = None, memory: bool = True,
-                  workdir: str | None = None) -> dict:
+                  workdir: str | None = None, scaling: int = 0, workers: int | None = None) -> dict:
+    """``scaling``: paired rounds of ``--workers 1`` against ``--workers`` (0: none)."""
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-tabular-", dir=workdir)
     try:
         data = os.path.join(tmp, "day_0")
@@ -163,6 +221,9 @@ def run_benchmark(*, rows: int = 450_000, naive_rows: int | None = None, memory:
             b = _peak(big, os.path.join(tmp, "m4"))
             report["peak_rss_mib"] = {"rows": round(a / 1024, 1), "rows_x4": round(b / 1024, 1)}
             report["peak_growth"] = round(b / a, 3)
+        if scaling:
+            report["scaling"] = scale(data, rows, tmp, workers, scaling)
+            report["scaling"]["load"] = os.getloadavg()[0]
         return report
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -182,4 +243,10 @@ def format_report(r: dict) -> str:
         p = r["peak_rss_mib"]
         lines.append(f"peak memory --memory 64MiB: {p['rows']} MiB; 4x rows and distinct values: {p['rows_x4']} MiB "
                      f"({r['peak_growth']}x)")
+    if "scaling" in r:
+        c, n = r["scaling"], str(r["scaling"]["workers"])
+        lines.append(f"scaling, the rows as {c['files']} files, fresh processes, median of {c['rounds']} paired "
+                     f"rounds (load {c['load']:.1f}): --workers 1 {c['rows_per_s']['1']:,} rows/s "
+                     f"({c['cpu_s']['1']} CPU-s); --workers {n} ({c['processes']} process(es) for this input) "
+                     f"{c['rows_per_s'][n]:,} rows/s ({c['cpu_s'][n]} CPU-s); wall N/1 {c['wall_ratio']}x")
     return "\n".join(lines)

@@ -9,6 +9,9 @@
 - :func:`compare_shuffled`: the seeded shuffled read users train on: paired rounds of tfpipe's default graph of
   a seeded, shuffled spec on each layout (the resumable order; over rows on the columnar set) against the
   hand-tuned ``TFRecordDataset → shuffle(B) → batch → parse_example`` graph on the Example set.
+- :func:`compare_limit`: how close the reads come to the machine's limit: paired rounds of the bare block read
+  (``TFRecordDataset`` of the columnar set's blocks, nothing decoded) beside tfpipe's default graph of both
+  layouts, unshuffled and seeded shuffled; rows/s and rows per CPU-second.
 - :func:`check_cost`: what checking every block as it is read costs (``pipeline.graph.blockcheck``): paired
   rounds of the columnar decode alone (read, batch of blocks, decode), checked against the bare
   ``parse_example`` + ``decode_raw`` decode without checks; the ratio of rows/s (and rows per CPU-second).
@@ -24,8 +27,9 @@ import numpy as np
 
 from .layoutsets import write_columnar, write_examples, write_layout_sets
 
-__all__ = ["compare_layouts", "compare_shuffled", "hand_shuffle", "check_cost", "criteo_sets", "text_sets", "relay_set", "set_bytes", "shuffle_table",
-           "TEXT_SEQ_LEN", "TEXT_VOCAB"]
+__all__ = ["compare_layouts", "compare_shuffled", "compare_limit", "bare_blocks", "LIMIT_READS", "hand_shuffle",
+           "check_cost", "criteo_sets", "text_sets", "relay_set", "set_bytes", "shuffle_table", "TEXT_SEQ_LEN",
+           "TEXT_VOCAB"]
 
 TEXT_SEQ_LEN = 2048        # windows of 2,049 token ids (inputs and the shifted targets in one row)
 TEXT_VOCAB = 50_257        # a GPT-2-sized vocabulary: uint16 in the columnar layout
@@ -190,6 +194,12 @@ def hand_shuffle(example: str, batch: int, buffer: int, seed: int):
 SHUFFLED = ("hand_shuffle", "example_default", "columnar_default")
 
 
+def _rounds_header(rounds: int, batch: int, buffer: int, seed: int, loads: list[float]) -> dict:
+    """What paired rounds of seeded reads report beside their figures: the settings, the load and the cores."""
+    return {"rounds": rounds, "batch_size": batch, "shuffle_buffer": buffer, "seed": seed,
+            "load_min": min(loads), "load_max": max(loads), "cpu_count": os.cpu_count()}
+
+
 def compare_shuffled(example: str, columnar: str, batch: int, buffer: int, *, seed: int = 1, rounds: int = 5,
                      log=None) -> dict:
     """Paired rounds (the order reversed every other round) of :data:`SHUFFLED`: per round each default's
@@ -215,13 +225,75 @@ def compare_shuffled(example: str, columnar: str, batch: int, buffer: int, *, se
             f"{rates['columnar_default'][-1] / rates['hand_shuffle'][-1]:.2f}x the hand-tuned shuffle(B) graph "
             f"({rates['hand_shuffle'][-1]:,.0f} rec/s; load {loads[-1]:.1f})")
     med = statistics.median
-    out = {"rounds": rounds, "batch_size": batch, "shuffle_buffer": buffer, "seed": seed,
-           "load_min": min(loads), "load_max": max(loads), "cpu_count": os.cpu_count()}
+    out = _rounds_header(rounds, batch, buffer, seed, loads)
     for n in SHUFFLED:
         out[f"{n}_rec_s"] = med(rates[n])
     for n in SHUFFLED[1:]:
         ratios = [a / b for a, b in zip(rates[n], rates["hand_shuffle"])]
         out.update({f"{n}_ratio": med(ratios), f"{n}_ratio_min": min(ratios), f"{n}_ratio_max": max(ratios)})
+    return out
+
+
+LIMIT_READS = ("bare_blocks", "columnar_unshuffled", "columnar_shuffled", "example_unshuffled", "example_shuffled")
+
+
+def bare_blocks(columnar: str):
+    """The bare block read: ``TFRecordDataset`` of the columnar set's blocks (8 MiB buffer, CRCs checked),
+    nothing decoded, in batches of 8 blocks → ``prefetch``: the floor any columnar reader of the set pays."""
+    import tensorflow as tf
+
+    from .variants import _BUFFER, _manifest
+
+    spec = _manifest(columnar)
+    return tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).batch(8).prefetch(
+        tf.data.AUTOTUNE)
+
+
+def compare_limit(example: str, columnar: str, batch: int, buffer: int, *, seed: int = 1, rounds: int = 5,
+                  log=None) -> dict:
+    """Paired rounds (the order reversed every other round) of :data:`LIMIT_READS`: the bare block read of the
+    columnar set beside tfpipe's default graph of both layouts, unshuffled and seeded shuffled
+    (``shuffle_buffer=buffer``); per read the median and range of rows/s and of rows per CPU-second (this
+    process's CPU time), each default's rows per CPU-second over the bare read's (per round, then the median),
+    and the load."""
+    from converters.shardset.reader import read_manifest
+    from pipeline import PipelineSpec, build_dataset
+
+    from .variants import throughput
+
+    m = read_manifest(columnar)
+    per_block = m.records / max(1, sum(-(-s.records // m.layout.block_rows) for s in m.shards))
+
+    def default(path, shuffled):
+        kw = dict(shuffle_buffer=buffer, seed=seed) if shuffled else {}
+        return lambda: build_dataset(PipelineSpec.from_manifest(path, batch, **kw))
+
+    make = {"bare_blocks": lambda: bare_blocks(columnar), "columnar_unshuffled": default(columnar, False),
+            "columnar_shuffled": default(columnar, True), "example_unshuffled": default(example, False),
+            "example_shuffled": default(example, True)}
+    say = log or (lambda s: None)
+    rates = {n: [] for n in LIMIT_READS}
+    cpu = {n: [] for n in LIMIT_READS}
+    loads = []
+    for r in range(rounds):
+        loads.append(os.getloadavg()[0])
+        for n in (LIMIT_READS if r % 2 == 0 else LIMIT_READS[::-1]):
+            t = throughput(make[n](), warmup=1)
+            scale = per_block if n == "bare_blocks" else 1.0    # the bare read counts blocks
+            rates[n].append(t["records_per_s"] * scale)
+            cpu[n].append(t["records_per_cpu_s"] * scale)
+        say(f"round {r + 1}: rows per CPU-second: bare block read {cpu['bare_blocks'][-1]:,.0f}, columnar "
+            f"unshuffled {cpu['columnar_unshuffled'][-1]:,.0f}, shuffled {cpu['columnar_shuffled'][-1]:,.0f} "
+            f"(load {loads[-1]:.1f})")
+    med = statistics.median
+    out = _rounds_header(rounds, batch, buffer, seed, loads)
+    for n in LIMIT_READS:
+        out[n] = {"rows_s": med(rates[n]), "rows_s_min": min(rates[n]), "rows_s_max": max(rates[n]),
+                  "rows_per_cpu_s": med(cpu[n]), "rows_per_cpu_s_min": min(cpu[n]),
+                  "rows_per_cpu_s_max": max(cpu[n]),
+                  "of_bare_cpu": med([a / b if b else 0.0 for a, b in zip(cpu[n], cpu["bare_blocks"])])}
+    out["shuffled_of_unshuffled_cpu"] = med([a / b if b else 0.0 for a, b in
+                                             zip(cpu["columnar_shuffled"], cpu["columnar_unshuffled"])])
     return out
 
 

@@ -4,7 +4,10 @@ Stable API (used by ``tfpipe bench pipeline``):
 
 - ``VARIANTS: dict[str, Callable[..., tf.data.Dataset]]`` — each builder is called as
   ``builder(manifest_path, batch_size, **kw)`` and returns a dataset of parsed batches
-  (``(features, label)`` or a dict). Names:
+  (``(features, label)`` or a dict), read as the product reads the set's layout: on an Example set a "parse"
+  is ``parse_example`` of a batch of records; on a columnar set (records are blocks of rows) it is the
+  product's decode of a batch of blocks (``blocks_per_decode`` of them, ``tf.io.decode_raw``), rebatched to
+  ``batch_size`` rows, and the naive graph decodes one block per call and batches its rows one by one. Names:
 
   ``naive``                            per-record ``parse_single_example`` map, then batch, no prefetch (baseline)
   ``vectorized``                       ``pipeline.build_dataset`` defaults (``kw`` are ``PipelineSpec`` options)
@@ -56,9 +59,41 @@ def _manifest(path: str):
 
 
 def _parse(spec):
+    """The parse of a vector of records as the product reads the set: ``parse_example`` of Examples into
+    ``(features, label)``, or the decode of a columnar set's blocks into a dict of rows (:func:`_rows` cuts it)."""
+    if spec.layout is not None:
+        from pipeline.graph.columnar import decode_blocks_fn
+
+        return decode_blocks_fn(spec.schema, spec.layout)
     from pipeline.build import parse_fn
 
     return parse_fn(spec.schema)
+
+
+def _unit(spec, batch_size: int) -> int:
+    """Records per parse call: ``batch_size`` Examples, or the product's blocks per decode of a columnar set."""
+    if spec.layout is None:
+        return batch_size
+    from pipeline.graph.columnar import blocks_per_decode
+    from pipeline.plan.readplan import read_plan
+
+    return blocks_per_decode(spec, read_plan(spec))
+
+
+def _rows(spec, ds, batch_size: int | None):
+    """Parsed batches as an Example set's graphs give them: a columnar set's decoded rows cut to ``batch_size``
+    (None: cut already) and split into ``(features, label)``; an Example set's as they are."""
+    if spec.layout is None:
+        return ds
+    from pipeline.graph.columnar import columnar_output
+
+    return columnar_output(ds if batch_size is None else ds.rebatch(batch_size), spec)
+
+
+def _batch_parse(spec, ds, batch_size: int, **map_kw: Any):
+    """``ds`` (records) batched, parsed (``map_kw``: the map's options) and cut to ``batch_size`` rows."""
+    ds = ds.batch(_unit(spec, batch_size)).map(_parse(spec), **map_kw)
+    return _rows(spec, ds, batch_size)
 
 
 def naive(manifest_path: str, batch_size: int, **kw: Any):
@@ -67,6 +102,11 @@ def naive(manifest_path: str, batch_size: int, **kw: Any):
     from pipeline.build import feature_spec
 
     spec = _manifest(manifest_path)
+    records = tf.data.TFRecordDataset(list(spec.files), spec.compression_type)
+    if spec.layout is not None:   # one block per decode call, its rows batched one by one
+        decode = _parse(spec)
+        rows = records.map(lambda block: decode(tf.expand_dims(block, 0))).unbatch()
+        return _rows(spec, rows.batch(batch_size), None)
     fs = feature_spec(spec.schema)
     label = spec.schema.label
 
@@ -74,7 +114,7 @@ def naive(manifest_path: str, batch_size: int, **kw: Any):
         d = tf.io.parse_single_example(x, fs)
         return (d, d.pop(label)) if label else d
 
-    return tf.data.TFRecordDataset(list(spec.files), spec.compression_type).map(parse_one).batch(batch_size)
+    return records.map(parse_one).batch(batch_size)
 
 
 def vectorized(manifest_path: str, batch_size: int, **kw: Any):
@@ -87,16 +127,16 @@ def sequential_batch_parse_prefetch(manifest_path: str, batch_size: int, **kw: A
     import tensorflow as tf
 
     spec = _manifest(manifest_path)
-    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).batch(batch_size)
-    return ds.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER)
+    return _batch_parse(spec, ds, batch_size, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def map_and_batch_vectorized(manifest_path: str, batch_size: int, **kw: Any):
     import tensorflow as tf
 
     spec = _manifest(manifest_path)
-    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).batch(batch_size)
-    ds = ds.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER)
+    ds = _batch_parse(spec, ds, batch_size, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
@@ -105,7 +145,7 @@ def parallel_reads_autotune(manifest_path: str, batch_size: int, **kw: Any):
 
     spec = _manifest(manifest_path)
     ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER, num_parallel_reads=tf.data.AUTOTUNE)
-    return ds.batch(batch_size).map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return _batch_parse(spec, ds, batch_size, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def interleave_per_file_batched(manifest_path: str, batch_size: int, **kw: Any):
@@ -114,10 +154,12 @@ def interleave_per_file_batched(manifest_path: str, batch_size: int, **kw: Any):
     spec = _manifest(manifest_path)
     ctype = spec.compression_type
     cycle = kw.get("cycle_length") or max(1, min(len(spec.files), spec.cores))
+    unit = _unit(spec, batch_size)
     ds = tf.data.Dataset.from_tensor_slices(list(spec.files)).interleave(
-        lambda f: tf.data.TFRecordDataset(f, ctype, _BUFFER).batch(batch_size), cycle_length=cycle,
+        lambda f: tf.data.TFRecordDataset(f, ctype, _BUFFER).batch(unit), cycle_length=cycle,
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-    return ds.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    ds = ds.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE)
+    return _rows(spec, ds, batch_size).prefetch(tf.data.AUTOTUNE)
 
 
 def no_prefetch(manifest_path: str, batch_size: int, **kw: Any):
@@ -133,8 +175,8 @@ def cache_after_parse(manifest_path: str, batch_size: int, **kw: Any):
     import tensorflow as tf
 
     spec = _manifest(manifest_path)
-    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).batch(batch_size)
-    ds = ds.map(_parse(spec), num_parallel_calls=tf.data.AUTOTUNE).cache().repeat(kw.get("epochs", 2))
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER)
+    ds = _batch_parse(spec, ds, batch_size, num_parallel_calls=tf.data.AUTOTUNE).cache().repeat(kw.get("epochs", 2))
     return ds.prefetch(tf.data.AUTOTUNE)
 
 

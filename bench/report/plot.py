@@ -16,10 +16,12 @@ import io
 import os
 from typing import Mapping, Sequence
 
+from converters.util.errors import TfpipeError
+
 from ..core.measure import Report
 
-__all__ = ["plot_reports", "plot_pipeline", "takeaway", "COLORS", "VARIANT_NOTES", "DEFAULT_VARIANT",
-           "OTHER_MODES"]
+__all__ = ["plot_reports", "plot_pipeline", "check_plotting", "MissingExtraError", "takeaway", "COLORS",
+           "VARIANT_NOTES", "DEFAULT_VARIANT", "OTHER_MODES"]
 
 COLORS = {"compute": "#4C72B0", "wait": "#DD4444", "other": "#BBBBBB", "throughput": "#8FA9C9",
           "naive": "#DD8844", "best": "#2E8B57", "other_mode": "#9A86B8"}
@@ -40,6 +42,24 @@ VARIANT_NOTES = {
     "pipe": "Pipe mode (SageMaker streams shards through a FIFO): another input mode, not a File-mode setting",
     "shuffle": "the default with a 10,000-record shuffle buffer",
 }
+
+
+class MissingExtraError(TfpipeError):
+    """An option needs an optional dependency that is not installed (exit 2: the command line asks for what
+    this install cannot do)."""
+
+    exit_code = 2
+
+
+def check_plotting(option: str = "--png") -> None:
+    """Refuse ``option`` in one line, naming the extra to install, when matplotlib cannot be imported: called
+    before the first measurement, not after minutes of measuring."""
+    try:
+        import matplotlib  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        raise MissingExtraError(f"{option} needs matplotlib, which is not installed: pip install "
+                                f"'tfpipe[bench]' (or leave out {option})") from None
 
 
 def _figure(width: float, height: float, panels: int = 1):

@@ -37,8 +37,9 @@ def _registrars():
 def build_parser() -> argparse.ArgumentParser:
     parser = TfpipeParser(
         prog="tfpipe",
-        description="Fast, correct TensorFlow input pipelines: convert data to TFRecord shards, plan "
-                    "sharding, build tf.data graphs, and measure GPU idle time.")
+        description="Fast, correct TensorFlow input pipelines: convert data to TFRecord shards (raw click "
+                    "logs -> DeepFM/DLRM training sets with 'convert tabular'; LibSVM; text), plan sharding, "
+                    "build tf.data graphs, and measure GPU idle time.")
     parser.add_argument("--version", action="version", version=f"tfpipe {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -128,7 +129,8 @@ def _one_line(exc: BaseException) -> str:
 
 def register(sub) -> None:
     """Add ``convert``, ``inspect``, ``verify`` and ``quickstart``."""
-    convert = sub.add_parser("convert", help="convert LibSVM or text/jsonl data into TFRecord shards")
+    convert = sub.add_parser("convert", help="convert raw click logs (tabular), LibSVM or text/jsonl data into "
+                                             "TFRecord shards")
     csub = convert.add_subparsers(dest="format", metavar="FORMAT")
     csub.required = True
     from .. import registry

@@ -67,6 +67,8 @@ def _cmd_quickstart(args) -> int:
     print(f"done in {time.perf_counter() - t0:.1f}s. Next:\n"
           f"   tfpipe inspect {shards}\n"
           f"   tfpipe convert libsvm YOUR.libsvm --out DIR --field-size 39\n"
+          f"   tfpipe convert tabular day_0 day_1 --out DIR     (raw Criteo click logs -> DeepFM/DLRM training "
+          f"sets with their vocabularies)\n"
           f"   parse with: tf.io.parse_example(batch, {{'label': FixedLenFeature([], tf.float32), "
           f"'ids': FixedLenFeature([39], tf.int64), 'values': FixedLenFeature([39], tf.float32)}})")
     return 0

@@ -92,9 +92,11 @@ def _print_extra(extra: dict) -> None:
             sha = v.get("sha256")
             print(f"{k:<{width}} {v.get('name')}   vocabulary {_num(v.get('vocab_size'))}, eod id "
                   f"{_num(v.get('eod_id'))}" + (f", sha256 {str(sha)[:16]}..." if sha else ""))
-        elif k == "categorical" and isinstance(v, dict):  # tabular: each column's table size (and vocabulary)
+        elif k == "categorical" and isinstance(v, (dict, list)):  # tabular: each column's table size, in order
+            pairs = _natural(v.items()) if isinstance(v, dict) else [  # (a set written before: keyed by name)
+                (e.get("column"), e) for e in v if isinstance(e, dict)]
             print(f"{'tables':<{width}} " + ", ".join(
-                f"{name} {_num(e.get('table_size'))}" for name, e in _natural(v.items()) if isinstance(e, dict)))
+                f"{name} {_num(e.get('table_size'))}" for name, e in pairs if isinstance(e, dict)))
     subsets = extra.get("subsets")
     if isinstance(subsets, dict) and subsets:  # text: per Pile subset
         name_w = max(len("subset"), *(len(n) for n in subsets))

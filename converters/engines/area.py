@@ -16,6 +16,7 @@ so nothing of the run is left but the shard set and its manifest.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from dataclasses import dataclass, field
 
@@ -25,6 +26,8 @@ from ..shardset.output import check_run_id, new_run_id, prepare_output, release_
 from ..storage import TMP_PREFIX, Storage, is_s3, open_storage
 from ..storage.local import LocalStorage
 from ..util.errors import TfpipeError
+from ..util.fs import write_atomic
+from ..util.workerpool import in_worker
 
 __all__ = ["RunArea", "new_run_id", "prepare_run"]
 
@@ -37,12 +40,41 @@ def _join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
-def _open(run_id: str, url: str, options: tuple) -> Storage:
+def _open(run_id: str, url: str, options: tuple, mark: str) -> Storage:
     key = (run_id, url, options)
     st = _STORAGES.get(key)
+    if st is not None and in_worker() and type(st) is LocalStorage:  # the driver's, inherited by fork
+        st = None
     if st is None:
-        st = _STORAGES[key] = open_storage(url, **dict(options))
+        st = open_storage(url, **dict(options))
+        if in_worker() and isinstance(st, LocalStorage):
+            st = _WhileRunning(st.url, os.path.abspath(mark))
+        st = _STORAGES[key] = st
     return st
+
+
+class _WhileRunning(LocalStorage):
+    """A run's local output or temporary area as a worker process opens it: it writes only while the run's
+    temporary area (``mark``) exists and never re-creates it. The driver makes the area before any step and
+    removes it when the run ends, as does a later run that takes the output over: a worker left behind (its
+    parent killed) then writes nothing into that output, not even the area's directory."""
+
+    def __init__(self, path: str, mark: str):
+        super().__init__(path)
+        self.mark = mark
+
+    def _check(self) -> None:
+        if not os.path.isdir(self.mark):
+            raise TfpipeError(f"the temporary area {self.mark} is gone: its run has ended, this worker writes "
+                              "nothing more")
+
+    def write_bytes_atomic(self, name: str, data) -> None:
+        self._check()
+        write_atomic(self._p(name), data, tmp_prefix=TMP_PREFIX)  # no makedirs: a removed area stays removed
+
+    def staging_dir(self) -> str:
+        self._check()
+        return self.path
 
 
 @dataclass(frozen=True)
@@ -75,11 +107,11 @@ class RunArea:
 
     def output(self) -> Storage:
         """The output location's storage (opened once per process)."""
-        return _open(self.run_id, self.out, self.storage_options)
+        return _open(self.run_id, self.out, self.storage_options, self.temp_url)
 
     def temp(self) -> Storage:
         """The temporary area's storage (opened once per process)."""
-        return _open(self.run_id, self.temp_url, self.storage_options)
+        return _open(self.run_id, self.temp_url, self.storage_options, self.temp_url)
 
     # -- temporary arrays ----------------------------------------------------------------------------
     def put_array(self, name: str, array: np.ndarray) -> None:
@@ -160,8 +192,9 @@ def prepare_run(out: str, *, overwrite: bool, run_id: str | None = None, **stora
     out = str(out)
     run_id = check_run_id(run_id) if run_id is not None else new_run_id()  # before anything is created
     storage = prepare_output(out, overwrite=overwrite, run_id=run_id, **storage_options)
+    area = RunArea(out, run_id, tuple(storage_options.items()))
     if storage.local_path("") is not None:
         storage.staging_dir()  # the local converter creates the output directory up front too
-    area = RunArea(out, run_id, tuple(storage_options.items()))
+        os.makedirs(area.temp().local_path(""), exist_ok=True)  # and the area: workers never create it
     _STORAGES[(area.run_id, area.out, area.storage_options)] = storage
     return area

@@ -28,7 +28,7 @@ from ..prep.options import PrepOptions, prep_from_keywords
 from ..prep.writer import PrepWriter
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
-from ..sources import compression_of, expand_inputs, input_size, refuse_inputs_in
+from ..sources import compression_of, expand_inputs, input_size
 from ..tfrecord.layout import EXAMPLE
 from ..util.checks import as_int
 from ..util.errors import InputError
@@ -97,8 +97,8 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         ) -> Manifest:
     """Convert LibSVM inputs into a shard set at ``out`` as ``options`` say; returns the Manifest.
 
-    ``workers`` processes parse and serialize (default: all cores, at most one per task of ``block_bytes`` of
-    text, so a small input is converted in this process); the output bytes depend on neither it nor
+    ``workers`` processes parse and serialize (default: all cores; never more than one per task of
+    ``block_bytes`` of text, so a small input is converted in this process); the output bytes depend on neither it nor
     ``block_bytes``. Inputs without a single valid line are an error unless
     ``allow_empty`` (a part of a larger conversion, such as one Processing instance's share): then the
     manifest lists no shard, only the accounting. ``prep`` (``converters.prep.PrepOptions``): shuffle, balance
@@ -110,8 +110,8 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
     """
     if not isinstance(options, LibsvmOptions):
         raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
-    by_default = workers is None
-    workers = cap_workers(as_int(cpu_count() if by_default else workers, "workers", minimum=1), "parser workers")
+    workers = cap_workers(as_int(cpu_count() if workers is None else workers, "workers", minimum=1),
+                          "parser workers")
     block_bytes = as_int(block_bytes, "block_bytes", minimum=1)
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -119,13 +119,11 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
         if allow_empty:
             raise ValueError("a columnar part of a larger conversion has no stored types of its own: convert the "
                              "whole input in one job (--layout columnar)")
-        return _run_columnar(inputs, out, options, workers, overwrite, block_bytes, prep, by_default)
+        return _run_columnar(inputs, out, options, workers, overwrite, block_bytes, prep)
     if prep is not None and prep.needs_labels and options.multilabel:
         raise ValueError(f"{prep.describe()} needs one label per record: --multilabel records have lists")
-    paths = expand_inputs(inputs)
-    refuse_inputs_in(paths, str(out))
-    if by_default:
-        workers = _at_most_tasks(workers, task_count(paths, block_bytes, at_most=workers))
+    paths = expand_inputs(inputs, out=out)
+    workers = _at_most_tasks(workers, task_count(paths, block_bytes, at_most=workers))
     size = None if any(compression_of(p) for p in paths) else sum(input_size(p) for p in paths)
     with PrepWriter(str(out), options.output, prep, overwrite=overwrite, expected_bytes=size) as writer:
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
@@ -137,7 +135,7 @@ def run(inputs: str | os.PathLike | Iterable[str | os.PathLike], out: str | os.P
 
 
 def _at_most_tasks(workers: int, tasks: int | None) -> int:
-    """The default workers, no more than the input's tasks (None: not known before reading)."""
+    """No more workers than the input's tasks (None: not known before reading)."""
     if tasks is not None and tasks < workers:
         log.debug("%d parser worker(s) for %d task(s)", max(1, tasks), tasks)
         return max(1, tasks)
@@ -145,13 +143,12 @@ def _at_most_tasks(workers: int, tasks: int | None) -> int:
 
 
 def _run_columnar(inputs, out, options: LibsvmOptions, workers: int, overwrite: bool, block_bytes: int,
-                  prep: PrepOptions | None, by_default: bool) -> Manifest:
-    """A columnar set: the two-pass job's steps in this process, or on ``workers`` local processes (by
-    default no more than the job's units)."""
+                  prep: PrepOptions | None) -> Manifest:
+    """A columnar set: the two-pass job's steps in this process, or on ``workers`` local processes (no more
+    than the job's units)."""
     job = LibsvmJob.create(inputs, out, options, overwrite=overwrite, block_bytes=block_bytes, prep=prep)
     try:
-        if by_default:
-            workers = _at_most_tasks(workers, unit_count(job.paths, job.unit_size, at_most=workers))
+        workers = _at_most_tasks(workers, unit_count(job.paths, job.unit_size, at_most=workers))
         pool = Pool(workers, options.parse_options(1), options.keys) if workers > 1 else None
     except BaseException:  # Ctrl-C while the workers start: the run's area goes, as run_job would remove it
         job.area.cleanup()

@@ -133,7 +133,7 @@ class LibsvmJob:
             raise TypeError(f"options must be a LibsvmOptions, got {type(options).__name__}")
         unit_size, block_bytes = _check_sizes(unit_size, block_bytes)
         _check_prep(prep, options)
-        paths = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
+        paths = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs, out=out)
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
         return cls(options, tuple(paths), area, unit_size, block_bytes, prep)
 

@@ -11,25 +11,19 @@ than a block each are read by one task, parsed one by one (each keeps its own li
 and serialized together, so the per-file cost is a read and a parse call, not a task, a serializer call and a
 writer call each.
 
-Workers never outlive the run: each asks the kernel to kill it when its parent dies (``PR_SET_PDEATHSIG`` on
-Linux) and watches its parent process id besides (elsewhere, or if the parent died before that was set up);
-they ignore Ctrl-C, which the main process handles. A worker that dies (killed, out of memory) ends the run
-with one line saying so.
+Workers never outlive the run (``util.workerpool``: they die with the main process, and leave Ctrl-C to it).
+A worker that dies (killed, out of memory) ends the run with one line saying so.
 """
 from __future__ import annotations
 
 import logging
 import mmap
-import os
-import signal
-import sys
-import threading
-import time
 from typing import Iterator
 
 from ..sources import compression_of, input_size, is_url, iter_blocks, read_lines, read_range
 from ..util.errors import InputError, TfpipeError
 from ..util.ordered import ordered_map
+from ..util.workerpool import start_method, worker_pool
 from .block import has_zero_index
 from .reasons import BadLine
 from .tasks import BlockResult, PackResult, read_whole, unpack, work_block, work_pack
@@ -160,83 +154,16 @@ def task_count(paths: list[str], block_bytes: int, at_most: int | None = None) -
     return n
 
 
-def start_method() -> str:
-    """``fork`` (workers start warm, kernels already loaded) unless this process runs other threads (a trainer
-    with TensorFlow loaded, say): forking a multi-threaded process can deadlock the child, so then
-    ``forkserver`` (or ``spawn`` where there is no fork at all)."""
-    import multiprocessing as mp
-    import threading
-
-    methods = mp.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1 and "tensorflow" not in sys.modules:
-        return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-_S3_ENV = ("AWS_", "TFPIPE_S3_")  # the settings of s3:// inputs read in workers (endpoint, credentials, timeouts)
-
-
-def _init_worker(parent_pid: int, s3_env: dict[str, str] | None = None) -> None:
-    """Worker start-up: die with the parent, leave Ctrl-C to the main process, and end quietly when the pool
-    terminates it (a forked worker would otherwise inherit the CLI's SIGTERM handler); take the parent's S3
-    settings of now (a forkserver keeps the environment of when it started)."""
-    if s3_env is not None:
-        for k in [k for k in os.environ if k.startswith(_S3_ENV)]:
-            del os.environ[k]
-        os.environ.update(s3_env)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watcher below still runs
-            pass
-    if not _alive(parent_pid):  # the parent died before the death signal was armed
-        os._exit(1)
-    ppid = os.getppid()
-    threading.Thread(target=_watch_parent, args=(parent_pid, ppid), name="tfpipe-parent-watch", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _watch_parent(parent_pid: int, ppid: int, period: float = 1.0) -> None:
-    """Exit when the run's main process is gone or this process was re-parented (portable fallback)."""
-    while True:
-        time.sleep(period)
-        if os.getppid() != ppid or not _alive(parent_pid):
-            os._exit(1)
-
-
 class Pool:
     """Workers start after a one-line parse here (a first run compiles here; forkserver workers load the cache)."""
 
     def __init__(self, workers: int, popts, keys):
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
         warm = (b"1" + (b" qid:1" if popts.keep_qid else b"")
                 + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size or 1)) + b"\n")
         work_block(warm, 1, popts, keys, False)
         has_zero_index(warm)
-        ctx = mp.get_context(start_method())
         self.workers = workers
-        self.executor = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                            initargs=(os.getpid(), {k: v for k, v in os.environ.items()
-                                                                    if k.startswith(_S3_ENV)}))
+        self.executor = worker_pool(workers, start_method())
 
     def map(self, fn, items) -> list:
         """``fn`` over ``items`` on the workers, results in order (a two-pass job's steps: ``run_job``'s pmap)."""

@@ -26,7 +26,9 @@ manifests this commit wrote are removed, the old files are moved back over whate
 No run deletes a file set aside before it was put back or the new set committed. ``release`` (the claim) is
 called in every case. Errors of the clean-up in step 4 are logged: the new set is committed.
 
-Recovery acts only on what the journal proves is its own (``ownership``): a journal written for another
+No commit writes, sets aside or deletes a name that passes through a symbolic link in any component (``links``:
+a set's ``vocab/`` linked elsewhere is refused, touching nothing). Recovery acts only on what the journal proves
+is its own (``ownership``): a journal written for another
 location or another set is refused in one line, touching nothing; a roll-back checks, before it touches
 anything, that every file it will move or delete holds what the journal recorded (size and sha256) or carries
 its run's temporary name, and that nothing it puts an old file back over is a stranger's; a roll-forward
@@ -47,9 +49,11 @@ from ..storage import Storage
 from ..util.errors import IntegrityError, TfpipeError
 from ..util.fs import fsync_dir
 from .journal import ASIDE_PREFIX, MAX_JOURNAL_BYTES, Journal, aside_name, is_journal, journal_name
-from .manifest import MANIFEST_NAME, side_files
+from .links import check_no_links
+from .manifest import MANIFEST_NAME
 from .ownership import digest, foreign_reason, holds, location_id, published, read_journal
 from .reader import parse_manifest
+from .setfiles import listed_names, set_files
 
 __all__ = ["Move", "commit_set", "publish_moves", "committed_names", "recover", "aside_name", "ASIDE_PREFIX"]
 
@@ -89,11 +93,8 @@ def _old_set(storage: Storage, where: str, read_part: Callable[[str], bytes] | N
     except (TfpipeError, OSError):
         return sha, [MANIFEST_NAME], records
     records.update({n: (len(b), hashlib.sha256(b).hexdigest()) for n, b in seen.items()})
-    records.update({s.name: (s.bytes, s.sha256) for s in m.shards})
-    side = side_files(m)
-    records.update({name: (nbytes, digest_) for name, nbytes, digest_ in side})
-    return sha, ([MANIFEST_NAME] + [f"{p.path}/{MANIFEST_NAME}" for p in m.parts] + [s.name for s in m.shards]
-                 + [name for name, _, _ in side]), records
+    records.update({f.name: (f.bytes, f.sha256) for f in set_files(m)})
+    return sha, listed_names(m), records
 
 
 def committed_names(storage: Storage, where: str = "", read_part: Callable[[str], bytes] | None = None
@@ -119,7 +120,7 @@ def _new_records(manifest: bytes, parts: list[tuple[str, bytes]], where: str) ->
         m = parse_manifest(manifest, f"{where}/{MANIFEST_NAME}", read_part=read_part)
     except Exception:  # noqa: BLE001 - a caller's manifest tfpipe cannot read: its shards are hashed instead
         return {}
-    return {s.name: (s.bytes, s.sha256) for s in m.shards} | {n: (b, h) for n, b, h in side_files(m)}
+    return {f.name: (f.bytes, f.sha256) for f in set_files(m)}
 
 
 def _quietly(fn: Callable[[], object], what: str) -> None:
@@ -187,6 +188,7 @@ def _journal_for(storage: Storage, moves: list[Move], manifest: bytes, run_id: s
 def _commit(storage: Storage, moves: list[Move], manifest: bytes, run_id: str, parts: list[tuple[str, bytes]],
             obsolete: list[str], resumable: bool, before_manifest, where: str) -> None:
     journal = _journal_for(storage, moves, manifest, run_id, parts, obsolete, where, resumable)
+    check_no_links(storage, [*journal.finals, *(r[0] for r in journal.retire), *journal.aside], where)
     data = journal.to_bytes()
     if len(data) > MAX_JOURNAL_BYTES:
         raise TfpipeError(f"{where}: a commit of {len(moves)} shards needs a journal of {len(data)} bytes, more "

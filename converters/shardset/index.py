@@ -18,7 +18,6 @@ import io
 import logging
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from ..storage import is_s3, open_storage
@@ -27,6 +26,7 @@ from ..util.checks import as_int
 from ..util.errors import InputError, IntegrityError, MissingInputError, OutputExistsError, OverlapError, TfpipeError
 from ..util.fs import HashingReader
 from ..util.progress import progress_bar
+from ..util.workerpool import worker_pool
 from .infer import SchemaTally
 from .manifest import ADOPTED_KIND, MANIFEST_NAME, Manifest, ShardInfo, manifest_bytes
 from .naming import check_adopted_name
@@ -220,8 +220,7 @@ def _scan_all(base: str, names: list[str], workers: int, progress: bool, storage
                 out.append(_scan_one(base, n, storage_options))
                 bar.update(1)
             return out
-        ctx = _context()
-        with ProcessPoolExecutor(max_workers=min(workers, len(names)), mp_context=ctx) as pool:
+        with worker_pool(min(workers, len(names))) as pool:  # forked where safe; they die with this process
             futures = [pool.submit(_scan_one, base, n, storage_options) for n in names]
             try:
                 for f in futures:
@@ -233,14 +232,3 @@ def _scan_all(base: str, names: list[str], workers: int, progress: bool, storage
     return out
 
 
-def _context():
-    """Fork when this process runs no other thread and has no TensorFlow loaded (forking a multi-threaded
-    process can deadlock the child), else forkserver (or spawn)."""
-    import multiprocessing as mp
-    import sys
-    import threading
-
-    methods = mp.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1 and "tensorflow" not in sys.modules:
-        return mp.get_context("fork")
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")

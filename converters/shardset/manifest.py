@@ -13,13 +13,14 @@ from typing import Any
 from ..tfrecord.layout import EXAMPLE_LAYOUT, RecordLayout
 from ..tfrecord.schema import Schema
 from ..util.errors import IntegrityError, TfpipeError
+from ..util.excerpt import capped
 from ..util.fs import is_sha256
 from ..util.version import __version__
 from .naming import check_adopted_name, check_plain_name, check_shard_name, check_side_name
 from .options import normalize_compression
 
 __all__ = ["MANIFEST_NAME", "FORMAT_VERSION", "MAX_EXAMPLES", "ADOPTED_KIND", "ShardInfo", "InputStats", "Manifest",
-           "manifest_bytes", "check_entries", "side_files"]
+           "manifest_bytes", "check_entries"]
 
 MANIFEST_NAME = "index.json"
 FORMAT_VERSION = 1
@@ -60,7 +61,7 @@ class InputStats:
     def skip(self, reason: str, count: int = 1, example: str | None = None) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + count
         if example is not None and len(self.examples) < MAX_EXAMPLES:
-            self.examples.append(example)
+            self.examples.append(capped(example))  # a report never grows with a bad record's size
 
     def merge(self, other: "InputStats") -> None:
         self.records_read += other.records_read
@@ -72,7 +73,7 @@ class InputStats:
             self.note(k, v)
         room = MAX_EXAMPLES - len(self.examples)
         if room > 0:
-            self.examples.extend(other.examples[:room])
+            self.examples.extend(capped(ex) for ex in other.examples[:room])
 
     @property
     def records_skipped(self) -> int:
@@ -209,13 +210,6 @@ def check_entries(data: dict, where: str = "") -> None:
         except ValueError as exc:
             raise IntegrityError(f"invalid manifest{where}: {key} {value!r} must name a tokenizer, not a path: "
                                  f"{exc}") from None
-
-
-def side_files(manifest: Manifest) -> list[tuple[str, int, str]]:
-    """``(name, bytes, sha256)`` of each file the set keeps beside its shards (``extra.files``: a tabular set's
-    vocabularies), checked when the manifest was read (``check_entries``)."""
-    entries = (manifest.extra or {}).get("files") or ()
-    return [(e["name"], e["bytes"], e["sha256"]) for e in entries]
 
 
 def _check_listed(entries: list, what: str, noun: str, check_name, counts: tuple[str, ...], taken: set[str],

@@ -12,10 +12,12 @@ from typing import Iterator
 from ..storage import CLAIM_NAME, TMP_PREFIX, Storage, claim_output, open_storage
 from ..util.errors import OutputError, OutputExistsError, TfpipeError
 from .commit import recover
-from .manifest import MANIFEST_NAME, side_files
+from .links import check_no_links
+from .manifest import MANIFEST_NAME
 from .reader import parse_manifest
+from .setfiles import side_dirs, side_files_of
 
-__all__ = ["prepare_output", "output_errors", "new_run_id", "check_run_id", "release_claim"]
+__all__ = ["prepare_output", "output_errors", "new_run_id", "check_run_id", "release_claim", "refuse_foreign_in_parts"]
 
 
 def new_run_id() -> str:
@@ -96,12 +98,13 @@ def _clear(storage: Storage, out: str, overwrite: bool) -> None:
                 f"output {out} holds an {MANIFEST_NAME} that is not a valid tfpipe manifest ({exc}); refusing to "
                 "replace it or anything beside it: choose another location") from None
         listed = {MANIFEST_NAME} | {s.name for s in manifest.shards if "/" not in s.name}
-        side = [name for name, _, _ in side_files(manifest)]  # vocab/C1.txt: folders holding only those
-        parts = list(dict.fromkeys([p.path for p in manifest.parts] + [n.split("/")[0] for n in side]))
+        side = [f.name for f in side_files_of(manifest)]  # vocab/C1.txt: folders holding only those
+        parts = list(dict.fromkeys([p.path for p in manifest.parts] + side_dirs(side)))
         listed |= set(parts)
         nested = ([f"{p.path}/{MANIFEST_NAME}" for p in manifest.parts] + side
                   + [s.name for s in manifest.shards if "/" in s.name])
-        leftovers = _refuse_foreign_in_parts(storage, out, parts, nested)
+        check_no_links(storage, sorted(listed | set(nested)), out)  # an old set's files through links: not its own
+        leftovers = refuse_foreign_in_parts(storage, out, parts, nested)
     foreign = sorted(n for n in names if n not in listed and not n.startswith(TMP_PREFIX))
     if foreign:
         raise OutputExistsError(
@@ -127,7 +130,7 @@ def _part_names(storage: Storage, part: str) -> list[str]:
     return [f"{part}/{n}" for n in open_storage(f"{storage.url.rstrip('/')}/{part}").list()]
 
 
-def _refuse_foreign_in_parts(storage: Storage, out: str, parts: list[str], nested: list[str]) -> list[str]:
+def refuse_foreign_in_parts(storage: Storage, out: str, parts: list[str], nested: list[str]) -> list[str]:
     """A group's part directories may hold only what the parts' manifests list (and tfpipe's own files), on
     a local disk and in an object store alike. Returns tfpipe's temporary files there (of interrupted runs)."""
     ours = set(nested)

@@ -14,8 +14,10 @@ from ..tfrecord.crc import FRAME_OVERHEAD
 from ..tfrecord.reader import is_gzip, read_records, scan_file
 from ..util.errors import IntegrityError
 from ..util.progress import progress_bar
+from .links import link_problem
 from .manifest import Manifest, ShardInfo
 from .reader import read_manifest, shard_file_problem
+from .setfiles import SetFile, side_files_of
 
 __all__ = ["VerifyReport", "verify"]
 
@@ -50,7 +52,7 @@ def verify(path: str, *, progress: bool = False, raise_on_error: bool = True,
         for info in manifest.shards:
             bar.update(1)
             _check_one(storage, manifest, info, report, raise_on_error)
-    for entry in (manifest.extra or {}).get("files") or ():  # files beside the shards (tabular vocabularies)
+    for entry in side_files_of(manifest):  # files beside the shards (tabular vocabularies)
         _check_file(storage, manifest, entry, report, raise_on_error)
     if report.ok and report.records != manifest.records:
         problem = f"{report.records} records in shards, manifest total says {manifest.records}"
@@ -60,19 +62,20 @@ def verify(path: str, *, progress: bool = False, raise_on_error: bool = True,
     return report
 
 
-def _check_file(storage, manifest: Manifest, entry: dict, report: VerifyReport, raise_on_error: bool) -> None:
+def _check_file(storage, manifest: Manifest, entry: SetFile, report: VerifyReport, raise_on_error: bool) -> None:
     """A file the manifest lists beside the shards (``extra.files``: name, bytes, sha256) is there, unchanged."""
     import hashlib
 
-    name = str(entry.get("name"))
+    name = entry.name
     try:
-        data = storage.read_bytes(name)
+        problem = link_problem(storage, name)
+        data = b"" if problem else storage.read_bytes(name)
     except FileNotFoundError:
         problem = f"{name}: missing"
     else:
-        problem = (f"{name}: {len(data)} bytes, manifest says {entry.get('bytes')}" if len(data) != entry.get("bytes")
+        problem = problem or (f"{name}: {len(data)} bytes, manifest says {entry.bytes}" if len(data) != entry.bytes
                    else f"{name}: sha256 differs from the manifest's" if hashlib.sha256(data).hexdigest()
-                   != entry.get("sha256") else None)
+                   != entry.sha256 else None)
     if problem:
         report.problems.append(problem)
         if raise_on_error:
@@ -141,7 +144,7 @@ def _check_one(storage, manifest: Manifest, info: ShardInfo, report: VerifyRepor
         except FileNotFoundError:
             pass  # reported as missing below
     try:
-        problem = _not_a_shard(local, info, manifest)
+        problem = link_problem(storage, info.name) or _not_a_shard(local, info, manifest)
         if problem is None:
             res = scan_file(local)
             report.shards += 1

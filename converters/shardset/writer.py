@@ -30,6 +30,8 @@ from .cuts import plan_cuts
 from .manifest import InputStats, Manifest, ShardInfo, manifest_bytes
 from .options import ShardOutputOptions
 from .output import new_run_id, output_errors, prepare_output, release_claim
+from .reader import check_file
+from .setfiles import SetFile
 from .shardfile import ShardStream
 
 __all__ = ["ShardSetWriter", "prepare_output", "output_errors", "new_run_id"]
@@ -67,6 +69,7 @@ class ShardSetWriter:
             self._release()
             raise
         self._done: list[tuple[str, int, int, str]] = []  # (tmp_name, records, bytes, sha256)
+        self._side: list[tuple[str, SetFile]] = []  # (tmp_name, file): files carried beside the shards (``carry``)
         self._file = None
         self._used = 0
         self._records = 0
@@ -167,6 +170,26 @@ class ShardSetWriter:
             shards.append(ShardInfo(final, records, nbytes, sha))
         return moves, shards
 
+    def carry(self, source: Storage, files: Iterable[SetFile], where: str) -> None:
+        """Stage a copy of each of ``files`` (a set's side files, ``setfiles.side_files_of``: its vocabularies)
+        from the set at ``source`` (``where`` names it), checked against its manifest entry (size, sha256);
+        ``finish`` publishes them under their names with the shards. The manifest's ``extra.files`` is the
+        caller's to pass on."""
+        for f in files:
+            tmp = f"{TMP_PREFIX}{self.run_id}-side{len(self._side):05d}-{os.path.basename(f.name)}"
+            path = os.path.join(self._staging, tmp)
+            self._side.append((tmp, f))  # before the copy: ``abort`` removes whatever it left
+            local = source.local_path(f.name)
+            if local is not None:
+                check_file(local, f, where)  # a regular file (never a FIFO or a link) holding what it should
+            with output_errors(path):
+                source.fetch(f.name, path)
+                with open(path, "rb+") as fh:
+                    os.fsync(fh.fileno())
+            check_file(path, f, where)
+            with output_errors(path):
+                self.storage.stage(path, tmp)
+
     def manifest(self, shards, *, schema: Schema, inputs: Iterable[InputStats] = (),
                  options: dict[str, Any] | None = None, kind: str = "libsvm",
                  extra: dict[str, Any] | None = None, layout: RecordLayout = EXAMPLE_LAYOUT) -> Manifest:
@@ -189,6 +212,7 @@ class ShardSetWriter:
         ``layout``: the set's record layout (``tfrecord.layout``; records then count rows)."""
         try:
             moves, shards = self.seal()
+            moves += [Move(tmp, f.name, f.bytes) for tmp, f in self._side]  # carried beside the shards
             manifest = self.manifest(shards, schema=schema, inputs=inputs, options=options, kind=kind,
                                      extra=extra, layout=layout)
             with output_errors(self.out):
@@ -198,8 +222,9 @@ class ShardSetWriter:
             raise
         self._finished = True
         self._done.clear()
+        self._side.clear()
         self._release()
-        log.info("wrote %d records in %d shards to %s", self.records, len(moves), self.out)
+        log.info("wrote %d records in %d shards to %s", self.records, len(manifest.shards), self.out)
         return manifest
 
     def abort(self) -> None:
@@ -210,7 +235,7 @@ class ShardSetWriter:
             self._done.append((self._tmp_name, 0, 0, ""))
             self._file = None
         try:
-            for tmp, *_ in self._done:
+            for tmp in [t for t, *_ in self._done] + [t for t, _ in self._side]:
                 try:
                     os.unlink(os.path.join(self._staging, tmp))
                 except FileNotFoundError:
@@ -222,6 +247,7 @@ class ShardSetWriter:
             self._sweep()
         finally:
             self._done.clear()
+            self._side.clear()
             self._release()
 
     def _sweep(self) -> None:

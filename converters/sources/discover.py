@@ -17,7 +17,7 @@ import stat
 from typing import Iterable
 
 from ..storage.objects import is_url, list_objects
-from ..util.errors import MissingInputError, TfpipeError
+from ..util.errors import MissingInputError, OverlapError, TfpipeError
 from ..util.fs import file_kind
 from .sniff import refuse_tfrecords
 from .streams import COMPRESSED_SUFFIXES, compression_of
@@ -27,10 +27,13 @@ __all__ = ["expand_inputs", "refuse_inputs_in"]
 log = logging.getLogger(__name__)
 
 
-def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, ...] | None = None) -> list[str]:
+def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, ...] | None = None,
+                  out: str | os.PathLike | None = None) -> list[str]:
     """Expand files, directories (recursively, hidden files skipped) and globs into a sorted, de-duplicated
-    list of regular files. Order: the inputs in the order given, each expanded in sorted order."""
-    out: list[str] = []
+    list of regular files. Order: the inputs in the order given, each expanded in sorted order. ``out``: the
+    run's output location; an expanded input inside it (its temporary areas included) is refused
+    (``refuse_inputs_in``): every converter and engine expands its inputs here, so none reads its own output."""
+    found_all: list[str] = []
     seen: set[str] = set()
     inputs = [str(i) for i in inputs]
     if not inputs:
@@ -40,7 +43,7 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, .
             for f in _expand_url(item, suffixes):
                 if f not in seen:
                     seen.add(f)
-                    out.append(f)
+                    found_all.append(f)
             continue
         skipped: dict[str, int] = {}
         try:
@@ -82,8 +85,10 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], *, suffixes: tuple[str, .
             key = os.path.abspath(f)
             if key not in seen:
                 seen.add(key)
-                out.append(f)
-    return out
+                found_all.append(f)
+    if out is not None:
+        refuse_inputs_in(found_all, str(out))
+    return found_all
 
 
 def _expand_url(item: str, suffixes: tuple[str, ...] | None) -> list[str]:
@@ -111,13 +116,13 @@ def _expand_url(item: str, suffixes: tuple[str, ...] | None) -> list[str]:
 
 
 def refuse_inputs_in(paths: list[str], out: str) -> None:
-    """Raise TfpipeError if an input lies inside the (local) output directory ``out``: the run would read
-    files it is about to replace."""
+    """Raise ``OverlapError`` if an input lies inside the output location ``out`` (its set, or a run's temporary
+    area under it): the run would read files it is about to replace."""
     if "://" in str(out):
         base = str(out).rstrip("/") + "/"
         for p in paths:
             if str(p).startswith(base):
-                raise TfpipeError(f"input {p!r} is inside the output {out}: choose an output outside the inputs")
+                raise _inside(p, out)
         return
     root = os.path.realpath(out)
     real_dirs: dict[str, str] = {}  # many inputs share a directory: resolve each directory once
@@ -132,7 +137,12 @@ def refuse_inputs_in(paths: list[str], out: str) -> None:
                 real_dirs[head] = os.path.realpath(head)
             real = os.path.join(real_dirs[head], tail)
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
-            raise TfpipeError(f"input {p!r} is inside the output {out}: choose an output outside the inputs")
+            raise _inside(p, out)
+
+
+def _inside(path: str, out) -> OverlapError:
+    return OverlapError(f"input {path!r} is inside the output {out}: the run would read what it is about to "
+                        "replace; choose an output outside the inputs")
 
 
 def no_input_files(item: str, listed: list[str], suffixes: tuple[str, ...] | None, note: str) -> str:

@@ -1,27 +1,54 @@
 """The local engine of ``convert tabular``: the format's two-pass job (``job.TabularJob``), its parallel steps
-on a pool of local processes (``workers``), the same steps and bytes as every other engine."""
+on local processes (``engines.localpool``), the same steps and bytes as every other engine.
+
+How many processes: ``workers`` (default: the usable cores), but never more than the input has work for —
+one per input file (a file is one unit of the counting and encoding passes) and one per ``BYTES_PER_WORKER``
+of input (a smaller share costs a process more than it saves) — and never more than the cores other processes
+leave idle (``util.system.cap_workers``). This process is one of them."""
 from __future__ import annotations
 
 import logging
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 
 from ..engines.inprocess import run_job
+from ..engines.localpool import LocalPool
 from ..shardset.manifest import Manifest
-from ..util.system import cpu_count
+from ..sources import input_size
+from ..util.system import cap_workers, cpu_count
 from .job import TabularJob
 
-__all__ = ["run"]
+__all__ = ["run", "worker_count", "work_for", "BYTES_PER_WORKER"]
 
 log = logging.getLogger(__name__)
+
+BYTES_PER_WORKER = 32 << 20  # one process per 32 MiB of input (as stored: compressed files count as stored)
+
+
+def work_for(paths) -> int:
+    """The processes the input ``paths`` has work for: one per file and per ``BYTES_PER_WORKER`` (at least 1)."""
+    total = sum(input_size(p) for p in paths)
+    return max(1, min(len(paths), -(-total // BYTES_PER_WORKER)))
+
+
+def worker_count(workers: int | None, paths) -> int:
+    """The processes a run on ``paths`` uses when ``workers`` are asked for (None: the usable cores)."""
+    asked = cpu_count() if workers is None else workers
+    if not isinstance(asked, int) or isinstance(asked, bool) or asked < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    need = work_for(paths)
+    if asked > need:
+        log.info("%d worker(s) asked for; the input (%d file(s)) has work for %d", asked, len(paths), need)
+    return cap_workers(min(asked, need), "workers")
 
 
 def run(inputs, out, options, *, workers: int | None = None, overwrite: bool = False, progress: bool = False,
         prep=None, **kwargs) -> Manifest:
     """Convert ``inputs`` into a shard set at ``out`` (see ``TabularOptions``); returns its manifest."""
     job = TabularJob.create(inputs, out, options, overwrite=overwrite, prep=prep, **kwargs)
-    workers = min(workers or cpu_count(), len(job.paths))
-    if workers <= 1:
-        return run_job(job)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return run_job(job, pmap=lambda fn, items: list(pool.map(fn, items)))
+    try:
+        n = worker_count(workers, job.paths)
+    except BaseException:  # the run's area goes, as run_job would remove it
+        job.area.cleanup()
+        job.area.release()
+        raise
+    with LocalPool(n) as pool:
+        return run_job(job, pmap=pool.map)

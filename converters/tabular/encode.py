@@ -41,8 +41,9 @@ def numeric_values(rows: Rows, mode: str, tables: Tables) -> np.ndarray:
 
 
 def hash_bins(column: np.ndarray, buckets: int) -> np.ndarray:
-    """``tf.keras.layers.Hashing(num_bins=buckets)`` of the raw strings (``tf.strings.to_hash_bucket_fast``:
-    FarmHash Fingerprint64 mod N), the empty string included."""
+    """``tf.keras.layers.Hashing(num_bins=buckets)`` of the values (``tf.strings.to_hash_bucket_fast``:
+    FarmHash Fingerprint64 mod N), the empty string included; a value's trailing NUL bytes are not part of it
+    (``column`` is fixed-width bytes), as in the vocabularies."""
     import tensorflow as tf
 
     return tf.strings.to_hash_bucket_fast(tf.constant(column), buckets).numpy().astype(np.int64)

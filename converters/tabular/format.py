@@ -16,7 +16,7 @@ class TabularFormat(Format):
     cli = "converters.cli.tabular"
     suffixes = None
     extras = ("s3",)
-    reasons = ("wrong_field_count", "not_an_integer", "int64_overflow", "bad_label")
+    reasons = ("wrong_field_count", "not_an_integer", "int64_overflow", "bad_label", "line_too_long")
     routine = ("sampled_out",)
     layouts = ("example", "columnar")
     types_before_data = False

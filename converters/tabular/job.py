@@ -36,6 +36,7 @@ from ..util.errors import InputError, TfpipeError
 from .encode import Tables, encode, expand, hash_bins, id_offsets, keep_mask
 from .options import TabularOptions, target_schema
 from .reader import DEFAULT_BLOCK_BYTES, iter_rows
+from .skips import too_many_skipped
 from .setinfo import source_tables
 from .vocab import ColumnCounter, Run
 from .vocabstep import VocabFiles, clear_lookups
@@ -117,7 +118,7 @@ class TabularJob:
         if not isinstance(options, TabularOptions):
             raise TypeError(f"options must be a TabularOptions, got {type(options).__name__}")
         _check_prep(prep)
-        files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)
+        files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs, out=out)
         if options.vocab_from is not None:
             source_tables(options)  # a missing or mismatched source set fails before the output is touched
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
@@ -156,6 +157,11 @@ class TabularJob:
     def units(self) -> list[Unit]:
         return plan_units([InputFile(p, 0, False) for p in self.paths], 1)
 
+    def _rows(self, unit: Unit, stats: InputStats):
+        o = self.options
+        return iter_rows(unit.path, o.schema, stats, o.output.on_error, self.block_bytes, fmt=o.input_format,
+                         pad=o.pad_short_rows)
+
     # -- the counting pass ------------------------------------------------------------------------------
     def prepass(self, unit: Unit) -> Counts:
         o, s = self.options, self.options.schema
@@ -167,7 +173,7 @@ class TabularJob:
         seen = False
         out = Counts(unit)
         try:
-            for rows in iter_rows(unit.path, s, InputStats(unit.path), o.output.on_error, self.block_bytes):
+            for rows in self._rows(unit, InputStats(unit.path)):
                 for j, c in enumerate(counters):
                     key = rows.key(j)
                     c.add(rows.cat(j) if key is None else None, key)
@@ -226,7 +232,7 @@ class TabularJob:
         parts: list[dict[str, np.ndarray]] = []
         pending = 0
         try:
-            for rows in iter_rows(unit.path, s, out.stats, o.output.on_error, self.block_bytes):
+            for rows in self._rows(unit, out.stats):
                 keep = keep_mask(rows.labels, rows.lines, unit.index, o.seed, o.negative_rate)
                 neg = rows.labels == 0
                 out.negatives_in += int(neg.sum())
@@ -235,6 +241,8 @@ class TabularJob:
                 if dropped:
                     out.stats.skip("sampled_out", dropped)
                     rows = rows.take(keep)
+                    if not len(rows):  # every row of the block sampled out
+                        continue
                 cols = encode(rows, o.numeric, ctx.tables, self._sparse(rows, lookups, offsets, wide))
                 if not self.output.columnar:
                     cols["len"] = self._lengths(cols)
@@ -265,8 +273,8 @@ class TabularJob:
     def _flush(self, out: Summary, parts: list[dict[str, np.ndarray]], wide: bool) -> None:
         """One chunk from the blocks' compact columns: each file written block after block (no joined copy)."""
         chunk = Chunk(f"{out.unit.key}-c{len(out.chunks):06d}", sum(len(p["label"]) for p in parts), wide)
-        for k in parts[0]:
-            self.area.put_arrays(f"{chunk.key}.{k}", [p[k] for p in parts])
+        for k in parts[0]:  # flat: a column of no width (a schema without numeric columns) is no bytes
+            self.area.put_arrays(f"{chunk.key}.{k}", [p[k].reshape(-1) for p in parts])
         out.chunks.append(chunk)
 
     def _lengths(self, cols: dict[str, np.ndarray]) -> np.ndarray:
@@ -310,6 +318,9 @@ class TabularJob:
         for s in summaries:
             if s.error is not None:
                 return SetPlan.failed(s.error)
+        kept_too_little = too_many_skipped([s.stats for s in summaries], self.options.max_skip_fraction)
+        if kept_too_little is not None:
+            return SetPlan.failed(kept_too_little)
         chunks, at = [], 0
         for s in summaries:
             for c in s.chunks:
@@ -353,14 +364,14 @@ class TabularJob:
         o, s = self.options, self.options.schema
         t = ctx.tables
         k = len(s.numeric)
-        columns = {}
+        columns = []  # in the schema's order: DeepFM's offsets are the running sum of these table sizes
         for j, name in enumerate(s.categorical):
-            entry: dict = {"table_size": t.sizes[j]}
+            entry: dict = {"column": name, "table_size": t.sizes[j]}
             if o.hash_buckets is None:
                 _, _, nbytes, sha, distinct = ctx.files[j]
                 entry.update({"vocab": f"vocab/{name}.txt", "vocab_size": t.sizes[j] - 1, "bytes": nbytes,
                               "sha256": sha} | ({"distinct": distinct} if distinct >= 0 else {}))
-            columns[name] = entry
+            columns.append(entry)
         neg_in = sum(x.negatives_in for x in summaries)
         neg_kept = sum(x.negatives_kept for x in summaries)
         extra = {"target": o.target, "feature_size": t.feature_size(k), "numeric_fields": k,
@@ -369,7 +380,7 @@ class TabularJob:
         if o.numeric == "minmax":
             extra["minmax"] = {n: [t.mins[j], t.maxs[j]] for j, n in enumerate(s.numeric)}
         extra["files"] = [{"name": e["vocab"], "bytes": e["bytes"], "sha256": e["sha256"]}
-                          for e in columns.values() if "vocab" in e]
+                          for e in columns if "vocab" in e]
         return extra
 
     def pass2(self, spec: ShardSpec) -> ShardResult:

@@ -1,81 +1,19 @@
-"""numba kernels of the tabular format: one pass over a block of complete lines (each line's status, label,
-integer columns and categorical keys: ``parse_block``); the fields' offsets and a categorical column's bytes
-for values longer than 8 bytes (``split_fields``, ``gather``); the counting pass's sort and count of a block's
-keys (``radix_sort``, ``count_sorted``); the vocabulary file's lines (``join_lines``); the vocabulary lookup
-tables (``table_build``, ``table_get``, ``table_put``) and the lookup in blocks of a sorted table read from disk
+"""numba kernels of the tabular format: the parse kernels (``parsekernel``: ``parse_block``, ``split_fields``,
+``gather``, ``field_span``, re-exported here); the counting pass's sort and count of a block's keys
+(``radix_sort``, ``count_sorted``); the vocabulary file's lines (``join_lines``); the vocabulary lookup tables
+(``table_build``, ``table_get``, ``table_put``) and the lookup in blocks of a sorted table read from disk
 (``block_get``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..util.jit import intrinsic, njit
+from .parsekernel import (BAD_FIELDS, BAD_LABEL, BLANK, NOT_INT, OK, OVERFLOW, field_span, gather, parse_block,
+                          split_fields)
 
-__all__ = ["split_fields", "parse_block", "gather", "table_build", "table_get", "table_put", "block_get",
-           "count_sorted", "radix_sort", "join_lines", "table_slots", "TABLE_LOAD", "OK", "BAD_FIELDS", "NOT_INT",
-           "OVERFLOW", "BAD_LABEL", "BLANK"]
-
-OK, BAD_FIELDS, NOT_INT, OVERFLOW, BAD_LABEL, BLANK = 0, 1, 2, 3, 4, 5
-_LIMIT = np.uint64(9223372036854775807)
-
-
-@njit(cache=True, nogil=True)
-def _line_end(buf, pos):
-    """``(end, stop)`` of the line starting at ``pos``: ``end`` its LF, ``stop`` past its last byte (a CR
-    before the LF left out)."""
-    end = pos
-    while buf[end] != 10:
-        end += 1
-    stop = end
-    if stop > pos and buf[stop - 1] == 13:
-        stop -= 1
-    return end, stop
-
-
-@njit(cache=True, nogil=True)
-def split_fields(buf, ncols, delim):
-    """``buf``: complete lines, each ending with ``\\n``. Per line: the first ``ncols`` fields' ``[start, end)``
-    offsets (a trailing ``\\r`` dropped), the line's field count and a status (``OK``, ``BAD_FIELDS``,
-    ``BLANK`` for an empty line)."""
-    n = 0
-    for i in range(buf.size):
-        if buf[i] == 10:
-            n += 1
-    starts = np.zeros((n, ncols), np.int64)
-    ends = np.zeros((n, ncols), np.int64)
-    counts = np.zeros(n, np.int64)
-    status = np.zeros(n, np.int8)
-    pos = 0
-    for r in range(n):
-        end, stop = _line_end(buf, pos)
-        if stop == pos:
-            status[r] = BLANK
-        else:
-            f = 0
-            s = pos
-            for i in range(pos, stop + 1):
-                if i == stop or buf[i] == delim:
-                    if f < ncols:
-                        starts[r, f] = s
-                        ends[r, f] = i
-                    f += 1
-                    s = i + 1
-            counts[r] = f
-            if f != ncols:
-                status[r] = BAD_FIELDS
-        pos = end + 1
-    return starts, ends, counts, status
-
-
-@njit(cache=True, nogil=True)
-def gather(buf, starts, ends, rows, col, width):
-    """Column ``col`` of lines ``rows`` as an (n, width) uint8 array of their bytes, zero-padded."""
-    out = np.zeros((rows.size, max(width, 1)), np.uint8)
-    for k in range(rows.size):
-        r = rows[k]
-        a = starts[r, col]
-        for i in range(ends[r, col] - a):
-            out[k, i] = buf[a + i]
-    return out
+__all__ = ["split_fields", "field_span", "parse_block", "gather", "table_build", "table_get",
+           "table_put", "block_get", "count_sorted", "radix_sort", "join_lines", "table_slots", "TABLE_LOAD", "OK",
+           "BAD_FIELDS", "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
 
 
 @njit(cache=True, nogil=True)
@@ -196,7 +134,7 @@ def block_get(keys, ids, lens, rows, query):
 
 @njit(cache=True, nogil=True)
 def _servable_key(key):
-    """Whether the value of a nonzero key (``cat_keys``'s: at most 8 bytes, big-endian, zero-padded) can be a
+    """Whether the value of a nonzero key (``parse_block``'s: at most 8 bytes, big-endian, zero-padded) can be a
     vocabulary file's line: ``vocab.servable``'s rule (no newline in it, no carriage return as its last byte) on
     the key's bytes, so that a block's keys are filtered in the same pass that counts them."""
     last = 0
@@ -280,123 +218,3 @@ def count_sorted(keys):
             m += 1
         i = j
     return u[:m].copy(), c[:m].copy()
-
-
-@njit(cache=True, nogil=True)
-def cat_keys(buf, starts, ends, rows, cols):
-    """Columns ``cols`` of lines ``rows`` as big-endian uint64 keys of their first 8 bytes, zero-padded (the
-    key sorts like the bytes; it is the value itself when the value has at most 8 bytes), one row per column,
-    and each column's longest value in bytes."""
-    keys = np.zeros((cols.size, rows.size), np.uint64)
-    widths = np.zeros(cols.size, np.int64)
-    for k in range(rows.size):
-        r = rows[k]
-        for j in range(cols.size):
-            a = starts[r, cols[j]]
-            n = ends[r, cols[j]] - a
-            if n > widths[j]:
-                widths[j] = n
-            key = np.uint64(0)
-            for i in range(8):
-                key = key << np.uint64(8)
-                if i < n:
-                    key = key | np.uint64(buf[a + i])
-            keys[j, k] = key
-    return keys, widths
-
-
-@njit(cache=True, nogil=True)
-def parse_block(buf, ncols, delim, role, slot, nnum, ncat):
-    """One pass over a block of complete lines: per line its status, label, integer columns (``values``,
-    ``missing``, the bad column in ``errcol``), categorical uint64 keys (``cat_keys``'s) and each categorical
-    column's longest value; ``role[f]``: 0 ignored, 1 label, 2 numeric, 3 categorical field, ``slot[f]`` its
-    index among its role's columns. ``begins``: each line's first byte (and the end of the last)."""
-    n = 0
-    for i in range(buf.size):
-        if buf[i] == 10:
-            n += 1
-    status = np.zeros(n, np.int8)
-    labels = np.zeros(n, np.int8)
-    values = np.zeros((n, nnum), np.int64)
-    missing = np.zeros((n, nnum), np.bool_)
-    errcol = np.zeros(n, np.int64)
-    counts = np.zeros(n, np.int64)
-    keys = np.zeros((ncat, n), np.uint64)
-    widths = np.zeros(ncat, np.int64)
-    begins = np.zeros(n + 1, np.int64)
-    top = max(delim, 10)  # a byte above it ends no field: one comparison for most bytes
-    pos = 0
-    for r in range(n):
-        begins[r] = pos
-        f = 0
-        a = pos
-        st = OK
-        i = pos
-        while True:
-            c = buf[i]
-            if c > top or (c != delim and c != 10):
-                i += 1
-                continue
-            e = i
-            if c == 10 and e > a and buf[e - 1] == 13:
-                e -= 1
-            if c == 10 and f == 0 and e == a:
-                st = BLANK
-                break
-            if f < ncols and st == OK:
-                k = role[f]
-                w = e - a
-                if k == 3:
-                    j = slot[f]
-                    if w > widths[j]:
-                        widths[j] = w
-                    key = np.uint64(0)
-                    for q in range(8):
-                        key = key << np.uint64(8)
-                        if q < w:
-                            key = key | np.uint64(buf[a + q])
-                    keys[j, r] = key
-                elif k == 2:
-                    j = slot[f]
-                    if w == 0:
-                        missing[r, j] = True
-                    else:
-                        b = a
-                        neg = False
-                        if buf[b] == 45 or buf[b] == 43:
-                            neg = buf[b] == 45
-                            b += 1
-                        lim = _LIMIT + np.uint64(1) if neg else _LIMIT
-                        acc = np.uint64(0)
-                        bad = OK if b < e else NOT_INT
-                        for q in range(b, e):
-                            d = buf[q] - 48
-                            if d < 0 or d > 9:
-                                bad = NOT_INT
-                                break
-                            if bad == OK and acc > (lim - np.uint64(d)) // np.uint64(10):
-                                bad = OVERFLOW
-                            if bad == OK:
-                                acc = acc * np.uint64(10) + np.uint64(d)
-                        if bad != OK:
-                            st = bad
-                            errcol[r] = j
-                        elif neg:
-                            values[r, j] = -np.int64(acc - np.uint64(1)) - 1 if acc > 0 else 0
-                        else:
-                            values[r, j] = np.int64(acc)
-                elif k == 1:
-                    if w == 1 and (buf[a] == 48 or buf[a] == 49):
-                        labels[r] = buf[a] - 48
-                    else:
-                        st = BAD_LABEL
-            f += 1
-            a = i + 1
-            if c == 10:
-                break
-            i += 1
-        counts[r] = f
-        status[r] = BLANK if st == BLANK else BAD_FIELDS if f != ncols else st
-        pos = i + 1
-    begins[n] = pos
-    return status, labels, values, missing, errcol, counts, keys, widths, begins

@@ -1,7 +1,10 @@
 """Read a table's rows in blocks: tab-separated text by position (``.gz`` and the other compressions
-``sources.open_input`` knows, LF or CRLF), CSV with a header line by name (``.csv``: comma-separated, no
-quoting), Parquet by name (pyarrow). A block's good rows come out as columns (``Rows``); a bad row is named by
-file and line (``InputError``) or, with ``on_error="skip"``, counted by reason in the input's ``InputStats``."""
+``sources.open_input`` knows, LF or CRLF, a UTF-8 byte order mark skipped), CSV with a header line by name
+(comma-separated, no quoting; ``header``), Parquet by name (``parquet``). The format: ``--format``, else the
+suffix (``.csv``, ``.parquet``), else line 1 (``_sniff``: a header with the schema's columns, commas and no tabs
+is CSV). A block's good rows come out as columns (``Rows``); a bad row is named by file and line
+(``InputError``) or, with ``on_error="skip"``, counted by reason in the input's ``InputStats``. A line is read
+once however long (``_blocks``), up to ``MAX_LINE_BYTES``; a damaged compressed file is named by byte offset."""
 from __future__ import annotations
 
 import logging
@@ -10,18 +13,23 @@ from typing import Iterator
 import numpy as np
 
 from ..shardset.manifest import InputStats
-from ..sources import open_input
+from ..sources import compression_of, open_input
 from ..util.errors import InputError
+from ..util.excerpt import excerpt
 from . import kernel as K
+from .header import column_index, found_missing, missing_columns
 from .rows import Rows
-from .schema import TableSchema
+from .schema import FORMATS, TableSchema
 
-__all__ = ["Rows", "iter_rows", "REASONS", "DEFAULT_BLOCK_BYTES", "is_parquet", "is_csv", "INPUT_SUFFIXES"]
+__all__ = ["Rows", "iter_rows", "REASONS", "DEFAULT_BLOCK_BYTES", "MAX_LINE_BYTES", "FORMATS", "is_parquet",
+           "is_csv", "file_format", "INPUT_SUFFIXES"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_BYTES = 8 << 20
-REASONS = ("wrong_field_count", "not_an_integer", "int64_overflow", "bad_label")
+MAX_LINE_BYTES = 256 << 20  # a longer line is a bad row (line_too_long), read through and skipped, never held
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, which some writers put before a CSV header
+REASONS = ("wrong_field_count", "not_an_integer", "int64_overflow", "bad_label", "line_too_long")
 _REASON = {K.BAD_FIELDS: "wrong_field_count", K.NOT_INT: "not_an_integer", K.OVERFLOW: "int64_overflow",
            K.BAD_LABEL: "bad_label"}
 INPUT_SUFFIXES = None  # every file of a directory is an input (Criteo's day_0 .. day_23 have no suffix)
@@ -43,70 +51,173 @@ def is_csv(path: str) -> bool:
     return _base(path).endswith(".csv")
 
 
+def file_format(path: str, fmt: str | None = None) -> str | None:
+    """How ``path`` is read: ``fmt`` when given (``--format``), else ``parquet`` or ``csv`` by its suffix; None
+    for other text, which its first line decides (``_sniff``)."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+        return fmt
+    return "parquet" if is_parquet(path) else "csv" if is_csv(path) else None
+
+
 def iter_rows(path: str, schema: TableSchema, stats: InputStats, on_error: str = "raise",
-              block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[Rows]:
-    """Every block of ``path``'s good rows, in order (see the module docstring)."""
-    if is_parquet(path):
+              block_bytes: int = DEFAULT_BLOCK_BYTES, *, fmt: str | None = None, pad: bool = False,
+              max_line: int = MAX_LINE_BYTES) -> Iterator[Rows]:
+    """Every block of ``path``'s good rows, in order (see the module docstring). ``fmt``: ``file_format``'s;
+    ``pad``: a row with fewer fields than the table reads as if its missing trailing fields were empty."""
+    kind = file_format(path, fmt)
+    if kind == "parquet":
         from .parquet import iter_parquet
 
         yield from iter_parquet(path, schema, stats, on_error)
         return
-    csv = is_csv(path)
-    with open_input(path) as fh:
-        first, rest = 1, b""
-        positions = schema.positions() + (len(schema.columns),)
-        delim = ord(",") if csv else 9
-        buf = bytearray(block_bytes + 1)   # read into, parsed in place: no copy of a block (the rest of a line
-        while True:                        # cut at its end moves to the front)
-            if len(buf) < len(rest) + block_bytes + 1:   # a line longer than a block
-                buf = bytearray(len(rest) + block_bytes + 1)
-            buf[:len(rest)] = rest
-            got = _read_into(fh, memoryview(buf)[len(rest):len(rest) + block_bytes])
-            size = len(rest) + got
-            if not got:
-                if not size:
-                    return
-                if buf[size - 1] != 10:
-                    buf[size] = 10
-                    size += 1
-                cut = size
-            else:
-                cut = buf.rfind(b"\n", 0, size) + 1
-                if cut == 0:
-                    rest = bytes(buf[:size])
-                    continue
-            block, rest = memoryview(buf)[:cut], bytes(buf[cut:size])
-            if csv and first == 1:
-                head, _, tail = bytes(block).partition(b"\n")
-                block = memoryview(tail)
-                positions = _header(path, head, schema)
+    first = 1                 # the line number of the block's first line
+    head = True               # line 1 not looked at yet (a byte order mark, a CSV header, the format)
+    positions = schema.positions() + (len(schema.columns),)
+    for block in _blocks(path, block_bytes, max_line):
+        if block is None:     # a line longer than max_line: skipped through its end
+            msg = f"line_too_long: a line of more than {max_line:,} bytes (the longest row read)"
+            if on_error == "raise" or (head and kind != "tsv"):
+                raise InputError(msg, path=path, line=first, reason="line_too_long")
+            stats.records_read += 1
+            stats.skip("line_too_long", 1, f"{path}:{first}: {msg}")
+            first, head = first + 1, False
+            continue
+        if head:
+            head = False
+            if bytes(block[:3]) == BOM:
+                block = block[3:]
+            line1, end = _first_line(block)
+            if kind is None:
+                kind = _sniff(path, line1, schema)
+            if kind == "csv":
+                if end > len(line1):
+                    raise InputError(f"line 1 is {end:,} bytes long: not a CSV header", path=path, line=1,
+                                     reason="missing_column")
+                positions = _header(path, line1, schema)
+                block = block[end + 1:]
                 first = 2
-                if not block:
-                    continue
-            rows, nlines = _parse(block, path, first, positions, schema, delim, stats, on_error)
-            del block   # the rows hold no view of the buffer: it is read into again
-            first += nlines
+            if not len(block):
+                del block
+                continue
+        parts, nlines = _parse(block, path, first, positions, schema, 44 if kind == "csv" else 9, stats, on_error,
+                               pad)
+        del block   # the rows hold no view of the buffer: it is read into again
+        first += nlines
+        for rows in parts:
             if len(rows):
                 yield rows
 
 
-def _read_into(fh, view: memoryview) -> int:
-    """Fill ``view`` from ``fh`` as far as one read goes: its byte count, 0 at the end."""
-    readinto = getattr(fh, "readinto", None)
-    if readinto is not None:
-        return readinto(view) or 0
-    data = fh.read(len(view))
-    view[:len(data)] = data
-    return len(data)
+def _blocks(path: str, block_bytes: int, max_line: int):
+    """``path``'s text as views of whole lines (the last line given its newline), about ``block_bytes`` each,
+    read into one buffer that the caller's view must not outlive; None in place of a line longer than
+    ``max_line``, which is then skipped through its end. A line longer than a block grows the buffer in place
+    and is searched for its end once: linear time, memory about the line and a block. A read error
+    (a truncated or corrupt compressed file) is named by file and byte offset."""
+    buf = bytearray(block_bytes + 1)
+    have = 0        # bytes at the buffer's start not handed out yet
+    scan = 0        # where the search for a newline starts (the bytes before it hold none)
+    offset = 0      # bytes of the file before the buffer's start
+    with open_input(path) as fh:
+        while True:
+            if len(buf) < have + block_bytes + 1:  # grown in place (realloc): no second copy of a long line
+                buf.extend(bytes(have + block_bytes + 1 - len(buf)))
+            got = _read(fh, memoryview(buf)[have:have + block_bytes], path, offset + have)
+            size = have + got
+            if not got:
+                if size:
+                    if buf[size - 1] != 10:
+                        buf[size] = 10
+                        size += 1
+                    yield memoryview(buf)[:size]
+                return
+            cut = buf.rfind(b"\n", scan, size) + 1
+            if cut == 0:
+                have = scan = size
+                if have > max_line:
+                    yield None
+                    offset += have
+                    buf = bytearray(block_bytes + 1)
+                    have = scan = 0
+                    while True:   # the rest of the long line
+                        got = _read(fh, memoryview(buf)[:block_bytes], path, offset)
+                        if not got:
+                            return
+                        k = buf.find(b"\n", 0, got)
+                        if k >= 0:
+                            offset += k + 1
+                            have = got - k - 1
+                            buf[:have] = buf[k + 1:got]
+                            break
+                        offset += got
+                continue
+            yield memoryview(buf)[:cut]
+            offset += cut
+            have = scan = size - cut
+            if len(buf) > 4 * (block_bytes + 1) and have <= block_bytes:   # a long line passed: give it back
+                small = bytearray(2 * (block_bytes + 1))
+                small[:have] = memoryview(buf)[cut:size]
+                buf = small
+            else:
+                buf[:have] = buf[cut:size]
+
+
+def _read(fh, view: memoryview, path: str, offset: int) -> int:
+    """Fill ``view`` from ``fh`` as far as one read goes: its byte count, 0 at the end. A failure (a truncated
+    or corrupt compressed file) is named by file and byte offset of the text."""
+    try:
+        readinto = getattr(fh, "readinto", None)
+        if readinto is not None:
+            return readinto(view) or 0
+        data = fh.read(len(view))
+        view[:len(data)] = data
+        return len(data)
+    except (OSError, EOFError) as exc:
+        what = "cannot decompress" if compression_of(path) else "cannot read"
+        raise InputError(f"{what} ({exc}); the file is truncated or corrupt", path=path, offset=offset,
+                         reason="unreadable_file") from None
+    finally:
+        view.release()
+
+
+def _first_line(block: memoryview) -> tuple[bytes, int]:
+    """The first line of a block of whole lines, without its newline (a carriage return before it kept), cut
+    to ``_HEAD_BYTES`` (what tells the format and a header's names); its whole length."""
+    at = np.frombuffer(block, np.uint8)
+    end = K.field_span(at, 0, at.size, 10, 0)[1]
+    return bytes(block[:min(end, _HEAD_BYTES)]), end
+
+
+_HEAD_BYTES = 1 << 20  # the most of line 1 looked at: a longer line is no header
+
+
+def _names(line1: bytes) -> list[str]:
+    return [n.strip() for n in line1.rstrip(b"\r").decode("utf-8", "replace").split(",")]
+
+
+def _sniff(path: str, line1: bytes, schema: TableSchema) -> str:
+    """The format of text without a telling suffix: CSV when its first line is a header with the schema's
+    columns (commas, no tabs), tab-separated when it has tabs or no commas; else refused."""
+    if b"\t" in line1 or b"," not in line1:
+        return "tsv"
+    names = _names(line1)
+    missing = missing_columns(schema, names)
+    if not missing:
+        return "csv"
+    raise InputError(f"line 1 is comma-separated (commas, no tabs) but is not a CSV header with the columns of "
+                     f"schema {schema.name!r}: {found_missing(names, missing)}; a CSV is read by its header line "
+                     "(--schema FILE names its columns), --format tsv reads the file as tab-separated",
+                     path=path, line=1, reason="missing_column")
 
 
 def _header(path: str, head: bytes, schema: TableSchema):
-    names = head.rstrip(b"\r").decode("utf-8", "replace").split(",")
-    pos = {n: i for i, n in enumerate(names)}
-    missing = [c.name for c in schema.columns if c.role != "ignore" and c.name not in pos]
-    if missing:
-        raise InputError(f"the CSV header has no column {', '.join(missing)} of schema {schema.name!r}",
-                         path=path, line=1, reason="missing_column")
+    if b"\t" in head and b"," not in head:
+        raise InputError("line 1 has tabs and no commas: not a CSV header (--format tsv reads the file as "
+                         "tab-separated, by position)", path=path, line=1, reason="missing_column")
+    names = _names(head)
+    pos = column_index(path, names, schema, "the CSV header", line=1)
     return (pos[schema.label], tuple(pos[n] for n in schema.numeric), tuple(pos[n] for n in schema.categorical),
             len(names))
 
@@ -124,12 +235,14 @@ def _roles(positions) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _parse(block: bytes | memoryview, path: str, first: int, positions, schema: TableSchema, delim: int,
-           stats: InputStats, on_error: str) -> tuple[Rows, int]:
+           stats: InputStats, on_error: str, pad: bool = False) -> tuple[list[Rows], int]:
+    """A block's good rows (one ``Rows``, or several when its long values would make the gathered columns much
+    larger than the block: ``_slices``) and its line count."""
     lab, nums, cats, ncols = positions
     buf = np.frombuffer(block, np.uint8)
     role, slot = _roles(positions)
     status, labels, values, missing, errcol, counts, keys, widths, begins = K.parse_block(
-        buf, ncols, delim, role, slot, len(nums), len(cats))
+        buf, ncols, delim, role, slot, len(nums), len(cats), pad)
     n = status.size
     blank = status == K.BLANK
     bad = np.flatnonzero((status != K.OK) & ~blank)
@@ -137,39 +250,76 @@ def _parse(block: bytes | memoryview, path: str, first: int, positions, schema: 
     stats.records_read += int(n - blank.sum())
     for r in bad[: (1 if on_error == "raise" else len(bad))]:
         reason = _REASON[int(status[r])]
-        line = bytes(block[begins[r]:begins[r + 1] - 1])
-        msg = _message(line, int(status[r]), int(counts[r]), int(errcol[r]), schema, lab, nums, ncols, delim)
+        a, e = int(begins[r]), int(begins[r + 1]) - 1  # the line without its newline (nor a CR before it)
+        e -= int(e > a and buf[e - 1] == 13)
+        msg = _message(buf, a, e, int(status[r]), int(counts[r]), int(errcol[r]), schema, lab, nums, ncols, delim)
         if on_error == "raise":
             raise InputError(f"{reason}: {msg}", path=path, line=first + int(r), reason=reason)
         stats.skip(reason, 1, f"{path}:{first + int(r)}: {reason}: {msg}")
     allgood = bad.size == 0 and not blank.any()
     good = np.arange(n) if allgood else np.flatnonzero(status == K.OK)
-    cols, keyed, long = [], [], [j for j in range(len(cats)) if widths[j] > 8]
-    if long:  # a column with values of more than 8 bytes: its bytes, not keys
-        starts, ends, _, _ = K.split_fields(buf, ncols, delim)
-    for j, c in enumerate(cats):
-        if j in long:
-            w = int((ends[good, c] - starts[good, c]).max()) if good.size else 0
-            arr = K.gather(buf, starts, ends, good, c, w)
-            cols.append(arr.view(f"S{arr.shape[1]}").reshape(-1))
-            keyed.append(None)
-        else:
-            cols.append(None)
-            keyed.append(keys[j] if allgood else keys[j][good])
-    lines = first + good.astype(np.int64)
-    if allgood:
-        return Rows(lines, labels, values, missing, cols, keyed), n
-    return Rows(lines, labels[good], values[good], missing[good], cols, keyed), n
+    long = [j for j in range(len(cats)) if widths[j] > 8]
+    if not long:  # every categorical value has at most 8 bytes: keys, no bytes
+        keyed = [keys[j] if allgood else keys[j][good] for j in range(len(cats))]
+        lines = first + good.astype(np.int64)
+        if allgood:
+            return [Rows(lines, labels, values, missing, [None] * len(cats), keyed)], n
+        return [Rows(lines, labels[good], values[good], missing[good], [None] * len(cats), keyed)], n
+    starts, ends, _, _ = K.split_fields(buf, ncols, delim)  # a column of longer values: its bytes, not keys
+    out = []
+    for part in _slices(starts, ends, good, [cats[j] for j in long], max(_GATHER_BYTES, 4 * len(buf))):
+        cols, keyed = [], []
+        for j, c in enumerate(cats):
+            if j in long:
+                w = int((ends[part, c] - starts[part, c]).max()) if part.size else 0
+                arr = K.gather(buf, starts, ends, part, c, w)
+                cols.append(arr.view(f"S{arr.shape[1]}").reshape(-1))
+                keyed.append(None)
+            else:
+                cols.append(None)
+                keyed.append(keys[j][part])
+        out.append(Rows(first + part.astype(np.int64), labels[part], values[part], missing[part], cols, keyed))
+    return out, n
 
 
-def _message(line: bytes, status: int, count: int, j: int, schema, lab, nums, ncols, delim) -> str:
-    fields = line.rstrip(b"\r").split(bytes([delim]))
+_GATHER_BYTES = 16 << 20  # the bytes a block's gathered long columns may take before the block is cut in slices
+
+
+def _slices(starts, ends, good, long_cols, limit: int) -> list[np.ndarray]:
+    """``good`` cut into consecutive runs of rows whose long columns, each gathered at the run's longest value,
+    take at most about ``limit`` bytes (a run holds at least one row): one long value costs its own length, not
+    the block's rows times it."""
+    if not good.size:
+        return [good]
+    width = np.max(ends[np.ix_(good, long_cols)] - starts[np.ix_(good, long_cols)], axis=1) * len(long_cols)
+    if good.size * int(width.max()) <= limit:
+        return [good]
+    cuts, at, top = [], 0, 0
+    for k, w in enumerate(width.tolist()):
+        top = max(top, w)
+        if (k - at + 1) * top > limit and k > at:
+            cuts.append(k)
+            at, top = k, w
+    return np.split(good, cuts)
+
+
+def _message(buf: np.ndarray, a: int, e: int, status: int, count: int, j: int, schema, lab, nums, ncols,
+             delim) -> str:
+    """Why line ``buf[a:e]`` is bad, quoting at most an excerpt of one field (the line is never copied)."""
+    def field(k: int) -> np.ndarray:
+        s, t = K.field_span(buf, a, e, delim, k)
+        return buf[s:t] if s >= 0 else buf[:0]
+
     if status == K.BAD_FIELDS:
         sep = "tab" if delim == 9 else "comma"
-        return f"expected {ncols} {sep}-separated fields, got {count}"
+        commas = count == 1 and delim == 9 and K.field_span(buf, a, e, 44, 1)[0] >= 0
+        short = ("" if count >= ncols else " (the line has commas, no tabs: a CSV needs a header line, and "
+                 "--format csv unless it is named .csv)" if commas else
+                 " (a row whose trailing empty fields were stripped reads with --pad-short-rows)")
+        return f"expected {ncols} {sep}-separated fields, got {count}{short}"
     if status == K.BAD_LABEL:
-        return f"label {fields[lab].decode('utf-8', 'replace')!r} is not 0 or 1"
-    text = fields[nums[j]].decode("utf-8", "replace")
+        return f"label {excerpt(field(lab))} is not 0 or 1"
+    text = excerpt(field(nums[j]))  # a capped excerpt: a message never grows with the field
     if status == K.OVERFLOW:
-        return f"column {schema.numeric[j]}: {text!r} is out of the int64 range"
-    return f"column {schema.numeric[j]}: {text!r} is not an integer"
+        return f"column {schema.numeric[j]}: {text} is out of the int64 range"
+    return f"column {schema.numeric[j]}: {text} is not an integer"

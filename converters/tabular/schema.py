@@ -9,7 +9,8 @@ tables name their columns' roles in a small JSON file (``--schema FILE``)::
                  {"name": "country", "role": "categorical"}]}
 
 Headerless text is read by position (the i-th field is the i-th column); a CSV with a header and Parquet are
-read by name (the columns may be in any order; other columns are ignored)."""
+read by name, without regard to case (the columns may be in any order; other columns are ignored), so two
+columns of a schema may not differ only in case."""
 from __future__ import annotations
 
 import json
@@ -17,11 +18,13 @@ import os
 import unicodedata
 from dataclasses import dataclass
 
+from ..storage.base import TMP_PREFIX
 from ..util.errors import TfpipeError
 
-__all__ = ["Column", "TableSchema", "CRITEO", "ROLES", "load_schema"]
+__all__ = ["Column", "TableSchema", "CRITEO", "ROLES", "FORMATS", "load_schema"]
 
 ROLES = ("label", "numeric", "categorical", "ignore")
+FORMATS = ("tsv", "csv", "parquet")  # how an input is read (``--format``; by default its suffix or first line)
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class Column:
                 or any(unicodedata.category(c).startswith("C") for c in self.name)):
             raise ValueError(f"a column name is a non-empty string without / \\ or control characters (it names "
                              f"its vocabulary file), got {self.name!r}")
+        if self.name.startswith(TMP_PREFIX):
+            raise ValueError(f"column {self.name!r}: a column name may not start with {TMP_PREFIX!r} (tfpipe's "
+                             "temporary names; it names the column's vocabulary file)")
         if self.role not in ROLES:
             raise ValueError(f"column {self.name!r}: role must be one of {ROLES}, got {self.role!r}")
 
@@ -47,10 +53,11 @@ class TableSchema:
 
     def __post_init__(self):
         object.__setattr__(self, "columns", tuple(self.columns))
-        names = [c.name for c in self.columns]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        names = [c.name.lower() for c in self.columns]  # headers are matched without regard to case
+        dup = sorted({c.name for c in self.columns if names.count(c.name.lower()) > 1})
         if dup:
-            raise ValueError(f"schema {self.name!r}: duplicate column names {dup}")
+            raise ValueError(f"schema {self.name!r}: duplicate column names {dup} (names are matched without "
+                             "regard to case)")
         labels = [c.name for c in self.columns if c.role == "label"]
         if len(labels) != 1:
             raise ValueError(f"schema {self.name!r}: exactly one label column, got {labels}")
@@ -111,3 +118,5 @@ def load_schema(spec: str | TableSchema) -> TableSchema:
         return TableSchema.from_json(data, os.path.basename(str(spec)))
     except (ValueError, json.JSONDecodeError) as exc:
         raise TfpipeError(f"--schema {spec}: {exc}") from None
+    except RecursionError:
+        raise TfpipeError(f"--schema {spec}: nested too deeply to be a schema file") from None

@@ -6,13 +6,13 @@ and merged into a sorted ``(values, counts)`` accumulator; when the task's accum
 ``--memory`` they are written to the run's temporary area as a sorted run and emptied, so a task's memory does
 not grow with rows or distinct values. ``merge_runs`` merges every task's runs of a column
 in chunks (a k-way merge over sorted runs read piece by piece). The vocabulary keeps the values seen at least
-``min_count`` times, ids 1..V by descending count, ties by ascending bytes (``vocabwrite`` streams it from the
-merge, never holding it); the vocabulary file lists them in id order, one per line, so
-``tf.keras.layers.StringLookup(vocabulary=file, num_oov_indices=1)`` gives the same ids; everything else
-(missing, rarer, never seen) is id 0.
+``min_count`` times, ids 1..V by descending count, ties by descending bytes (Keras ``StringLookup.adapt``'s and
+tf.Transform's order; ``vocabwrite`` streams it from the merge, never holding it); the vocabulary file lists
+them in id order, one per line, so ``tf.keras.layers.StringLookup(vocabulary=file, num_oov_indices=1)`` gives
+the same ids; everything else (missing, rarer, never seen) is id 0.
 
-Values are fixed-width bytes arrays (numpy ``S``): a value's trailing NUL bytes are not kept (no real table
-has them)."""
+Values are fixed-width bytes arrays (numpy ``S``): a value's trailing NUL bytes are not part of it (no real
+table has them), here and in ``--hash-buckets``' bins alike."""
 from __future__ import annotations
 
 from dataclasses import dataclass

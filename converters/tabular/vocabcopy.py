@@ -1,7 +1,9 @@
 """A source set's vocabulary (``--vocab-from``) copied into the new set in bounded memory: its file streamed to
 a local file (checked against the source manifest's size and sha256 as it goes; a mismatch stops the run before
 any shard), and its lines, whose line number is the id, kept as sorted ``(value, id)`` runs in the temporary
-area for ``merge_runs``: the same sorted lookup table a counted vocabulary has (``vocabwrite``)."""
+area for ``merge_runs``: the same sorted lookup table a counted vocabulary has (``vocabwrite``). Every line must
+be one StringLookup serves as it is: not empty, no carriage return or NUL as its last byte (TensorFlow's line
+reader drops the one, numpy's fixed-width values the other); ``VocabFiles.copied`` refuses a value listed twice."""
 from __future__ import annotations
 
 import hashlib
@@ -10,6 +12,7 @@ import os
 import numpy as np
 
 from ..util.errors import IntegrityError
+from ..util.excerpt import excerpt
 from .setinfo import SourceVocab
 from .vocab import Run, sort_key, write_run
 
@@ -35,6 +38,7 @@ def copy_vocabulary(src: SourceVocab, text_path: str, area, stem: str,
             cut = data.rfind(b"\n") + 1
             carry = data[cut:]
             if cut:
+                _check_lines(data, cut, ids, src)
                 ids = _spill(data[:cut - 1].split(b"\n"), ids, area, stem, runs)
         out.flush()
         os.fsync(out.fileno())
@@ -47,6 +51,23 @@ def copy_vocabulary(src: SourceVocab, text_path: str, area, stem: str,
     if ids != src.values:
         raise IntegrityError(f"{src.label} lists {ids:,} values, its manifest's table size says {src.values:,}")
     return runs
+
+
+def _check_lines(data: bytes, cut: int, ids: int, src: SourceVocab) -> None:
+    """The complete lines ``data[:cut]`` (after ``ids`` lines) are servable values, else ``IntegrityError``
+    naming the first bad line (vectorized: no Python step per line)."""
+    buf = np.frombuffer(data, np.uint8, count=cut)
+    ends = np.flatnonzero(buf == 10)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    last = buf[np.maximum(ends - 1, 0)]
+    bad = np.flatnonzero((ends == starts) | (last == 13) | (last == 0))
+    if bad.size:
+        k = int(bad[0])
+        line = bytes(buf[starts[k]:ends[k]])
+        end = "a carriage return" if line[-1:] == b"\r" else "NUL"
+        why = f"{excerpt(line)} ends with {end}" if line else "is empty"
+        raise IntegrityError(f"{src.label}: line {ids + k + 1} {why}: not a vocabulary StringLookup serves as "
+                             "tfpipe's ids")
 
 
 def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[Run]) -> int:

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..util.errors import IntegrityError
 from ..util.units import format_size
 from .disklookup import DiskLookup, table_bytes
 from .vocab import CHUNK, Lookup, Run, merge_runs, table_keys
@@ -67,9 +68,16 @@ class VocabFiles:
         out, tmp, path = self._text_file(name)
         runs = copy_vocabulary(src, path, self.area, f"vocab-{name}-src")
         width = max([r.width for r in runs], default=0)
+        distinct, repeated, last = 0, 0, None
         with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
             for v, ids in merge_runs(self.area, runs, self._merge_chunk(runs)):
+                distinct += v.size  # (the merge of two runs sums a value's ids; one run keeps it twice)
+                repeated += int((v[1:] == v[:-1]).sum()) + int(last is not None and v.size and v[0] == last)
+                last = v[-1] if v.size else last
                 table.append(table_keys(v, width), ids.astype(np.uint32))
+        if repeated or distinct != src.values:
+            raise IntegrityError(f"{src.label} lists {max(repeated, src.values - distinct):,} value(s) more than "
+                                 "once: StringLookup cannot load it")
         out.stage(path, tmp)
         return (name, tmp, src.nbytes, src.sha256, -1)
 

@@ -1,14 +1,16 @@
 """A column's vocabulary from its merged counts, in bounded memory: the vocabulary file (values in id order) and
 the lookup table pass 1 reads (keys in ascending order with their ids), without holding the vocabulary.
 
-Ids are 1..V by descending count, ties by ascending bytes. ``merge_runs`` yields the counted values in ascending
-byte order, so a value's id is fixed by two numbers: how many kept values have a higher count, and how many with
-its count come before it. ``write_vocabulary`` reads the merge twice:
+Ids are 1..V by descending count, ties by descending bytes: the order of Keras ``StringLookup.adapt`` and
+tf.Transform's ``vocabulary``, so either gives the same ids over the same values. ``merge_runs`` yields the
+counted values in ascending byte order, so a value's id is fixed by two numbers: how many kept values have a
+higher count, and how many with its count come after it. ``write_vocabulary`` reads the merge twice:
 
 1. a histogram of the kept values per count (how many, and their bytes in the file): at most one entry per
    distinct count, which is small (a count ``c`` needs ``c`` rows, so ``n`` rows have fewer than ``sqrt(2n)``);
-2. each value's id (its count's first id plus the values with that count seen so far) and its line's byte offset
-   in the file (likewise), so each run of values sharing a count is written with one ``pwrite``, and the
+2. each value's id (its count's last id less the values with that count seen so far) and its line's byte
+   offset in the file (each count's lines filled from the end of its range backwards), so each run of values
+   sharing a count is written, in descending order, with one ``pwrite``, and the
    ``(key, id)`` pairs appended in key order: the sorted table ``disklookup.DiskLookup`` reads. Its keys are
    uint64 when every kept value has at most 8 bytes, else the values at the width of the longest kept one
    (``vocab.table_keys``; the histogram's read finds that width).
@@ -117,19 +119,21 @@ def write_vocabulary(merged: Merged, min_count: int, text_path: str,
             slot = counts.size - 1 - np.searchsorted(ascending, c)  # index of each value's count, descending
             if counts.size <= 1 << 16:   # numpy sorts 16-bit integers stably by radix: linear
                 slot = slot.astype(np.uint16)
-            order = np.argsort(slot, kind="stable")                # by count; key order kept within a count
+            back = np.ascontiguousarray(slot[::-1])                # keys descending: a stable sort by count
+            order = v.size - 1 - np.argsort(back, kind="stable")   # keeps them so within a count
             s = slot[order].astype(np.int64)
             lens = _lengths(v)[order]
             starts = np.flatnonzero(np.diff(s, prepend=-1))       # where each count's group begins
             groups = s[starts]
             sizes = np.diff(np.append(starts, s.size))
-            at = np.arange(s.size) - np.repeat(starts, sizes)      # rank within its group
+            # a group's ids end where the ids of its values in earlier chunks (higher keys) begin
+            base = first_id[groups] + nvals[groups] - seen[groups] - (starts + sizes)
             ids = np.empty(v.size, np.int64)
-            ids[order] = first_id[s] + seen[s] + at
+            ids[order] = np.repeat(base, sizes) + np.arange(s.size)
             group_bytes = np.add.reduceat(lens, starts)
             begin = np.cumsum(group_bytes) - group_bytes           # each group's place in the chunk's lines
             blob = memoryview(_lines(v[order], lens))
-            offsets = first_byte[groups] + written[groups]         # and in the file
+            offsets = first_byte[groups] + nbytes[groups] - written[groups] - group_bytes  # and in the file
             for a, n, off in zip(begin.tolist(), group_bytes.tolist(), offsets.tolist()):
                 os.pwrite(fd, blob[a:a + n], off)
             seen[groups] += sizes

@@ -23,7 +23,7 @@ from ..prep.writer import PrepWriter
 from ..shardset.blocks import Blocks
 from ..shardset.manifest import InputStats, Manifest
 from ..shardset.options import ShardOutputOptions
-from ..sources import compression_of, expand_inputs, input_size, refuse_inputs_in
+from ..sources import compression_of, expand_inputs, input_size
 from ..tfrecord.examples import serialize_batch
 from ..util.checks import as_int
 from ..util.errors import TfpipeError
@@ -94,8 +94,7 @@ def run(inputs: Sequence[str] | str, out: str, opts: TextOptions, *, workers: in
     workers = cap_workers(as_int(workers, "workers", minimum=1), "tokenizer threads")
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
-    files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES)
-    refuse_inputs_in(files, str(out))
+    files = expand_inputs(inputs, suffixes=INPUT_SUFFIXES, out=out)
     for f in files:
         format_of(f)  # unknown formats fail before any output is created
     tok = load_tokenizer(opts.tokenizer, eod_token=opts.eod_token)

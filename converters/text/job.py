@@ -140,7 +140,7 @@ class TextJob:
         chunk_tokens = as_int(chunk_tokens, "chunk_tokens", minimum=1)
         _check_prep(prep, options)
         files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs,
-                              suffixes=INPUT_SUFFIXES)
+                              suffixes=INPUT_SUFFIXES, out=out)
         info = _checked(options, files)
         raw = None
         if info.path is not None:

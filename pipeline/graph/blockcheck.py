@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["file_tables", "tag_file", "drop_ends", "tag_stream", "block_decoder", "knows_files", "decode_blocks_fn"]
+__all__ = ["file_tables", "tag_file", "drop_ends", "is_block", "tag_stream", "block_decoder", "knows_files",
+           "decode_blocks_fn"]
 
 VERIFY_HINT = "`tfpipe verify` names the fault"
 
@@ -108,6 +109,25 @@ def drop_ends(spec, tables: dict, blocks) -> Any:
     return blocks.map(strip)
 
 
+def is_block(spec, tables: dict):
+    """A ``filter`` predicate over single tagged blocks (``tag_file``'s chunks unbatched): true for a block,
+    false for an end marker once the file's block count is checked against the manifest's (for a read that
+    regroups blocks across files without copying them)."""
+    import tensorflow as tf
+
+    c = tf.constant
+    names, nbt, rowst = c(list(spec.files)), c(tables["blocks"]), c(tables["rows"])
+
+    @tf.autograph.experimental.do_not_convert
+    def keep(f, b, block):
+        real = block[1]
+        ok = tf.logical_or(real, tf.equal(b, tf.gather(nbt, f)))
+        with tf.control_dependencies([_fail_unless(ok, lambda: _count_message(spec, names, nbt, rowst, f, b))]):
+            return tf.identity(real)
+
+    return keep
+
+
 def tag_stream(records, k: int) -> Any:
     """Blocks of a read without file identity (streamed, piped) in chunks of up to ``k`` blocks, each
     ``(-1s, indices in the read, blocks)``."""
@@ -149,10 +169,11 @@ def _exact_decoder(spec, tables: dict):
     expect, length = c(tables["expect"]), c(tables["length"])
     cols = [(f.name, tf.as_dtype(spec.layout.stored_type(f.name)), tf.as_dtype(f.dtype), [-1, *f.shape],
              c(tables["headers"][i].tolist(), tf.string), c(tables["header_at"][i]), c(tables["data_at"][i]),
-             c(tables["data_len"][i])) for i, f in enumerate(spec.schema.features)]
+             c(tables["data_len"][i]), int(tables["data_len"][i][0])) for i, f in enumerate(spec.schema.features)]
     stored = ", ".join(f"{n}:{t}" for n, t in spec.layout.stored)
+    br = spec.layout.block_rows
 
-    def decode(f, b, blocks):
+    def decode(f, b, blocks, pick=None):
         blocks, real = blocks
         nb = tf.gather(nbt, f)
         t = tf.where(tf.equal(b, nb - 1), f + 1, tf.zeros_like(f))
@@ -160,7 +181,7 @@ def _exact_decoder(spec, tables: dict):
         want = tf.gather(length, t)
         fits = tf.logical_and(real, tf.equal(size, want))
         ok = tf.logical_and(fits, b < nb)
-        for _, _, _, _, heads, at, _, _ in cols:
+        for _, _, _, _, heads, at, _, _, _ in cols:
             head = tf.gather(heads, t)
             got = tf.strings.substr(blocks, tf.where(fits, tf.gather(at, t), 0),
                                     tf.where(fits, tf.strings.length(head), 0))
@@ -183,12 +204,23 @@ def _exact_decoder(spec, tables: dict):
 
         use = tf.logical_and(ok, real)                # an end marker decodes to no rows
         with tf.control_dependencies([_fail_unless(ok, message)]):
+            # each block's column decoded into a slot of block_rows rows (a short block zero-padded): one
+            # copy, no join; the rows kept are the slots' real rows, a prefix unless a short block is not last
+            real_rows = tf.reshape(tf.sequence_mask(tf.where(use, tf.gather(expect, t), 0), br), [-1])
+            idx = tf.where(real_rows)[:, 0]
+            n = tf.shape(idx, out_type=tf.int64)[0]
+            prefix = tf.equal(tf.reduce_max(tf.concat([idx, [n - 1]], 0)), n - 1)
+            sel = None if pick is None else pick(idx)
             out = {}
-            for name, st, dtype, shape, _, _, at, n in cols:
+            for name, st, dtype, shape, _, _, at, size, full in cols:
                 data = tf.strings.substr(blocks, tf.where(use, tf.gather(at, t), 0),
-                                         tf.where(use, tf.gather(n, t), 0))
-                values = tf.io.decode_raw(tf.strings.reduce_join(data), st, little_endian=True)
-                out[name] = tf.cast(tf.reshape(values, shape), dtype)
+                                         tf.where(use, tf.gather(size, t), 0))
+                values = tf.reshape(tf.io.decode_raw(data, st, little_endian=True, fixed_length=full), shape)
+                if sel is None:
+                    values = tf.cond(prefix, lambda v=values: v[:n], lambda v=values: tf.gather(v, idx))
+                else:
+                    values = tf.gather(values, sel)
+                out[name] = tf.cast(values, dtype)
         return out
 
     return decode
@@ -206,7 +238,7 @@ def _checked_columns(spec):
     br = spec.layout.block_rows
     inner = decode_blocks_fn(spec.schema, spec.layout)
 
-    def decode(f, b, blocks):
+    def decode(f, b, blocks, pick=None):
         cols = tf.io.parse_example(blocks, raw_spec)
         sizes = [tf.cast(tf.strings.length(cols[n]), tf.int64) for n, _ in row_bytes]
         rows = sizes[0] // row_bytes[0][1]
@@ -223,13 +255,18 @@ def _checked_columns(spec):
                                      (b[i], listed, br))
 
         with tf.control_dependencies([_fail_unless(ok, message)]):
-            return inner(blocks, {n: tf.identity(v) for n, v in cols.items()})
+            out = inner(blocks, {n: tf.identity(v) for n, v in cols.items()})
+        if pick is None:
+            return out
+        sel = pick(tf.range(tf.reduce_sum(rows)))
+        return {n: tf.gather(v, sel) for n, v in out.items()}
 
     return decode
 
 
 def block_decoder(spec, tables: dict | None = None):
-    """``decode(f, b, blocks)``: a chunk of tagged blocks to a dict of column tensors (rows first, the schema's
-    dtypes), every block checked (see the module docstring). ``tables``: ``file_tables(spec)`` when the blocks
-    carry file numbers, else None."""
+    """``decode(f, b, blocks, pick=None)``: a chunk of tagged blocks to a dict of column tensors (rows first, the
+    schema's dtypes), every block checked (see the module docstring); ``pick``: a function from the chunk's
+    row indices (int64, as decoded) to the indices to give, in that order (one gather per column).
+    ``tables``: ``file_tables(spec)`` when the blocks carry file numbers, else None."""
     return _exact_decoder(spec, tables) if tables is not None else _checked_columns(spec)

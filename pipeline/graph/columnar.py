@@ -23,7 +23,7 @@ from .blockcheck import decode_blocks_fn  # noqa: F401 - the bare decode, named 
 from .rowshuffle import pool_rows, row_generator, shuffle_rows
 
 __all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
-           "columnar_output", "build_columnar", "stages", "build"]
+           "row_output", "columnar_output", "build_columnar", "stages", "build"]
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,10 @@ def _decoded(blocks: Any, spec: PipelineSpecBase, read: ReadPlan, gen: Any, tabl
     from .blockcheck import block_decoder
 
     calls = _calls(spec, read)
-    ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls, deterministic=spec.deterministic)
+    decode, out = block_decoder(spec, tables), row_output(spec)
+    if spec.shuffle_buffer:     # the row shuffle works on the dict: the output is made after it
+        out = (lambda d: d)
+    ds = blocks.map(lambda *chunk: out(decode(*chunk)), num_parallel_calls=calls, deterministic=spec.deterministic)
     if spec.shuffle_buffer:   # the pool and one step of rows hold shuffle_buffer rows, as shuffle(B) holds B
         step = shuffle_step(spec)
         ds = shuffle_rows(ds.rebatch(step), pool_rows(spec.shuffle_buffer, step), gen)
@@ -159,12 +162,20 @@ def _decoded(blocks: Any, spec: PipelineSpecBase, read: ReadPlan, gen: Any, tabl
     return ds.take(steps) if steps is not None else ds
 
 
-def columnar_output(ds: Any, spec: PipelineSpecBase) -> Any:
-    """Batches of decoded rows as the spec's output: the dict, or ``(features, label)``."""
+def row_output(spec: PipelineSpecBase):
+    """The function from a dict of decoded columns to the spec's output: the dict, or ``(features, label)``
+    (applied in the decode's own function: no tf.data step per batch for it)."""
     label = spec.schema.label
     if spec.output == "dict" or label is None:
+        return lambda d: d
+    return lambda d: ({k: v for k, v in d.items() if k != label}, d[label])
+
+
+def columnar_output(ds: Any, spec: PipelineSpecBase) -> Any:
+    """Batches of decoded rows as the spec's output (``ds`` already in it when its decode gave it)."""
+    if spec.output == "dict" or spec.schema.label is None or not isinstance(ds.element_spec, dict):
         return ds
-    return ds.map(lambda d: ({k: v for k, v in d.items() if k != label}, d[label]))
+    return ds.map(row_output(spec))
 
 
 def _file_blocks(spec: PipelineSpecBase, read: ReadPlan, tables) -> Any:

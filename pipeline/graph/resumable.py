@@ -19,7 +19,8 @@ in tf.data ops: nothing in Python per record.
 A streamed remote set reads the same order through ``pipeline.graph.resumestream`` (its shards fetched in that
 order, from the entry point on); a balanced group (``label_weights``) is one endless sampled stream of its
 parts' own orders (:func:`sampled_batches`, planned by ``pipeline.graph.resumeweighted``); a columnar set's
-order is over its decoded rows, positions in rows (``pipeline.graph.resumerows``).
+order is over its decoded rows, positions in rows (``pipeline.graph.resumerows``), shuffled by the window order
+(``pipeline.resume.windoworder``) instead of the delay order.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ __all__ = ["stages", "build", "build_resumable", "resumable_stages", "enter", "o
 
 FILE_KEY = (1 << 32) - 1     # folded into (seed, epoch) for the seed that orders the files
 CHUNK_KEY = (1 << 32) - 2    # folded into (seed, epoch) for the key of the delays (delayorder.delay_key)
+WINDOW_KEY = (1 << 32) - 3   # folded into (seed, epoch) for a columnar set's window permutations
 
 
 def _seed(seed, epoch, what):
@@ -84,7 +86,7 @@ def _io(spec):
 def cut_batches(recs, size: int, drop_remainder: bool):
     """Batches of ``size`` records of an order: ``recs`` is records (scalars) or the delay order's runs (1-D:
     cut by ``rebatch``, the same batches as ``unbatch().batch(size)`` with one tf.data step per batch)."""
-    if isinstance(recs.element_spec, dict) or recs.element_spec.shape.rank == 1:   # runs, or decoded rows
+    if isinstance(recs.element_spec, (dict, tuple)) or recs.element_spec.shape.rank == 1:   # runs, decoded rows
         return recs.rebatch(size, drop_remainder=drop_remainder)
     return recs.batch(size, drop_remainder=drop_remainder)
 
@@ -134,6 +136,14 @@ def order_from(spec, e, pos, source=None):
 
     if spec.shuffle_buffer <= 0:
         return read(min(pos, total))
+    if spec.layout is not None:     # a columnar set: the window order over its rows (resume.windoworder)
+        from .resumerows import blocks_reader, windows
+        from ..resume.windoworder import window_blocks, window_entry
+
+        k = window_blocks(spec.shuffle_buffer, spec.layout.block_rows)
+        j, block, w, drop = window_entry(counts, spec.layout.block_rows, k, pos)
+        chunks, tables = blocks_reader(spec, order, enter, source, k)(j, block)
+        return windows(spec, chunks, tables, _seed(spec.seed, e, WINDOW_KEY), w, drop)
     key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
     q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
     c = chunk_size(spec.shuffle_buffer)
@@ -155,6 +165,13 @@ def order_of(spec, e, source=None):
     import tensorflow as tf
 
     ctype, buf = _io(spec)
+    if spec.layout is not None and spec.shuffle_buffer > 0:    # a columnar set: the window order over its rows
+        from .resumerows import epoch_blocks, windows
+        from ..resume.windoworder import window_blocks
+
+        chunks, tables = epoch_blocks(spec, _file_order(spec, e), source,
+                                      window_blocks(spec.shuffle_buffer, spec.layout.block_rows))
+        return windows(spec, chunks, tables, _seed(spec.seed, e, WINDOW_KEY))
     if spec.layout is not None:     # a columnar set's blocks, each checked: the order is over their rows
         from .resumerows import epoch_rows
 

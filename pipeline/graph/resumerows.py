@@ -3,15 +3,18 @@ read on one rank (``resume_choice``; ``resumable=True`` for an unshuffled one).
 
 A columnar set's records are blocks of rows (every block of a file holds ``block_rows`` rows but the file's
 last one). The resumable graph (``pipeline.graph.resumable``) reads the blocks of epoch ``e`` in its seeded
-file order, decodes them in batches of blocks (``decode_raw``, no per-row work) and numbers the epoch's
-*rows* ``0 .. N-1`` in that read order; the delay order (``pipeline.resume.delayorder``) then runs over rows
-exactly as it runs over an Example set's records, so rows mix across blocks with about ``shuffle_buffer``
-rows held, and the input state stays (epoch, position in rows).
+file order and numbers the epoch's *rows* ``0 .. N-1`` in that read order. Unshuffled, it decodes them in
+batches of blocks (``decode_raw``, no per-row work) in that order. Shuffled, it reads the window order
+(``pipeline.resume.windoworder``, :func:`windows`): windows of whole blocks, each decoded and permuted in one
+call (one stateless permutation, one gather per column), so rows move further than ``shuffle(B)`` moves them,
+and the input state stays (epoch, position in rows).
 
 Entering the epoch at row ``p`` (:func:`rows_reader`): the file holding it is found by the manifest's row
 counts, its block by ``row // block_rows`` (the blocks before it are never decoded: a seek by the file's
 record-offset index, or a skip of whole records), and the first ``row % block_rows`` rows of that block are
-dropped after its decode. Later epochs read whole files (:func:`decoded_rows`).
+dropped after its decode; shuffled, the read enters at the first block of the window holding the row
+(``windoworder.window_entry``) and the window's first permuted rows are dropped. Later epochs read whole
+files (:func:`epoch_blocks`).
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from typing import Any
 from ..spec.blocks import decode_rows_for, file_blocks
 from ..resume.state import locate
 
-__all__ = ["blocks_per_decode", "decoded_rows", "rows_reader", "epoch_rows", "row_stages"]
+__all__ = ["blocks_per_decode", "decoded_rows", "blocks_reader", "rows_reader", "epoch_blocks", "epoch_rows", "windows",
+           "row_stages"]
 
 
 def blocks_per_decode(spec) -> int:
@@ -31,28 +35,33 @@ def blocks_per_decode(spec) -> int:
 def decoded_rows(spec, blocks, drop: int = 0, tables=None) -> Any:
     """The rows of ``blocks`` (chunks of tagged blocks: ``graph.blockcheck.tag_file`` with ``tables`` its
     ``file_tables``, or ``tag_stream``), every block checked, as chunks of decoded columns (dicts, rows first),
-    in order; the first ``drop`` rows (fewer than the first block's) left out."""
+    in order, in the spec's output (``columnar.row_output``); the first ``drop`` rows (fewer than the first
+    block's) left out."""
     import tensorflow as tf
 
     from .blockcheck import block_decoder
 
+    from .columnar import row_output
+
     calls = tf.data.AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
-    ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls, deterministic=True)
+    decode, out = block_decoder(spec, tables), row_output(spec)
+    ds = blocks.map(lambda *chunk: out(decode(*chunk)), num_parallel_calls=calls, deterministic=True)
     if drop:
         @tf.autograph.experimental.do_not_convert
         def cut(i, cols):
             start = tf.where(i == 0, tf.constant(drop, tf.int64), tf.constant(0, tf.int64))
-            return {k: v[start:] for k, v in cols.items()}
+            return tf.nest.map_structure(lambda v: v[start:], cols)
 
         ds = ds.enumerate().map(cut)
     return ds
 
 
-def rows_reader(spec, order: list[int], enter, source=None):
-    """A function ``start -> the decoded rows of the epoch whose files come in order`` (file numbers, Python
-    ints) from its row ``start``: whole files before it skipped by their row counts, the file holding it
-    entered at the block holding it (``enter``: ``resumable.enter``, the one place a file is entered in the
-    middle; or ``source``: a ``resumestream.StreamedShards``)."""
+def blocks_reader(spec, order: list[int], enter, source=None, per: int | None = None):
+    """A function ``(j, block) -> (tagged chunks of up to per blocks, tables)``: the blocks of the epoch whose
+    files come in ``order`` (file numbers, Python ints) from block ``block`` of its ``j``-th file on, whole
+    files after it (``enter``: ``resumable.enter``, the one place a file is entered in the middle; or
+    ``source``: a ``resumestream.StreamedShards``); ``tables``: ``blockcheck.file_tables`` or None (no file
+    identity: ``tag_stream`` chunks)."""
     import tensorflow as tf
 
     from .blockcheck import file_tables, knows_files, tag_file, tag_stream
@@ -62,15 +71,11 @@ def rows_reader(spec, order: list[int], enter, source=None):
     br = spec.layout.block_rows
     ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
     tables = file_tables(spec) if source is None and knows_files(spec) else None
-    per = blocks_per_decode(spec)      # blocks per chunk
+    per = per or blocks_per_decode(spec)      # blocks per chunk
 
-    def read(start: int):
-        j, k = locate(rows, start)
-        block, drop = divmod(k, br)
-        if block >= file_blocks(rows[j], br):       # at the end of the last file: nothing left
-            block, drop = file_blocks(rows[j], br), 0
+    def read(j: int, block: int):
         if source is not None:
-            return decoded_rows(spec, tag_stream(source.records(order, j, block), per), drop)
+            return tag_stream(source.records(order, j, block), per), None
         f = order[j]
         digest = spec.file_sha256[f] if spec.file_sha256 else None
         first = enter(spec.files[f], block, ctype, buf, file_blocks(rows[j], br), digest)
@@ -78,54 +83,118 @@ def rows_reader(spec, order: list[int], enter, source=None):
             if j + 1 < len(order):
                 first = first.concatenate(tf.data.TFRecordDataset([spec.files[f] for f in order[j + 1:]],
                                                                   ctype, buf))
-            return decoded_rows(spec, tag_stream(first, per), drop)
+            return tag_stream(first, per), None
         blocks = tag_file(spec, tables, tf.constant(f, tf.int64), first, per, block)
         if j + 1 < len(order):
-            blocks = blocks.concatenate(_tagged_files(spec, tables, order[j + 1:], ctype, buf))
-        return decoded_rows(spec, blocks, drop, tables)
+            blocks = blocks.concatenate(_tagged_files(spec, tables, order[j + 1:], ctype, buf, per))
+        return blocks, tables
 
     return read
 
-def _tagged_files(spec, tables, order, ctype, buf) -> Any:
-    """The tagged blocks of the whole files ``order`` (file numbers: a list or an int64 tensor), in order."""
+
+def rows_reader(spec, order: list[int], enter, source=None):
+    """A function ``start -> the decoded rows of the epoch whose files come in order`` (file numbers, Python
+    ints) from its row ``start``: whole files before it skipped by their row counts, the file holding it
+    entered at the block holding it (:func:`blocks_reader`), the rows of that block before ``start`` dropped."""
+    rows = [spec.file_records[f] for f in order]
+    br = spec.layout.block_rows
+    blocks = blocks_reader(spec, order, enter, source)
+
+    def read(start: int):
+        j, k = locate(rows, start)
+        block, drop = divmod(k, br)
+        if block >= file_blocks(rows[j], br):       # at the end of the last file: nothing left
+            block, drop = file_blocks(rows[j], br), 0
+        chunks, tables = blocks(j, block)
+        return decoded_rows(spec, chunks, drop, tables)
+
+    return read
+
+def _tagged_files(spec, tables, order, ctype, buf, per: int | None = None) -> Any:
+    """The tagged blocks of the whole files ``order`` (file numbers: a list or an int64 tensor), in order, in
+    chunks of up to ``per`` blocks."""
     import tensorflow as tf
 
     from .blockcheck import tag_file
 
     paths = tf.constant(list(spec.files))
+    per = per or blocks_per_decode(spec)
     return tf.data.Dataset.from_tensor_slices(tf.cast(order, tf.int64)).flat_map(
-        lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf),
-                           blocks_per_decode(spec)))
+        lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf), per))
 
 
-def epoch_rows(spec, order, source=None) -> Any:
-    """The decoded rows of an epoch whose files come in ``order`` (an int64 tensor), every block checked: the
-    generic graph of the epochs after the first (``source``: a ``resumestream.StreamedShards``)."""
+def epoch_blocks(spec, order, source=None, per: int | None = None) -> tuple[Any, Any]:
+    """(tagged chunks of up to ``per`` blocks, ``file_tables`` or None) of an epoch whose files come in
+    ``order`` (an int64 tensor): the generic graph of the epochs after the first (``source``: a
+    ``resumestream.StreamedShards``)."""
     import tensorflow as tf
 
     from .blockcheck import file_tables, knows_files, tag_stream
     from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
     ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
+    per = per or blocks_per_decode(spec)
     if source is not None:
-        return decoded_rows(spec, tag_stream(source.records(order), blocks_per_decode(spec)))
+        return tag_stream(source.records(order), per), None
     if not knows_files(spec):
-        return decoded_rows(spec, tag_stream(tf.data.TFRecordDataset(
-            tf.gather(tf.constant(list(spec.files)), order), ctype, buf), blocks_per_decode(spec)))
+        return tag_stream(tf.data.TFRecordDataset(tf.gather(tf.constant(list(spec.files)), order), ctype, buf),
+                          per), None
     tables = file_tables(spec)
-    return decoded_rows(spec, _tagged_files(spec, tables, order, ctype, buf), tables=tables)
+    return _tagged_files(spec, tables, order, ctype, buf, per), tables
+
+
+def epoch_rows(spec, order, source=None) -> Any:
+    """The decoded rows of an epoch whose files come in ``order`` (an int64 tensor), every block checked."""
+    chunks, tables = epoch_blocks(spec, order, source)
+    return decoded_rows(spec, chunks, tables=tables)
+
+
+def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0) -> Any:
+    """The window order (``pipeline.resume.windoworder``) of tagged ``chunks`` (from window ``first_window``'s
+    first block on): windows of ``K`` blocks, each decoded (every block checked) and its rows permuted by one
+    stateless permutation (``seed``: the epoch's ``[2]`` seed, window ``w``'s folded in) and one gather per
+    column; the first ``drop`` rows of the first window left out. Rows first, in the spec's output
+    (``columnar.row_output``)."""
+    import tensorflow as tf
+
+    from .blockcheck import block_decoder, is_block
+    from .columnar import row_output
+    from ..resume.windoworder import WINDOW_CALLS, window_blocks
+
+    k = window_blocks(spec.shuffle_buffer, spec.layout.block_rows)
+    if tables is not None:        # files' end markers: each file's block count checked, the markers dropped
+        chunks = chunks.unbatch().filter(is_block(spec, tables)).batch(k)
+    decode, out = block_decoder(spec, tables), row_output(spec)
+
+    @tf.autograph.experimental.do_not_convert
+    def window(w, chunk):
+        def pick(idx):          # the window's rows permuted, the first drop left out in the first window
+            n = tf.shape(idx, out_type=tf.int64)[0]
+            perm = tf.random.experimental.stateless_shuffle(
+                tf.range(n), tf.random.experimental.stateless_fold_in(seed, w), alg="philox")
+            start = tf.where(tf.equal(w, first_window), tf.minimum(tf.constant(drop, tf.int64), n), 0)
+            return tf.gather(idx, perm[start:])
+
+        return out(decode(*chunk, pick=pick))
+
+    return chunks.enumerate(first_window).map(window, num_parallel_calls=WINDOW_CALLS, deterministic=True)
 
 
 def row_stages(spec, stages: list) -> list:
     """``resumable_stages`` of a columnar spec: the source reads blocks, a decode stage follows it, the order
-    and the batches are over rows, and no parse stage (the decode gives the schema's tensors)."""
+    (the window order when shuffled) and the batches are over rows, and no parse stage (the decode gives the
+    schema's tensors)."""
     from dataclasses import replace
 
     from ..spec.stage import Stage
 
+    from ..resume.windoworder import WINDOW_CALLS, window_blocks
+
     lay = spec.layout
     k = blocks_per_decode(spec)
     calls = "AUTOTUNE" if spec.parse_parallelism is None else spec.parse_parallelism
+    if spec.shuffle_buffer > 0:     # the window order decodes a window per call
+        k, calls = window_blocks(spec.shuffle_buffer, lay.block_rows), WINDOW_CALLS
     out = []
     for s in stages:
         if s.name == "parse":
@@ -141,12 +210,20 @@ def row_stages(spec, stages: list) -> list:
                                               "stored": ", ".join(f"{n}:{t}" for n, t in lay.stored),
                                               "num_parallel_calls": calls, "deterministic": True,
                                               "output": spec.output},
-                               "one parse_example of the blocks' raw columns, then one decode_raw per column, cast "
-                               "to the schema's dtypes; rows in the read order"))
+                               "every block checked, then one decode_raw per column, cast to the schema's dtypes; "
+                               + ("the window's rows permuted in the same call" if spec.shuffle_buffer > 0
+                                  else "rows in the read order")))
             continue
         if s.name == "shuffle" and s.enabled:
-            s = replace(s, settings={**s.settings, "unit": "row"},
-                        why=s.why.replace("record", "row"))
+            b = spec.shuffle_buffer
+            rows = k * lay.block_rows
+            s = replace(s, settings={"buffer": b, "seed": spec.seed, "order": "window", "unit": "row",
+                                     "window_blocks": k, "window_rows": rows, "windows_at_a_time": WINDOW_CALLS},
+                        why=f"rows permuted within windows of {k} whole blocks ({rows} rows, ~2.5x shuffle_buffer): "
+                            "one stateless permutation per window (a pure function of (seed, epoch, window)) and "
+                            "one gather per column; rows move further than shuffle(B) moves them; memory: up to "
+                            f"{WINDOW_CALLS} windows at a time, each decoded and its permuted copy (about "
+                            f"{2 * WINDOW_CALLS * rows / b:.0f}x shuffle_buffer rows)")
         if s.name == "batch":
             s = replace(s, settings={**s.settings, "how": "rebatch of decoded rows"},
                         why="any batch size: rebatch cuts the decoded columns, no per-row step")

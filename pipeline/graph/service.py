@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any, Mapping
 
 from ..plan.readplan import AUTOTUNE
@@ -26,7 +27,7 @@ from ..spec.stage import Stage
 from ..plan.servicejob import ServiceChoice, service_choice
 
 __all__ = ["stages", "build", "service_dataset", "service_stages", "worker_graph", "element_batches", "run_ended_short",
-           "repeat_until_empty", "reach_service", "MAX_FILE_READERS",
+           "repeat_until_empty", "reach_service", "MAX_FILE_READERS", "WAIT_NOTICE_SECONDS",
            "ELEMENT_RECORDS", "ELEMENT_BYTES"]
 
 log = logging.getLogger(__name__)
@@ -39,10 +40,12 @@ MAX_FILE_READERS = 4    # files one worker reads at once (its interleave's cycle
 ELEMENT_RECORDS = 16384
 ELEMENT_BYTES = 8 << 20   # ... and at most about this many bytes of records (8 MiB): long records, small elements
 _FOREVER_SEED_EPOCHS = 0
+WAIT_NOTICE_SECONDS = 30.0   # while build_dataset waits for the dispatcher, a warning this often says so
 
 
 def _epoch_seed(spec: Any, epoch: int) -> int | None:
-    return None if spec.seed is None else spec.seed * 1_000_003 + epoch   # per-epoch seed from (seed, epoch)
+    # per-epoch seed from (seed, epoch), within int64 as TensorFlow takes it
+    return None if spec.seed is None else (spec.seed * 1_000_003 + epoch) % (1 << 63)
 
 
 def worker_graph(spec: Any, seed: int | None = None) -> Any:
@@ -126,14 +129,32 @@ def service_dataset(spec: Any, env: Mapping[str, str] | None = None) -> Any:
 
 def reach_service(spec: Any) -> None:
     """Before TensorFlow dials the dispatcher (it retries forever): it must answer within ``service_timeout``
-    seconds, else ``ServiceError`` naming its address; then this process's watch of frozen workers runs."""
+    seconds, else ``ServiceError`` naming its address; meanwhile a warning every ``WAIT_NOTICE_SECONDS`` says
+    what it waits for and until when. Then this process's watch of frozen workers runs."""
     from ..service.clientwatch import client_watch
-    from ..service.probe import dispatcher_version
+    from ..service.probe import NoAnswer, dispatcher_version, no_answer
     from ..spec.serviceopts import parse_service
 
     host, port = parse_service(spec.service)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    dispatcher_version(address, spec.service_timeout, hint=f"service={spec.service!r}, see service_timeout")
+    hint = f"service={spec.service!r}, see service_timeout"
+    started, until = time.monotonic(), time.time() + spec.service_timeout
+    deadline, notice = started + spec.service_timeout, started + WAIT_NOTICE_SECONDS
+    while True:
+        asked = time.monotonic()
+        try:
+            dispatcher_version(address, max(min(deadline, notice) - asked, 0.001), hint=hint)
+            break
+        except NoAnswer:   # gRPC may say so before the call's deadline: the clock decides
+            now = time.monotonic()
+        if now >= deadline:
+            raise no_answer(address, spec.service_timeout, hint) from None
+        if now >= notice:
+            log.warning("waiting for the tf.data service dispatcher at %s (service=%r): no answer for %.0f s; it is "
+                        "given up at %s (service_timeout=%g s)", address, spec.service, now - started,
+                        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until)), spec.service_timeout)
+            notice = now + WAIT_NOTICE_SECONDS
+        time.sleep(max(0.0, min(0.05 - (now - asked), deadline - now)))   # no busy loop on quick answers
     client_watch(address, spec.service_worker_timeout)
 
 

@@ -93,9 +93,9 @@ def range_keys(key, first_chunk, chunks, buffer: int, total):
 def delay_order(records, key, buffer: int, total, first_chunk=0, rebuild=None, rebuild_chunk=0, skip=0):
     """``records`` (a dataset of scalar strings, record ``first_chunk · c`` of the epoch first) in the delay
     order, as **runs**: a dataset of 1-D string tensors (one per scan step, some empty) whose concatenation is
-    the order, its first ``skip`` records left out. A columnar set's ``records`` are its decoded rows (dicts
-    of columns, rows first, in chunks of any size; ``pipeline.graph.resumerows``): the order is then over
-    rows, and runs are dicts of rows. Cut them with ``rebatch`` (one copy per record, one
+    the order, its first ``skip`` records left out. ``records`` may also be decoded rows (dicts of columns,
+    rows first, in chunks of any size): the order is then over rows, and runs are dicts of rows (a columnar
+    set's resumable graph uses the window order instead: ``pipeline.resume.windoworder``). Cut them with ``rebatch`` (one copy per record, one
     tf.data step per batch), not ``unbatch().batch()`` (two tf.data steps per record). A resume also gives
     ``rebuild``: the records of chunks ``rebuild_chunk .. first_chunk - 1`` (those that may still wait at
     ``first_chunk``), read as one element that refills the waiting records and emits nothing. No map

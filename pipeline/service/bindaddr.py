@@ -24,7 +24,8 @@ import threading
 
 from converters.util.errors import ServiceError
 
-__all__ = ["resolve_bind", "bound_to", "listen_addresses", "is_wildcard", "interface_address", "LOOPBACK"]
+__all__ = ["resolve_bind", "bound_to", "listen_addresses", "is_wildcard", "interface_address", "plain_ip",
+           "LOOPBACK"]
 
 LOOPBACK = "127.0.0.1"
 _LIBS = ("libtensorflow_cc.so", "libtensorflow_framework.so", "_pywrap_tensorflow_internal.so")
@@ -44,7 +45,7 @@ def resolve_bind(text: str, what: str = "--bind") -> str:
     if not isinstance(text, str) or not text or len(text) > 253 or not text.isascii():
         raise ServiceError(f"{what}: expected an IP address or host name of this host, got {str(text)[:80]!r}")
     try:
-        return str(ipaddress.ip_address(text.strip("[]")))
+        return plain_ip(text.strip("[]"))
     except ValueError:
         pass
     try:
@@ -54,7 +55,16 @@ def resolve_bind(text: str, what: str = "--bind") -> str:
     found = [i[4][0] for i in infos if i[0] == socket.AF_INET] or [i[4][0] for i in infos]
     if not found:
         raise ServiceError(f"{what} {text}: names no address")
-    return str(ipaddress.ip_address(found[0].split("%")[0]))
+    return plain_ip(found[0])
+
+
+def plain_ip(text: str) -> str:
+    """The IP address ``text`` names (``ValueError`` if none), without a scope (``%eth0``), an IPv4-mapped IPv6
+    address (``::ffff:a.b.c.d``) as its IPv4 address: the same address to the kernel."""
+    ip = ipaddress.ip_address(text.split("%")[0])
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip)
 
 
 def _got_offset(path: str) -> int | None:
@@ -161,10 +171,7 @@ def listen_addresses(port: int) -> list[str]:
     out = []
     for c in psutil.Process().net_connections("tcp"):
         if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
-            ip = ipaddress.ip_address(c.laddr.ip.split("%")[0])
-            if ip.version == 6 and ip.ipv4_mapped is not None:
-                ip = ip.ipv4_mapped
-            out.append(str(ip))
+            out.append(plain_ip(c.laddr.ip))
     return sorted(set(out))
 
 

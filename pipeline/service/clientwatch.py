@@ -13,70 +13,20 @@ answers again is connected to again. One watch per dispatcher and timeout in a p
 to each worker) and lives as long as the process."""
 from __future__ import annotations
 
-import ipaddress
 import logging
-import os
-import socket
 import threading
 
 from converters.util.errors import ServiceError
 
-from .probe import split_address
+from .connections import cut_connections
 from .workerwatch import WorkerWatch
 
-__all__ = ["ClientWatch", "client_watch", "cut_connections"]
+__all__ = ["ClientWatch", "client_watch"]
 
 log = logging.getLogger(__name__)
 
 _watches: dict[tuple[str, float], "ClientWatch"] = {}
 _lock = threading.Lock()
-
-
-def _ips(host: str) -> set[str]:
-    try:
-        return {str(ipaddress.ip_address(host))}
-    except ValueError:
-        pass
-    try:
-        return {i[4][0].split("%")[0] for i in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
-    except (OSError, UnicodeError):
-        return set()
-
-
-def _same(ip: str, ips: set[str]) -> bool:
-    a = ipaddress.ip_address(ip.split("%")[0])
-    if a.version == 6 and a.ipv4_mapped is not None:
-        a = a.ipv4_mapped
-    return str(a) in ips
-
-
-def cut_connections(worker: str) -> int:
-    """Shut down this process's TCP connections to ``worker`` (``HOST:PORT``); how many."""
-    import psutil
-
-    try:
-        host, port = split_address(worker)
-    except ValueError:
-        return 0
-    ips = _ips(host)
-    cut = 0
-    for c in psutil.Process().net_connections("tcp"):
-        if c.fd < 0 or not c.raddr or c.raddr.port != port or not _same(c.raddr.ip, ips):
-            continue
-        try:
-            s = socket.socket(fileno=os.dup(c.fd))
-        except OSError:   # closed meanwhile
-            continue
-        try:
-            peer = s.getpeername()
-            if peer[1] == port and _same(peer[0], ips):   # still that connection (the fd was not reused)
-                s.shutdown(socket.SHUT_RDWR)
-                cut += 1
-        except OSError:
-            pass
-        finally:
-            s.close()   # our duplicate only
-    return cut
 
 
 class ClientWatch(WorkerWatch):

@@ -12,7 +12,7 @@ import socket
 from converters.util.errors import ServiceError
 
 __all__ = ["split_address", "check_port_free", "dispatcher_version", "dispatcher_workers", "call", "fields",
-           "SERVICE", "WORKER_SERVICE"]
+           "no_answer", "NoAnswer", "SERVICE", "WORKER_SERVICE"]
 
 SERVICE = "/tensorflow.data.DispatcherService/"
 WORKER_SERVICE = "/tensorflow.data.WorkerService/"
@@ -32,6 +32,17 @@ def split_address(address: str) -> tuple[str, int]:
         raise ValueError(f"expected a dispatcher address HOST:PORT (or grpc://HOST:PORT; an ASCII host name of at most "
                          f"253 characters, an ASCII port 1-65535), got {shown!r}")
     return host.strip("[]"), int(port)
+
+
+class NoAnswer(ServiceError):
+    """No tf.data service dispatcher answered at an address within the deadline."""
+
+
+def no_answer(address: str, timeout: float, hint: str) -> NoAnswer:
+    """The error of a dispatcher at ``address`` that has not answered within ``timeout`` seconds."""
+    host, port = split_address(address)
+    return NoAnswer(f"no tf.data service dispatcher answered at {host}:{port} within {timeout:g} s (is it started, "
+                    f"and is the address right? {hint})")
 
 
 def check_port_free(port: int, what: str) -> None:
@@ -79,8 +90,7 @@ def call(address: str, method: str, timeout: float, request: bytes = b"", *, ser
             if service != SERVICE:
                 raise ServiceError(f"{host}:{port} did not answer {method}: {code.name}") from None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise ServiceError(f"no tf.data service dispatcher answered at {host}:{port} within {timeout:g} s "
-                                   f"(is it started, and is the address right? {hint})") from None
+                raise no_answer(address, timeout, hint) from None
             raise ServiceError(f"{host}:{port} is not a tf.data service dispatcher: {code.name}: "
                                f"{exc.details()}") from None
 

@@ -8,7 +8,10 @@ worker that never comes back hangs every trainer reading a job it had a task in.
 client waits for: once the dead worker's tasks are finished, the iteration finishes when the live workers'
 tasks do, and each trainer's epoch ends (short by the records the dead worker held; ``pipeline.graph.service``
 makes the steps up from its spare epoch). Jobs started later get a task on every registered worker, the dead
-one too: the watch finishes those as they appear, while the worker stays unreachable.
+one too: the watch finishes those as they appear, while the worker stays unreachable. The dispatcher hands each
+new task to its worker with a call that has no deadline, which a frozen worker (stopped, not dead) never
+answers, holding the new job's start: each look at a silent worker also cuts this process's connections to it
+(``connections``), so run the watch in the dispatcher's process to cover frozen workers.
 
 How, with the dispatcher's own RPCs (the requests a worker sends): ``WorkerHeartbeat`` in the lost worker's name
 with no current tasks returns the tasks the dispatcher holds for it; ``WorkerUpdate`` marks each one completed.
@@ -28,6 +31,7 @@ from converters.util.checks import as_real
 from converters.util.errors import ServiceError
 from converters.util.protowire import field as pb_field
 
+from .connections import cut_connections
 from .probe import WORKER_SERVICE, call, dispatcher_workers, fields, split_address
 
 __all__ = ["WorkerWatch", "DEFAULT_WORKER_TIMEOUT", "lost_worker_tasks", "finish_tasks"]
@@ -126,7 +130,21 @@ class WorkerWatch:
         if tasks:
             log.warning("worker %s has not answered for %.0f s: its %d task(s) %s finished without it (the "
                         "records it held are lost; docs/offload.md)", worker, silent, len(tasks), tasks)
+        self._cut(worker)
         return tasks
+
+    def _cut(self, worker: str) -> None:
+        """Fail the calls this process (the dispatcher's, when the watch runs beside it) has open to a silent
+        worker: the dispatcher assigns each new job's task to every registered worker with a call that has no
+        deadline, so a frozen worker would hold every trainer's next epoch at its start (``connections``)."""
+        try:
+            cut = cut_connections(worker)
+        except OSError as exc:
+            log.warning("worker %s does not answer, but this process's connections to it could not be cut: %s",
+                        worker, exc)
+            return
+        if cut:
+            log.info("worker %s does not answer: %d connection(s) of this process to it cut", worker, cut)
 
     def start(self) -> "WorkerWatch":
         if self._thread is None:

@@ -40,7 +40,7 @@ from .streamopts import StreamOptions
 __all__ = ["ResumeError", "SourceOptions", "ReadOptions", "ShuffleOptions", "ShardingOptions", "CacheOptions", "BatchOptions",
            "ParsingOptions", "ResumeOptions", "GROUPS", "FLAT", "split_options", "unknown_keyword", "MODES",
            "CACHE_POLICIES", "READ_STRATEGIES", "OUTPUTS", "SPARSE_AS", "TUNE_POLICIES", "DEFAULT_PIPE_DIR",
-           "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "MAX_BUFFER_BYTES", "MAX_PARALLEL"]
+           "DEFAULT_PIPE_TIMEOUT", "DEFAULT_BUFFER_BYTES", "MAX_BUFFER_BYTES", "MAX_PARALLEL", "INT64_MAX"]
 
 MODES = ("file", "pipe")
 READ_STRATEGIES = ("auto", "sequential", "interleave", "parallel_reads")
@@ -53,6 +53,7 @@ DEFAULT_PIPE_TIMEOUT = 300.0           # seconds to wait for a FIFO to appear / 
 DEFAULT_BUFFER_BYTES = 8 << 20          # the TFRecordDataset read buffer when buffer_size is None (8 MiB)
 MAX_BUFFER_BYTES = 1 << 30             # a read buffer beyond 1 GiB only costs memory (10**15 crashes TensorFlow)
 MAX_PARALLEL = 1024                    # files read / parse calls at once (10**9 crashes TensorFlow)
+INT64_MAX = (1 << 63) - 1              # the largest count or seed TensorFlow takes (an int64)
 
 
 def check_layout(layout: Any) -> Any:
@@ -68,6 +69,17 @@ def check_layout(layout: Any) -> Any:
 
 def _is_int(v: Any) -> bool:
     return is_integral(v)
+
+
+def _set_count(obj: Any, name: str, **check: Any) -> None:
+    """``set_int``, and at most :data:`INT64_MAX`: TensorFlow takes every count, size and seed of a spec as an
+    int64, so a larger one is refused here, in one line naming the option, not by TensorFlow in
+    ``build_dataset``."""
+    set_int(obj, name, **check)
+    v = getattr(obj, name)
+    if v is not None and v > INT64_MAX:
+        shown = str(v) if v.bit_length() <= 256 else f"an integer of {v.bit_length()} bits"
+        raise ValueError(f"{name} must be at most 2**63 - 1 (TensorFlow's int64), got {shown}")
 
 
 @dataclass(frozen=True)
@@ -103,11 +115,11 @@ class SourceOptions:
         else:
             if not self.channel or "/" in self.channel:
                 raise ValueError(f"pipe mode needs a channel name without '/', got {self.channel!r}")
-        set_int(self, "first_epoch", minimum=0, must=">= 0")
+        _set_count(self, "first_epoch", minimum=0, must=">= 0")
         set_real(self, "pipe_timeout", above=0, finite=False, must="> 0 seconds")
         object.__setattr__(self, "compression", normalize_compression(self.compression))
-        set_int(self, "records", minimum=0, none=True, must=">= 0")
-        set_int(self, "total_bytes", minimum=0, none=True, must="a byte count >= 0 or None")
+        _set_count(self, "records", minimum=0, none=True, must=">= 0")
+        _set_count(self, "total_bytes", minimum=0, none=True, must="a byte count >= 0 or None")
         self._check_parts()
         if self.stream is not None and (not isinstance(self.stream, StreamOptions) or self.mode != "file"
                                         or len(self.stream.shards) != len(self.files) or self.part_weights):
@@ -143,12 +155,12 @@ class ReadOptions:
     def __post_init__(self):
         if self.read not in READ_STRATEGIES:
             raise ValueError(f"read must be one of {READ_STRATEGIES}, got {self.read!r}")
-        set_int(self, "num_parallel_reads", minimum=1, none=True, must=">= 1 or None")
-        set_int(self, "buffer_size", minimum=0, none=True, must=">= 0 bytes or None")
+        _set_count(self, "num_parallel_reads", minimum=1, none=True, must=">= 1 or None")
+        _set_count(self, "buffer_size", minimum=0, none=True, must=">= 0 bytes or None")
         if (self.buffer_size or 0) > MAX_BUFFER_BYTES:
             raise ValueError(f"buffer_size must be at most {MAX_BUFFER_BYTES} bytes (1 GiB), got {self.buffer_size!r}")
-        set_int(self, "chunk_records", minimum=0, none=True, must=">= 0 (0: no chunks) or None")
-        set_int(self, "parse_parallelism", minimum=-1, none=True, must=">= 1, -1 (AUTOTUNE) or None")
+        _set_count(self, "chunk_records", minimum=0, none=True, must=">= 0 (0: no chunks) or None")
+        _set_count(self, "parse_parallelism", minimum=-1, none=True, must=">= 1, -1 (AUTOTUNE) or None")
         if self.parse_parallelism == 0:
             raise ValueError(f"parse_parallelism must be >= 1, -1 (AUTOTUNE) or None, got {self.parse_parallelism!r}")
         for name in ("num_parallel_reads", "parse_parallelism"):
@@ -156,7 +168,7 @@ class ReadOptions:
                 raise ValueError(f"{name} must be at most {MAX_PARALLEL}, got {getattr(self, name)!r}")
         if self.tune not in TUNE_POLICIES:
             raise ValueError(f"tune must be one of {TUNE_POLICIES}, got {self.tune!r}")
-        set_int(self, "cores", minimum=1, must=">= 1")
+        _set_count(self, "cores", minimum=1, must=">= 1")
 
 
 @dataclass(frozen=True)
@@ -167,8 +179,8 @@ class ShuffleOptions:
     seed: int | None = None
 
     def __post_init__(self):
-        set_int(self, "shuffle_buffer", minimum=0, must=">= 0")
-        set_int(self, "seed", minimum=0, none=True, must="a non-negative integer or None")
+        _set_count(self, "shuffle_buffer", minimum=0, must=">= 0")
+        _set_count(self, "seed", minimum=0, none=True, must="a non-negative integer or None")
 
 
 @dataclass(frozen=True)
@@ -182,9 +194,9 @@ class ShardingOptions:
     equal_steps: bool = True
 
     def __post_init__(self):
-        set_int(self, "num_shards", minimum=1, must=">= 1")
-        set_int(self, "shard_index", minimum=0, maximum=self.num_shards - 1, must=f"in [0, {self.num_shards})")
-        set_int(self, "steps", minimum=1, none=True, must="a positive integer or None")
+        _set_count(self, "num_shards", minimum=1, must=">= 1")
+        _set_count(self, "shard_index", minimum=0, maximum=self.num_shards - 1, must=f"in [0, {self.num_shards})")
+        _set_count(self, "steps", minimum=1, none=True, must="a positive integer or None")
 
 
 @dataclass(frozen=True)
@@ -199,7 +211,7 @@ class CacheOptions:
         c = self.cache
         if not (isinstance(c, str) and (c in ("auto", "memory", "none") or (c.startswith("file:") and len(c) > 5))):
             raise ValueError(f"cache must be one of auto|memory|none|file:PATH, got {c!r}")
-        set_int(self, "memory_bytes", minimum=1, none=True, must="a positive number of bytes or None")
+        _set_count(self, "memory_bytes", minimum=1, none=True, must="a positive number of bytes or None")
 
 
 @dataclass(frozen=True)
@@ -214,9 +226,9 @@ class BatchOptions:
     deterministic: bool = True
 
     def __post_init__(self):
-        set_int(self, "batch_size", minimum=1, must="a positive integer")
-        set_int(self, "epochs", minimum=1, none=True, must="a positive integer or None (forever)")
-        set_int(self, "prefetch", minimum=0, none=True, must=">= 0 or None (AUTOTUNE)")
+        _set_count(self, "batch_size", minimum=1, must="a positive integer")
+        _set_count(self, "epochs", minimum=1, none=True, must="a positive integer or None (forever)")
+        _set_count(self, "prefetch", minimum=0, none=True, must=">= 0 or None (AUTOTUNE)")
 
 
 @dataclass(frozen=True)
@@ -239,7 +251,7 @@ class ParsingOptions:
         if self.sparse_features is not None:
             object.__setattr__(self, "sparse_features", tuple(self.sparse_features))
         if is_integral(self.num_features):
-            set_int(self, "num_features")
+            _set_count(self, "num_features")
 
 
 class ResumeError(TfpipeError, ValueError):
@@ -272,8 +284,9 @@ class ResumeOptions:
         if self.resume_refusal is not None and (not isinstance(self.resume_refusal, str) or not self.resume_refusal):
             raise ValueError(f"resume_refusal must be None or a non-empty string, got {self.resume_refusal!r}")
         counts = tuple(self.file_records)
-        if any(not _is_int(n) or n < 0 for n in counts):
-            raise ValueError(f"file_records must be record counts (integers >= 0), got {self.file_records!r}")
+        if any(not _is_int(n) or not 0 <= n <= INT64_MAX for n in counts):
+            raise ValueError(f"file_records must be record counts (integers in [0, 2**63 - 1]), got "
+                             f"{self.file_records!r}")
         object.__setattr__(self, "file_records", tuple(int(n) for n in counts))
         digests = tuple(self.file_sha256) if not isinstance(self.file_sha256, str) else (self.file_sha256,)
         bad = next((d for d in digests if not is_sha256(d)), None)

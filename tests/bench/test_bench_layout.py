@@ -87,3 +87,39 @@ def test_shuffled_rounds_time_both_defaults_against_the_hand_tuned_shuffle(tmp_p
         **run_benchmark(rows=2_000, windows=0, rounds=1, workdir=str(tmp_path))["workloads"]["libsvm"],
         "shuffled": r}}})
     assert "seeded shuffled read (shuffle_buffer 500" in text and "columnar default" in text
+
+
+@pytest.mark.parametrize("given, marked", [("example", "tfpipe default, Example"), ("columnar", "columnar default")])
+def test_the_row_of_the_given_sets_own_layout_is_marked_default(tmp_path, capsys, given, marked):
+    """With SET the user's row is the default graph on SET's own layout (a columnar set: the columnar row)."""
+    from bench.core.layoutbench import criteo_sets
+
+    sets = dict(zip(("example", "columnar"), criteo_sets(str(tmp_path), 1_500, block_rows=64, shard_rows=700)))
+    assert main(["bench", "layout", sets[given], "--windows", "0", "--repeats", "1", "--batch-size", "256"]) == 0
+    rows = [line.strip() for line in capsys.readouterr().out.splitlines() if "<- tfpipe's default" in line]
+    assert len(rows) == 1 and rows[0].startswith(marked) and "(the given set's layout, read with" in rows[0]
+
+
+def test_the_limit_rows_put_the_bare_block_read_beside_both_defaults(tmp_path):
+    """Every fixed-width workload shows the bare block read of its columnar set beside the unshuffled and the
+    seeded shuffled default of both layouts, rows/s and rows per CPU-second with their ranges; text does not."""
+    from bench.commands.layout import limit_lines
+    from bench.core.layoutbench import LIMIT_READS, compare_limit, criteo_sets
+
+    ex, col = criteo_sets(str(tmp_path), 6_000, block_rows=64, shard_rows=2_500)
+    lim = compare_limit(ex, col, 256, 500, rounds=2)
+    assert lim["rounds"] == 2 and lim["shuffle_buffer"] == 500 and lim["load_min"] <= lim["load_max"]
+    for n in LIMIT_READS:
+        x = lim[n]
+        assert 0 < x["rows_s_min"] <= x["rows_s"] <= x["rows_s_max"], n
+        assert 0 < x["rows_per_cpu_s_min"] <= x["rows_per_cpu_s"] <= x["rows_per_cpu_s_max"], n
+    assert lim["bare_blocks"]["of_bare_cpu"] == 1.0 and lim["shuffled_of_unshuffled_cpu"] > 0
+    text = "\n".join(limit_lines(lim))
+    for want in ("bare block read", "columnar default, seeded", "Example default, seeded", "rows/CPU-s",
+                 "the bare read per CPU-s", "shuffle_buffer 500"):
+        assert want in text, want
+    (tmp_path / "run").mkdir()
+    r = run_benchmark(rows=3_000, windows=100, rounds=1, workdir=str(tmp_path / "run"))
+    assert "limit" in r["workloads"]["libsvm"] and "limit" not in r["workloads"]["text"]
+    assert r["workloads"]["libsvm"]["limit"]["shuffle_buffer"] == 10_000     # without --shuffle-buffer
+    assert "the machine's limit" in format_report(r)

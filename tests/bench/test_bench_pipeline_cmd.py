@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.commands.pipeline import MIN_STEP_MS, _epochs_for, choose_scenario
+from bench.commands.pipeline import MIN_STEP_MS, _epochs_for, choose_scenario, load_variants
 from converters.cli import main
 from converters.libsvm.synthetic import write_criteo_shards
 
@@ -156,3 +156,78 @@ def test_throughput_rounds_rotate_the_order_and_take_medians_of_per_round_ratios
     assert v["vs_best_hand_tuned"] == pytest.approx((1 / 4 + 3 / 3) / 2)     # median of 1/4, 9/3, 1/8, 3/3
     assert v["cores"] == pytest.approx(1.5)     # process CPU-seconds over wall seconds: the cores it got
     assert roles(names, ["a"]) == {"vectorized": "tfpipe default", "a": "hand-tuned", "b": ""}
+
+
+def _tabular_set(out, target: str, layout: str, rows: int = 600) -> str:
+    """A tabular set converted from ``rows`` Criteo-like TSV rows (label, 13 counts, 26 hex categories)."""
+    import random
+
+    rng = random.Random(7)
+    tsv = out.parent / f"{out.name}.tsv"
+    tsv.write_text("".join("\t".join([str(rng.randint(0, 1)), *(str(rng.randint(0, 50)) for _ in range(13)),
+                                      *(f"{rng.randint(0, 30):08x}" for _ in range(26))]) + "\n"
+                           for _ in range(rows)))
+    assert main(["convert", "tabular", str(tsv), "--out", str(out), "--target", target, "--layout", layout]) == 0
+    return str(out)
+
+
+def _libsvm_columnar(out) -> str:
+    from columnar_data import indexed_columns, write_columnar_set
+
+    write_columnar_set(out, indexed_columns(600), block_rows=64, shard_rows=250)
+    return str(out)
+
+
+@pytest.mark.parametrize("kind", ["libsvm-columnar", "dlrm-columnar", "dlrm-example"])   # DeepFM: LibSVM's schema
+def test_every_variant_runs_on_columnar_and_tabular_sets(tmp_path, capsys, kind):
+    """Every variant reads the set as the product does (a columnar set's blocks decoded, not parsed as
+    Examples), and the marked row is the default graph, which reads the set in its own layout."""
+    fmt, layout = kind.split("-")
+    path = _libsvm_columnar(tmp_path / kind) if fmt == "libsvm" else _tabular_set(tmp_path / kind, fmt, layout)
+    js = tmp_path / "out.json"
+    capsys.readouterr()
+    rc = main(["bench", "pipeline", path, "--batch-size", "64", "--step-ms", "1", "--steps", "2", "--warmup", "1",
+               "--throughput-batches", "2", "--runs", "1", "--json-out", str(js)])
+    assert rc == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    marked = [line for line in out.splitlines() if "tfpipe default" in line]
+    assert len(marked) == 1 and marked[0].startswith("vectorized")
+    doc = json.loads(js.read_text())
+    assert sorted(v["name"] for v in doc["variants"]) == sorted(load_variants().VARIANTS)
+    assert all(t["records_per_s"] > 0 for t in doc["meta"]["throughput"].values())
+    from pipeline import PipelineSpec
+    from pipeline.plan.graphplan import plan_graph
+
+    graph = plan_graph(PipelineSpec.from_manifest(path, 64)).graph
+    assert graph == ("columnar" if layout == "columnar" else "plain")
+
+
+@pytest.mark.parametrize("argv", [
+    ["SET", "--png", "OUT"],                                 # a given set
+    ["--generate", "100000", "--png", "OUT", "--json-out", "OUT.json"],   # before the set is generated
+])
+def test_png_without_matplotlib_is_refused_before_measuring(tmp_path, argv):
+    """``--png`` on an install without matplotlib: one line naming the extra, exit 2, before any measurement
+    (within seconds, nothing written). matplotlib is made unimportable by a sitecustomize shim."""
+    import subprocess
+    import sys
+    import time
+
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text("import sys\nsys.modules['matplotlib'] = None\n")
+    write_criteo_shards(str(tmp_path / "set"), 200, field_size=3)
+    out = tmp_path / "chart.png"
+    argv = [str(tmp_path / "set") if a == "SET" else str(out) if a == "OUT" else f"{out}.json" if a == "OUT.json"
+            else a for a in argv]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "converters.cli", "bench", "pipeline", *argv], cwd=root,
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), root])})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "tfpipe: error: --png needs matplotlib, which is not installed: pip install 'tfpipe[bench]' (or leave out "
+        "--png)"]
+    assert r.stdout == "" and time.monotonic() - t0 < 30
+    assert not out.exists() and not os.path.exists(f"{out}.json")

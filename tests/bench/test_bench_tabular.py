@@ -9,7 +9,7 @@ from converters.cli.main import main
 
 
 def test_smoke_run_reports_every_pass_the_ratio_and_the_memory_growth(tmp_path):
-    r = run_benchmark(rows=400, workdir=str(tmp_path))
+    r = run_benchmark(rows=400, workdir=str(tmp_path), scaling=1, workers=2)
     assert r["rows"] == r["naive_rows"] == r["tfpipe"]["records"] == 400  # the per-line converter: the same rows
     assert list(r["tfpipe"]["passes"]) == ["count", "vocabulary", "encode", "plan", "shards", "commit"]
     assert r["ratio_cpu"] == round(r["tfpipe_rows_per_cpu_s"] / r["naive_rows_per_cpu_s"], 1)
@@ -17,6 +17,10 @@ def test_smoke_run_reports_every_pass_the_ratio_and_the_memory_growth(tmp_path):
     assert peak["rows"] > 0 and abs(r["peak_growth"] - peak["rows_x4"] / peak["rows"]) < 0.01
     text = format_report(r)
     assert "(400 rows)" in text and "peak memory --memory 64MiB" in text and "x rows per CPU-second" in text
+    c = r["scaling"]
+    assert (c["files"], c["workers"], c["rounds"], c["processes"]) == (3, 2, 1, 1)  # 400 rows: work for one
+    assert set(c["rows_per_s"]) == set(c["cpu_s"]) == {"1", "2"} and c["wall_ratio"] > 0
+    assert "--workers 2 (1 process(es) for this input)" in text
     assert list(tmp_path.iterdir()) == []  # its work folder is removed
 
 

@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 
 import pytest
+from columnar_data import indexed_columns, write_columnar_set
 from pipeline_data import write_indexed_set
 
 from bench.core.variants import (
@@ -30,12 +31,22 @@ def data(tmp_path_factory):
     return str(d)
 
 
+@pytest.fixture(scope="module")
+def columnar(tmp_path_factory):
+    """The same rows as a columnar set: blocks of 16 rows, 3 files of 250 rows (each ends in a short block)."""
+    d = tmp_path_factory.mktemp("columnar")
+    write_columnar_set(d, indexed_columns(N), block_rows=16, shard_rows=250)
+    return str(d)
+
+
+@pytest.mark.parametrize("layout", ["example", "columnar"])
 @pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_variant_reads_every_record(data, name):
+def test_variant_reads_every_record(request, layout, name):
+    data = request.getfixturevalue({"example": "data", "columnar": "columnar"}[layout])
     seen = Counter()
     for batch in VARIANTS[name](data, B):
         features, label = batch
-        assert sorted(features) == ["ids", "values"]
+        assert sorted(features) == ["ids", "values"] and 0 < len(label) <= B
         seen.update(int(x) for x in label.numpy())
     epochs = 2 if name.startswith("cache_") else 1
     assert sorted(seen) == list(range(N)) and set(seen.values()) == {epochs}

@@ -61,7 +61,7 @@ def fields(line: str) -> list[str]:
 
 
 def vocabularies(lines, min_count: int = 1, ncat: int = CAT) -> list[list[str]]:
-    """Per categorical column, the kept values in id order (count descending, then bytes ascending)."""
+    """Per categorical column, the kept values in id order (count descending, then bytes descending)."""
     counts = [Counter() for _ in range(ncat)]
     for line in lines:
         f = fields(line)
@@ -69,8 +69,8 @@ def vocabularies(lines, min_count: int = 1, ncat: int = CAT) -> list[list[str]]:
             v = f[1 + NUM + c]
             if v != "":
                 counts[c][v] += 1
-    return [[v for v, n in sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0].encode())) if n >= min_count]
-            for cnt in counts]
+    return [[v for v, n in sorted(cnt.items(), key=lambda kv: (kv[1], kv[0].encode()), reverse=True)
+             if n >= min_count] for cnt in counts]
 
 
 def numeric(v: str) -> float:

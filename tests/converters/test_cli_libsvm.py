@@ -166,6 +166,7 @@ def test_quickstart_runs_and_reruns(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "read all 1,500 records back through tf.data" in text
     assert str(out / "shards") in text and "verified" in text
+    assert "tfpipe convert tabular" in text.split("Next:")[1]  # raw click logs: the next step names it
     assert read_manifest(out / "shards").records == 1500
     # quickstart may replace its own output
     assert main(["quickstart", "--out", str(out), "--lines", "700"]) == 0

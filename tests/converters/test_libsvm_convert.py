@@ -117,11 +117,12 @@ def test_task_count_of_a_compressed_input_is_unknown(tmp_path):
 @pytest.mark.parametrize("layout,workers,block,expected", [
     ("example", None, 4 << 20, None),   # by default: one task, so no worker process at all
     ("example", None, 64 << 10, 2),     # by default: all cores (2 here, set below), as many tasks as that
-    ("example", 2, 4 << 20, 2),         # asked for: the workers asked for, whatever the tasks
+    ("example", 2, 4 << 20, None),      # asked for: no more than the tasks either
+    ("example", 3, 64 << 10, 3),
     ("columnar", None, 64 << 10, None),  # the two-pass job's tasks are its units: one for a small input
-    ("columnar", 2, 64 << 10, 2),
+    ("columnar", 2, 64 << 10, None),
 ])
-def test_default_workers_are_at_most_the_tasks(criteo_file, tmp_path, monkeypatch, layout, workers, block, expected):
+def test_workers_are_at_most_the_tasks(criteo_file, tmp_path, monkeypatch, layout, workers, block, expected):
     """The pool a conversion starts (the real one, recorded on its way), and the same bytes whatever it was."""
     from converters.libsvm import convert
 

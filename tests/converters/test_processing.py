@@ -188,7 +188,7 @@ def test_run_errors_are_one_line_and_go_to_the_message_file(tmp_path, capsys, co
 
 @pytest.mark.parametrize("extra", [("--negative-rate", "0.5", "--numeric", "minmax", "--layout", "columnar",
                                     "--block-rows", "32"),
-                                   ("--vocab-from", "VOCAB", "--min-count", "2")])
+                                   ("--vocab-from", "VOCAB")])
 def test_sharded_tabular_on_several_instances_is_one_conversion_of_every_instances_days(s3, tmp_path, extra):
     """Tabular, three ShardedByS3Key instances, each with its own days (algo-2 with none): the vocabularies,
     min-max and negative draws belong to the whole input, so the instances run one job over every host's days.
@@ -212,7 +212,7 @@ def test_sharded_tabular_on_several_instances_is_one_conversion_of_every_instanc
     opts = ["--shard-size", "2KiB", "--workers", "1", "--schema", R.write_narrow_schema(tmp_path / "narrow.json")]
     if "VOCAB" in extra:
         assert main(["convert", "tabular", *map(str, files[:2]), "--out", str(tmp_path / "vocab"), "--no-progress",
-                     *opts]) == 0
+                     "--min-count", "2", *opts]) == 0
         extra = tuple(str(tmp_path / "vocab") if x == "VOCAB" else x for x in extra)
     out = f"{s3.url}/criteo"
     cmd = ["convert", "tabular", "in/train", "--out", out, *extra, *opts]
@@ -277,3 +277,33 @@ def test_tabular_is_the_local_set_with_its_vocabularies(s3, tmp_path, sharded, h
     names = [s.name for s in local.shards] + [e["name"] for e in local.extra["files"]]
     assert [remote.read_bytes(n) for n in names] == [(tmp_path / "local" / n).read_bytes() for n in names]
     assert not [k for k in keys(s3, "one/") if ".tfpipe-tmp-" in k]
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_overwrite_onto_an_earlier_tabular_set_replaces_it_with_its_vocabularies(tmp_path, sharded):
+    """``--overwrite`` onto a tabular set converted before (its ``vocab/`` beside the shards): the finalizer
+    accepts the set's own files and publishes the new set with its vocabularies; a file tfpipe did not write in
+    ``vocab/`` is still refused. One instance, local output."""
+    import tabularref as R
+
+    from converters.shardset.verify import verify
+
+    cluster = Cluster(tmp_path / "job", hosts=HOSTS[:1], sharded=sharded, shared=None if sharded else tmp_path / "in")
+    where = cluster.inputs(HOSTS[0]) if sharded else tmp_path / "in"
+    where.mkdir(exist_ok=True)
+    R.write_day(where / "day-0", R.narrow(R.day_lines(3, 60, distinct=20)))
+    out = tmp_path / "out"
+    cmd = ["convert", "tabular", "in/train" if sharded else str(where), "--out", str(out), "--workers", "1",
+           "--shard-size", "2KiB", "--schema", R.write_narrow_schema(tmp_path / "narrow.json")]
+    assert [r[0] for r in cluster.run(cmd).values()] == [0], "first run"
+    first = read_manifest(str(out))
+    R.write_day(where / "day-0", R.narrow(R.day_lines(4, 90, distinct=25)))
+    res = cluster.run([*cmd, "--overwrite"], job="job-2")
+    assert [r[0] for r in res.values()] == [0], res
+    m = read_manifest(str(out))
+    assert verify(str(out)).ok and m.records == 90 != first.records
+    assert sorted(os.listdir(out / "vocab")) == sorted(os.path.basename(e["name"]) for e in m.extra["files"])
+    (out / "vocab" / "notes.txt").write_text("mine")
+    res = cluster.run([*cmd, "--overwrite"], job="job-3")
+    assert res[HOSTS[0]][0] != 0 and "vocab/notes.txt" in res[HOSTS[0]][2], res
+    assert verify(str(out)).ok

@@ -55,8 +55,11 @@ def test_deepfm_rows_match_the_reference(days, tmp_path):
     np.testing.assert_array_equal(got["label"], np.array([r[2] for r in ref], np.float32))
     sizes = [len(v) + 1 for v in vocab]
     assert m.extra["feature_size"] == 13 + sum(sizes)
+    assert [e["column"] for e in m.extra["categorical"]] == [f"C{c + 1}" for c in range(26)]  # schema order
+    offsets = 13 + np.cumsum([0] + [e["table_size"] for e in m.extra["categorical"]])[:-1]  # as docs/tabular.md
+    assert (got["ids"][:, 13:] >= offsets).all() and (got["ids"][:, 13:] < offsets + sizes).all()
     for c in range(26):
-        entry = m.extra["categorical"][f"C{c + 1}"]
+        entry = m.extra["categorical"][c]
         assert entry["table_size"] == sizes[c]
         assert open(tmp_path / "s" / "vocab" / f"C{c + 1}.txt").read().splitlines() == vocab[c]
     verify(str(tmp_path / "s"))

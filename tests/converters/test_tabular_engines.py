@@ -3,6 +3,7 @@
 limit and merged in chunks give the exact counts."""
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import numpy as np
@@ -11,6 +12,7 @@ import tabularref as R
 
 from converters.engines.inprocess import run_job
 from converters.shardset.options import ShardOutputOptions
+from converters.tabular import convert
 from converters.tabular.convert import run
 from converters.tabular.job import TabularJob, chunk_rows_for
 from converters.tabular.options import TabularOptions
@@ -36,10 +38,13 @@ def _opts(**kw):
 
 
 @pytest.mark.parametrize("kw", [{}, {"target": "dlrm", "min_count": 2}])
-def test_local_pool_and_inprocess_write_the_same_bytes(days, tmp_path, kw):
+def test_local_pool_and_inprocess_write_the_same_bytes(days, tmp_path, kw, monkeypatch, caplog):
     inputs = [str(days / f"day_{k}") for k in range(3)]
     a = run_job(TabularJob.create(inputs, str(tmp_path / "a"), _opts(**kw), chunk_rows=50))
-    run(inputs, str(tmp_path / "b"), _opts(**kw), workers=2, chunk_rows=50)
+    monkeypatch.setattr(convert, "BYTES_PER_WORKER", 1)  # these small days would get one process
+    with caplog.at_level(logging.DEBUG, logger="converters.engines.localpool"):
+        run(inputs, str(tmp_path / "b"), _opts(**kw), workers=2, chunk_rows=50)
+    assert "starting 1 worker process(es)" in caplog.text
     fa, fb = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert len(a.shards) > 2 and fa == fb and any(k.startswith("vocab/") for k in fa)
 
@@ -113,5 +118,26 @@ def test_spilled_runs_merge_to_the_exact_counts(tmp_path):
         seen += v.size
     assert seen == len(truth)
     write_vocabulary(lambda: merge_runs(area, runs, chunk=500), 3, str(tmp_path / "vocab"), lambda k, i: None)
-    want = [v for v, k in sorted(truth.items(), key=lambda kv: (-kv[1], kv[0])) if k >= 3]
+    want = [v for v, k in sorted(truth.items(), key=lambda kv: (kv[1], kv[0]), reverse=True) if k >= 3]
     assert (tmp_path / "vocab").read_bytes().splitlines() == want
+
+
+MiB = 1 << 20
+
+
+@pytest.mark.parametrize("asked, sizes, used", [
+    (4, [10 * MiB] * 3, 1),         # 30 MiB: work for one process
+    (4, [40 * MiB] * 3, 3),         # 120 MiB, but three files
+    (2, [100 * MiB], 1),            # one file is one unit of work
+    (1, [40 * MiB] * 3, 1),
+    (8, [20 * MiB] * 5, 4),         # 100 MiB: one process per 32 MiB started
+    (3, [33 * MiB, 0], 2),
+], ids=["small", "three-files", "one-file", "one-asked", "per-32-mib", "just-over"])
+def test_processes_follow_the_work_the_input_has(tmp_path, asked, sizes, used):
+    paths = []
+    for k, n in enumerate(sizes):
+        p = tmp_path / f"day_{k}"
+        with open(p, "wb") as f:
+            f.truncate(n)  # sparse: the sizes count, not the bytes
+        paths.append(str(p))
+    assert convert.worker_count(asked, paths) == used

@@ -1,11 +1,13 @@
 """The tabular kernels against plain definitions: the one-pass parse against a Python reading of the rules, on
 arbitrary lines (blank lines, CR/LF too, wrong field counts, labels other than 0/1, integers with signs,
-non-digits and values one past int64, categorical values of any width and their 8-byte big-endian keys); the
+integral and fractional decimals, non-digits and values one past int64, categorical values of any width and their 8-byte big-endian keys); the
 counting pass's radix sort against ``np.sort`` and its count of a block's keys against a ``Counter`` of the
 values; the lookup written in place against ``table_get``."""
 from __future__ import annotations
 
+import re
 from collections import Counter
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -18,6 +20,22 @@ from converters.tabular.vocab import _RADIX_FROM, sort_key, unique_keys
 ROLES = np.array([1, 2, 3, 2, 3], np.int64)  # label, I1, C1, I2, C2
 SLOTS = np.array([0, 0, 0, 1, 1], np.int64)
 I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+DECIMAL = re.compile(rb"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def number(v: bytes) -> tuple[int, int]:
+    """A count as the rules define it: ``(OK, value)`` for plain digits or an integral decimal in int64, else
+    ``(status, 0)``."""
+    if not DECIMAL.fullmatch(v):
+        return K.NOT_INT, 0
+    d = Decimal(v.decode())
+    if d != d.to_integral_value():
+        return K.NOT_INT, 0
+    if not I64[0] <= d <= I64[1]:
+        return K.OVERFLOW, 0
+    return K.OK, int(d)
 
 
 def reference(line: bytes):
@@ -33,19 +51,16 @@ def reference(line: bytes):
     for f, (role, slot) in enumerate(zip(ROLES, SLOTS)):
         v = fields[f]
         if role == 1:
-            if v not in (b"0", b"1"):
+            st, label = number(v)
+            if st != K.OK or label not in (0, 1):
                 return K.BAD_LABEL, None
-            label = int(v)
         elif role == 2:
             if not v:
                 missing[slot] = True
                 continue
-            digits = v[1:] if v[:1] in (b"-", b"+") else v
-            if not digits or not digits.isdigit() or not digits.isascii():
-                return K.NOT_INT, slot
-            n = int(v)
-            if not I64[0] <= n <= I64[1]:
-                return K.OVERFLOW, slot
+            st, n = number(v)
+            if st != K.OK:
+                return st, slot
             values[slot] = n
         else:
             keys[slot] = int.from_bytes(v[:8].ljust(8, b"\0"), "big")
@@ -53,7 +68,8 @@ def reference(line: bytes):
 
 
 field = st.one_of(
-    st.sampled_from([b"", b"0", b"1", b"-", b"+", b"-0", b"+7", b"12abc", b"1.5", b"9223372036854775807",
+    st.sampled_from([b"", b"0", b"1", b"-", b"+", b"-0", b"+7", b"12abc", b"1.5", b"260.0", b"-1.0", b"1e3", b"1.0",
+                     b"1e-3", b"5.", b".0", b"1e19", b"9.223372036854775807e18", b"0e999", b"9223372036854775807",
                      b"9223372036854775808", b"-9223372036854775808", b"-9223372036854775809",
                      b"99999999999999999999x", b"68fd1e64", b"abcdefghij", b"\r"]),
     st.binary(max_size=12).filter(lambda b: b"\t" not in b and b"\n" not in b),

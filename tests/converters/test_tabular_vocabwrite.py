@@ -1,5 +1,5 @@
 """converters.tabular.vocabwrite: the vocabulary file and the sorted lookup table streamed from merged counts,
-against a plain reading of the definition (ids 1..V by descending count, ties by ascending bytes)."""
+against a plain reading of the definition (ids 1..V by descending count, ties by descending bytes)."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +24,8 @@ def merged_of(counts: dict[bytes, int], chunk: int, dtype: str = "S8"):
 
 
 def reference(counts: dict[bytes, int], min_count: int) -> list[bytes]:
-    return [v for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= min_count]
+    ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    return [v for v, n in ranked if n >= min_count]
 
 
 def write(tmp_path, counts, min_count, chunk, dtype="S8"):

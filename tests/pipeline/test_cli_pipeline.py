@@ -35,11 +35,15 @@ def test_explain(data, capsys, extra, needles):
     (["--batch-size", "8", "--rank", "3", "--ranks", "2"], 2, "shard_index must be in [0, 2), got 3"),
     (["--batch-size", "8", "--cache", "disk"], 2, "cache must be one of"),
     (["--batch-size", "8", "--mode", "pipe"], 2, "pipe mode needs a channel"),
+    (["--batch-size", str(2**64)], 2, "batch_size must be at most 2**63 - 1 (TensorFlow's int64), got 1844"),
+    (["--batch-size", "8", "--seed", str(2**63)], 2, "seed must be at most 2**63 - 1 (TensorFlow's int64), got 9"),
+    (["--batch-size", "8", "--epochs", str(2**63)], 2, "epochs must be at most 2**63 - 1 (TensorFlow's int64)"),
+    (["--batch-size", "8", "--shuffle-buffer", str(2**64)], 2, "shuffle_buffer must be at most 2**63 - 1"),
 ])
 def test_explain_errors(data, capsys, argv, code, msg):
     assert main(["pipeline", "explain", data, *argv]) == code
     err = capsys.readouterr().err
-    assert err.startswith("tfpipe: error:") and msg in err
+    assert err.startswith("tfpipe: error:") and msg in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("extra,needle", [([], "ids/values as tf.SparseTensor [batch, 9] with indices [row, id]"),
@@ -148,4 +152,4 @@ def test_lint(script, capsys, func, code, needles):
 def test_lint_errors(script, capsys, target, msg):
     assert main(["pipeline", "lint", target.format(script=script)]) != 0
     err = capsys.readouterr().err
-    assert err.startswith("tfpipe: error:") and msg in err
+    assert err.startswith("tfpipe: error:") and msg in err and err.count("\n") == 1

@@ -1,8 +1,9 @@
 """pipeline.graph.resumerows: ``resumable=True`` on a columnar set, positions in rows. A run stopped at any
 step (in the first epoch or the second) and resumed from ``input_state`` yields the uninterrupted run's batches
 bit for bit (dtypes and shapes too), for batch sizes that are not multiples of the block and blocks cut at odd
-places; ranks take batches of one global row order; the rows are the Example set's; the order is the Example
-set's resumable order over the same rows; text windows resume too (how far rows move: tests/pipeline/test_columnar.py,
+places; ranks take batches of one global row order; the rows are the Example set's; unshuffled, the order is
+the Example set's resumable order over the same rows, shuffled it permutes rows within windows of whole blocks;
+text windows resume too (how far rows move: tests/pipeline/test_columnar.py,
 both columnar graphs against shuffle(B) on the Example set)."""
 from __future__ import annotations
 
@@ -127,17 +128,35 @@ def test_a_resumed_run_resumes_again(sets):
     _assert_same(_arrays(build_dataset(spec, resume=second)), _full(col, "b24-shuffled")[50:])
 
 
-def test_the_order_is_the_example_sets_resumable_order_over_the_same_rows(tmp_path):
-    """Shards of the same rows in both layouts (the first ending in a short block): the columnar set's
-    resumable order is the Example set's, batch for batch, so positions mean the same rows in both."""
+def test_the_unshuffled_order_is_the_example_sets_and_a_shuffled_one_permutes_within_windows(tmp_path):
+    """Shards of the same rows in both layouts (the first ending in a short block): unshuffled, the columnar
+    set's resumable order is the Example set's, batch for batch; shuffled, it is the window order
+    (``pipeline.resume.windoworder``): each window of whole blocks (across the shard boundary) holds the rows
+    of those blocks, permuted."""
+    from pipeline.resume.windoworder import window_blocks
+
     cols = indexed_columns(N)
     write_columnar_set(tmp_path / "c", cols, block_rows=BLOCK, shard_rows=[404, 596])
     write_example_set(tmp_path / "e", cols, shard_rows=[404, 596])
-    for kw in (dict(shuffle_buffer=150, seed=5), dict(shuffle_buffer=0)):
-        a, b = (PipelineSpec.from_manifest(str(tmp_path / p), 33, epochs=2, resumable=True, **kw) for p in "ce")
-        _assert_same(_arrays(build_dataset(a)), _arrays(build_dataset(b)))
-        _assert_same(_arrays(build_dataset(a, resume=input_state(a, 40))),
-                     _arrays(build_dataset(b, resume=input_state(b, 40))))
+    a, b = (PipelineSpec.from_manifest(str(tmp_path / p), 33, epochs=2, resumable=True, shuffle_buffer=0)
+            for p in "ce")
+    _assert_same(_arrays(build_dataset(a)), _arrays(build_dataset(b)))
+    _assert_same(_arrays(build_dataset(a, resume=input_state(a, 40))),
+                 _arrays(build_dataset(b, resume=input_state(b, 40))))
+    spec = PipelineSpec.from_manifest(str(tmp_path / "c"), 33, shuffle_buffer=150, seed=5, resumable=True)
+    k = window_blocks(150, BLOCK)
+    assert k == 54                                              # 2.5 x 150 rows in whole blocks of 7
+    got = np.concatenate([b["__label"] for b in _arrays(build_dataset(spec))]).astype(np.int64)
+    blocks = [(s, min(s + BLOCK, e)) for s0, e in ((0, 404), (404, 1000)) for s in range(s0, e, BLOCK)]
+    if got[0] >= 404:                                           # the epoch's file order is seeded: shard 1 first
+        blocks = blocks[58:] + blocks[:58]
+    start = 0
+    for w in range(0, len(blocks), k):
+        rows = sorted(r for s, e in blocks[w:w + k] for r in range(s, e))
+        assert sorted(got[start:start + len(rows)].tolist()) == rows, w
+        assert got[start:start + len(rows)].tolist() != rows     # permuted
+        start += len(rows)
+    assert start == N
 
 
 def _rank_runs(spec, ranks, resume=None):
@@ -224,6 +243,6 @@ def test_describe_shows_the_decode_and_rows(sets):
     col, _ = sets
     text = describe(_spec(col, "b24-shuffled"))
     for want in ("layout=columnar", "block_rows=7", "position=row", "decode", "tf.io.decode_raw", "unit=row",
-                 "order=random-delay", "rebatch of decoded rows"):
+                 "order=window", "window_blocks=", "windows_at_a_time=2", "rebatch of decoded rows"):
         assert want in text, want
     assert "parse_example num_parallel" not in text and "7. parse" not in text

@@ -1,9 +1,13 @@
 """pipeline.service under faults, against real servers: a ``tfpipe service worker`` process killed mid-epoch
 that never comes back (the dispatcher gives its tasks up after its worker timeout, the trainers go on, equal
 steps), every worker gone (the trainer stops with the reason), a worker process killed mid-epoch and started
-again at its address, and a dispatcher restarted with its ``work_dir``. What is lost or repeated is counted."""
+again at its address, a dispatcher restarted with its ``work_dir``, and a worker frozen (``SIGSTOP``) in the
+first epoch of one epoch and of three (a ``tfpipe service dispatcher`` process: every later epoch's job starts
+and ends without it). What is lost or repeated is counted."""
 from __future__ import annotations
 
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +23,7 @@ from converters.shardset.reader import read_manifest
 from pipeline import PipelineSpec, build_dataset
 from pipeline.plan.servicejob import service_steps
 from pipeline.service.servers import start_dispatcher
+from pipeline.service.workerwatch import lost_worker_tasks
 
 tf = pytest.importorskip("tensorflow")
 
@@ -84,6 +89,7 @@ class Rank(threading.Thread):
         super().__init__(daemon=True)
         self.spec, self.pause_at, self.go = spec, pause_at, go
         self.batches: list[list[int]] = []
+        self.times: list[float] = []   # when each batch came
         self.error: BaseException | None = None
         self.reached = threading.Event()
         self.ended: float | None = None
@@ -93,6 +99,7 @@ class Rank(threading.Thread):
         try:
             for k, (_, label) in enumerate(it):
                 self.batches.append([int(x) for x in label.numpy()])
+                self.times.append(time.monotonic())
                 if k == self.pause_at:
                     self.reached.set()
                     self.go.wait()
@@ -114,6 +121,25 @@ def one_epoch_seconds(data, addr: str, job: str) -> float:
         got += [int(x) for _, label in build_dataset(spec) for x in label.numpy()]
     assert sorted(got) == list(range(N))
     return time.monotonic() - started
+
+
+def frozen_run(data, addr: str, job: str, epochs: int, worker: Proc, pause_at: int, epoch: float):
+    """Two ranks of ``epochs`` reading through the service at ``addr`` in threads, both timeouts
+    ``WORKER_TIMEOUT``; once each has taken batch ``pause_at``, ``worker`` is SIGSTOPped (frozen, not dead: its
+    sockets stay open) and they go on. The specs, the ranks, and when the stop came."""
+    specs = [PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=i, epochs=epochs,
+                                        service=f"grpc://{addr}", service_job=job, prefetch=0,
+                                        service_worker_timeout=WORKER_TIMEOUT) for i in range(2)]
+    go = threading.Event()
+    ranks = [Rank(spec, pause_at=pause_at, go=go) for spec in specs]
+    for r in ranks:
+        r.start()
+    for r in ranks:
+        assert r.reached.wait(60 + 20 * epoch) and r.error is None, r.error
+    worker.p.send_signal(signal.SIGSTOP)
+    stopped = time.monotonic()
+    go.set()
+    return specs, ranks, stopped
 
 
 def test_worker_killed_mid_epoch_never_back_ranks_go_on_equal_steps_lost_and_repeated_counted(data, monkeypatch):
@@ -287,8 +313,6 @@ def test_worker_frozen_mid_epoch_is_given_up_like_a_lost_one(data, monkeypatch):
     """A SIGSTOPped worker (frozen, its connections open): the dispatcher gives its tasks up after its worker
     timeout, and the trainer's watch cuts its connections to it after ``service_worker_timeout``, so the ranks
     go on as for a killed worker: equal steps, within the timeouts and a few looks."""
-    import signal
-
     monkeypatch.setattr("pipeline.graph.service.ELEMENT_RECORDS", BATCH)
     d = start_dispatcher(0, worker_timeout=WORKER_TIMEOUT)
     addr = f"127.0.0.1:{d.port}"
@@ -297,18 +321,7 @@ def test_worker_frozen_mid_epoch_is_given_up_like_a_lost_one(data, monkeypatch):
         frozen = workers[0].wait_line("worker serving").split()[2]
         workers[1].wait_line("worker serving")
         epoch = one_epoch_seconds(data, addr, "clean-frozen")
-        go = threading.Event()
-        specs = [PipelineSpec.from_manifest(data, BATCH, num_shards=2, shard_index=i, epochs=1,
-                                            service=f"grpc://{addr}", service_job="frozen", prefetch=0,
-                                            service_worker_timeout=WORKER_TIMEOUT) for i in range(2)]
-        ranks = [Rank(spec, pause_at=5, go=go) for spec in specs]
-        for r in ranks:
-            r.start()
-        for r in ranks:
-            assert r.reached.wait(60 + 20 * epoch) and r.error is None, r.error
-        workers[0].p.send_signal(signal.SIGSTOP)                # frozen, not dead: its sockets stay open
-        stopped = time.monotonic()
-        go.set()
+        specs, ranks, stopped = frozen_run(data, addr, "frozen", 1, workers[0], 5, epoch)
         poll = min(5.0, max(0.25, WORKER_TIMEOUT / 4))          # both watches' look interval
         bound = WORKER_TIMEOUT + 3 * poll + TF_TASK_REFRESH + 4 * epoch + 2 * 2.0   # + the RPC deadlines
         for r in ranks:
@@ -330,3 +343,50 @@ def test_worker_frozen_mid_epoch_is_given_up_like_a_lost_one(data, monkeypatch):
             w.kill()                                            # SIGKILL ends a stopped process too
         d.watch.stop()
         d.server._stop()
+
+
+def test_worker_frozen_in_the_first_of_three_epochs_every_epoch_goes_on(data, monkeypatch):
+    """A worker SIGSTOPped after each rank's 30th batch of the first of three epochs, the dispatcher a ``tfpipe
+    service dispatcher`` process (its own connections to the frozen worker are its watch's to cut: TensorFlow's
+    dispatcher assigns each new epoch's job a task on every registered worker with a call that has no deadline):
+    both ranks run all their equal steps, and no wait between two batches is longer than the timeout and a few
+    looks; each later epoch's task on the frozen worker is given up too."""
+    monkeypatch.setattr("pipeline.graph.service.ELEMENT_RECORDS", BATCH)
+    d = Proc("service", "dispatcher", "--port", "0", "--worker-timeout", str(WORKER_TIMEOUT))
+    workers = []
+    try:
+        addr = re.search(r"grpc://(\S+) ", d.wait_line("dispatcher serving")).group(1)
+        workers = [Proc("service", "worker", "--dispatcher", addr, "--address", "127.0.0.1") for _ in range(2)]
+        frozen = workers[0].wait_line("worker serving").split()[2]
+        workers[1].wait_line("worker serving")
+        epoch = one_epoch_seconds(data, addr, "clean-three")
+        specs, ranks, stopped = frozen_run(data, addr, "frozen-three", 3, workers[0], 29, epoch)
+        steps = [service_steps(spec)[0] for spec in specs]
+        assert 30 < steps[0] == steps[1]                        # the stop came in the first epoch
+        poll = min(5.0, max(0.25, WORKER_TIMEOUT / 4))          # both watches' look interval
+        look = poll + 2 * 2.0                                   # a look, its calls to the frozen worker included
+        stall = WORKER_TIMEOUT + 3 * look + TF_TASK_REFRESH + 4 * epoch   # the longest wait for one batch
+        for r in ranks:
+            r.join(3 * (stall + 2 * look) + 60)
+            assert not r.is_alive(), f"the trainer hangs ({3 * (stall + 2 * look) + 60:.0f} s after the stop)"
+            assert r.error is None, r.error
+        for r, n in zip(ranks, steps):
+            assert len(r.batches) == 3 * n                      # every epoch's equal steps (the spare epoch)
+            gaps = [b - a for a, b in zip([stopped] + r.times[30:], r.times[30:])]
+            assert max(gaps) < stall, gaps
+            got = [x for b in r.batches for x in b]
+            assert max(Counter(got).values()) <= 4              # three epochs and the spare one
+        given = {t for m in re.finditer(r"task\(s\) \[([\d, ]+)\] finished without it", d.stderr)
+                 for t in m.group(1).split(", ")}
+        assert len(given) >= 2, d.stderr[-3000:]               # its task in each rank's first epoch
+        deadline = time.monotonic() + 3 * look                  # a job the ranks left is given up at a next look
+        while lost_worker_tasks(addr, frozen, 2.0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert lost_worker_tasks(addr, frozen, 2.0) == []      # no epoch's task left to it: each one given up
+        print(f"after the stop: {[round(r.ended - stopped, 2) for r in ranks]} s, longest waits "
+              f"{[round(max(b - a for a, b in zip(r.times[30:], r.times[31:])), 2) for r in ranks]} s (bound "
+              f"{stall:.2f}, epoch {epoch:.2f} s)")
+    finally:
+        for w in workers:
+            w.kill()                                            # SIGKILL ends a stopped process too
+        d.kill()

@@ -76,3 +76,39 @@ def test_missing_dispatcher_fails_after_service_timeout_naming_it(data, target, 
     # each waited its own timeout, then gave up: the longer one by about the difference, not forever
     assert elapsed[1.0] >= 1.0 and elapsed[4.0] >= 4.0
     assert elapsed[4.0] - elapsed[1.0] < 3.0 + 10.0, elapsed
+
+
+@pytest.mark.parametrize("target", ["no dispatcher running", "not a dispatcher"])
+def test_waiting_for_the_dispatcher_says_so_until_it_gives_up(data, target, listener, monkeypatch, caplog):
+    """While ``build_dataset`` waits for a dispatcher, a warning every ``WAIT_NOTICE_SECONDS`` (30 s; 0.5 s here)
+    names the address and says when it gives up; the give-up is the same one error as without notices."""
+    import datetime
+    import logging
+    import re
+
+    from pipeline.graph import service
+
+    assert service.WAIT_NOTICE_SECONDS == 30.0
+    monkeypatch.setattr(service, "WAIT_NOTICE_SECONDS", 0.5)
+    port = listener if target == "not a dispatcher" else _closed_port()
+    spec = PipelineSpec.from_manifest(data, 8, service=f"grpc://127.0.0.1:{port}", service_timeout=2.2)
+    caplog.set_level(logging.WARNING, logger="pipeline.graph.service")
+    started, started_wall = time.monotonic(), time.time()
+    with pytest.raises(ServiceError) as exc:
+        build_dataset(spec)
+    ended, elapsed = time.time(), time.monotonic() - started
+    assert str(exc.value) == (f"no tf.data service dispatcher answered at 127.0.0.1:{port} within 2.2 s (is it "
+                              f"started, and is the address right? service='grpc://127.0.0.1:{port}', see "
+                              "service_timeout)")
+    notices = [(r.created, r.getMessage()) for r in caplog.records if "waiting for" in r.getMessage()]
+    assert 3 <= len(notices) <= 4 and elapsed >= 2.2, (elapsed, notices)
+    pattern = (rf"waiting for the tf\.data service dispatcher at 127\.0\.0\.1:{port} \(service='grpc://127\.0\.0\.1:"
+               rf"{port}'\): no answer for (\d+) s; it is given up at (\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) UTC "
+               rf"\(service_timeout=2\.2 s\)")
+    for _, text in notices:
+        m = re.fullmatch(pattern, text)
+        assert m, text
+        until = datetime.datetime.strptime(m.group(2), "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+        assert abs(until.timestamp() - ended) < 2.0                # the give-up time it names is when it gave up
+    times = [started_wall] + [when for when, _ in notices]
+    assert all(b - a >= 0.45 for a, b in zip(times, times[1:])), times   # one notice per interval, not a burst

@@ -82,6 +82,42 @@ NUMPY_COUNTS = [  # every count the spec takes, given as a NumPy integer: accept
 ]
 
 
+INT64_COUNTS = [  # every count the spec takes, with the least value it refuses and the bound
+    ("batch_size", {}), ("shuffle_buffer", {}), ("seed", {}), ("epochs", {}), ("prefetch", {}), ("steps", {}),
+    ("num_shards", {}), ("chunk_records", {}), ("memory_bytes", {}), ("cores", {}), ("records", {}),
+    ("total_bytes", {}), ("first_epoch", {"mode": "pipe", "channel": "train"}),
+    ("num_features", {"schema": libsvm_schema(None), "sparse_features": ("ids", "values")}),
+]
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64, 10**30, 1 << 4000])
+@pytest.mark.parametrize("name,extra", INT64_COUNTS)
+def test_counts_beyond_int64_refused_in_one_line(name, extra, value):
+    """TensorFlow takes every count and seed as an int64: a larger one is refused by the spec, not by
+    TensorFlow inside build_dataset."""
+    with pytest.raises(ValueError) as e:
+        _spec(**extra, **{name: value})
+    shown = str(value) if value.bit_length() <= 256 else f"an integer of {value.bit_length()} bits"
+    assert str(e.value) == f"{name} must be at most 2**63 - 1 (TensorFlow's int64), got {shown}"
+    assert getattr(_spec(**extra, **{name: 2**63 - 1}), name) == 2**63 - 1   # the bound itself is taken
+
+
+def test_file_records_beyond_int64_refused():
+    with pytest.raises(ValueError, match=r"file_records must be record counts \(integers in \[0, 2\*\*63 - 1\]\)"):
+        _spec(file_records=(2**63,))
+
+
+def test_largest_seed_builds_every_epoch(tmp_path):
+    from pipeline.build import build_dataset
+    from pipeline.graph.service import _epoch_seed
+
+    write_indexed_set(tmp_path, 40)
+    spec = PipelineSpec.from_manifest(str(tmp_path), 2**63 - 1, shuffle_buffer=100, seed=2**63 - 1, epochs=2,
+                                      tune="off")
+    assert sorted(int(x) for _, label in build_dataset(spec) for x in label.numpy()) == sorted(list(range(40)) * 2)
+    assert all(0 <= _epoch_seed(spec, e) < 2**63 for e in range(3))   # the service's per-epoch seeds stay int64
+
+
 @pytest.mark.parametrize("name,dtype,value", NUMPY_COUNTS)
 def test_numpy_integers_are_counts(name, dtype, value):
     import json

@@ -12,9 +12,11 @@ import hashlib
 import logging
 from typing import Sequence
 
-from converters.shardset.commit import Move, commit_set, publish_moves
+from converters.shardset.commit import Move, commit_set, committed_names, publish_moves
 from converters.shardset.manifest import MANIFEST_NAME
 from converters.shardset.naming import ShardName
+from converters.shardset.output import refuse_foreign_in_parts
+from converters.shardset.setfiles import side_dirs
 from converters.storage import TMP_PREFIX, Storage
 from converters.util.errors import OutputExistsError
 
@@ -34,23 +36,29 @@ def _is_shard(name: str) -> bool:
 
 
 def check_output(storage: Storage, *, overwrite: bool, planned: Sequence[str] | None = None,
-                 parts: Sequence[str] = ()) -> list[str]:
+                 parts: Sequence[str] = (), side: Sequence[str] = ()) -> list[str]:
     """Refuse an output location that holds anything but work areas, unless ``overwrite`` (then only tfpipe's
     own files may be there; the set committed there is replaced when the new one commits). ``planned``: the
     final shard names of this run (None before they are known: then shards without a manifest are left for
     the finalizer to judge), which an interrupted finalize of this run may already have published.
+    The folders of the files a set keeps beside its shards (``shardset.setfiles``: ``vocab/``) are tfpipe's
+    when they hold only files the set committed there lists or ``side`` (this run's, which an interrupted
+    finalize may have published); the commit replaces or retires those files itself.
 
     Returns the names to remove once the new set is committed: with ``planned``, shards no manifest lists and
     this run does not write (left by an interrupted run). ``parts``: the part directories of a group this run
     writes (checked on their own)."""
     names = [n for n in storage.list() if not n.startswith(TMP_PREFIX) and n not in parts]
     where = storage.url
-    foreign = sorted(n for n in names if n != MANIFEST_NAME and not _is_shard(n))
+    ours = [n for n in committed_names(storage) if "/" in n] + list(side)
+    beside = [d for d in side_dirs(ours) if d in names and d not in parts]
+    refuse_foreign_in_parts(storage, where, beside, ours)
+    foreign = sorted(n for n in names if n != MANIFEST_NAME and not _is_shard(n) and n not in beside)
     if foreign:
         raise OutputExistsError(f"output {where} holds files tfpipe did not write ({', '.join(foreign[:5])}"
                                 f"{', ...' if len(foreign) > 5 else ''}): choose an empty location")
     keep = set(planned or ())
-    old = [n for n in names if n == MANIFEST_NAME or (planned is not None and n not in keep)]
+    old = [n for n in names if n not in beside and (n == MANIFEST_NAME or (planned is not None and n not in keep))]
     if not old:
         return []
     if not overwrite:

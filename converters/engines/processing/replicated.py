@@ -257,7 +257,8 @@ def _finalize(job: ConvertJob, cj, area: WorkArea, plan, results) -> Manifest:
     names = job.options.output.names
     finals = [names.format(i, n) for i in range(n)]
     storage = open_storage(job.out)
-    obsolete = check_output(storage, overwrite=job.overwrite, planned=finals)
+    obsolete = check_output(storage, overwrite=job.overwrite, planned=finals,
+                            side=[final for _, final, _ in outcome.files])
     manifest = Manifest(records=outcome.records,
                         shards=tuple(ShardInfo(finals[i], got[i].records, got[i].bytes, got[i].sha256)
                                      for i in range(n)),

@@ -145,7 +145,7 @@ def _finalize(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, markers: l
                         kind=job.format, extra=extra, location=job.out,
                         layout=RecordLayout.from_json(full[0].get("layout")))  # every part's: the same options
     storage = open_storage(job.out)
-    obsolete = check_output(storage, overwrite=job.overwrite, planned=finals)
+    obsolete = check_output(storage, overwrite=job.overwrite, planned=finals, side=[e["name"] for _, e in beside])
     commit(storage, area, moves, manifest_bytes(manifest), obsolete=obsolete)
     log.info("finalized %d record(s) in %d shard(s) from %d host(s) -> %s", records, n, len(parts), job.out)
     return manifest
