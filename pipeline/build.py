@@ -57,7 +57,7 @@ def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
         if tuned is not spec:
             plan = plan_graph(tuned)
     ds, tail = graph_module(plan.graph).build(plan, resume)
-    return with_cardinality(_cpu_share(graph_tail(ds, plan.spec, tail)), plan, resume)
+    return _cpu_share(graph_tail(ds, plan.spec, tail, count=lambda d: with_cardinality(d, plan, resume)))
 
 
 def _cpu_share(ds):

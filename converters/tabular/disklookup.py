@@ -110,7 +110,7 @@ class DiskLookup:
             return keys, keys != 0
         keys = np.asarray(keys)
         fits = (keys != b"") & (np.char.str_len(keys) <= self.dtype.itemsize)
-        return np.where(fits, keys, b"").astype(self.dtype), fits
+        return np.where(fits, keys.astype(self.dtype), b""), fits  # cut first: no copy of the longer values
 
     def get(self, keys: np.ndarray) -> np.ndarray:
         """The ids of uint64 keys, or of values in a table of values (0: the empty value, or not in the

@@ -13,14 +13,14 @@
   cannot be decoded."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
 from ..shardset.manifest import InputStats
 from ..util.errors import InputError
 from .header import column_index
-from .rows import Rows
+from .rows import GATHER_BYTES, Rows, slices
 from .schema import TableSchema
 
 __all__ = ["iter_parquet"]
@@ -57,14 +57,14 @@ def iter_parquet(path: str, schema: TableSchema, stats: InputStats, on_error: st
                              reason="unreadable_file") from None
         if batch is None:
             return
-        rows = _batch(path, batch, real, schema, stats, on_error, first)
+        parts = _batch(path, batch, real, schema, stats, on_error, first)
         first += batch.num_rows
-        if rows is not None:
-            yield rows
+        yield from parts
 
 
-def _batch(path: str, batch, real: dict, schema: TableSchema, stats: InputStats, on_error: str, first: int):
-    """One batch's good rows (None when it has none); its bad rows raised or counted."""
+def _batch(path: str, batch, real: dict, schema: TableSchema, stats: InputStats, on_error: str,
+           first: int) -> Iterable[Rows]:
+    """One batch's good rows (``_sliced``; none when it has none); its bad rows raised or counted."""
     n = batch.num_rows
     stats.records_read += n
     col = {name: batch.column(batch.schema.get_field_index(real[name])) for name in real}
@@ -84,12 +84,29 @@ def _batch(path: str, batch, real: dict, schema: TableSchema, stats: InputStats,
         if on_error == "raise":
             raise InputError(f"{reason}: {msg}", path=path, line=first + int(r), reason=reason)
         stats.skip(reason, 1, f"{path}:{first + int(r)}: {reason}: {msg}")
-    good = status == OK
-    if not good.any():
-        return None
-    cats = [_bytes(col[name])[good] for name in schema.categorical]
-    lines = first + np.flatnonzero(good).astype(np.int64)
-    return Rows(lines, lv[good].astype(np.int8), nums[good], miss[good], cats)
+    good = np.flatnonzero(status == OK)
+    if not good.size:
+        return ()
+    return _sliced(first, good, lv.astype(np.int8), nums, miss, [_binary(col[name]) for name in schema.categorical])
+
+
+def _sliced(first: int, good: np.ndarray, labels, nums, miss, cats: list) -> Iterator[Rows]:
+    """The ``good`` rows of a batch, cut as the text reader cuts a block (``rows.slices``) where the categorical
+    columns' long values would make their bytes arrays much larger than their bytes, each slice's arrays made as
+    it is iterated: a long value costs its own length, not the batch's rows times it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lens = np.stack([pc.binary_length(c).to_numpy(zero_copy_only=False) for c in cats], axis=1)[good] \
+        if cats else np.zeros((good.size, 0), np.int64)
+    long = [j for j in range(len(cats)) if int(lens[:, j].max()) > 8]
+    parts = slices(good, lens[:, long].max(axis=1) * len(long), max(GATHER_BYTES, 4 * int(lens[:, long].sum()))) \
+        if long else [good]
+    for part in parts:
+        at = pa.array(part)
+        values = [c.take(at).to_pylist() for c in cats]
+        yield Rows(first + part.astype(np.int64), labels[part], nums[part], miss[part],
+                   [np.array(v, dtype="S") if v else np.zeros(0, "S1") for v in values])
 
 
 def _message(status: int, j: int, r: int, col: dict, schema: TableSchema) -> tuple[str, str]:
@@ -149,8 +166,8 @@ def _check_categorical_type(path: str, name: str, t) -> None:
                          "bytes, numbers, dates), not lists, structs or maps", path=path, reason="unreadable_column")
 
 
-def _bytes(column) -> np.ndarray:
-    """A categorical column's values as a bytes array (``S``), by the module's rule; null: ``b""``."""
+def _binary(column):
+    """A categorical column's values as a pyarrow ``large_binary`` array, by the module's rule; null: ``b""``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -160,9 +177,7 @@ def _bytes(column) -> np.ndarray:
     if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
             or pa.types.is_string(t) or pa.types.is_large_string(t)):
         column = pc.cast(column, pa.string())
-    column = pc.cast(column, pa.large_binary())  # bytes as they are: no UTF-8 check
-    values = column.fill_null(b"").to_pylist()
-    return np.array(values, dtype="S") if values else np.zeros(0, "S1")
+    return pc.cast(column, pa.large_binary()).fill_null(b"")  # bytes as they are: no UTF-8 check
 
 
 def _one_line(exc: BaseException) -> str:

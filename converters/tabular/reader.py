@@ -18,7 +18,7 @@ from ..util.errors import InputError
 from ..util.excerpt import excerpt
 from . import kernel as K
 from .header import column_index, found_missing, missing_columns
-from .rows import Rows
+from .rows import GATHER_BYTES, Rows, slices
 from .schema import FORMATS, TableSchema
 
 __all__ = ["Rows", "iter_rows", "REASONS", "DEFAULT_BLOCK_BYTES", "MAX_LINE_BYTES", "FORMATS", "is_parquet",
@@ -103,11 +103,12 @@ def iter_rows(path: str, schema: TableSchema, stats: InputStats, on_error: str =
                 continue
         parts, nlines = _parse(block, path, first, positions, schema, 44 if kind == "csv" else 9, stats, on_error,
                                pad)
-        del block   # the rows hold no view of the buffer: it is read into again
+        del block   # the rows hold no view of the buffer once ``parts`` is done: it is read into again
         first += nlines
         for rows in parts:
             if len(rows):
                 yield rows
+        del parts
 
 
 def _blocks(path: str, block_bytes: int, max_line: int):
@@ -237,7 +238,7 @@ def _roles(positions) -> tuple[np.ndarray, np.ndarray]:
 def _parse(block: bytes | memoryview, path: str, first: int, positions, schema: TableSchema, delim: int,
            stats: InputStats, on_error: str, pad: bool = False) -> tuple[list[Rows], int]:
     """A block's good rows (one ``Rows``, or several when its long values would make the gathered columns much
-    larger than the block: ``_slices``) and its line count."""
+    larger than the block: ``rows.slices``, gathered one at a time as they are iterated) and its line count."""
     lab, nums, cats, ncols = positions
     buf = np.frombuffer(block, np.uint8)
     role, slot = _roles(positions)
@@ -265,9 +266,17 @@ def _parse(block: bytes | memoryview, path: str, first: int, positions, schema: 
         if allgood:
             return [Rows(lines, labels, values, missing, [None] * len(cats), keyed)], n
         return [Rows(lines, labels[good], values[good], missing[good], [None] * len(cats), keyed)], n
-    starts, ends, _, _ = K.split_fields(buf, ncols, delim)  # a column of longer values: its bytes, not keys
-    out = []
-    for part in _slices(starts, ends, good, [cats[j] for j in long], max(_GATHER_BYTES, 4 * len(buf))):
+    return _gathered(buf, first, good, long, positions, delim, labels, values, missing, keys), n
+
+
+def _gathered(buf, first, good, long, positions, delim, labels, values, missing, keys) -> Iterator[Rows]:
+    """The good rows of a block with a column of values longer than 8 bytes, slice by slice (``rows.slices``):
+    that column's bytes, not keys, gathered for one slice at a time."""
+    _, _, cats, ncols = positions
+    starts, ends, _, _ = K.split_fields(buf, ncols, delim)
+    cols = [cats[j] for j in long]
+    width = np.max(ends[np.ix_(good, cols)] - starts[np.ix_(good, cols)], axis=1) * len(cols)
+    for part in slices(good, width, max(GATHER_BYTES, 4 * len(buf))):
         cols, keyed = [], []
         for j, c in enumerate(cats):
             if j in long:
@@ -278,29 +287,7 @@ def _parse(block: bytes | memoryview, path: str, first: int, positions, schema: 
             else:
                 cols.append(None)
                 keyed.append(keys[j][part])
-        out.append(Rows(first + part.astype(np.int64), labels[part], values[part], missing[part], cols, keyed))
-    return out, n
-
-
-_GATHER_BYTES = 16 << 20  # the bytes a block's gathered long columns may take before the block is cut in slices
-
-
-def _slices(starts, ends, good, long_cols, limit: int) -> list[np.ndarray]:
-    """``good`` cut into consecutive runs of rows whose long columns, each gathered at the run's longest value,
-    take at most about ``limit`` bytes (a run holds at least one row): one long value costs its own length, not
-    the block's rows times it."""
-    if not good.size:
-        return [good]
-    width = np.max(ends[np.ix_(good, long_cols)] - starts[np.ix_(good, long_cols)], axis=1) * len(long_cols)
-    if good.size * int(width.max()) <= limit:
-        return [good]
-    cuts, at, top = [], 0, 0
-    for k, w in enumerate(width.tolist()):
-        top = max(top, w)
-        if (k - at + 1) * top > limit and k > at:
-            cuts.append(k)
-            at, top = k, w
-    return np.split(good, cuts)
+        yield Rows(first + part.astype(np.int64), labels[part], values[part], missing[part], cols, keyed)
 
 
 def _message(buf: np.ndarray, a: int, e: int, status: int, count: int, j: int, schema, lab, nums, ncols,

@@ -1,9 +1,12 @@
-"""A block of a table's good rows as columns (what every reader yields and the job encodes)."""
+"""A block of a table's good rows as columns (what every reader yields and the job encodes), and where a block
+whose long values would make its gathered columns much larger than its bytes is cut (``slices``)."""
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Rows"]
+__all__ = ["Rows", "slices", "GATHER_BYTES"]
+
+GATHER_BYTES = 16 << 20  # the bytes a block's gathered long columns may take before the block is cut in slices
 
 
 class Rows:
@@ -43,3 +46,19 @@ class Rows:
         return Rows(self.lines[mask], self.labels[mask], self.nums[mask], self.missing[mask],
                     [None if c is None else c[mask] for c in self._cats],
                     [None if k is None else k[mask] for k in self.keys])
+
+
+def slices(good: np.ndarray, width: np.ndarray, limit: int) -> list[np.ndarray]:
+    """``good`` (a block's good rows) cut into consecutive runs of rows whose long columns, each gathered at the
+    run's longest value (``width``: each good row's longest value times the long columns), take at most about
+    ``limit`` bytes (a run holds at least one row): one long value costs its own length, not the block's rows
+    times it."""
+    if not good.size or good.size * int(width.max()) <= limit:
+        return [good]
+    cuts, at, top = [], 0, 0
+    for k, w in enumerate(width.tolist()):
+        top = max(top, w)
+        if (k - at + 1) * top > limit and k > at:
+            cuts.append(k)
+            at, top = k, w
+    return np.split(good, cuts)

@@ -12,13 +12,17 @@ them in id order, one per line, so ``tf.keras.layers.StringLookup(vocabulary=fil
 the same ids; everything else (missing, rarer, never seen) is id 0.
 
 Values are fixed-width bytes arrays (numpy ``S``): a value's trailing NUL bytes are not part of it (no real
-table has them), here and in ``--hash-buckets``' bins alike."""
+table has them), here and in ``--hash-buckets``' bins alike. Values longer than ``vocablong.LONG`` bytes are
+counted, spilled, merged and looked up on a path of their own (``vocablong``), so the fixed-width arrays never
+take the width of a rare long value: a long value costs its own length."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
+
+from .vocablong import LONG, LongLookup, interleave, merge_long, put_long, servable_long, split_long
 
 __all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "Run",
            "merge_runs", "write_run", "table_keys", "Lookup", "short_keys"]
@@ -90,19 +94,25 @@ def servable(values: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Run:
-    """A sorted run of one column in the temporary area: ``key + '.v'`` (values, ``width`` bytes each) and
-    ``key + '.c'`` (int64 counts), ``size`` entries."""
+    """A sorted run of one column in the temporary area: ``key + '.v'`` (values of at most ``vocablong.LONG``
+    bytes, ``width`` bytes each) and ``key + '.c'`` (int64 counts), ``size`` entries; ``long`` longer values in
+    ``vocablong``'s files."""
 
     key: str
     width: int
     size: int
+    long: int = 0
 
 
-def write_run(area, key: str, values: np.ndarray, counts: np.ndarray) -> Run:
-    """A sorted run (``values`` ascending, an int64 per value) written to the temporary area as ``key``."""
+def write_run(area, key: str, values: np.ndarray, counts: np.ndarray,
+              long: tuple[list[bytes], np.ndarray] | None = None) -> Run:
+    """A sorted run (``values`` ascending, an int64 per value; ``long``: the longer values, ascending, and
+    theirs) written to the temporary area as ``key``."""
     area.put_array(key + ".v", np.frombuffer(values.tobytes(), np.uint8))
     area.put_array(key + ".c", np.asarray(counts, np.int64))
-    return Run(key, values.dtype.itemsize, int(values.size))
+    if long and long[0]:
+        put_long(area, key, *long)
+    return Run(key, values.dtype.itemsize, int(values.size), len(long[0]) if long else 0)
 
 
 class ColumnCounter:
@@ -112,6 +122,7 @@ class ColumnCounter:
         self.area, self.key, self.limit = area, key, max(int(limit), 1 << 16)
         self.parts: list[tuple[np.ndarray, np.ndarray]] = []
         self.nbytes = 0
+        self.long: dict[bytes, int] = {}  # values longer than ``vocablong.LONG`` bytes -> counts
         self.runs: list[Run] = []
 
     def add(self, values: np.ndarray | None, keys: np.ndarray | None = None) -> None:
@@ -119,6 +130,16 @@ class ColumnCounter:
         if keys is not None:
             u, c = unique_keys(keys)  # servable ones only
         elif values.size:
+            values, long = split_long(values)
+            for v in long:
+                if v in self.long:
+                    self.long[v] += 1
+                elif servable_long(v):
+                    self.long[v] = 1
+                    self.nbytes += len(v) + 96  # a dict entry and its bytes object
+            if not values.size:
+                self._check()
+                return
             u, c = unique_counts(values)
             ok = servable(u)  # on the block's distinct values only
             u, c = u[ok], c[ok]
@@ -126,18 +147,24 @@ class ColumnCounter:
             return
         self.parts.append((u, c))
         self.nbytes += u.nbytes + c.nbytes
+        self._check()
+
+    def _check(self) -> None:
         if self.nbytes > self.limit // 2:
+            held = self.nbytes - sum(v.nbytes + c.nbytes for v, c in self.parts)  # the long values'
             self.parts = [merge_sorted(self.parts)]
-            self.nbytes = self.parts[0][0].nbytes + self.parts[0][1].nbytes
+            self.nbytes = held + self.parts[0][0].nbytes + self.parts[0][1].nbytes
             if self.nbytes > self.limit // 2:
                 self.spill()
 
     def spill(self) -> None:
         v, c = merge_sorted(self.parts)
-        self.parts, self.nbytes = [], 0
-        if not v.size:
+        long = sorted(self.long.items())
+        self.parts, self.nbytes, self.long = [], 0, {}
+        if not v.size and not long:
             return
-        self.runs.append(write_run(self.area, f"{self.key}-r{len(self.runs):04d}", v, c))
+        self.runs.append(write_run(self.area, f"{self.key}-r{len(self.runs):04d}", v, c,
+                                   ([x for x, _ in long], np.array([n for _, n in long], np.int64))))
 
     def finish(self) -> list[Run]:
         self.spill()
@@ -171,7 +198,16 @@ class _Reader:
 
 def merge_runs(area, runs: Sequence[Run], chunk: int = CHUNK) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The merged ``(values, counts)`` of sorted runs, in ascending value order, chunk by chunk: at most about
-    ``chunk`` entries of every run are held at a time."""
+    ``chunk`` entries of every run are held at a time (of the long values, about ``chunk * vocablong.LONG``
+    bytes of every run, at least one value; a chunk with long values is an ``object`` array)."""
+    short = _merge_short(area, runs, chunk)
+    long = [r for r in runs if r.long]
+    if not long:
+        return short
+    return interleave(short, merge_long(area, long, chunk * LONG, chunk))
+
+
+def _merge_short(area, runs: Sequence[Run], chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     readers = [_Reader(area, r, chunk) for r in runs if r.size]
     while True:
         for r in readers:
@@ -200,7 +236,7 @@ def short_keys(column: np.ndarray) -> np.ndarray:
         return sort_key(column)
     short = np.char.str_len(column) <= 8
     keys = np.zeros(column.size, np.uint64)
-    keys[short] = sort_key(column[short].astype("S8"))
+    keys[short] = sort_key(column.astype("S8")[short])  # cut first: no copy of the long values
     return keys
 
 
@@ -208,7 +244,10 @@ class Lookup:
     """Value -> id of one column's vocabulary. Values of at most 8 bytes are looked up by their uint64 keys: in
     a hash table (``kernel.table_build``) or, past the column's memory, a sorted table read from disk
     (``disklookup.DiskLookup``). A vocabulary with longer values is a sorted copy and ``searchsorted``, or,
-    past the column's memory, its sorted table of fixed-width values on disk."""
+    past the column's memory, its sorted table of fixed-width values on disk. Values longer than
+    ``vocablong.LONG`` bytes are looked up in ``long`` (``vocablong.LongLookup``, set by the caller), if any."""
+
+    long: LongLookup | None = None
 
     def __init__(self, values: np.ndarray, keys: np.ndarray | None = None, ids: np.ndarray | None = None):
         from .kernel import table_build, table_slots
@@ -284,12 +323,24 @@ class Lookup:
             out[:, col] = self.of(rows, j) + offset
 
     def __call__(self, column: np.ndarray) -> np.ndarray:
+        out = self._short(column)
+        if self.long is not None and self.long.size and column.dtype.itemsize > LONG:
+            at = np.flatnonzero(np.char.str_len(column) > LONG)
+            if at.size:
+                out[at] = self.long.get(column[at].tolist())
+        return out
+
+    def _short(self, column: np.ndarray) -> np.ndarray:
+        """The ids of the values of at most ``vocablong.LONG`` bytes (0 for longer ones)."""
         if not self.size:
             return np.zeros(column.size, np.int64)
         if self.by_key:  # longer values than 8 bytes have key 0: none is in the vocabulary
             return self._get(short_keys(column))
         if self.disk is not None:
             return self.disk.get(column)
+        w = self.sorted.dtype.itemsize
+        if column.dtype.itemsize > w:  # longer values are not in the table: compared at its width
+            column = np.where(np.char.str_len(column) <= w, column.astype(f"S{w}"), b"")
         at = np.minimum(np.searchsorted(self.sorted, column), self.size - 1)
         hit = (self.sorted[at] == column) & (column != b"")
         return np.where(hit, self.ids[at], 0)

@@ -15,6 +15,7 @@ from ..util.errors import IntegrityError
 from ..util.excerpt import excerpt
 from .setinfo import SourceVocab
 from .vocab import Run, sort_key, write_run
+from .vocablong import LONG
 
 __all__ = ["copy_vocabulary", "READ_BYTES"]
 
@@ -71,9 +72,16 @@ def _check_lines(data: bytes, cut: int, ids: int, src: SourceVocab) -> None:
 
 
 def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[Run]) -> int:
-    """One sorted run of ``lines`` (ids ``first + 1``, ...), at the width of its longest line; the last id."""
-    values = np.array(lines, dtype="S")
-    ids = np.arange(first + 1, first + 1 + values.size, dtype=np.int64)
+    """One sorted run of ``lines`` (ids ``first + 1``, ...), at the width of its longest line of at most
+    ``vocablong.LONG`` bytes (longer lines: the run's long part); the last id."""
+    ids = np.arange(first + 1, first + 1 + len(lines), dtype=np.int64)
+    long = None
+    if max(map(len, lines), default=0) > LONG:
+        pairs = sorted((v, i) for v, i in zip(lines, ids.tolist()) if len(v) > LONG)
+        long = ([v for v, _ in pairs], np.array([i for _, i in pairs], np.int64))
+        keep = np.fromiter((len(v) <= LONG for v in lines), np.bool_, len(lines))
+        lines, ids = [v for v in lines if len(v) <= LONG], ids[keep]
+    values = np.array(lines, dtype="S") if lines else np.zeros(0, "S1")
     order = np.argsort(sort_key(values), kind="stable")
-    runs.append(write_run(area, f"{stem}-r{len(runs):04d}", values[order], ids[order]))
-    return first + values.size
+    runs.append(write_run(area, f"{stem}-r{len(runs):04d}", values[order], ids[order], long))
+    return first + len(long[0]) + values.size if long else first + values.size

@@ -2,7 +2,9 @@
 shards under a temporary name and its sorted lookup table in the temporary area (counted: ``vocabwrite``;
 ``--vocab-from``: ``vocabcopy``), and the lookup pass 1 makes of it (in memory within the column's share of
 ``--memory``, else ``disklookup``). The table's keys are uint64 (``.skeys``) when every value has at most 8
-bytes, else the values at the width of the longest (``.svals``)."""
+bytes, else the values at the width of the longest (``.svals``); values longer than ``vocablong.LONG`` bytes
+are in a table of their own (``.lv``, ``.le``, ``.lc``: ``vocablong``'s files, ids as int64), looked up by
+``vocablong.LongLookup``."""
 from __future__ import annotations
 
 import logging
@@ -16,6 +18,7 @@ from ..util.units import format_size
 from .disklookup import DiskLookup, table_bytes
 from .vocab import CHUNK, Lookup, Run, merge_runs, table_keys
 from .vocabcopy import copy_vocabulary
+from .vocablong import LongLookup, table_parts
 from .vocabwrite import write_vocabulary
 
 __all__ = ["VocabFiles", "Entry", "clear_lookups"]
@@ -74,7 +77,8 @@ class VocabFiles:
                 distinct += v.size  # (the merge of two runs sums a value's ids; one run keeps it twice)
                 repeated += int((v[1:] == v[:-1]).sum()) + int(last is not None and v.size and v[0] == last)
                 last = v[-1] if v.size else last
-                table.append(table_keys(v, width), ids.astype(np.uint32))
+                for keys, part in table_parts(v, ids.astype(np.uint32), width, table_keys):
+                    table.append(keys, part)
         if repeated or distinct != src.values:
             raise IntegrityError(f"{src.label} lists {max(repeated, src.values - distinct):,} value(s) more than "
                                  "once: StringLookup cannot load it")
@@ -103,6 +107,15 @@ class VocabFiles:
 
     def _open(self, name: str, size: int) -> Lookup:
         temp, stem, budget = self.area.temp(), f"vocab-{name}", self.lookup_budget
+        long = None
+        if size and temp.exists(f"{stem}.le"):
+            long = LongLookup(*(_local(temp, f"{stem}.{x}") for x in ("lv", "le", "lc")), budget)
+            size -= long.size
+        lk = self._open_short(temp, stem, budget, name, size)
+        lk.long = long
+        return lk
+
+    def _open_short(self, temp, stem: str, budget: int, name: str, size: int) -> Lookup:
         if not size:
             return Lookup(np.zeros(0, "S1"))
         if temp.exists(f"{stem}.skeys"):
@@ -123,28 +136,45 @@ class VocabFiles:
 
 class _TableWriter:
     """A column's sorted lookup table (``.skeys``: uint64 keys, or ``.svals``: fixed-width values; ``.sids``:
-    uint32 ids) appended chunk by chunk to local files, then, fsynced, renamed into the temporary area (local)
-    or staged there (uploaded). The first chunk's keys name the kind; a table of no values writes nothing."""
+    uint32 ids; keys given as an ``object`` array: the long values' table, ``.lv``, ``.le``, ``.lc``) appended
+    chunk by chunk to local files, then, fsynced, renamed into the temporary area (local) or staged there
+    (uploaded). The first chunk's keys name the kind; a table of no values writes nothing."""
 
     def __init__(self, temp, stem: str):
         self.temp, self.stem = temp, stem
         self.names: list[str] = []
+        self.finals: list = []
+        self.paths: list[str] = []
         self.files: list = []
+        self.short = self.long = None  # indexes of each table's first file
+        self.end = 0  # the long values' bytes so far
 
-    def _open(self, keys: np.ndarray) -> None:
-        self.names = [f"{self.stem}.{'skeys' if keys.dtype == np.uint64 else 'svals'}", f"{self.stem}.sids"]
+    def _open(self, kinds: list[str]) -> int:
+        names = [f"{self.stem}.{k}" for k in kinds]
         staging = self.temp.staging_dir()  # (a local area's directory, made if missing)
-        self.finals = [self.temp.local_path(n) for n in self.names]  # None: a remote temporary area
-        self.paths = [(f or os.path.join(staging, n)) + ".part" for f, n in zip(self.finals, self.names)]
-        self.files = [open(p, "wb") for p in self.paths]
+        finals = [self.temp.local_path(n) for n in names]  # None: a remote temporary area
+        self.paths += [(f or os.path.join(staging, n)) + ".part" for f, n in zip(finals, names)]
+        self.names += names
+        self.finals += finals
+        self.files += [open(p, "wb") for p in self.paths[len(self.files):]]
+        return len(self.files) - len(kinds)
 
     def append(self, keys: np.ndarray, ids: np.ndarray) -> None:
         if not keys.size:
             return
-        if not self.files:
-            self._open(keys)
-        self.files[0].write(memoryview(np.ascontiguousarray(keys).view(np.uint8)))
-        self.files[1].write(memoryview(np.ascontiguousarray(ids, np.uint32)).cast("B"))
+        if keys.dtype == object:
+            if self.long is None:
+                self.long = self._open(["lv", "le", "lc"])
+            ends = self.end + np.cumsum(np.fromiter(map(len, keys), np.int64, keys.size))
+            self.end = int(ends[-1])
+            for f, data in zip(self.files[self.long:self.long + 3],
+                               (b"".join(keys.tolist()), ends.tobytes(), np.asarray(ids, np.int64).tobytes())):
+                f.write(data)
+            return
+        if self.short is None:
+            self.short = self._open(["skeys" if keys.dtype == np.uint64 else "svals", "sids"])
+        self.files[self.short].write(memoryview(np.ascontiguousarray(keys).view(np.uint8)))
+        self.files[self.short + 1].write(memoryview(np.ascontiguousarray(ids, np.uint32)).cast("B"))
 
     def __enter__(self) -> "_TableWriter":
         return self

@@ -13,7 +13,9 @@ higher count, and how many with its count come after it. ``write_vocabulary`` re
    sharing a count is written, in descending order, with one ``pwrite``, and the
    ``(key, id)`` pairs appended in key order: the sorted table ``disklookup.DiskLookup`` reads. Its keys are
    uint64 when every kept value has at most 8 bytes, else the values at the width of the longest kept one
-   (``vocab.table_keys``; the histogram's read finds that width).
+   (``vocab.table_keys``; the histogram's read finds that width). Values longer than ``vocablong.LONG`` bytes
+   are not in it: they come in ``object`` chunks of the merge and go to their own table, handed to
+   ``append_table`` as an ``object`` array (``vocablong.table_parts``).
 
 Memory is the merge's chunks and the histogram."""
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .vocab import table_keys
+from .vocablong import LONG, table_parts, value_lengths
 
 __all__ = ["VocabFile", "count_histogram", "write_vocabulary"]
 
@@ -46,7 +49,7 @@ class VocabFile:
 
 def _lengths(values: np.ndarray) -> np.ndarray:
     """Each value's line length in the file (its bytes and a newline)."""
-    return np.char.str_len(values).astype(np.int64) + 1 if values.size else np.zeros(0, np.int64)
+    return value_lengths(values) + 1
 
 
 def _lines(values: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -54,6 +57,8 @@ def _lines(values: np.ndarray, lens: np.ndarray) -> np.ndarray:
     array: no Python object per value."""
     from .kernel import join_lines
 
+    if values.dtype == object:
+        return np.frombuffer(b"".join(v + b"\n" for v in values.tolist()), np.uint8)
     n, w = values.size, values.dtype.itemsize
     return join_lines(np.ascontiguousarray(values).view(np.uint8).reshape(n, w), lens)
 
@@ -76,8 +81,13 @@ def _per_count(counts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.nda
 def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
     """``(counts, values, bytes, distinct, width)``: the counts of kept values in descending order, how many
     values have each and their lines' bytes, the distinct values counted, and the longest kept value's bytes."""
+    return _histogram(merged, min_count)[:5]
+
+
+def _histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    """``count_histogram``'s, and the longest kept value of at most ``vocablong.LONG`` bytes."""
     hist: dict[int, list[int]] = {}
-    distinct = width = 0
+    distinct = width = short = 0
     for v, c in merged():
         distinct += int(v.size)
         keep = c >= min_count
@@ -85,6 +95,7 @@ def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndar
             continue
         lens = _lengths(v[keep])
         width = max(width, int(lens.max()) - 1)
+        short = max(short, int(lens[lens <= LONG + 1].max(initial=0)) - 1)
         u, n, b = _per_count(c[keep], lens)
         for cnt, k, nb in zip(u.tolist(), n.tolist(), b.tolist()):
             e = hist.setdefault(cnt, [0, 0])
@@ -92,14 +103,14 @@ def count_histogram(merged: Merged, min_count: int) -> tuple[np.ndarray, np.ndar
             e[1] += nb
     counts = np.array(sorted(hist, reverse=True), np.int64)
     return (counts, np.array([hist[c][0] for c in counts.tolist()], np.int64),
-            np.array([hist[c][1] for c in counts.tolist()], np.int64), distinct, width)
+            np.array([hist[c][1] for c in counts.tolist()], np.int64), distinct, width, short)
 
 
 def write_vocabulary(merged: Merged, min_count: int, text_path: str,
                      append_table: Callable[[np.ndarray, np.ndarray], None]) -> VocabFile:
     """Write the vocabulary file at ``text_path`` (local) and hand the table's ``(keys, ids)`` to
     ``append_table`` chunk by chunk in ascending key order; ``merged`` gives a fresh merge each call."""
-    counts, nvals, nbytes, distinct, width = count_histogram(merged, min_count)
+    counts, nvals, nbytes, distinct, width, short = _histogram(merged, min_count)
     if nvals.sum() >= 1 << 32:
         raise ValueError(f"a vocabulary of {int(nvals.sum()):,} values: at most 2**32 - 1 per column")
     first_id = 1 + np.concatenate([[0], np.cumsum(nvals)[:-1]]).astype(np.int64)
@@ -138,7 +149,8 @@ def write_vocabulary(merged: Merged, min_count: int, text_path: str,
                 os.pwrite(fd, blob[a:a + n], off)
             seen[groups] += sizes
             written[groups] += group_bytes
-            append_table(table_keys(v, width), ids.astype(np.uint32))
+            for keys, part in table_parts(v, ids.astype(np.uint32), short, table_keys):
+                append_table(keys, part)
         os.fsync(fd)
     finally:
         os.close(fd)

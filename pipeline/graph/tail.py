@@ -5,7 +5,7 @@ and prefetch; and the stages ``describe`` shows for them. Each graph's ``build``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..plan.readplan import AUTOTUNE
 from ..spec.pipelinespec import PipelineSpecBase
@@ -31,14 +31,17 @@ def parse_batches(ds: Any, spec: PipelineSpecBase, calls: int, deterministic: bo
     return ds.map(spec_parse_fn(spec), num_parallel_calls=calls, deterministic=deterministic)
 
 
-def graph_tail(ds: Any, spec: PipelineSpecBase, tail: Tail) -> Any:
+def graph_tail(ds: Any, spec: PipelineSpecBase, tail: Tail, count: Callable[[Any], Any] | None = None) -> Any:
     """parse (unless ``tail.parsed`` already, or ``parse=False``) → repeat ``spec.epochs`` times (``tail.repeat``:
-    the graph leaves its epochs to this stage) → prefetch."""
+    the graph leaves its epochs to this stage) → ``count`` (the run's batch count told to tf.data) → prefetch,
+    last."""
     calls, deterministic, parsed, repeat = tail.calls, tail.deterministic, tail.parsed, tail.repeat
     if spec.parse and not parsed:
         ds = parse_batches(ds, spec, calls, deterministic)
     if repeat and spec.epochs != 1:
         ds = ds.repeat(spec.epochs)
+    if count is not None:
+        ds = count(ds)
     if spec.prefetch != 0:
         ds = ds.prefetch(AUTOTUNE if spec.prefetch is None else spec.prefetch)
     return ds

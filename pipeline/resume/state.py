@@ -40,7 +40,8 @@ MAX_STATE_BYTES = 1024
 MAX_COUNT = 1 << 62          # epochs, positions, steps and ranks a state may hold: below int64's end, as tf.data counts
 _SCALARS = (str, int, float, bool, type(None))   # every value of a state is one of these
 _KEYS = ("format", "fingerprint", "seed", "shuffle_buffer", "batch_size", "drop_remainder", "records", "epoch",
-         "position", "world_size", "steps", "plan")
+         "position", "world_size", "steps", "plan", "order")
+WINDOW_ORDER = "window"   # a state's "order": a shuffled columnar set's rows come in the window order
 
 # What cannot resume mid-epoch, each with its way out: `tfpipe pipeline explain --resumable` prints these, and
 # docs/pipeline.md's Known limits lists them (a test keeps the three in step with the refusals).
@@ -83,6 +84,12 @@ def fingerprint(spec) -> str:
     return "files:" + hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:32]
 
 
+def _order(spec) -> str | None:
+    """The row order a state's position counts in, where it is not the records' resumable order: a shuffled
+    columnar set reads the window order (``pipeline.resume.windoworder``)."""
+    return WINDOW_ORDER if spec.layout is not None and spec.shuffle_buffer > 0 else None
+
+
 def advance(spec, steps: int, start: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """(epoch, position) after ``steps`` more steps of ``spec`` from ``start`` (pure)."""
     steps = as_int(steps, "steps", minimum=0, maximum=MAX_COUNT - 1, must="an integer from 0 to 2^62 - 1")
@@ -110,6 +117,8 @@ def input_state(spec, steps: int, start: dict | None = None) -> dict[str, Any]:
              "position": pos, "world_size": spec.num_shards, "steps": done}
     if spec.resuming.plan_fingerprint:
         state["plan"] = spec.resuming.plan_fingerprint
+    if _order(spec):
+        state["order"] = _order(spec)
     return state
 
 
@@ -175,6 +184,11 @@ def resume_position(spec, state: Any) -> tuple[int, int]:
             raise ResumeError(f"input state is from another {key.replace('_', ' ')}: {state.get(key)!r}, this "
                               f"spec has {mine!r}")
     epoch, pos, steps = _int(state, "epoch"), _int(state, "position"), _int(state, "steps")
+    if state.get("order") != _order(spec) and (pos or state.get("order") is not None):   # epochs begin alike
+        saved, reads = (state.get("order") or "the records'", _order(spec) or "the records'")
+        raise ResumeError(f"input state counts its position in {saved} order and this spec reads {reads} order "
+                          f"(a shuffled columnar set reads the window order): resume it at an epoch boundary "
+                          f"(first_epoch={epoch + 1}), or with the tfpipe that saved it")
     world = _int(state, "world_size", least=1)
     if spec.part_weights and world != spec.num_shards:
         raise ResumeError(f"input state is from {world} rank(s) and this spec has {spec.num_shards}: a balanced "

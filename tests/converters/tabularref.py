@@ -56,6 +56,22 @@ def write_day(path, lines, *, crlf: bool = False) -> None:
         fh.write("".join(line + nl for line in lines))
 
 
+def write_parquet(path, lines, *, row_group_size: int | None = None) -> None:
+    """The rows as a Parquet table: int64 label and counts, string values (missing: null), columns by name in
+    reverse order (read by name: any column order)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [fields(ln) for ln in lines]
+    cols = {"label": pa.array([int(r[0]) for r in rows], pa.int64())}
+    for j in range(NUM):
+        cols[f"I{j + 1}"] = pa.array([int(r[1 + j]) if r[1 + j] else None for r in rows], pa.int64())
+    for c in range(CAT):
+        cols[f"C{c + 1}"] = pa.array([r[1 + NUM + c] or None for r in rows], pa.string())
+    names = list(cols)[::-1]
+    pq.write_table(pa.table({n: cols[n] for n in names}), path, row_group_size=row_group_size)
+
+
 def fields(line: str) -> list[str]:
     return line.split("\t")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -218,8 +219,8 @@ def test_sharded_tabular_on_several_instances_is_one_conversion_of_every_instanc
     cmd = ["convert", "tabular", "in/train", "--out", out, *extra, *opts]
     if "--vocab-from" in extra:  # algo-3 never starts: the others give up naming it; a rerun of all three finishes
         res = cluster.run(cmd, hosts=HOSTS[:2], wait_timeout=4.0)
-        for rc, _, err, _ in res.values():
-            assert rc != 0 and "waiting for the input list of algo-3" in err, res
+        for rc, _, err, _ in res.values():   # a host that had not listed its days within the wait is named too
+            assert rc != 0 and re.search(r"waiting for the input list of (algo-\d, )*algo-3 ", err), res
             assert without_compile_notices(err).count("\n") == 1, res
         assert not [k for k in keys(s3, "criteo/") if ".tfpipe-tmp-" not in k]
     res = cluster.run(cmd, job="job-2")   # a rerun is a new job: the first one's failures do not count in it

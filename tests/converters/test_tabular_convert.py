@@ -119,6 +119,35 @@ def test_vocabularies_past_their_memory_are_looked_up_on_disk_with_the_same_ids(
     assert shard_bytes(again) == shard_bytes(disk)           # --vocab-from's tables: the same ids
 
 
+LONG_VALUES = ["a" * 127 + "b", "a" * 128, "a" * 129, "a" * 128 + "\x00b", "a" * 129 + "\x00\x7f", "b" * 3000,
+               "b" * 3000 + "c", "b" * 70_000, "~" * 129, "a" * 100]  # around vocablong.LONG, shared prefixes
+
+
+@pytest.mark.parametrize("min_count", [1, 2])
+def test_long_values_get_the_reference_ids_in_memory_and_on_disk(days, tmp_path, min_count):
+    """C3 of every fifth row one of ``LONG_VALUES`` (values of at most and of more than 128 bytes, sorting
+    between each other): counted in runs spilled within 1 MiB of ``--memory``, looked up in memory, on disk (a
+    1-byte budget) and on disk through an index of their first 8 bytes (4 KiB), copied by ``--vocab-from``: the
+    reference's vocabulary and ids, the same shards."""
+    d, lines = days
+    rows = [ln.split("\t") for ln in lines[0] + lines[1]]
+    for k in range(0, len(rows), 5):
+        rows[k][1 + 13 + 2] = LONG_VALUES[(k // 5) % len(LONG_VALUES) if k % 3 else 7]
+    mixed = ["\t".join(f) for f in rows]
+    R.write_day(tmp_path / "day", mixed)
+    memory = convert([tmp_path / "day"], tmp_path / "memory", min_count=min_count, memory=1 << 20)
+    disk = convert([tmp_path / "day"], tmp_path / "disk", min_count=min_count, lookup_memory=1)
+    index = convert([tmp_path / "day"], tmp_path / "index", min_count=min_count, lookup_memory=1 << 12)
+    assert shard_bytes(disk) == shard_bytes(memory) == shard_bytes(index)
+    vocab = R.vocabularies(mixed, min_count)
+    assert sum(len(v) > 128 for v in vocab[2]) >= 4
+    np.testing.assert_array_equal(read_back(disk)["ids"], np.array([r[0] for r in R.deepfm_rows(mixed, vocab)]))
+    for out in ("memory", "disk"):
+        assert (tmp_path / out / "vocab" / "C3.txt").read_bytes().decode().splitlines() == vocab[2]
+    again = convert([tmp_path / "day"], tmp_path / "again", vocab_from=str(tmp_path / "disk"), lookup_memory=1)
+    assert shard_bytes(again) == shard_bytes(disk)
+
+
 def test_vocab_from_converts_a_later_day_with_the_training_ids(days, tmp_path):
     d, lines = days
     convert([d / "day_0", d / "day_1"], tmp_path / "train", min_count=2)
@@ -169,20 +198,6 @@ def test_negative_rate_keeps_every_positive_and_the_recorded_fraction(days, tmp_
     assert shard_bytes(other) != shard_bytes(m)
 
 
-def _parquet(path, lines):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = [R.fields(ln) for ln in lines]
-    cols = {"label": pa.array([int(r[0]) for r in rows], pa.int64())}
-    for j in range(13):
-        cols[f"I{j + 1}"] = pa.array([int(r[1 + j]) if r[1 + j] else None for r in rows], pa.int64())
-    for c in range(26):
-        cols[f"C{c + 1}"] = pa.array([r[14 + c] or None for r in rows], pa.string())
-    names = list(cols)[::-1]  # by name: any column order
-    pq.write_table(pa.table({n: cols[n] for n in names}), path, row_group_size=100)
-
-
 def test_gzip_crlf_csv_and_parquet_copies_give_the_same_shards(days, tmp_path):
     d, lines = days
     base = convert([d / "day_0"], tmp_path / "base")
@@ -191,7 +206,7 @@ def test_gzip_crlf_csv_and_parquet_copies_give_the_same_shards(days, tmp_path):
     R.write_day(tmp_path / "crlf", lines[0], crlf=True)
     header = ",".join(["label", *(f"I{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 27))])
     (tmp_path / "day.csv").write_text(header + "\n" + "".join(ln.replace("\t", ",") + "\n" for ln in lines[0]))
-    _parquet(tmp_path / "day.parquet", lines[0])
+    R.write_parquet(tmp_path / "day.parquet", lines[0], row_group_size=100)
     for name in ("day.gz", "crlf", "day.csv", "day.parquet"):
         m = convert([tmp_path / name], tmp_path / f"o-{name}")
         assert shard_bytes(m) == shard_bytes(base), name

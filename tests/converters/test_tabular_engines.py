@@ -122,6 +122,27 @@ def test_spilled_runs_merge_to_the_exact_counts(tmp_path):
     assert (tmp_path / "vocab").read_bytes().splitlines() == want
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8])
+def test_long_values_merge_in_byte_order_with_the_short_ones(chunk):
+    """Values of more than ``vocablong.LONG`` bytes (their own runs and merge) among short ones, many sharing
+    their first LONG + 1 bytes or ending in NULs once cut there: one ascending stream of exact counts, in
+    chunks of a few values (the two merges woven at every step)."""
+    rng = np.random.default_rng(1)
+    pool = [b"a" * n + tail for n in (5, 127, 128, 129, 300) for tail in (b"", b"b", b"\x00c", b"\x00" * 200 + b"d")]
+    area, truth, runs = _Area(), Counter(), []
+    for task in range(3):
+        c = ColumnCounter(area, f"u{task}", limit=1 << 30)
+        for _ in range(4):
+            vals = [pool[i] for i in rng.integers(0, len(pool), 50)]
+            truth.update(vals)
+            c.add(np.array(vals, dtype="S"))
+            c.spill()  # a run per block
+        runs += c.finish()
+    assert sum(r.long > 0 for r in runs) == 12
+    got = [(bytes(x), int(n)) for v, c in merge_runs(area, runs, chunk=chunk) for x, n in zip(v.tolist(), c)]
+    assert got == sorted(truth.items())
+
+
 MiB = 1 << 20
 
 

@@ -249,10 +249,39 @@ def test_one_long_value_costs_its_own_length(tmp_path):
     f[20] = "v" * 65536
     lines[5000] = "\t".join(f)
     R.write_day(tmp_path / "day", lines)
+    list(iter_rows(str(tmp_path / "day"), CRITEO, InputStats("d"), block_bytes=1 << 12))  # kernels loaded first
     rows, peak = _peak(lambda: [(len(b), b.cat(6).dtype.itemsize) for b in iter_rows(str(tmp_path / "day"), CRITEO,
                                                                                        InputStats("d"))])
     assert sum(n for n, _ in rows) == 10_000 and max(w for _, w in rows) == 65536
     assert peak < 48 << 20, peak  # rows x width would be 625 MiB
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "parquet"])
+@pytest.mark.parametrize("long_values", [1, 100])
+def test_long_values_cost_their_own_length_in_the_whole_conversion(tmp_path, long_values, fmt):
+    """64 KiB values among 10,000 rows, read, counted, merged, written and looked up: the conversion's peak is
+    the same conversion's without them, the readers' slices (three of ``rows.GATHER_BYTES``) and a few times the
+    long values' bytes (rows x width would be more than 500 MiB)."""
+    from converters.tabular.rows import GATHER_BYTES
+
+    lines = R.day_lines(5, 10_000)
+    write = R.write_day if fmt == "tsv" else R.write_parquet
+    write(tmp_path / "plain", lines)
+    for k in range(long_values):
+        f = R.fields(lines[5000 - 50 * k])
+        f[20] = f"{k:03d}" + "v" * 65533
+        lines[5000 - 50 * k] = "\t".join(f)
+    write(tmp_path / "long", lines)
+
+    def convert(name):
+        run_job(TabularJob.create([str(tmp_path / name)], str(tmp_path / f"out-{name}"),
+                                  TabularOptions(input_format=fmt), block_bytes=1 << 20, overwrite=True))
+
+    convert("plain")  # the kernels compiled and loaded before either is measured
+    _, plain = _peak(lambda: convert("plain"))
+    _, peak = _peak(lambda: convert("long"))
+    assert (tmp_path / "out-long" / "vocab" / "C7.txt").read_bytes().count(b"v" * 65533) == long_values
+    assert peak < plain + 3 * GATHER_BYTES + 4 * 65536 * long_values, (peak, plain)
 
 
 @pytest.mark.parametrize("nbytes", [4 << 20, 16 << 20])

@@ -128,6 +128,27 @@ def test_a_resumed_run_resumes_again(sets):
     _assert_same(_arrays(build_dataset(spec, resume=second)), _full(col, "b24-shuffled")[50:])
 
 
+@pytest.mark.parametrize("name, order", [("b24-shuffled", "window"), ("b10-unshuffled", None)])
+def test_a_state_names_the_window_order_and_one_without_it_resumes_only_at_an_epoch_boundary(sets, name, order):
+    """A shuffled columnar set's positions count rows of the window order: its state says so, and a state that
+    does not (saved under the records' order) is refused mid-epoch and taken at an epoch's start."""
+    from pipeline import ResumeError
+
+    col, _ = sets
+    spec = _spec(col, name)
+    mid, boundary = input_state(spec, 3), input_state(spec, len(_full(col, name)) // 2)
+    assert mid.get("order") == order and boundary.get("order") == order
+    if order is None:
+        with pytest.raises(ResumeError, match="another row order|window order"):
+            build_dataset(spec, resume={**mid, "order": "window"})
+        return
+    legacy_mid = {k: v for k, v in mid.items() if k != "order"}
+    with pytest.raises(ResumeError, match=r"the records' order .* reads window order.*epoch boundary"):
+        build_dataset(spec, resume=legacy_mid)
+    legacy_boundary = {k: v for k, v in boundary.items() if k != "order"}
+    _assert_same(_arrays(build_dataset(spec, resume=legacy_boundary)), _full(col, name)[len(_full(col, name)) // 2:])
+
+
 def test_the_unshuffled_order_is_the_example_sets_and_a_shuffled_one_permutes_within_windows(tmp_path):
     """Shards of the same rows in both layouts (the first ending in a short block): unshuffled, the columnar
     set's resumable order is the Example set's, batch for batch; shuffled, it is the window order
