@@ -24,11 +24,13 @@ class LocalStorage:
         return os.path.join(self.path, name)
 
     def list(self) -> list[str]:
-        if not os.path.isdir(self.path):
-            if os.path.exists(self.path):
-                raise TfpipeError(f"output {self.url} exists and is not a directory")
+        """The directory's names; none while it does not exist (one look: another process may create it)."""
+        try:
+            return sorted(os.listdir(self.path))
+        except FileNotFoundError:
             return []
-        return sorted(os.listdir(self.path))
+        except NotADirectoryError:
+            raise TfpipeError(f"output {self.url} exists and is not a directory") from None
 
     def exists(self, name: str) -> bool:
         return os.path.exists(self._p(name))
