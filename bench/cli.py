@@ -40,7 +40,7 @@ def register(sub) -> None:
             logging.getLogger(__name__).debug("benchmark module %s not present", name)
             continue
         mod.add_parser(bsub).set_defaults(func=mod.run)
-    for parser in bsub.choices.values():  # help pages read as text: no docstring markup or issue numbers
+    for parser in bsub.choices.values():  # help pages read as text: no docstring markup
         if parser.description:
             parser.description = plain(parser.description)
         for action in parser._actions:

@@ -1,4 +1,4 @@
-"""tfpipe converters: raw click logs (Criteo TSV/CSV/Parquet -> DeepFM/DLRM training sets with their
+"""tfpipe converters: raw tabular click logs (Criteo TSV/CSV/Parquet -> DeepFM/DLRM training sets with their
 vocabularies), LibSVM and Pile/jsonl text into TFRecord shards with a manifest (``index.json``).
 
 The base layer of tfpipe, in subpackages from the bottom up: ``util`` (errors, units, digests, progress, ...),

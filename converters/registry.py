@@ -10,7 +10,7 @@ A format subclasses ``Format`` and names, in one place (its ``format.py``):
 * ``options``: its options class (a frozen dataclass embedding ``ShardOutputOptions`` as ``.output``, with
   ``to_json``);
 * ``convert``: its local converter, ``run(inputs, out, options, *, workers, overwrite, progress, prep)``;
-* ``job``: its two-pass job for the engines (``engines.inprocess.TwoPassJob``: ``create(...)`` for a driver,
+* ``job``: its two-pass job for the engines (``engines.steps.TwoPassJob``: ``create(...)`` for a driver,
   ``from_files(options, files, area, *, prep, unit_size)`` for a Processing instance);
 * ``cli``: the ``converters.cli`` module of its ``tfpipe convert <name>`` command (``register(convert_sub,
   top_sub)``, ``options_from_args(args)``), or None for a format offered to Python callers only;

@@ -33,6 +33,7 @@ from typing import Any, Mapping, Sequence
 from converters.util.checks import as_int, set_int
 from converters.util.errors import TfpipeError
 
+from .epochs import epoch_batches
 from .topology import MAX_CHANNELS, Topology
 
 __all__ = ["RankPlan", "ShardPlan", "PlanError", "plan", "STRATEGIES", "REMAINDERS", "shard_count",
@@ -289,14 +290,14 @@ def plan(manifest: Any, topology: Topology, *, batch_size: int, pipe: bool | Non
         raise PlanError(f"rank {worst} could receive no records ({_describe(strategy, H, W)}): use fewer ranks, or "
                         "reshard into files of equal record counts (`tfpipe reshard --num-shards ...`)")
     if remainder == "drop":
-        steps = lows[worst] // batch_size
+        steps = epoch_batches(lows[worst], batch_size, True)
         if steps == 0:
             raise PlanError(f"rank {worst} gets only {lows[worst]} records, fewer than one batch of {batch_size}: "
                             "use a smaller batch size, fewer ranks, or remainder='pad'")
         dropped = sum(d - steps * batch_size for d in declared)
         padded = 0
     else:
-        steps = -(-max(highs) // batch_size)
+        steps = epoch_batches(max(highs), batch_size, False)
         padded = sum(steps * batch_size - d for d in declared)
         dropped = 0
     ranks = tuple(RankPlan(rank=r, host=topology.hosts[r // W], local_rank=r % W, channel=s[0], files=s[1],

@@ -7,7 +7,7 @@ Layers, lowest first: ``converters`` < ``sharding`` < ``pipeline`` < ``bench``. 
 - ``converters``: ``util`` < ``tfrecord`` < ``storage`` < ``shardset`` < ``sources``, ``prep`` < ``registry`` <
   ``engines`` < formats (``libsvm``, ``text``, ``tabular``: none imports another; each builds its two-pass job on
   ``engines``, which find a format by name through ``registry`` and never import one) < ``cli``.
-- ``sharding``: ``groups``, ``relayout``, ``transfer`` < ``topology``, ``resharding`` < ``plan`` < ``configs`` < ``cli``.
+- ``sharding``: ``epochs``, ``groups``, ``relayout``, ``transfer`` < ``topology``, ``resharding`` < ``plan`` < ``configs`` < ``cli``.
 - ``pipeline``: ``spec`` (pure) < ``remote`` < ``service`` (the servers) < ``plan`` < ``resume`` < ``graph`` < the front on top:
   ``threads``, ``lint`` < ``build`` < ``describe``, ``training`` < ``cli`` (the top modules, ``TOPS``).
 - ``bench``: ``infra`` < ``core`` < ``report`` < ``commands`` < ``suite`` < ``cli`` (``TOPS``).
@@ -39,8 +39,8 @@ CONVERTERS_LAYERS = {"util": 0, "tfrecord": 1, "storage": 2, "shardset": 3, "sou
                      "engines": 6, "libsvm": 7, "text": 7, "tabular": 7, "cli": 8}
 PIPELINE_LAYERS = {"spec": 0, "remote": 1, "service": 2, "plan": 3, "resume": 4, "graph": 5}
 PIPELINE_TOP = {"threads": 6, "lint": 6, "build": 7, "describe": 8, "training": 8, "cli": 9}
-SHARDING_LAYERS = {"groups": 0, "relayout": 0, "transfer": 0, "topology": 1, "resharding": 1, "plan": 2, "configs": 3,
-                   "cli": 4}
+SHARDING_LAYERS = {"epochs": 0, "groups": 0, "relayout": 0, "transfer": 0, "topology": 1, "resharding": 1, "plan": 2,
+                   "configs": 3, "cli": 4}
 # per package: its layers (a sub-package or top module -> rank) and the top modules that share one layer
 BENCH_LAYERS = {"infra": 0, "core": 1, "report": 2, "commands": 3, "suite": 4}
 LAYERS = {"converters": CONVERTERS_LAYERS, "sharding": SHARDING_LAYERS, "pipeline": {**PIPELINE_LAYERS, **PIPELINE_TOP},
@@ -257,6 +257,9 @@ def test_cycle_finder_finds_a_cycle(monkeypatch):
     ("pipeline.describe", "pipeline.training", True),
     ("sharding.topology", "sharding.plan", True),
     ("sharding.plan", "sharding.topology", False),
+    ("sharding.plan", "sharding.epochs", False),
+    ("sharding.epochs", "sharding.plan", True),
+    ("pipeline.spec.pipelinespec", "sharding.epochs", False),
     ("sharding.configs", "sharding.cli", True),
     ("converters.cli.main", "pipeline.cli", True),
     ("pipeline.build", "pipeline.graph.resumable", False),

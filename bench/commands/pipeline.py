@@ -29,9 +29,10 @@ import tempfile
 
 from converters.cli.parser import add_json_out_option, add_output_file_option, add_set_argument
 from converters.cli.types import nonneg_int, positive_float, positive_int, step_milliseconds
+from sharding.epochs import epoch_batches
 
-__all__ = ["add_parser", "run", "load_variants", "choose_scenario", "throughput_rounds", "roles", "DEFAULT_GENERATE",
-           "DEFAULT_STEP_MS", "DEFAULT_RUNS", "DEFAULT_VARIANT"]
+__all__ = ["add_parser", "run", "load_variants", "choose_scenario", "throughput_rounds", "roles", "one_epoch",
+           "DEFAULT_GENERATE", "DEFAULT_STEP_MS", "DEFAULT_RUNS", "DEFAULT_VARIANT"]
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,15 @@ def load_variants():
     return V
 
 
+def one_epoch(records: int, batch_size: int, *, drop_remainder: bool = False) -> int:
+    """Batches in one epoch of ``records`` records as the product counts them (the variants keep a short last
+    batch, as ``PipelineSpec`` does by default), at least one."""
+    return max(1, epoch_batches(records, batch_size, drop_remainder))
+
+
 def _epochs_for(batches: int, batch_size: int, records: int) -> int:
     """Epochs needed to serve ``batches`` batches (plus one for short final batches)."""
-    per_epoch = max(1, -(-records // batch_size))
+    per_epoch = one_epoch(records, batch_size)
     return -(-batches // per_epoch) + 1
 
 
@@ -225,8 +232,7 @@ def _run(args, data_dir: str, scratch: str) -> int:
     batch_size = args.batch_size or DEFAULT_BATCH
     tput: dict[str, dict] = {}
     if not args.no_throughput:
-        epoch_batches = max(1, manifest.records // batch_size)
-        max_batches = args.throughput_batches or min(epoch_batches, 400)
+        max_batches = args.throughput_batches or min(one_epoch(manifest.records, batch_size), 400)
         print(f"throughput with no step: {len(names)} variants, up to {max_batches} batches each, {args.runs} "
               f"round(s)", file=sys.stderr)
         tput = throughput_rounds(V, data_dir, batch_size, names, runs=args.runs, max_batches=max_batches,

@@ -27,6 +27,7 @@ import tempfile
 
 from converters.cli.parser import add_json_out_option, add_set_argument
 from converters.cli.types import duration_seconds, positive_int
+from sharding.epochs import epoch_batches
 
 __all__ = ["add_parser", "run", "run_benchmark", "summarize", "format_report", "TARGETS"]
 
@@ -87,7 +88,7 @@ def run_benchmark(data_dir: str, *, batch_size: int = 512, rounds: int = 7, tune
 
     say = log or (lambda s: None)
     manifest = read_manifest(data_dir)
-    window = window_batches or max(1, -(-manifest.records // batch_size))
+    window = window_batches or max(1, epoch_batches(manifest.records, batch_size, False))
     private = None if keep else tempfile.mkdtemp(prefix="tfpipe-bench-tune-cache-")
     saved = os.environ.get("TFPIPE_CACHE")
     codes = {"none": [], "reader": [reader_code(data_dir, batch_size)], "busy": [BUSY_LOOP, BUSY_LOOP]}[beside]

@@ -14,6 +14,8 @@ import shutil
 import tempfile
 from typing import Callable
 
+from sharding.epochs import epoch_batches
+
 from .figures import Benchmark, Metric, Row, meets, show, show_range
 
 __all__ = ["Metric", "Row", "Benchmark", "BENCHMARKS", "DEFAULT", "OPTIONAL", "meets", "show", "show_range"]
@@ -69,6 +71,11 @@ def _records(smoke: bool) -> int:
     return 6_000 if smoke else 200_000
 
 
+def _epoch_cap(smoke: bool, batch: int) -> int:
+    """Batches read per run: one epoch of the generated set (short last batch included), at most 400."""
+    return min(epoch_batches(_records(smoke), batch, False), 400)
+
+
 def _shards(tmp: str, smoke: bool) -> str:
     from converters.libsvm.synthetic import write_criteo_shards
 
@@ -91,7 +98,7 @@ def _pipeline(smoke: bool) -> dict:
         data = _shards(tmp, smoke)
         names = ["naive", "vectorized", *HAND_TUNED, "pipe"]
         rows = {r["variant"]: r for r in run_speed_suite(
-            data, batch, names, max_batches=min(_records(smoke) // batch, 400),
+            data, batch, names, max_batches=_epoch_cap(smoke, batch),
             options={"pipe": {"pipe_dir": os.path.join(tmp, "pipe")}})}
         d = rows["vectorized"]
         step_batch, step_ms, _ = choose_scenario(rows["naive"]["records_per_s"], d["records_per_s"], batch)
@@ -126,7 +133,7 @@ def _pipeline_loaded(smoke: bool) -> dict:
         data = os.path.join(tmp, "criteo")
         write_criteo_shards(data, _records(smoke), shard_bytes=(1 << 20) if smoke else 4 << 20)
         near = beside_reader(data, batch, rounds=_LOADED_ROUNDS[smoke][0],
-                             max_batches=min(_records(smoke) // batch, 400))
+                             max_batches=_epoch_cap(smoke, batch))
         ranks = two_ranks(data, batch, rounds=_LOADED_ROUNDS[smoke][1], epochs=1 if smoke else 5)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

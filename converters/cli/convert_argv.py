@@ -9,7 +9,7 @@ from typing import Sequence
 from converters import registry
 from converters.engines.processing.job import ConvertJob
 
-__all__ = ["parse_convert"]
+__all__ = ["parse_convert", "conversion_usage"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -19,6 +19,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):  # a usage error becomes one line, not a usage dump and exit 2 from deep inside
         raise ValueError(f"{self.prog}: {message}")
+
+
+def _command_formats() -> list[str]:
+    return [f.name for f in registry.formats() if f.cli is not None]
+
+
+def conversion_usage() -> str:
+    """``convert {libsvm|text|tabular}``: how a conversion command starts, naming every format with a command
+    line."""
+    return f"convert {{{'|'.join(_command_formats())}}}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,9 +48,9 @@ def parse_convert(argv: Sequence[str]) -> ConvertJob:
     defaults). Like ``tfpipe convert``, a ``--endpoint-url`` in the command becomes this process's S3 endpoint
     (``$AWS_ENDPOINT_URL_S3``) for the run."""
     argv = [str(a) for a in argv]
-    known = [f.name for f in registry.formats() if f.cli is not None]
+    known = _command_formats()
     if len(argv) < 2 or argv[0] != "convert" or argv[1] not in known:
-        raise ValueError(f"expected a conversion command 'convert {{{'|'.join(known)}}} INPUT... --out URL ...', "
+        raise ValueError(f"expected a conversion command '{conversion_usage()} INPUT... --out URL ...', "
                          f"got {' '.join(argv[:3]) or 'nothing'!r}")
     args = _parser().parse_args(argv)
     from converters.cli.types import use_endpoint

@@ -37,9 +37,9 @@ def _registrars():
 def build_parser() -> argparse.ArgumentParser:
     parser = TfpipeParser(
         prog="tfpipe",
-        description="Fast, correct TensorFlow input pipelines: convert data to TFRecord shards (raw click "
-                    "logs -> DeepFM/DLRM training sets with 'convert tabular'; LibSVM; text), plan sharding, "
-                    "build tf.data graphs, and measure GPU idle time.")
+        description="Fast, correct TensorFlow input pipelines: convert raw tabular click logs (Criteo "
+                    "TSV/CSV/Parquet -> DeepFM/DLRM training sets, 'convert tabular'), LibSVM and Pile-style text "
+                    "into TFRecord shards, plan sharding, build tf.data graphs, and measure GPU idle time.")
     parser.add_argument("--version", action="version", version=f"tfpipe {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

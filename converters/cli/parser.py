@@ -153,6 +153,5 @@ def add_verbose(parser: argparse.ArgumentParser) -> None:
 
 def plain(doc: str) -> str:
     """A module docstring as a help page shows it: no reStructuredText ``literal`` markup (single backticks
-    become quotes) and no internal issue references."""
-    text = re.sub(r"\s*\((?:see )?issues? \d+(?:, \d+)*\)", "", doc)
-    return text.replace("``", "").replace("`", "'")
+    become quotes)."""
+    return doc.replace("``", "").replace("`", "'")

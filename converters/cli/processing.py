@@ -33,6 +33,9 @@ def _seconds(s: str) -> float:
 def register(sub) -> None:
     from converters.engines.processing.config import DEFAULT_POLL, DEFAULT_WAIT_TIMEOUT, PROCESSING_CONFIG_DIR
 
+    from .convert_argv import conversion_usage
+
+    convert = f"{conversion_usage()} ..."
     proc = sub.add_parser("processing", help="SageMaker Processing: run one instance's share, or launch a job")
     psub = proc.add_subparsers(dest="processing_command", metavar="ACTION")
     psub.required = True
@@ -41,7 +44,7 @@ def register(sub) -> None:
         "run", help="the container's command: convert this instance's share; the first host finalizes",
         description="Run inside a SageMaker Processing container: read this instance's place (resourceconfig.json) "
                     "and the inputs' distribution (processingjobconfig.json) from --config-dir, convert this "
-                    "instance's share of 'convert {libsvm|text} ...' (the tfpipe convert command line, same "
+                    f"instance's share of '{convert}' (the tfpipe convert command line, same "
                     "options), coordinating with the other instances only through files under --out. The first "
                     "host waits for every part and writes index.json last; the others exit 0 once their part "
                     "is written. FullyReplicated inputs give a set byte-identical to a local conversion; "
@@ -62,7 +65,7 @@ def register(sub) -> None:
     p.add_argument("--unit-size", type=size, default=None, metavar="SIZE",
                    help="FullyReplicated LibSVM: input bytes per work unit (default 16MiB); units are what the "
                         "instances share out")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="convert {libsvm|text} ...",
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar=convert,
                    help="the conversion, exactly as for tfpipe convert")
     p.set_defaults(func=_cmd_run)
 
@@ -104,7 +107,7 @@ def register(sub) -> None:
                    help="AWS-compatible endpoint for S3 and SageMaker (default: $AWS_ENDPOINT_URL_S3 for S3, "
                         "$AWS_ENDPOINT_URL_SAGEMAKER for SageMaker, else $AWS_ENDPOINT_URL, else AWS)")
     p.add_argument("--region", default=None, help="AWS region (default: the session's)")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- convert {libsvm|text} ...",
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar=f"-- {convert}",
                    help="the conversion, as for tfpipe convert, with inputs under /opt/ml/processing/input/NAME")
     p.set_defaults(func=_cmd_launch)
 

@@ -61,10 +61,10 @@ def register(convert_sub, top_sub) -> None:
                         "set's")
     p.add_argument("--numeric", choices=("log1p", "minmax"), default=None,
                    help="numeric transform after missing/negative -> 0: log1p (default) or min-max scaling "
-                        "fitted on the counting pass; with --vocab-from, the set's")
+                        "fitted on the pre-pass (counting); with --vocab-from, the set's")
     p.add_argument("--vocab-from", default=None, metavar="SET",
                    help="use SET's vocabularies (and min-max) as they are, with its schema, target and numeric "
-                        "transform: no counting pass (e.g. the test day); options that contradict SET are refused")
+                        "transform: no pre-pass (e.g. the test day); options that contradict SET are refused")
     p.add_argument("--hash-buckets", type=positive_int, default=None, metavar="N",
                    help="no vocabulary: the bin tf.keras.layers.Hashing(num_bins=N) gives each value (not with "
                         "--vocab-from)")
@@ -75,10 +75,10 @@ def register(convert_sub, top_sub) -> None:
                    help="keep this fraction of label-0 rows (seeded by --seed, per row; default 1: all)")
     p.add_argument("--seed", type=nonneg_int, default=0, metavar="S", help="seed of --negative-rate (default 0)")
     p.add_argument("--memory", type=size, default=None, metavar="SIZE",
-                   help="memory per process: categorical counts one counting task holds before spilling "
-                        "sorted runs to the output's temporary area; half of it bounds the vocabulary merge "
-                        "and the encoding pass's lookups (a larger column is looked up on disk); a quarter "
-                        "sizes the encoding pass's chunks (default 256MiB)")
+                   help="memory per process, split between the passes: a pre-pass task's categorical counts "
+                        "before it spills sorted runs to the output's temporary area; half of it for the "
+                        "vocabulary merge, half for pass 1's lookups (a larger column is looked up on disk), "
+                        "a quarter for pass 1's chunks (default 256MiB)")
     p.add_argument("--format", dest="table_format", choices=FORMATS, default=None,
                    help="read every input as tab-separated text by position, CSV with a header line, or Parquet "
                         "(default: .csv and .parquet by suffix; other text is CSV when its first line is a "

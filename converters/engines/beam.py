@@ -1,7 +1,7 @@
 """The two-pass conversion on Apache Beam: the same bytes as the local converter, on any runner.
 
 Only this module (and, lazily, the Beam-FileSystems storage) imports ``apache_beam``, at its top: it is
-itself imported only when the Beam engine is used. The pipeline maps a job's steps (``inprocess`` describes
+itself imported only when the Beam engine is used. The pipeline maps a job's steps (``steps`` describes
 them) onto Beam transforms; only small values move between stages (units, summaries, shard specs, shard
 results) — no record bytes ever go through a GroupByKey or a side input:
 
@@ -12,8 +12,10 @@ results) — no record bytes ever go through a GroupByKey or a side input:
                                                                FlatMap(shards) ─ Reshuffle ─ Map(pass2, scattered)
                                                                ─ ToList ─ Map(write outcome, plan)
 
-(The scatter stage has work only with ``--shuffle``: its records go through files of the run's temporary
-area, and pass 2 waits for all of it through its side input.)
+(The pre-pass stages exist only for a job that needs a pre-pass, ``ctx`` is None for a job without
+``steps.Prepass``; the size stage has work only for a ``steps.Sizing`` job, the scatter stage only with
+``--shuffle``: its records go through files of the run's temporary area, and pass 2 waits for all of it
+through its side input.)
 
 The driver (the process that calls ``run_beam``) prepares the output, runs the pipeline, then reads the
 outcome from the run's temporary area and finalizes (rename shards, write ``index.json`` last) — or raises the
@@ -44,6 +46,7 @@ from .core import OUTCOME_NAME, Outcome
 from .group import finalize_outcome
 from .interrupt import interruptible
 from .options import IN_PROCESS_RUNNERS, REFUSED_RUNNERS, parse_beam_options, runner_key
+from .steps import lite_of, needs_prepass, resolve, scatter_step, size_tasks
 
 
 class _DropLine(logging.Filter):
@@ -190,7 +193,7 @@ def _prepass(unit, job):
 
 
 def _resolve(prepasses, job):
-    return job.resolve(prepasses)
+    return resolve(job, prepasses)
 
 
 def _pass1(unit, job, ctx):
@@ -198,7 +201,7 @@ def _pass1(unit, job, ctx):
 
 
 def _size_tasks(summaries, job):
-    return job.size_tasks(summaries)
+    return size_tasks(job, summaries)
 
 
 def _sizes(task, job):
@@ -218,7 +221,7 @@ def _scatter_tasks(plan):
 
 
 def _scatter(task, job):
-    return job.scatter(task)
+    return scatter_step(job)(task)
 
 
 def _pass2(spec, job, scattered=()):
@@ -241,10 +244,10 @@ class TwoPassConversion(beam.PTransform):
         self.job = job
 
     def expand(self, pbegin):
-        job, lite = self.job, self.job.lite()  # only pass 1 needs the whole job (a tokenizer file's bytes)
+        job, lite = self.job, lite_of(self.job)  # only pass 1 needs the whole job (a tokenizer file's bytes)
         side = beam.pvalue.AsSingleton
         units = (pbegin | "Units" >> beam.Create(job.units()) | "SpreadUnits" >> beam.Reshuffle())
-        if job.needs_prepass:
+        if needs_prepass(job):
             ctx = (units | "Prepass" >> beam.Map(_prepass, lite) | "AllPrepass" >> beam.combiners.ToList()
                    | "Resolve" >> beam.Map(_resolve, lite))
         else:

@@ -7,7 +7,8 @@
 * ``pass1(unit, ctx)``: parse, compute each record's framed length without serializing, write the lengths
   (int32) to the temporary area; return a ``LibsvmSummary`` (counts, bad lines with unit-local numbers).
 * ``plan(summaries)``: accounting merged per input file, the first bad line raised in input order (line
-  numbers shifted by the lines of the file's earlier units), shard cuts by ``core.Cutter``.
+  numbers shifted by the lines of the file's earlier units), shard cuts by ``core.Cutter`` (no size step:
+  pass 1 knows every record's length).
 * ``pass2(spec)``: re-parse the units of one shard, serialize exactly its records, write it.
 
 With write-time preparation (``prep``: ``--balance``, ``--shuffle``, ``--split-by-label``) pass 1 also keeps
@@ -147,10 +148,6 @@ class LibsvmJob:
     def output(self):
         return self.options.output
 
-    def lite(self) -> "LibsvmJob":
-        """What every step but pass 1 needs: the job itself (see ``TextJob.lite``)."""
-        return self
-
     @property
     def schema(self):
         return self.options.schema
@@ -259,12 +256,6 @@ class LibsvmJob:
         return self.prep is not None and not self.options.multilabel
 
     # -- planning -------------------------------------------------------------------------------------
-    def size_tasks(self, summaries: Sequence[LibsvmSummary]) -> list:
-        return []  # pass 1 already knows every record's length
-
-    def sizes(self, task) -> None:  # pragma: no cover - no size tasks for LibSVM
-        raise TypeError("LibSVM has no size step")
-
     def plan(self, summaries: Sequence[LibsvmSummary], sizes: Sequence = (), ctx: LibsvmContext | None = None
              ) -> SetPlan:
         if ctx is not None and ctx.error is not None:

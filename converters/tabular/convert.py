@@ -2,7 +2,7 @@
 on local processes (``engines.localpool``), the same steps and bytes as every other engine.
 
 How many processes: ``workers`` (default: the usable cores), but never more than the input has work for —
-one per input file (a file is one unit of the counting and encoding passes) and one per ``BYTES_PER_WORKER``
+one per input file (a file is one unit of the pre-pass and of pass 1) and one per ``BYTES_PER_WORKER``
 of input (a smaller share costs a process more than it saves) — and never more than the cores other processes
 leave idle (``util.system.cap_workers``). This process is one of them."""
 from __future__ import annotations

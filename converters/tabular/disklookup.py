@@ -7,7 +7,7 @@ An index of every ``stride``-th key stays in memory and says which block of ``st
 512 keys (4 KiB of uint64 keys, 2 KiB of ids), or more when an index of every 512th would pass a quarter of
 the budget, so the index never does. A call sorts its queries by block and reads the blocks it needs
 (``os.preadv``, one read per file for each run of consecutive blocks) into two fixed buffers, as many blocks
-at a time as half the budget holds (at least one), then looks the queries up in them (``kernel.block_get``;
+at a time as half the budget holds (at least one), then looks the queries up in them (``lookupkernel.block_get``;
 for values, one ``searchsorted`` over the blocks read, which follow each other in key order). The process
 holds the index and the buffers, whatever the vocabulary's size; the system's page cache keeps the hot blocks
 (outside the process: it gives them back under pressure), so a block read again costs a copy, not a disk
@@ -26,8 +26,8 @@ _READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
 def table_bytes(values: int) -> int:
-    """The bytes of the in-memory hash table of ``values`` values (``kernel.table_slots``, 12 bytes a slot)."""
-    from .kernel import table_slots
+    """The bytes of the in-memory hash table of ``values`` values (``lookupkernel.table_slots``, 12 bytes a slot)."""
+    from .lookupkernel import table_slots
 
     return table_slots(values) * 12
 
@@ -115,7 +115,7 @@ class DiskLookup:
     def get(self, keys: np.ndarray) -> np.ndarray:
         """The ids of uint64 keys, or of values in a table of values (0: the empty value, or not in the
         vocabulary)."""
-        from .kernel import block_get
+        from .lookupkernel import block_get
 
         keys, fits = self._queries(keys)
         out = np.zeros(keys.size, np.int64)

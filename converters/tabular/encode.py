@@ -1,6 +1,6 @@
-"""Rows -> the target's columns: numeric transform, categorical ids (vocabulary lookup or Keras ``Hashing``
-bins), DeepFM's global ids or DLRM's per-column ids (a compact form pass 1 keeps, ``expand``ed when a shard is
-written), and seeded negative downsampling."""
+"""Rows -> the compact columns pass 1 (encoding) keeps: the numeric transform, Keras ``Hashing`` bins (the
+``--hash-buckets`` id policy's ids), the columns' facts the passes share (``ColumnFacts``) and seeded negative
+downsampling. The ids come from the id policy (``idpolicy``), the target's features from ``targets``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,33 +9,32 @@ import numpy as np
 
 from .rows import Rows
 
-__all__ = ["Tables", "numeric_values", "hash_bins", "encode", "id_offsets", "expand", "keep_mask"]
+__all__ = ["NUMERIC", "ColumnFacts", "numeric_values", "hash_bins", "compact_columns", "keep_mask"]
+
+NUMERIC = ("log1p", "minmax")  # the numeric transforms (``numeric_values``)
 
 
 @dataclass(frozen=True)
-class Tables:
-    """Per categorical column its table size (``V + 1`` with a vocabulary, ``N`` with ``--hash-buckets N``), and
-    per numeric column the min/max the ``minmax`` transform uses."""
+class ColumnFacts:
+    """What the pre-pass (counting) or the source set fixes about the columns: per categorical column its table
+    size (``V + 1`` with a vocabulary, ``N`` with ``--hash-buckets N``), and per numeric column the min/max the
+    ``minmax`` transform uses."""
 
     sizes: tuple[int, ...]
     mins: tuple[float, ...] = ()
     maxs: tuple[float, ...] = ()
 
-    def offsets(self, numeric: int) -> np.ndarray:
-        """DeepFM: the first global id of each categorical column (``numeric + sum of earlier table sizes``)."""
-        return numeric + np.concatenate([[0], np.cumsum(self.sizes, dtype=np.int64)[:-1]]).astype(np.int64)
-
     def feature_size(self, numeric: int) -> int:
         return int(numeric + sum(self.sizes))
 
 
-def numeric_values(rows: Rows, mode: str, tables: Tables) -> np.ndarray:
+def numeric_values(rows: Rows, mode: str, facts: ColumnFacts) -> np.ndarray:
     """float32 (n, numeric): missing or negative -> 0, then log1p (float64), or min-max scaling."""
     v = np.where(rows.missing | (rows.nums < 0), 0, rows.nums).astype(np.float64)
     if mode == "log1p":
         return np.log1p(v).astype(np.float32)
-    lo = np.asarray(tables.mins, np.float64)
-    span = np.asarray(tables.maxs, np.float64) - lo
+    lo = np.asarray(facts.mins, np.float64)
+    span = np.asarray(facts.maxs, np.float64) - lo
     safe = np.where(span > 0, span, 1.0)
     return np.where(span > 0, (v - lo) / safe, 0.0).astype(np.float32)
 
@@ -49,35 +48,11 @@ def hash_bins(column: np.ndarray, buckets: int) -> np.ndarray:
     return tf.strings.to_hash_bucket_fast(tf.constant(column), buckets).numpy().astype(np.int64)
 
 
-def encode(rows: Rows, mode: str, tables: Tables, sparse: np.ndarray) -> dict[str, np.ndarray]:
+def compact_columns(rows: Rows, mode: str, facts: ColumnFacts, sparse: np.ndarray) -> dict[str, np.ndarray]:
     """The rows in their compact form, what pass 1 keeps: ``label`` float32, ``dense`` float32 (n, numeric), and
-    ``sparse`` as given: (n, categorical) ids in the target's numbering (each column's ids plus its
-    ``id_offsets``: DeepFM's global ids, DLRM's per-column ids). ``expand`` makes the target's columns."""
-    return {"label": rows.labels.astype(np.float32), "dense": numeric_values(rows, mode, tables), "sparse": sparse}
-
-
-def id_offsets(target: str, tables: Tables, numeric: int) -> np.ndarray:
-    """What each categorical column adds to its ids in the target: DeepFM its first global id, DLRM nothing."""
-    if target == "deepfm":
-        return tables.offsets(numeric)
-    return np.zeros(len(tables.sizes), np.int64)
-
-
-def expand(compact: dict[str, np.ndarray], target: str) -> dict[str, np.ndarray]:
-    """The target's columns of rows in compact form: DLRM ``dense``/``sparse``/``label`` (a side without
-    columns left out); DeepFM ``ids`` (0..numeric - 1, then the global ids) and ``values`` (the numeric
-    values, then 1.0 for every categorical field) and ``label``."""
-    label, dense, sparse = compact["label"], compact["dense"], compact["sparse"]
-    if target == "dlrm":
-        return ({"label": label} | ({"dense": dense} if dense.shape[1] else {})
-                | ({"sparse": sparse.astype(np.int64, copy=False)} if sparse.shape[1] else {}))
-    n, k = dense.shape
-    gid = np.empty((n, k + sparse.shape[1]), np.int64)
-    gid[:, :k] = np.arange(k, dtype=np.int64)
-    gid[:, k:] = sparse
-    values = np.ones((n, k + sparse.shape[1]), np.float32)
-    values[:, :k] = dense
-    return {"label": label, "ids": gid, "values": values}
+    ``sparse`` as given: (n, categorical) ids in the target's numbering (each column's ids plus the target's
+    ``offsets``). The target's ``expand`` makes its features of them."""
+    return {"label": rows.labels.astype(np.float32), "dense": numeric_values(rows, mode, facts), "sparse": sparse}
 
 
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)

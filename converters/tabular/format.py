@@ -14,7 +14,7 @@ class TabularFormat(Format):
     convert = "converters.tabular.convert:run"
     job = "converters.tabular.job:TabularJob"
     cli = "converters.cli.tabular"
-    suffixes = None
+    suffixes = None  # every file of a directory is an input (Criteo's day_0 .. day_23 have no suffix)
     extras = ("s3",)
     reasons = ("wrong_field_count", "not_an_integer", "int64_overflow", "bad_label", "line_too_long")
     routine = ("sampled_out",)

@@ -1,19 +1,21 @@
-"""A tabular conversion as a two-pass job (``engines.inprocess`` describes the steps): the one driver every
-engine runs — the local engine (``convert.run``), ``run_job`` in this process, Beam and Processing.
+"""A tabular conversion as a two-pass job (``engines.steps`` describes the steps): the one driver every
+engine runs — the local engine (``convert.run``), ``run_job`` in this process, Beam and Processing. The job
+orchestrates; what differs between runs is data chosen once from the options: the target (``targets``: its
+features, widths, id offsets), the id policy (``idpolicy``: vocabulary, ``--vocab-from`` or hashing) and the
+memory budget (``budget``: each pass's share of ``--memory``).
 
 * ``units``: one per input file, in input order.
-* ``prepass(unit)`` (the counting pass; skipped with ``--vocab-from`` and with ``--hash-buckets`` under
-  ``log1p``): count every categorical value (``vocab.ColumnCounter``: sorted runs spilled to the temporary
-  area past ``--memory``) and the numeric columns' min/max.
-* ``resolve``: merge the runs of every column (``vocab.merge_runs``), keep the vocabulary, write
-  ``vocab/<column>.txt`` under a temporary name beside the shards and its sorted lookup table in the temporary
-  area (or copy ``--vocab-from``'s; ``vocabstep``); the context carries the table sizes.
-* ``pass1(unit)``: read the rows again, look their values up (``vocabstep.VocabFiles.lookup``: in memory
-  within the column's share of ``--memory``, else on disk), encode them (``encode``), drop negatives
-  (``--negative-rate``), keep
-  the target's columns in chunks in the temporary area with their framed lengths (example layout).
+* ``prepass(unit)``, the pre-pass (counting; when the id policy or ``--numeric minmax`` needs it): count every
+  categorical value (the id policy's counters: sorted runs spilled to the temporary area past their share) and
+  the numeric columns' min/max.
+* ``resolve``, the vocabulary step: the id policy's table sizes and vocabulary files (``vocab/<column>.txt``
+  under a temporary name beside the shards, sorted lookup tables in the temporary area); the context carries
+  them (``ColumnFacts``).
+* ``pass1(unit)``, pass 1 (encoding): read the rows again, drop negatives (``--negative-rate``), turn the values
+  into ids (the id policy's ``column_ids``, plus the target's offsets) and keep the rows' compact columns
+  (``encode.compact_columns``) in chunks in the temporary area with their framed lengths (example layout).
 * ``plan``: the first bad row in input order, else the shard cuts (``core.Cutter`` over the lengths; columnar:
-  blocks). ``pass2(spec)``: one shard from its chunks."""
+  blocks). ``pass2(spec)``, pass 2 (writing): one shard from its chunks, expanded to the target's features."""
 from __future__ import annotations
 
 import logging
@@ -30,32 +32,19 @@ from ..prep.options import PrepOptions
 from ..shardset.blocks import Blocks, block_lengths
 from ..shardset.manifest import InputStats
 from ..sources import expand_inputs
-from ..tfrecord.examples import framed_lengths, row_varint_bytes, serialize_batch, varint_lengths
-from ..tfrecord.layout import narrowest_int
+from ..tfrecord.examples import framed_lengths, row_varint_bytes, serialize_batch
 from ..util.errors import InputError, TfpipeError
-from .encode import Tables, encode, expand, hash_bins, id_offsets, keep_mask
-from .options import TabularOptions, target_schema
+from .budget import MemoryBudget
+from .encode import ColumnFacts, compact_columns, keep_mask
+from .lookups import clear_lookups
+from .options import TabularOptions
 from .reader import DEFAULT_BLOCK_BYTES, iter_rows
 from .skips import too_many_skipped
-from .setinfo import source_tables
-from .vocab import ColumnCounter, Run
-from .vocabstep import VocabFiles, clear_lookups
+from .vocab import CountRun
 
-__all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary", "chunk_rows_for"]
+__all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary"]
 
 log = logging.getLogger(__name__)
-
-_CHUNK_ROWS = (1 << 12, 1 << 18)  # the least and most rows of a pass-1 chunk
-
-
-def chunk_rows_for(memory: int, row_bytes: int) -> int:
-    """Rows of a pass-1 chunk: a quarter of ``--memory`` of compact rows (``row_bytes`` each, its framed
-    length included), within 4,096..262,144. Pass 1 holds one chunk's rows until it writes them (block by
-    block, no joined copy), so its memory does not grow with the rows of the input. The shards do not depend
-    on it: they are cut from the rows' lengths."""
-    lo, hi = _CHUNK_ROWS
-    return int(min(hi, max(lo, memory // 4 // max(row_bytes, 1))))
-
 
 _SLICE_ROWS = 1 << 14  # rows a shard expands to the target's columns and serializes at a time
 
@@ -63,7 +52,7 @@ _SLICE_ROWS = 1 << 14  # rows a shard expands to the target's columns and serial
 @dataclass
 class Counts:
     unit: Unit
-    runs: list[list[Run]] = field(default_factory=list)
+    runs: list[list[CountRun]] = field(default_factory=list)
     mins: list[float] = field(default_factory=list)
     maxs: list[float] = field(default_factory=list)
     error: ErrorRecord | None = None
@@ -71,10 +60,10 @@ class Counts:
 
 @dataclass(frozen=True)
 class Context:
-    """What pass 1 needs from the counting pass: the tables, the vocabulary files (column, temporary name in
-    the output location, bytes, sha256, distinct values counted), or the error that stops the run."""
+    """What pass 1 needs from the vocabulary step: the columns' facts, the vocabulary files (column, temporary
+    name in the output location, bytes, sha256, distinct values counted), or the error that stops the run."""
 
-    tables: Tables | None = None
+    facts: ColumnFacts | None = None
     files: tuple[tuple[str, str, int, str, int], ...] = ()
     error: ErrorRecord | None = None
 
@@ -106,8 +95,8 @@ class TabularJob:
     paths: tuple[str, ...]
     area: RunArea
     block_bytes: int = DEFAULT_BLOCK_BYTES
-    chunk_rows: int | None = None  # None: ``chunk_rows_for(--memory, the target's row bytes)``
-    lookup_memory: int | None = None  # bytes of one column's lookup in pass 1 (``VocabFiles``)
+    chunk_rows: int | None = None  # rows of a pass-1 chunk (None: ``budget.MemoryBudget.chunk_rows``)
+    lookup_memory: int | None = None  # bytes of one column's lookup in pass 1 (None: its share of ``--memory``)
     kind = "tabular"
 
     @classmethod
@@ -119,8 +108,7 @@ class TabularJob:
             raise TypeError(f"options must be a TabularOptions, got {type(options).__name__}")
         _check_prep(prep)
         files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs, out=out)
-        if options.vocab_from is not None:
-            source_tables(options)  # a missing or mismatched source set fails before the output is touched
+        options.ids.prepare(options)  # (a missing or mismatched --vocab-from set fails here)
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
         return cls(options, tuple(files), area, block_bytes, chunk_rows, lookup_memory)
 
@@ -132,7 +120,7 @@ class TabularJob:
 
     @property
     def needs_prepass(self) -> bool:
-        return self.options.counting
+        return self.options.needs_prepass
 
     @property
     def output(self):
@@ -141,18 +129,15 @@ class TabularJob:
     @property
     def schema(self):
         s = self.options.schema
-        return target_schema(self.options.target, len(s.numeric), len(s.categorical))
+        return self.options.target_spec.schema(len(s.numeric), len(s.categorical))
+
+    @property
+    def budget(self) -> MemoryBudget:
+        return self.options.budget(self.chunk_rows, self.lookup_memory)
 
     @property
     def rows_per_chunk(self) -> int:
-        if self.chunk_rows is not None:
-            return self.chunk_rows
-        s = self.options.schema
-        row = 4 + 4 * len(s.numeric) + 8 * len(s.categorical) + 8  # compact, as held: label, dense, sparse, length
-        return chunk_rows_for(self.options.memory, row)
-
-    def lite(self) -> "TabularJob":
-        return self
+        return self.budget.chunk_rows
 
     def units(self) -> list[Unit]:
         return plan_units([InputFile(p, 0, False) for p in self.paths], 1)
@@ -162,12 +147,10 @@ class TabularJob:
         return iter_rows(unit.path, o.schema, stats, o.output.on_error, self.block_bytes, fmt=o.input_format,
                          pad=o.pad_short_rows)
 
-    # -- the counting pass ------------------------------------------------------------------------------
+    # -- the pre-pass (counting) -------------------------------------------------------------------------
     def prepass(self, unit: Unit) -> Counts:
         o, s = self.options, self.options.schema
-        vocab = o.hash_buckets is None
-        counters = [ColumnCounter(self.area, f"{unit.key}-k{j:03d}", o.memory // max(len(s.categorical), 1))
-                    for j in range(len(s.categorical))] if vocab else []
+        counters = o.ids.counters(self.area, unit.key, len(s.categorical), self.budget)
         lo = np.full(len(s.numeric), np.iinfo(np.int64).max, np.int64)
         hi = np.zeros(len(s.numeric), np.int64)
         seen = False
@@ -190,45 +173,27 @@ class TabularJob:
         out.maxs = hi.astype(float).tolist() if seen else []
         return out
 
+    # -- the vocabulary step -----------------------------------------------------------------------------
     def resolve(self, prepasses: Sequence[Counts] = ()) -> Context:
-        o, s = self.options, self.options.schema
-        if o.vocab_from is not None:
-            return self._copy_source()
+        o, k = self.options, len(self.options.schema.numeric)
         counts = sorted(prepasses, key=lambda p: p.unit.index)
         for p in counts:
             if p.error is not None:
                 return Context(error=p.error)
-        k = len(s.numeric)
         mins = tuple(min([p.mins[j] for p in counts if p.mins], default=0.0) for j in range(k))
         maxs = tuple(max([p.maxs[j] for p in counts if p.maxs], default=0.0) for j in range(k))
-        if o.hash_buckets is not None:
-            return Context(Tables((o.hash_buckets,) * len(s.categorical), mins, maxs))
-        files, sizes = [], []
-        for j, name in enumerate(s.categorical):
-            runs = [r for p in counts for r in p.runs[j]]
-            entry, size = self.vocab.counted(name, runs)  # streamed: the vocabulary is never held
-            files.append(entry)
-            sizes.append(size + 1)
-        return Context(Tables(tuple(sizes), mins, maxs), tuple(files))
+        return Context(*o.ids.resolve(self.area, o, self.budget, counts, mins, maxs))
 
-    def _copy_source(self) -> Context:
-        tables, vocabs = source_tables(self.options)
-        return Context(tables, tuple(self.vocab.copied(v) for v in vocabs))
-
-    @property
-    def vocab(self) -> VocabFiles:
-        return VocabFiles(self.area, self.options, self.lookup_memory)
-
-    # -- pass 1 -----------------------------------------------------------------------------------------
+    # -- pass 1 (encoding) ------------------------------------------------------------------------------
     def pass1(self, unit: Unit, ctx: Context | None = None) -> Summary:
         o, s = self.options, self.options.schema
         out = Summary(unit, InputStats(unit.path))
         if ctx is None or ctx.error is not None:
             return out
-        lookups = None if o.hash_buckets is not None else [self.vocab.lookup(n, ctx.tables.sizes[j] - 1)
-                                                           for j, n in enumerate(s.categorical)]
-        wide = self._top_id(ctx.tables) >= 1 << 32  # the compact ids: uint32, or int64 past 2**32 - 1
-        offsets = id_offsets(o.target, ctx.tables, len(s.numeric))
+        ids = o.ids.column_ids(self.area, s.categorical, ctx.facts, self.budget)
+        wide = o.target_spec.top_id(ctx.facts, len(s.numeric)) >= 1 << 32  # uint32 ids, or int64 past 2**32 - 1
+        offsets = o.target_spec.offsets(ctx.facts, len(s.numeric))
+        chunk_rows = self.rows_per_chunk
         parts: list[dict[str, np.ndarray]] = []
         pending = 0
         try:
@@ -243,13 +208,13 @@ class TabularJob:
                     rows = rows.take(keep)
                     if not len(rows):  # every row of the block sampled out
                         continue
-                cols = encode(rows, o.numeric, ctx.tables, self._sparse(rows, lookups, offsets, wide))
+                cols = compact_columns(rows, o.numeric, ctx.facts, self._sparse(rows, ids, offsets, wide))
                 if not self.output.columnar:
                     cols["len"] = self._lengths(cols)
                 out.stats.records_written += len(rows)
                 parts.append(cols)
                 pending += len(rows)
-                if pending >= self.rows_per_chunk:
+                if pending >= chunk_rows:
                     self._flush(out, parts, wide)
                     parts, pending = [], 0
         except InputError as exc:
@@ -259,15 +224,13 @@ class TabularJob:
             self._flush(out, parts, wide)
         return out
 
-    def _sparse(self, rows, lookups, offsets: np.ndarray, wide: bool) -> np.ndarray:
-        """A block's compact ids, (n, categorical) uint32 (int64 when ``wide``): each column's vocabulary ids
-        (``lookups``; None: its ``--hash-buckets`` bins) plus its ``offsets``, written column by column in place."""
+    @staticmethod
+    def _sparse(rows, ids: list, offsets: np.ndarray, wide: bool) -> np.ndarray:
+        """A block's compact ids, (n, categorical) uint32 (int64 when ``wide``): each column's ids (``ids``: the
+        id policy's, per column) plus its ``offsets``, written column by column in place."""
         out = np.empty((len(rows), rows.ncat), np.int64 if wide else np.uint32)
         for j in range(rows.ncat):
-            if lookups is None:
-                out[:, j] = hash_bins(rows.cat(j), self.options.hash_buckets) + offsets[j]
-            else:
-                lookups[j].put(rows, j, out, j, int(offsets[j]))
+            ids[j].put(rows, j, out, j, int(offsets[j]))
         return out
 
     def _flush(self, out: Summary, parts: list[dict[str, np.ndarray]], wide: bool) -> None:
@@ -280,12 +243,7 @@ class TabularJob:
     def _lengths(self, cols: dict[str, np.ndarray]) -> np.ndarray:
         """The framed length of each row's record in the target's example layout, from its compact form."""
         n, (k, c) = len(cols["label"]), (cols["dense"].shape[1], cols["sparse"].shape[1])
-        varints = row_varint_bytes(cols["sparse"])
-        if self.options.target == "deepfm":
-            payloads = {"label": np.full(n, 4, np.int64), "values": 4 * (k + c),
-                        "ids": varints + int(varint_lengths(np.arange(k)).sum())}
-        else:
-            payloads = {"label": np.full(n, 4, np.int64), "dense": 4 * k, "sparse": varints}
+        payloads = self.options.target_spec.payloads(n, k, c, row_varint_bytes(cols["sparse"]))
         return framed_lengths(self.schema, payloads)
 
     def _load(self, chunk: Chunk, lo: int, hi: int) -> dict[str, np.ndarray]:
@@ -298,18 +256,9 @@ class TabularJob:
             size = np.dtype(dtype).itemsize * (width if name != "label" else 1)
             a = np.frombuffer(self.area.get_range(f"{chunk.key}.{name}", lo * size, hi * size), dtype)
             compact[name] = a if name == "label" else a.reshape(hi - lo, width)
-        return expand(compact, self.options.target)
+        return self.options.target_spec.expand(compact)
 
-    # -- plan and pass 2 ----------------------------------------------------------------------------------
-    def size_tasks(self, summaries: Sequence[Summary]) -> list:
-        return []
-
-    def sizes(self, task) -> None:  # pragma: no cover - lengths come from pass 1
-        return None
-
-    def scatter(self, task):  # pragma: no cover - no --shuffle
-        raise TypeError("tabular has no scatter step")
-
+    # -- the plan and pass 2 (writing) --------------------------------------------------------------------
     def plan(self, summaries: Sequence[Summary], sizes: Sequence = (), ctx: Context | None = None) -> SetPlan:
         clear_lookups()  # pass 1 is done: the shards need no vocabulary
         if ctx is not None and ctx.error is not None:
@@ -327,7 +276,7 @@ class TabularJob:
                 chunks.append((at, c))
                 at += c.rows
         total = at
-        layout = self.record_layout(ctx.tables)
+        layout = self.record_layout(ctx.facts)
         if layout.columnar:
             ranges = _block_shards(total, self.schema, layout, self.output.shard_size)
         else:
@@ -346,37 +295,23 @@ class TabularJob:
                     layout=layout.to_json(),
                     files=tuple((tmp, f"vocab/{name}.txt", n) for name, tmp, n, _, _ in ctx.files))
 
-    def _top_id(self, tables: Tables) -> int:
-        """The largest id the target stores: DeepFM's last global id, DLRM's largest table's last id."""
-        k = len(self.options.schema.numeric)
-        return tables.feature_size(k) - 1 if self.options.target == "deepfm" else max(tables.sizes, default=1) - 1
-
-    def record_layout(self, tables: Tables):
-        top = self._top_id(tables)
-        idname = "ids" if self.options.target == "deepfm" else "sparse"
-        stored = {f.name: ("uint8" if f.name == "label" else narrowest_int(0, top) if f.name == idname
-                           else "float32") for f in self.schema.features}
-        out = self.options.layout.record_layout(stored)
+    def record_layout(self, facts: ColumnFacts):
+        target = self.options.target_spec
+        out = self.options.layout.record_layout(
+            target.stored(self.schema, target.top_id(facts, len(self.options.schema.numeric))))
         out.check_schema(self.schema)
         return out
 
     def _extra(self, summaries: Sequence[Summary], ctx: Context) -> dict:
-        o, s = self.options, self.options.schema
-        t = ctx.tables
-        k = len(s.numeric)
-        columns = []  # in the schema's order: DeepFM's offsets are the running sum of these table sizes
-        for j, name in enumerate(s.categorical):
-            entry: dict = {"column": name, "table_size": t.sizes[j]}
-            if o.hash_buckets is None:
-                _, _, nbytes, sha, distinct = ctx.files[j]
-                entry.update({"vocab": f"vocab/{name}.txt", "vocab_size": t.sizes[j] - 1, "bytes": nbytes,
-                              "sha256": sha} | ({"distinct": distinct} if distinct >= 0 else {}))
-            columns.append(entry)
+        o, s, t = self.options, self.options.schema, ctx.facts
+        files = ctx.files or (None,) * len(s.categorical)  # (an id policy without files)
+        # in the schema's order: DeepFM's offsets are the running sum of these table sizes
+        columns = [o.ids.entry(name, t.sizes[j], files[j]) for j, name in enumerate(s.categorical)]
         neg_in = sum(x.negatives_in for x in summaries)
         neg_kept = sum(x.negatives_kept for x in summaries)
-        extra = {"target": o.target, "feature_size": t.feature_size(k), "numeric_fields": k,
-                 "categorical": columns, "negatives_in": neg_in, "negatives_kept": neg_kept,
-                 "negative_kept_fraction": (neg_kept / neg_in) if neg_in else 1.0}
+        extra = o.target_spec.extra(t, len(s.numeric)) | {
+            "categorical": columns, "negatives_in": neg_in, "negatives_kept": neg_kept,
+            "negative_kept_fraction": (neg_kept / neg_in) if neg_in else 1.0}
         if o.numeric == "minmax":
             extra["minmax"] = {n: [t.mins[j], t.maxs[j]] for j, n in enumerate(s.numeric)}
         extra["files"] = [{"name": e["vocab"], "bytes": e["bytes"], "sha256": e["sha256"]}

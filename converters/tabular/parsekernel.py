@@ -1,8 +1,7 @@
 """numba kernels that parse the tabular format's text: one pass over a block of complete lines (each line's
 status, label, integer columns and categorical keys: ``parse_block``, counts written as integral decimals read
 off the fast path: ``_decimal``), the fields' offsets and a categorical column's bytes for values longer than 8
-bytes (``split_fields``, ``gather``), and one field of a bad line (``field_span``).
-``kernel`` re-exports them beside the counting and lookup kernels."""
+bytes (``split_fields``, ``gather``), and one field of a bad line (``field_span``)."""
 from __future__ import annotations
 
 import numpy as np

@@ -16,23 +16,21 @@ from ..shardset.manifest import InputStats
 from ..sources import compression_of, open_input
 from ..util.errors import InputError
 from ..util.excerpt import excerpt
-from . import kernel as K
+from . import parsekernel as K
 from .header import column_index, found_missing, missing_columns
 from .rows import GATHER_BYTES, Rows, slices
 from .schema import FORMATS, TableSchema
 
-__all__ = ["Rows", "iter_rows", "REASONS", "DEFAULT_BLOCK_BYTES", "MAX_LINE_BYTES", "FORMATS", "is_parquet",
-           "is_csv", "file_format", "INPUT_SUFFIXES"]
+__all__ = ["Rows", "iter_rows", "DEFAULT_BLOCK_BYTES", "MAX_LINE_BYTES", "FORMATS", "is_parquet", "is_csv",
+           "file_format"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_BYTES = 8 << 20
 MAX_LINE_BYTES = 256 << 20  # a longer line is a bad row (line_too_long), read through and skipped, never held
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, which some writers put before a CSV header
-REASONS = ("wrong_field_count", "not_an_integer", "int64_overflow", "bad_label", "line_too_long")
 _REASON = {K.BAD_FIELDS: "wrong_field_count", K.NOT_INT: "not_an_integer", K.OVERFLOW: "int64_overflow",
            K.BAD_LABEL: "bad_label"}
-INPUT_SUFFIXES = None  # every file of a directory is an input (Criteo's day_0 .. day_23 have no suffix)
 
 
 def _base(path: str) -> str:

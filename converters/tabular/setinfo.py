@@ -16,9 +16,9 @@ from ..storage import open_storage
 from ..util.checks import is_integral
 from ..util.errors import InputError, IntegrityError
 from ..util.fs import is_sha256
-from .encode import Tables
-from .options import NUMERIC, TARGETS
+from .encode import NUMERIC, ColumnFacts
 from .schema import TableSchema
+from .targets import TARGETS
 
 __all__ = ["SourceVocab", "SourceSet", "source_set", "source_tables", "categorical_entries"]
 
@@ -48,7 +48,7 @@ def source_set(src: str) -> SourceSet:
     target, numeric, buckets = o.get("target"), o.get("numeric"), o.get("hash_buckets")
     if target not in TARGETS or numeric not in NUMERIC:
         raise IntegrityError(f"--vocab-from {src}: its manifest's options name target {target!r} and numeric "
-                             f"{numeric!r}, expected one of {TARGETS} and {NUMERIC}")
+                             f"{numeric!r}, expected one of {tuple(TARGETS)} and {NUMERIC}")
     if buckets is not None and not (is_integral(buckets) and buckets >= 1):
         raise IntegrityError(f"--vocab-from {src}: its manifest's options.hash_buckets {buckets!r} is not a "
                              "positive integer")
@@ -78,8 +78,8 @@ class SourceVocab:
     label: str
 
 
-def source_tables(options) -> tuple[Tables, list[SourceVocab]]:
-    """``(tables, one SourceVocab per categorical column)`` of ``options.vocab_from`` (nothing read but its
+def source_tables(options) -> tuple[ColumnFacts, list[SourceVocab]]:
+    """``(facts, one SourceVocab per categorical column)`` of ``options.vocab_from`` (nothing read but its
     manifest), after checking that ``options`` agree with it (see the module docstring)."""
     src = str(options.vocab_from)
     ss = source_set(src)
@@ -105,7 +105,7 @@ def source_tables(options) -> tuple[Tables, list[SourceVocab]]:
     mins = maxs = (0.0,) * len(s.numeric)
     if options.numeric == "minmax":
         mins, maxs = _minmax(src, x, s.numeric)
-    return Tables(tuple(e["table_size"] for e in entries), mins, maxs), vocabs
+    return ColumnFacts(tuple(e["table_size"] for e in entries), mins, maxs), vocabs
 
 
 def _check_agrees(src: str, ss: SourceSet, options) -> None:

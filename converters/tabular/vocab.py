@@ -1,15 +1,15 @@
 """Exact categorical vocabularies in bounded memory.
 
-Counting (the job's pre-pass, one task per input): each column's values are counted per block (values of at
-most 8 bytes by their keys, radix-sorted and counted in kernels: ``unique_keys``; longer ones by ``np.argsort``)
-and merged into a sorted ``(values, counts)`` accumulator; when the task's accumulators pass their share of
-``--memory`` they are written to the run's temporary area as a sorted run and emptied, so a task's memory does
-not grow with rows or distinct values. ``merge_runs`` merges every task's runs of a column
-in chunks (a k-way merge over sorted runs read piece by piece). The vocabulary keeps the values seen at least
-``min_count`` times, ids 1..V by descending count, ties by descending bytes (Keras ``StringLookup.adapt``'s and
-tf.Transform's order; ``vocabwrite`` streams it from the merge, never holding it); the vocabulary file lists
-them in id order, one per line, so ``tf.keras.layers.StringLookup(vocabulary=file, num_oov_indices=1)`` gives
-the same ids; everything else (missing, rarer, never seen) is id 0.
+Counting (the job's pre-pass, one task per input): each column's values are counted per block (values of at most 8
+bytes by their keys, radix-sorted and counted in kernels: ``unique_keys``; longer ones by ``np.argsort``) and
+merged into a sorted ``(values, counts)`` accumulator; when the task's accumulators pass their share of
+``--memory`` (``budget.MemoryBudget.count_bytes``) they are written to the run's temporary area as a sorted run
+and emptied, so a task's memory does not grow with rows or distinct values. ``merge_runs`` merges every task's
+runs of a column in chunks (a k-way merge over sorted runs read piece by piece). The vocabulary keeps the values
+seen at least ``min_count`` times, ids 1..V by descending count, ties by descending bytes (Keras
+``StringLookup.adapt``'s and tf.Transform's order; ``vocabwrite`` streams it from the merge, never holding it);
+the vocabulary file lists them in id order, one per line, so ``tf.keras.layers.StringLookup(vocabulary=file,
+num_oov_indices=1)`` gives the same ids; everything else (missing, rarer, never seen) is id 0.
 
 Values are fixed-width bytes arrays (numpy ``S``): a value's trailing NUL bytes are not part of it (no real
 table has them), here and in ``--hash-buckets``' bins alike. Values longer than ``vocablong.LONG`` bytes are
@@ -18,14 +18,14 @@ take the width of a rare long value: a long value costs its own length."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, TypeVar
 
 import numpy as np
 
 from .vocablong import LONG, LongLookup, interleave, merge_long, put_long, servable_long, split_long
 
-__all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "Run",
-           "merge_runs", "write_run", "table_keys", "Lookup", "short_keys"]
+__all__ = ["sort_key", "unique_counts", "unique_keys", "servable", "merge_sorted", "ColumnCounter", "SortedRun",
+           "CountRun", "merge_runs", "write_run", "table_keys", "Lookup", "short_keys"]
 
 CHUNK = 1 << 16  # entries read from each run at a time by the merge
 _RADIX_FROM = 1 << 12  # keys from which a block's column is radix-sorted (fewer: np.sort, no histogram to clear)
@@ -66,7 +66,7 @@ def unique_counts(values: np.ndarray, counts: np.ndarray | None = None) -> tuple
 def unique_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct values (as ``S8``) and counts of values given by their uint64 keys, the empty value
     (key 0) and values a vocabulary file cannot hold (``servable``) left out."""
-    from .kernel import count_sorted, radix_sort
+    from .countkernel import count_sorted, radix_sort
 
     u, counts = count_sorted(radix_sort(keys) if keys.size >= _RADIX_FROM else np.sort(keys))
     return u.astype(">u8").view("S8"), counts
@@ -84,7 +84,7 @@ def merge_sorted(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.nda
 
 def servable(values: np.ndarray) -> np.ndarray:
     """Which values a vocabulary file can hold so that StringLookup reads them back: not empty (missing), no
-    newline, no trailing carriage return (TensorFlow's line reader drops it). ``kernel._servable_key`` applies the
+    newline, no trailing carriage return (TensorFlow's line reader drops it). ``countkernel._servable_key`` applies the
     same rule to a value's 8-byte key (``unique_keys``)."""
     ok = values != b""
     if values.dtype.itemsize > 0:
@@ -93,10 +93,11 @@ def servable(values: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Run:
+class SortedRun:
     """A sorted run of one column in the temporary area: ``key + '.v'`` (values of at most ``vocablong.LONG``
-    bytes, ``width`` bytes each) and ``key + '.c'`` (int64 counts), ``size`` entries; ``long`` longer values in
-    ``vocablong``'s files."""
+    bytes, ``width`` bytes each) and ``key + '.c'`` (an int64 beside each value), ``size`` entries; ``long``
+    longer values in ``vocablong``'s files. What the int64s are is the run's kind (``CountRun``,
+    ``vocabcopy.IdRun``); ``merge_runs`` merges runs of one kind, a value's int64s summed."""
 
     key: str
     width: int
@@ -104,26 +105,34 @@ class Run:
     long: int = 0
 
 
-def write_run(area, key: str, values: np.ndarray, counts: np.ndarray,
-              long: tuple[list[bytes], np.ndarray] | None = None) -> Run:
-    """A sorted run (``values`` ascending, an int64 per value; ``long``: the longer values, ascending, and
-    theirs) written to the temporary area as ``key``."""
+class CountRun(SortedRun):
+    """A sorted run of one column's counts (``ColumnCounter``'s): the int64 beside each value is how many times
+    it was seen."""
+
+
+_R = TypeVar("_R", bound=SortedRun)
+
+
+def write_run(kind: type[_R], area, key: str, values: np.ndarray, ints: np.ndarray,
+              long: tuple[list[bytes], np.ndarray] | None = None) -> _R:
+    """A sorted run of ``kind`` (``values`` ascending, an int64 per value; ``long``: the longer values,
+    ascending, and theirs) written to the temporary area as ``key``."""
     area.put_array(key + ".v", np.frombuffer(values.tobytes(), np.uint8))
-    area.put_array(key + ".c", np.asarray(counts, np.int64))
+    area.put_array(key + ".c", np.asarray(ints, np.int64))
     if long and long[0]:
         put_long(area, key, *long)
-    return Run(key, values.dtype.itemsize, int(values.size), len(long[0]) if long else 0)
+    return kind(key, values.dtype.itemsize, int(values.size), len(long[0]) if long else 0)
 
 
 class ColumnCounter:
     """One column's counts in one task: blocks in, sorted runs out (see the module docstring)."""
 
-    def __init__(self, area, key: str, limit: int):
-        self.area, self.key, self.limit = area, key, max(int(limit), 1 << 16)
+    def __init__(self, area, key: str, hold: int):
+        self.area, self.key, self.hold = area, key, int(hold)  # bytes held before a merge (``budget.count_bytes``)
         self.parts: list[tuple[np.ndarray, np.ndarray]] = []
         self.nbytes = 0
         self.long: dict[bytes, int] = {}  # values longer than ``vocablong.LONG`` bytes -> counts
-        self.runs: list[Run] = []
+        self.runs: list[CountRun] = []
 
     def add(self, values: np.ndarray | None, keys: np.ndarray | None = None) -> None:
         """Count a block's values (a bytes array, or ``keys``: the uint64 keys of values of at most 8 bytes)."""
@@ -150,11 +159,11 @@ class ColumnCounter:
         self._check()
 
     def _check(self) -> None:
-        if self.nbytes > self.limit // 2:
+        if self.nbytes > self.hold:
             held = self.nbytes - sum(v.nbytes + c.nbytes for v, c in self.parts)  # the long values'
             self.parts = [merge_sorted(self.parts)]
             self.nbytes = held + self.parts[0][0].nbytes + self.parts[0][1].nbytes
-            if self.nbytes > self.limit // 2:
+            if self.nbytes > self.hold:
                 self.spill()
 
     def spill(self) -> None:
@@ -163,16 +172,16 @@ class ColumnCounter:
         self.parts, self.nbytes, self.long = [], 0, {}
         if not v.size and not long:
             return
-        self.runs.append(write_run(self.area, f"{self.key}-r{len(self.runs):04d}", v, c,
+        self.runs.append(write_run(CountRun, self.area, f"{self.key}-r{len(self.runs):04d}", v, c,
                                    ([x for x, _ in long], np.array([n for _, n in long], np.int64))))
 
-    def finish(self) -> list[Run]:
+    def finish(self) -> list[CountRun]:
         self.spill()
         return self.runs
 
 
 class _Reader:
-    def __init__(self, area, run: Run, chunk: int):
+    def __init__(self, area, run: SortedRun, chunk: int):
         self.area, self.run, self.chunk, self.at = area, run, chunk, 0
         self.v = np.zeros(0, f"S{run.width}")
         self.c = np.zeros(0, np.int64)
@@ -196,10 +205,11 @@ class _Reader:
         return out
 
 
-def merge_runs(area, runs: Sequence[Run], chunk: int = CHUNK) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The merged ``(values, counts)`` of sorted runs, in ascending value order, chunk by chunk: at most about
-    ``chunk`` entries of every run are held at a time (of the long values, about ``chunk * vocablong.LONG``
-    bytes of every run, at least one value; a chunk with long values is an ``object`` array)."""
+def merge_runs(area, runs: Sequence[SortedRun], chunk: int = CHUNK) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The merged ``(values, int64s)`` of sorted runs of one kind (counts, or ids), in ascending value order,
+    equal values' int64s summed, chunk by chunk: at most about ``chunk`` entries of every run are held at a
+    time (of the long values, about ``chunk * vocablong.LONG`` bytes of every run, at least one value; a chunk
+    with long values is an ``object`` array)."""
     short = _merge_short(area, runs, chunk)
     long = [r for r in runs if r.long]
     if not long:
@@ -207,7 +217,7 @@ def merge_runs(area, runs: Sequence[Run], chunk: int = CHUNK) -> Iterator[tuple[
     return interleave(short, merge_long(area, long, chunk * LONG, chunk))
 
 
-def _merge_short(area, runs: Sequence[Run], chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _merge_short(area, runs: Sequence[SortedRun], chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     readers = [_Reader(area, r, chunk) for r in runs if r.size]
     while True:
         for r in readers:
@@ -242,7 +252,7 @@ def short_keys(column: np.ndarray) -> np.ndarray:
 
 class Lookup:
     """Value -> id of one column's vocabulary. Values of at most 8 bytes are looked up by their uint64 keys: in
-    a hash table (``kernel.table_build``) or, past the column's memory, a sorted table read from disk
+    a hash table (``lookupkernel.table_build``) or, past the column's memory, a sorted table read from disk
     (``disklookup.DiskLookup``). A vocabulary with longer values is a sorted copy and ``searchsorted``, or,
     past the column's memory, its sorted table of fixed-width values on disk. Values longer than
     ``vocablong.LONG`` bytes are looked up in ``long`` (``vocablong.LongLookup``, set by the caller), if any."""
@@ -250,7 +260,7 @@ class Lookup:
     long: LongLookup | None = None
 
     def __init__(self, values: np.ndarray, keys: np.ndarray | None = None, ids: np.ndarray | None = None):
-        from .kernel import table_build, table_slots
+        from .lookupkernel import table_build, table_slots
 
         self.size = int(values.size if keys is None else keys.size)
         self.disk = None
@@ -296,7 +306,7 @@ class Lookup:
             return np.zeros(keys.size, np.int64)
         if self.disk is not None:
             return self.disk.get(keys)
-        from .kernel import table_get
+        from .lookupkernel import table_get
 
         return table_get(self.table, keys)
 
@@ -316,7 +326,7 @@ class Lookup:
         the hash table when the block has the column's keys, else through ``of``."""
         key = rows.key(j)
         if key is not None and self.table is not None and self.size:
-            from .kernel import table_put
+            from .lookupkernel import table_put
 
             table_put(self.table, key, out, col, offset)
         else:

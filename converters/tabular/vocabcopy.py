@@ -1,9 +1,10 @@
 """A source set's vocabulary (``--vocab-from``) copied into the new set in bounded memory: its file streamed to
 a local file (checked against the source manifest's size and sha256 as it goes; a mismatch stops the run before
-any shard), and its lines, whose line number is the id, kept as sorted ``(value, id)`` runs in the temporary
-area for ``merge_runs``: the same sorted lookup table a counted vocabulary has (``vocabwrite``). Every line must
-be one StringLookup serves as it is: not empty, no carriage return or NUL as its last byte (TensorFlow's line
-reader drops the one, numpy's fixed-width values the other); ``VocabFiles.copied`` refuses a value listed twice."""
+any shard), and its lines, whose line number is the id, kept as sorted ``(value, id)`` runs (``IdRun``) in the
+temporary area for ``merge_runs``: the same sorted lookup table a counted vocabulary has (``vocabwrite``). Every
+line must be one StringLookup serves as it is: not empty, no carriage return or NUL as its last byte
+(TensorFlow's line reader drops the one, numpy's fixed-width values the other); ``VocabFiles.copied`` refuses a
+value listed twice."""
 from __future__ import annotations
 
 import hashlib
@@ -14,16 +15,20 @@ import numpy as np
 from ..util.errors import IntegrityError
 from ..util.excerpt import excerpt
 from .setinfo import SourceVocab
-from .vocab import Run, sort_key, write_run
+from .vocab import SortedRun, sort_key, write_run
 from .vocablong import LONG
 
-__all__ = ["copy_vocabulary", "READ_BYTES"]
+__all__ = ["copy_vocabulary", "IdRun", "READ_BYTES"]
 
 READ_BYTES = 4 << 20  # bytes of the source file read at a time
 
 
+class IdRun(SortedRun):
+    """A sorted run of a source vocabulary's lines: the int64 beside each value is its id (its line number)."""
+
+
 def copy_vocabulary(src: SourceVocab, text_path: str, area, stem: str,
-                    read_bytes: int = READ_BYTES) -> list[Run]:
+                    read_bytes: int = READ_BYTES) -> list[IdRun]:
     """Copy ``src`` to ``text_path`` (local, fsynced); the sorted ``(value, id)`` runs of its lines (named
     ``stem-rNNNN`` in ``area``)."""
     h, runs, carry, at, ids = hashlib.sha256(), [], b"", 0, 0
@@ -71,7 +76,7 @@ def _check_lines(data: bytes, cut: int, ids: int, src: SourceVocab) -> None:
                              "tfpipe's ids")
 
 
-def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[Run]) -> int:
+def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[IdRun]) -> int:
     """One sorted run of ``lines`` (ids ``first + 1``, ...), at the width of its longest line of at most
     ``vocablong.LONG`` bytes (longer lines: the run's long part); the last id."""
     ids = np.arange(first + 1, first + 1 + len(lines), dtype=np.int64)
@@ -83,5 +88,5 @@ def _spill(lines: list[bytes], first: int, area, stem: str, runs: list[Run]) -> 
         lines, ids = [v for v in lines if len(v) <= LONG], ids[keep]
     values = np.array(lines, dtype="S") if lines else np.zeros(0, "S1")
     order = np.argsort(sort_key(values), kind="stable")
-    runs.append(write_run(area, f"{stem}-r{len(runs):04d}", values[order], ids[order], long))
+    runs.append(write_run(IdRun, area, f"{stem}-r{len(runs):04d}", values[order], ids[order], long))
     return first + len(long[0]) + values.size if long else first + values.size

@@ -1,5 +1,5 @@
 """Long categorical values (more than ``LONG`` bytes) on a path of their own, so that a long value costs its own
-length, never the rows beside it times its length: the fixed-width arrays of the counting pass, its runs, their
+length, never the rows beside it times its length: the fixed-width arrays of the pre-pass (counting), its runs, their
 merge and the lookup tables hold values of at most ``LONG`` bytes; the rare longer ones are counted in a dict,
 spilled as sorted runs of their own (``.lv``: the values joined, ``.le``: int64 end offsets, ``.lc``: int64
 counts or ids), merged with ``heapq.merge`` a few MiB of every run at a time, and woven back into the merge's
@@ -78,7 +78,7 @@ def objects(values: list) -> np.ndarray:
 
 
 def merge_long(area, runs, budget: int, chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The merged long ``(values, counts)`` of sorted runs (``vocab.Run``s with a long part) in ascending order,
+    """The merged long ``(values, counts)`` of sorted runs (``vocab.SortedRun``s with a long part) in ascending order,
     equal values summed, at most ``chunk`` values or about ``budget`` bytes a chunk; every run read about
     ``budget`` bytes at a time."""
     vals: list[bytes] = []

@@ -1,52 +1,40 @@
-"""The vocabulary step's files and pass 1's lookups, in the run's areas: a column's vocabulary file beside the
-shards under a temporary name and its sorted lookup table in the temporary area (counted: ``vocabwrite``;
-``--vocab-from``: ``vocabcopy``), and the lookup pass 1 makes of it (in memory within the column's share of
-``--memory``, else ``disklookup``). The table's keys are uint64 (``.skeys``) when every value has at most 8
-bytes, else the values at the width of the longest (``.svals``); values longer than ``vocablong.LONG`` bytes
-are in a table of their own (``.lv``, ``.le``, ``.lc``: ``vocablong``'s files, ids as int64), looked up by
+"""The vocabulary step's files, in the run's areas: a column's vocabulary file beside the shards under a temporary
+name and its sorted lookup table in the temporary area (counted: ``vocabwrite``; ``--vocab-from``: ``vocabcopy``),
+from which pass 1 opens its lookup (``lookups``). The table's keys are uint64 (``.skeys``) when every value has at
+most 8 bytes, else the values at the width of the longest (``.svals``); values longer than ``vocablong.LONG``
+bytes are in a table of their own (``.lv``, ``.le``, ``.lc``: ``vocablong``'s files, ids as int64), looked up by
 ``vocablong.LongLookup``."""
 from __future__ import annotations
 
-import logging
 import os
 from typing import Sequence
 
 import numpy as np
 
 from ..util.errors import IntegrityError
-from ..util.units import format_size
-from .disklookup import DiskLookup, table_bytes
-from .vocab import CHUNK, Lookup, Run, merge_runs, table_keys
+from .vocab import CountRun, SortedRun, merge_runs, table_keys
 from .vocabcopy import copy_vocabulary
-from .vocablong import LongLookup, table_parts
+from .vocablong import table_parts
 from .vocabwrite import write_vocabulary
 
-__all__ = ["VocabFiles", "Entry", "clear_lookups"]
-
-log = logging.getLogger(__name__)
+__all__ = ["VocabFiles", "Entry"]
 
 Entry = tuple[str, str, int, str, int]  # column, temporary name beside the shards, bytes, sha256, distinct (-1)
-_LOOKUPS: dict[tuple, Lookup] = {}  # per process: (run id, output, column) -> its vocabulary's lookup
-
-
-def clear_lookups() -> None:
-    """Drop this process's lookups (pass 1 is over)."""
-    _LOOKUPS.clear()
 
 
 class VocabFiles:
-    """The vocabulary files and lookups of one run (``area``) under ``options`` (``--min-count``, ``--memory``);
-    ``lookup_memory``: bytes of one column's lookup in pass 1 (None: half of ``--memory`` over the columns)."""
+    """The vocabulary files and lookup tables of one run (``area``): values seen at least ``min_count`` times
+    kept; the merge's reads within ``budget`` (a ``budget.MemoryBudget``)."""
 
-    def __init__(self, area, options, lookup_memory: int | None = None):
-        self.area, self.options, self.lookup_memory = area, options, lookup_memory
+    def __init__(self, area, min_count: int, budget):
+        self.area, self.min_count, self.budget = area, min_count, budget
 
-    def counted(self, name: str, runs: Sequence[Run]) -> tuple[Entry, int]:
+    def counted(self, name: str, runs: Sequence[CountRun]) -> tuple[Entry, int]:
         """A counted vocabulary, streamed from the merge (``vocabwrite``): its file under a temporary name
         beside the shards, its sorted table in the temporary area."""
         out, tmp, path = self._text_file(name)
         with _TableWriter(self.area.temp(), f"vocab-{name}") as table:
-            vf = write_vocabulary(lambda: merge_runs(self.area, runs, self._merge_chunk(runs)), self.options.min_count,
+            vf = write_vocabulary(lambda: merge_runs(self.area, runs, self._merge_chunk(runs)), self.min_count,
                                   path, table.append)
         out.stage(path, tmp)
         return (name, tmp, vf.nbytes, vf.sha256, vf.distinct), vf.size
@@ -58,11 +46,9 @@ class VocabFiles:
         tmp = f"{self.area.shard_tmp_prefix}vocab-{name}.txt"
         return out, tmp, os.path.join(out.staging_dir(), tmp)
 
-    def _merge_chunk(self, runs: Sequence[Run]) -> int:
-        """Entries read from each run at a time: the merge holds half of ``--memory`` however many runs there are
-        (at least 1,024 entries a run, at most ``vocab.CHUNK``)."""
-        entry = max([r.width for r in runs], default=8) + 8
-        return int(min(CHUNK, max(1024, self.options.memory // 2 // max(len(runs), 1) // entry)))
+    def _merge_chunk(self, runs: Sequence[SortedRun]) -> int:
+        """Entries read from each run at a time (``budget.MemoryBudget.merge_entries``)."""
+        return self.budget.merge_entries(len(runs), max([r.width for r in runs], default=8))
 
     def copied(self, src) -> Entry:
         """``--vocab-from``'s vocabulary of one column, streamed (``vocabcopy``): its file under a temporary name
@@ -84,54 +70,6 @@ class VocabFiles:
                                  "once: StringLookup cannot load it")
         out.stage(path, tmp)
         return (name, tmp, src.nbytes, src.sha256, -1)
-
-    @property
-    def lookup_budget(self) -> int:
-        """Bytes one column's lookup may hold in pass 1: half of ``--memory`` over the categorical columns."""
-        if self.lookup_memory is not None:
-            return self.lookup_memory
-        return self.options.memory // 2 // max(len(self.options.schema.categorical), 1)
-
-    def lookup(self, name: str, size: int) -> Lookup:
-        """Column ``name``'s lookup (``size`` values): in memory when it fits the column's budget (a hash table
-        of uint64 keys, or the sorted values), else its sorted table read from the temporary area block by
-        block (``disklookup``)."""
-        key = (self.area.run_id, self.area.out, name)
-        lk = _LOOKUPS.get(key)
-        if lk is None:
-            if len(_LOOKUPS) > 256:
-                _LOOKUPS.clear()
-            lk = self._open(name, size)
-            _LOOKUPS[key] = lk
-        return lk
-
-    def _open(self, name: str, size: int) -> Lookup:
-        temp, stem, budget = self.area.temp(), f"vocab-{name}", self.lookup_budget
-        long = None
-        if size and temp.exists(f"{stem}.le"):
-            long = LongLookup(*(_local(temp, f"{stem}.{x}") for x in ("lv", "le", "lc")), budget)
-            size -= long.size
-        lk = self._open_short(temp, stem, budget, name, size)
-        lk.long = long
-        return lk
-
-    def _open_short(self, temp, stem: str, budget: int, name: str, size: int) -> Lookup:
-        if not size:
-            return Lookup(np.zeros(0, "S1"))
-        if temp.exists(f"{stem}.skeys"):
-            nbytes, width = table_bytes(size), 0
-        else:  # values longer than 8 bytes: a sorted copy in memory, 8 bytes of id beside each
-            width = os.path.getsize(_local(temp, f"{stem}.svals")) // size
-            nbytes = size * (width + 8)
-        if nbytes <= budget:
-            ids = self.area.get_array(f"{stem}.sids", np.uint32)
-            if not width:
-                return Lookup.of_table(self.area.get_array(f"{stem}.skeys", np.uint64), ids)
-            return Lookup.of_sorted(np.fromfile(_local(temp, f"{stem}.svals"), f"S{width}"), ids)
-        log.debug("%s: %d values, %s in memory past its %s: looked up in its sorted table on disk",
-                  name, size, format_size(nbytes), format_size(budget))
-        keys = f"{stem}.svals" if width else f"{stem}.skeys"
-        return Lookup.of_disk(DiskLookup(_local(temp, keys), _local(temp, f"{stem}.sids"), budget, width))
 
 
 class _TableWriter:
@@ -194,24 +132,3 @@ class _TableWriter:
                 os.replace(path, final)
             else:
                 self.temp.stage(path, name)
-
-
-_FETCHED: dict[str, str] = {}  # temporary-area URL -> a local copy (a temporary area on S3), per process
-
-
-def _local(temp, name: str) -> str:
-    """A local path of a temporary file: in place on a local disk, else fetched once per process."""
-    path = temp.local_path(name)
-    if path is not None:
-        return path
-    url = f"{temp.url}/{name}"
-    if url not in _FETCHED:
-        import atexit
-        import shutil
-        import tempfile
-
-        d = tempfile.mkdtemp(prefix="tfpipe-lookup-")
-        atexit.register(shutil.rmtree, d, True)
-        temp.fetch(name, os.path.join(d, name))
-        _FETCHED[url] = os.path.join(d, name)
-    return _FETCHED[url]

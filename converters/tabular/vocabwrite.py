@@ -55,7 +55,7 @@ def _lengths(values: np.ndarray) -> np.ndarray:
 def _lines(values: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """The values' lines joined (each value's bytes and a newline; ``lens``: their ``_lengths``) as one uint8
     array: no Python object per value."""
-    from .kernel import join_lines
+    from .joinkernel import join_lines
 
     if values.dtype == object:
         return np.frombuffer(b"".join(v + b"\n" for v in values.tolist()), np.uint8)

@@ -120,7 +120,6 @@ class TextJob:
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     prep: PrepOptions | None = None
     kind = "text"
-    needs_prepass = False
 
     def __post_init__(self):
         if self.prep is not None and not self.prep.active:
@@ -190,12 +189,6 @@ class TextJob:
 
     def units(self) -> list[Unit]:
         return plan_units([InputFile(p, 0, False) for p in self.paths], 1)
-
-    def prepass(self, unit: Unit) -> None:  # pragma: no cover - text needs no pre-pass
-        raise TypeError("text has no pre-pass")
-
-    def resolve(self, prepasses: Sequence = ()) -> None:
-        return None
 
     def tokenizer(self):
         """The run's tokenizer, loaded once per process (from the shipped bytes of a ``tokenizer.json``)."""

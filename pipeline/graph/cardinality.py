@@ -2,7 +2,7 @@
 ``evaluate`` know an epoch's steps: a progress bar with an end, and no "Your input ran out of data" warning.
 
 :func:`run_batches` counts, for a plan (and the input state a resumed read starts from), this rank's batches over
-the spec's ``epochs``: each epoch :func:`pipeline.spec.epochs.epoch_batches` of the records (a columnar set: the
+the spec's ``epochs``: each epoch :func:`sharding.epochs.epoch_batches` of the records (a columnar set: the
 rows) the rank reads, no more than the planned ``take``; a resumed read the rest of its epoch and the epochs after
 it. None where the count is not known exactly: ``epochs=None`` (endless), Pipe mode (the FIFO holds what the
 channel streams), a spec without per-file record counts, or a tf.data service run without equal steps.
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sharding.epochs import epoch_batches
+
 from ..plan.graphplan import GraphPlan
-from ..spec.epochs import epoch_batches
 
 __all__ = ["run_batches", "epoch_steps", "with_cardinality"]
 

@@ -17,7 +17,7 @@ graph                   when                                                    
 :func:`resume_choice`: ``resumable=None`` (the default) builds the resumable order for a seeded, shuffled
 File-mode spec on one rank that :func:`resume_refusal` does not refuse, ``True`` demands it, ``False`` opts out.
 
-The steps of an epoch (:func:`graph_steps`) are :func:`pipeline.spec.epochs.epoch_batches` of the records each
+The steps of an epoch (:func:`graph_steps`) are :func:`sharding.epochs.epoch_batches` of the records each
 graph's epoch holds on this rank. The resumable order's step arithmetic is here too (:func:`global_batch`,
 :func:`epoch_records`, :func:`steps_for`, :func:`order_epoch_steps`): every step takes ``batch_size x
 num_shards`` records of one global order, rank ``i`` the ``i``-th ``batch_size`` of them.
@@ -27,7 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..spec.epochs import epoch_batches
+from sharding.epochs import epoch_batches
+
 from ..spec.options import ResumeError
 from .cachepolicy import choose_cache
 from .readplan import ReadPlan, read_plan

@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from sharding.epochs import epoch_batches
 from sharding.plan import shard_count
 
-from ..spec.epochs import epoch_batches
 from ..spec.serviceopts import parse_service
 
 __all__ = ["ServiceChoice", "service_choice", "base_job_name", "compression", "service_steps", "fast_link",

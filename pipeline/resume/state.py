@@ -24,10 +24,10 @@ import os
 from typing import Any
 
 from converters.util.checks import as_int
+from sharding.epochs import epoch_batches
 
 from ..plan.graphplan import epoch_records, global_batch, order_epoch_steps, resume_choice, resume_refusal, steps_for
 from ..plan.rankplan import plan_fingerprint
-from ..spec.epochs import epoch_batches
 from ..spec.options import ResumeError
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "RESUME_LIMITS", "check_resumable",

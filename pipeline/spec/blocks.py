@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .epochs import epoch_batches
+from sharding.epochs import epoch_batches
 
 # rows per decode call of a columnar read (the blocks of one call), the built-in rule's: large enough that
 # tf.data's per-element costs vanish, small enough that a decoded chunk stays a few MiB (8,192 Criteo rows of

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from sharding.epochs import epoch_batches
 from sharding.plan import shard_count
 
-from .epochs import epoch_batches
 from .options import (
     CACHE_POLICIES,
     DEFAULT_BUFFER_BYTES,

@@ -9,8 +9,9 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pipeline_data import write_indexed_set
 
-from bench.commands.pipeline import MIN_STEP_MS, _epochs_for, choose_scenario, load_variants
+from bench.commands.pipeline import MIN_STEP_MS, _epochs_for, choose_scenario, load_variants, one_epoch
 from converters.cli import main
 from converters.libsvm.synthetic import write_criteo_shards
 
@@ -89,6 +90,24 @@ def test_usage_errors(capsys, argv, match):
                                                            (50, 512, 100, 51), (1, 10, 5, 2)])
 def test_epochs_for(batches, batch, records, want):
     assert _epochs_for(batches, batch, records) == want
+
+
+@pytest.mark.parametrize("rows, batch, ranks, drop_remainder, want", [
+    (1000, 300, 1, False, 4),     # a short last batch: rounding down would say 3
+    (1000, 300, 1, True, 3),
+    (1001, 100, 2, False, 5),     # every rank runs the smallest rank's steps (500 records), not rank 0's 501
+    (999, 100, 2, True, 4),
+    (1000, 300, 3, False, 2),
+])
+def test_one_epoch_is_the_batches_the_product_yields(tmp_path, rows, batch, ranks, drop_remainder, want):
+    from pipeline import PipelineSpec, build_dataset
+
+    write_indexed_set(tmp_path, rows)
+    spec = PipelineSpec.from_manifest(str(tmp_path), batch, num_shards=ranks, shard_index=0,
+                                      drop_remainder=drop_remainder)
+    product = sum(1 for _ in build_dataset(spec))
+    assert product == want
+    assert one_epoch(rows // ranks, batch, drop_remainder=drop_remainder) == want
 
 
 def test_default_scenario_is_chosen_from_the_throughputs(tmp_path, capsys):

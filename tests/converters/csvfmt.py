@@ -3,9 +3,10 @@ float32 feature ``x[width]``. It touches no tfpipe module: it builds on the publ
 (sources, shardset, tfrecord, engines) and joins the engines through ``converters.registry.register`` alone.
 
 * ``run``: the local converter (one streaming pass, ``ShardSetWriter``);
-* ``CsvJob``: the same conversion as a two-pass job (``engines.inprocess.TwoPassJob``): one unit per file,
-  pass 1 writes each record's framed length to the run's temporary area, the plan cuts shards with
-  ``engines.core.Cutter`` (the local writer's rule), pass 2 re-reads and serializes each shard's records;
+* ``CsvJob``: the same conversion as a two-pass job, the core alone (``engines.steps.TwoPassJob``, no optional
+  capability): one unit per file, pass 1 writes each record's framed length to the run's temporary area, the
+  plan cuts shards with ``engines.core.Cutter`` (the local writer's rule), pass 2 re-reads and serializes each
+  shard's records;
 * ``FORMAT`` / ``register()``: the format as the registry knows it.
 
 A bad row (a count of numbers other than ``width``, or a token that is not a number) is an ``InputError``
@@ -124,7 +125,6 @@ class CsvJob:
     paths: tuple[str, ...]
     area: RunArea
     kind = NAME
-    needs_prepass = False
 
     @classmethod
     def create(cls, inputs, out, options: CsvOptions, *, overwrite: bool = False, prep=None,
@@ -148,17 +148,8 @@ class CsvJob:
     def schema(self) -> Schema:
         return self.options.schema
 
-    def lite(self) -> "CsvJob":
-        return self
-
     def units(self) -> list[Unit]:
         return plan_units([InputFile(p, 0, False) for p in self.paths], 1)  # one whole file per unit
-
-    def prepass(self, unit: Unit):  # pragma: no cover - no pre-pass
-        raise TypeError("csv has no pre-pass")
-
-    def resolve(self, prepasses: Sequence = ()) -> None:
-        return None
 
     def pass1(self, unit: Unit, ctx=None) -> CsvSummary:
         s = CsvSummary(unit, InputStats(unit.path))
@@ -171,15 +162,6 @@ class CsvJob:
         if s.records:
             self.area.put_array(f"{unit.key}.len", serialize(self.options, rows)[1].astype(np.int32))
         return s
-
-    def size_tasks(self, summaries) -> list:
-        return []
-
-    def sizes(self, task):  # pragma: no cover - no size step
-        raise TypeError("csv has no size step")
-
-    def scatter(self, task):  # pragma: no cover - no --shuffle
-        raise TypeError("csv has no scatter step")
 
     def plan(self, summaries: Sequence[CsvSummary], sizes: Sequence = (), ctx=None) -> SetPlan:
         summaries = sorted(summaries, key=lambda s: s.unit.index)

@@ -268,6 +268,9 @@ def test_usage_mistakes(shard_set, tmp_path, capsys, argv, error, hint):
     (["bench", "tune", "--help"], ["--repeats N", "--json-out PATH"], ["``", "issue 14", "--rounds"]),
     (["bench", "pipeline", "--help"], ["--json-out PATH", "SET"], ["``"]),
     (["bench", "threads", "--help"], ["--cores N"], ["--cpus", "``"]),
+    (["--help"], ["(Criteo TSV/CSV/Parquet -> DeepFM/DLRM", "LibSVM", "text"], []),
+    (["processing", "run", "--help"], ["convert {libsvm|text|tabular} ..."], ["{libsvm|text}"]),
+    (["processing", "launch", "--help"], ["-- convert {libsvm|text|tabular} ..."], ["{libsvm|text}"]),
 ])
 def test_help_pages(capsys, argv, needles, absent):
     with pytest.raises(SystemExit) as e:

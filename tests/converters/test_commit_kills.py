@@ -164,7 +164,7 @@ S = 4  # shards in the old and the new set: the same names, so every new shard t
 
 @pytest.mark.parametrize("command, before_manifest", [("convert", True), ("reshard", False), ("upload", False)])
 def test_a_kill_in_a_cli_overwrite_then_a_refused_and_a_failing_run(tmp_path, request, command, before_manifest):
-    """The issue's sequence with the real CLI: ``--overwrite`` killed (a ``python -c`` process) with every new
+    """With the real CLI: ``--overwrite`` killed (a ``python -c`` process) with every new
     shard under an old name just before ``index.json`` (convert), or inside the publish of the last shard
     (reshard; upload to S3: after its copy, before its delete); then the same command without ``--overwrite``
     (refused), ``verify``, a failing ``--overwrite`` (a bad input line), ``verify``: the old set, byte for byte.

@@ -103,7 +103,7 @@ def test_vocabularies_past_their_memory_are_looked_up_on_disk_with_the_same_ids(
     d, lines = days
     mixed = [_lengthened(ln, k) for k, ln in enumerate(lines[0] + lines[1])]
     R.write_day(tmp_path / "day", mixed)
-    with caplog.at_level(logging.DEBUG, logger="converters.tabular.vocabstep"):
+    with caplog.at_level(logging.DEBUG, logger="converters.tabular.lookups"):
         disk = convert([tmp_path / "day"], tmp_path / "disk", min_count=min_count, lookup_memory=1)
     assert caplog.text.count("looked up in its sorted table on disk") == 26       # C3 too: a table of values
     memory = convert([tmp_path / "day"], tmp_path / "memory", min_count=min_count)

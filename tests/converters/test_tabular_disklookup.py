@@ -119,7 +119,7 @@ def _big_keys(k: np.ndarray, width: int) -> np.ndarray:
 CHILD = """
 import sys
 import numpy as np
-from converters.tabular.kernel import block_get
+from converters.tabular.lookupkernel import block_get
 from converters.tabular.disklookup import DiskLookup
 from test_tabular_disklookup import _big_keys
 n, budget, width = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])

@@ -1,5 +1,5 @@
 """One job on every engine, the same bytes: run_job in this process, the local engine's process pool and Beam
-(a tiny input: Beam is slow to start); and the counting pass's bounded memory: sorted runs spilled past the
+(a tiny input: Beam is slow to start); and the pre-pass's (counting's) bounded memory: sorted runs spilled past the
 limit and merged in chunks give the exact counts."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from converters.engines.inprocess import run_job
 from converters.shardset.options import ShardOutputOptions
 from converters.tabular import convert
 from converters.tabular.convert import run
-from converters.tabular.job import TabularJob, chunk_rows_for
+from converters.tabular.job import TabularJob
 from converters.tabular.options import TabularOptions
 from converters.tabular.vocab import ColumnCounter, merge_runs
 from converters.tabular.vocabwrite import write_vocabulary
@@ -64,15 +64,6 @@ def test_shard_bytes_do_not_depend_on_the_chunk_size(days, tmp_path, layout):
     assert files[0] == files[1] == files[2]
 
 
-@pytest.mark.parametrize("memory, row_bytes, rows", [
-    (64 << 20, 480, (64 << 20) // 4 // 480),  # --memory 64MiB, DeepFM: a quarter of it per chunk
-    (1 << 20, 480, 1 << 12),                # the least
-    (1 << 40, 480, 1 << 18),                # the most
-])
-def test_chunk_rows_follow_memory(memory, row_bytes, rows):
-    assert chunk_rows_for(memory, row_bytes) == rows
-
-
 def test_beam_writes_the_same_bytes(days, tmp_path):
     pytest.importorskip("apache_beam")
     from converters.engines import beam
@@ -103,7 +94,7 @@ def test_spilled_runs_merge_to_the_exact_counts(tmp_path):
     rng = np.random.default_rng(0)
     area, counters, truth = _Area(), [], Counter()
     for task in range(3):
-        c = ColumnCounter(area, f"u{task}", limit=1)  # every block spills (the floor is 64 KiB of counts)
+        c = ColumnCounter(area, f"u{task}", hold=1 << 15)  # the least a share gives: blocks spill
         for _ in range(6):
             vals = np.array([b"%x" % v for v in rng.zipf(1.3, 6000) % 50_000] + [b""] * 10, dtype="S")
             truth.update(v for v in vals.tolist() if v)
@@ -131,7 +122,7 @@ def test_long_values_merge_in_byte_order_with_the_short_ones(chunk):
     pool = [b"a" * n + tail for n in (5, 127, 128, 129, 300) for tail in (b"", b"b", b"\x00c", b"\x00" * 200 + b"d")]
     area, truth, runs = _Area(), Counter(), []
     for task in range(3):
-        c = ColumnCounter(area, f"u{task}", limit=1 << 30)
+        c = ColumnCounter(area, f"u{task}", hold=1 << 30)
         for _ in range(4):
             vals = [pool[i] for i in rng.integers(0, len(pool), 50)]
             truth.update(vals)

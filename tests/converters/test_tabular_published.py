@@ -15,7 +15,7 @@ from notices import without_compile_notices
 from converters.cli import main
 from converters.engines.inprocess import run_job
 from converters.shardset.options import ShardOutputOptions
-from converters.tabular import kernel as K
+from converters.tabular import parsekernel as K
 from converters.tabular.job import TabularJob
 from converters.tabular.options import TabularOptions
 from converters.tabular.reader import _roles

@@ -13,7 +13,6 @@ from pipeline_data import write_indexed_set
 from pipeline import PipelineSpec
 from pipeline.build import build_dataset, graph_module, plan_stages
 from pipeline.plan.graphplan import GRAPHS, GraphPlan, plan_graph
-from pipeline.spec.epochs import epoch_batches
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "pipeline"
@@ -101,15 +100,10 @@ def _is_drop_split(n: ast.AST) -> bool:
 
 
 def test_one_formula_counts_the_batches_of_an_epoch():
-    places = sorted({rel for rel, tree in _modules("pipeline") for n in ast.walk(tree)
+    """The planner, the graphs and the bench all count with ``sharding.epochs``."""
+    places = sorted({rel for rel, tree in _modules("sharding", "pipeline", "bench") for n in ast.walk(tree)
                      if _is_ceil_by_batch(n) or _is_drop_split(n)})
-    assert places == ["pipeline/spec/epochs.py"]
-
-
-@pytest.mark.parametrize("records,batch,drop,want", [(10, 3, False, 4), (10, 3, True, 3), (9, 3, False, 3),
-                                                     (0, 3, False, 0), (2, 3, True, 0)])
-def test_epoch_batches(records, batch, drop, want):
-    assert epoch_batches(records, batch, drop) == want
+    assert places == ["sharding/epochs.py"]
 
 
 def test_every_graph_is_one_module_and_is_finished_in_one_place():

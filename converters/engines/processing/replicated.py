@@ -7,14 +7,14 @@ own objects: the instances first exchange their file lists (``inputs/``), the jo
 in host order, and each instance runs the steps that read input files (``prepass``, ``pass1``) on its own files;
 the other steps split as below. The set is the local conversion of every host's files in host order.
 
-The steps of the core's contract (``engines.inprocess.TwoPassJob``), mapped onto instances:
+The steps of the core's contract (``engines.steps``), mapped onto instances:
 
 ==========================  ==================================================================================
 ``units()``                 every instance, the same list (pure given the files, which every instance sees)
-``prepass`` (LibSVM auto)   units split across hosts (``hosts.split_contiguous`` by bytes); all wait for all,
-                            then each resolves the same index base
+``prepass`` (``Prepass``)   units split across hosts (``hosts.split_contiguous`` by bytes); all wait for all,
+                            then each resolves the same context (LibSVM auto: the index base)
 ``pass1``                   units split across hosts by bytes; all wait for all summaries
-``sizes`` (text)            size tasks split across hosts; the first host waits for them
+``sizes`` (``Sizing``)      size tasks split across hosts; the first host waits for them
 ``plan``                    the first host, written as ``plan/`` in the work area; the others wait for it
 ``pass2``                   shards split across hosts by records; the first host waits for every result
 finalize                    the first host: the core's checks, publish, ``index.json`` last
@@ -40,6 +40,7 @@ from converters.storage import open_storage
 from converters.tfrecord.layout import RecordLayout
 from converters.util.errors import TfpipeError
 
+from ..steps import lite_of, needs_prepass, resolve, scatter_step, size_tasks
 from .job import ConvertJob
 from .finalize import check_output, commit
 from .hosts import Place, split_contiguous
@@ -196,7 +197,7 @@ def run_replicated(job: ConvertJob, cfg: ProcessingConfig, area: WorkArea, files
     else:
         every, file_shares = [[f, os.path.getsize(f)] for f in files], None
     cj = core_job(job, [f for f, _ in every], area.run, unit_size)
-    lite = cj.lite()
+    lite = lite_of(cj)
     inputs = {"files": every, "unit_size": getattr(cj, "unit_size", None)}
     rounds = _Rounds(area, place, inputs, job.workers or cpu_count(), timeout=timeout, poll=poll)
     try:
@@ -215,12 +216,10 @@ def _steps(job: ConvertJob, cj, lite, rounds: _Rounds, place: Place, area: WorkA
     units = cj.units()
     weights = _weights(units, file_bytes)
     own = _unit_shares(units, file_shares) if file_shares is not None else None  # steps that read the inputs
-    if cj.needs_prepass:
-        ctx = cj.resolve(rounds.run("prepass", lite, "prepass", units, weights, gather=True, shares=own))
-    else:
-        ctx = cj.resolve([])
+    pre = rounds.run("prepass", lite, "prepass", units, weights, gather=True, shares=own) if needs_prepass(cj) else []
+    ctx = resolve(cj, pre)
     summaries = rounds.run("pass1", cj, "pass1", units, weights, (ctx,), gather=True, shares=own)
-    tasks = cj.size_tasks(summaries)
+    tasks = size_tasks(cj, summaries)
     sizes = rounds.run("sizes", lite, "sizes", tasks, [1] * len(tasks), gather=place.is_finalizer) if tasks else []
     if place.is_finalizer:
         plan = lite.plan(summaries, sizes, ctx)
@@ -231,6 +230,7 @@ def _steps(job: ConvertJob, cj, lite, rounds: _Rounds, place: Place, area: WorkA
         marker = area.wait(PLAN, [place.finalizer], timeout=rounds.timeout, poll=rounds.poll, what="plan")
         plan = rounds.load(PLAN, place.finalizer, marker[place.finalizer])
     if plan.scatter:  # --shuffle: every host's pass 2 reads what every host scattered
+        scatter_step(lite)
         rounds.run("scatter", lite, "scatter", list(plan.scatter), [t.records for t in plan.scatter], gather=True)
     results = rounds.run("pass2", lite, "pass2", list(plan.shards), [s.records for s in plan.shards],
                          gather=place.is_finalizer)

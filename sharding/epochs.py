@@ -1,5 +1,5 @@
-"""The batches of an epoch, written once (pure): every graph's steps per epoch are this function of the records
-its rank's epoch holds (``pipeline.plan.graphplan.plan_graph`` says which records, per graph)."""
+"""The batches of an epoch, written once (pure, no TensorFlow): the planner's equal steps, every graph's steps per
+epoch and the bench's epoch lengths are this function of the records a rank's epoch holds."""
 from __future__ import annotations
 
 __all__ = ["epoch_batches"]

@@ -1,19 +1,13 @@
-"""numba kernels of the tabular format: the parse kernels (``parsekernel``: ``parse_block``, ``split_fields``,
-``gather``, ``field_span``, re-exported here); the counting pass's sort and count of a block's keys
-(``radix_sort``, ``count_sorted``); the vocabulary file's lines (``join_lines``); the vocabulary lookup tables
-(``table_build``, ``table_get``, ``table_put``) and the lookup in blocks of a sorted table read from disk
-(``block_get``)."""
+"""numba kernels of the vocabulary lookups: an open-addressing hash table of uint64 keys -> ids built
+(``table_build``, ``table_slots`` sizes it) and probed (``table_get``, ``table_put`` writing into a column of
+pass 1's array), and the lookup in blocks of a sorted table read from disk (``block_get``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..util.jit import intrinsic, njit
-from .parsekernel import (BAD_FIELDS, BAD_LABEL, BLANK, NOT_INT, OK, OVERFLOW, field_span, gather, parse_block,
-                          split_fields)
 
-__all__ = ["split_fields", "field_span", "parse_block", "gather", "table_build", "table_get",
-           "table_put", "block_get", "count_sorted", "radix_sort", "join_lines", "table_slots", "TABLE_LOAD", "OK",
-           "BAD_FIELDS", "NOT_INT", "OVERFLOW", "BAD_LABEL", "BLANK"]
+__all__ = ["table_build", "table_get", "table_put", "table_slots", "block_get"]
 
 
 @njit(cache=True, nogil=True)
@@ -130,91 +124,3 @@ def block_get(keys, ids, lens, rows, query):
         if lo < lens[r] and keys[r, lo] == q:
             out[i] = np.int64(ids[r, lo])
     return out
-
-
-@njit(cache=True, nogil=True)
-def _servable_key(key):
-    """Whether the value of a nonzero key (``parse_block``'s: at most 8 bytes, big-endian, zero-padded) can be a
-    vocabulary file's line: ``vocab.servable``'s rule (no newline in it, no carriage return as its last byte) on
-    the key's bytes, so that a block's keys are filtered in the same pass that counts them."""
-    last = 0
-    for q in range(8):
-        b = (key >> np.uint64(56 - 8 * q)) & np.uint64(0xFF)
-        if b == 10:
-            return False
-        if b != 0:
-            last = b
-    return last != 13
-
-
-@njit(cache=True, nogil=True)
-def join_lines(grid, lens):
-    """The lines of fixed-width values joined: row ``i`` of ``grid`` (uint8, n x width) cut to ``lens[i] - 1``
-    bytes, then a newline."""
-    out = np.empty(lens.sum(), np.uint8)
-    at = 0
-    for i in range(grid.shape[0]):
-        m = lens[i] - 1
-        for q in range(m):
-            out[at + q] = grid[i, q]
-        out[at + m] = 10
-        at += m + 1
-    return out
-
-
-_DIGIT = 11  # bits a radix pass sorts by: 2,048 buckets, six passes cover 64 bits
-
-
-@njit(cache=True, nogil=True)
-def radix_sort(keys):
-    """``keys`` (uint64) sorted ascending, a new array: least significant digit first, ``_DIGIT`` bits a pass,
-    every pass's histogram from one read, a pass whose digit every key shares skipped. Linear: several times
-    ``np.sort`` on a block's column of keys."""
-    n = keys.size
-    passes = (64 + _DIGIT - 1) // _DIGIT
-    mask = np.uint64((1 << _DIGIT) - 1)
-    hist = np.zeros((passes, 1 << _DIGIT), np.int64)
-    for i in range(n):
-        k = keys[i]
-        for p in range(passes):
-            hist[p, (k >> np.uint64(_DIGIT * p)) & mask] += 1
-    src = keys.copy()
-    dst = np.empty_like(src)
-    for p in range(passes):
-        at = 0
-        shared = False
-        for d in range(1 << _DIGIT):
-            c = hist[p, d]
-            shared = shared or c == n
-            hist[p, d] = at
-            at += c
-        if shared:
-            continue
-        shift = np.uint64(_DIGIT * p)
-        for i in range(n):
-            k = src[i]
-            d = (k >> shift) & mask
-            dst[hist[p, d]] = k
-            hist[p, d] += 1
-        src, dst = dst, src
-    return src
-
-
-@njit(cache=True, nogil=True)
-def count_sorted(keys):
-    """The distinct keys of ascending ``keys`` and how many times each occurs, key 0 (the empty value) and keys
-    of values no vocabulary file can hold (``_servable_key``) left out."""
-    u = np.empty(keys.size, np.uint64)
-    c = np.empty(keys.size, np.int64)
-    m = 0
-    i = 0
-    while i < keys.size:
-        j = i + 1
-        while j < keys.size and keys[j] == keys[i]:
-            j += 1
-        if keys[i] != 0 and _servable_key(keys[i]):
-            u[m] = keys[i]
-            c[m] = j - i
-            m += 1
-        i = j
-    return u[:m].copy(), c[:m].copy()

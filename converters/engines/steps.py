@@ -1,0 +1,135 @@
+"""The steps of a two-pass conversion: what a format's job must write (``TwoPassJob``), the capabilities an
+engine asks a job for when it has them (``Prepass``, ``Sizing``, ``Scatter``, ``Lite``), and the helpers
+every engine asks through.
+
+An engine runs, for a job made by the driver (``registry.get(name).create_job(...)``: inputs expanded,
+output checked, temporary area chosen):
+
+1. ``units = job.units()`` — pure given the inputs' sizes; one element of work each.
+2. the pre-pass, for a ``Prepass`` job only: if ``job.needs_prepass``, ``pre = [job.prepass(u) for u in
+   units]`` (parallel), else ``pre = []``; then ``ctx = job.resolve(pre)`` (one task). A job without
+   ``Prepass`` gets ``ctx = None`` (``context_of``).
+3. pass 1: ``summaries = [job.pass1(u, ctx) for u in units]`` (parallel; results in any order).
+4. the size step, for a ``Sizing`` job only: ``tasks = job.size_tasks(summaries)`` (one task, pure),
+   ``sizes = [job.sizes(t) for t in tasks]`` (parallel); ``sizes = []`` otherwise (``size_results``).
+5. ``plan = job.plan(summaries, sizes, ctx)`` (one task; reads what pass 1 and the size step left in the
+   area): the shards, the merged accounting and the manifest's ``extra``.
+6. the scatter step, only when ``plan.scatter`` (``--shuffle``): ``[job.scatter(t) for t in plan.scatter]``
+   (parallel; every one done before any pass 2 starts). A plan with scatter tasks from a job without
+   ``Scatter`` is a ``TfpipeError`` (``scatter_step``).
+7. pass 2: ``results = [job.pass2(s) for s in plan.shards]`` (parallel; one shard each).
+8. ``group.finalize_outcome(job.area, job.output, job.schema, job.kind, core.Outcome.of(plan, results))`` (one
+   task; a plain set, or a group of per-label sets); on any failure instead: ``job.area.cleanup()`` and
+   ``job.area.release()`` (the claim on the output).
+
+``lite_of(job)`` is the job without what only pass 1 needs (``Lite``: a tokenizer file's bytes), else the job
+itself: engines that ship the job with every step send the lite one to the others. Every argument and result
+is a plain picklable value; steps talk to each other only through these values and the run's temporary area
+under the output location (``area.RunArea``), so an engine may run each step in another process or on another
+machine. Bad input never raises inside steps 2-4: it travels as an ``ErrorRecord`` and ``plan`` returns a
+failed ``SetPlan`` whose error ``finalize`` raises (the first in input order, with the local converter's
+message), so no shard is written and no manifest either.
+
+``pmap(fn, items)`` below is an engine's way to run a parallel step: results in item order.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
+
+from ..util.errors import TfpipeError
+
+if TYPE_CHECKING:
+    from .core import SetPlan, ShardResult, ShardSpec
+
+__all__ = ["TwoPassJob", "Prepass", "Sizing", "Scatter", "Lite", "needs_prepass", "resolve", "context_of",
+           "size_tasks", "size_results", "scatter_step", "lite_of"]
+
+PMap = Callable[[Callable, Sequence], list]
+
+
+@runtime_checkable
+class TwoPassJob(Protocol):
+    """What every format's job writes (see the module docstring for the order)."""
+
+    kind: str
+
+    @property
+    def area(self): ...
+    @property
+    def output(self): ...
+    @property
+    def schema(self): ...
+    def units(self) -> list: ...
+    def pass1(self, unit, ctx) -> Any: ...
+    def plan(self, summaries: Sequence, sizes: Sequence, ctx=None) -> SetPlan: ...
+    def pass2(self, spec: ShardSpec) -> ShardResult: ...
+
+
+@runtime_checkable
+class Prepass(Protocol):
+    """A pre-pass over every unit (when ``needs_prepass``) and the context pass 1 gets from it."""
+
+    needs_prepass: bool
+
+    def prepass(self, unit) -> Any: ...
+    def resolve(self, prepasses: Sequence) -> Any: ...
+
+
+@runtime_checkable
+class Sizing(Protocol):
+    """A size step between pass 1 and the plan."""
+
+    def size_tasks(self, summaries: Sequence) -> list: ...
+    def sizes(self, task) -> Any: ...
+
+
+@runtime_checkable
+class Scatter(Protocol):
+    """The scatter step of a plan with scatter tasks (``--shuffle``: ``engines.scatter``)."""
+
+    def scatter(self, task) -> Any: ...
+
+
+@runtime_checkable
+class Lite(Protocol):
+    """A lighter copy of the job for every step but pass 1."""
+
+    def lite(self) -> TwoPassJob: ...
+
+
+def needs_prepass(job) -> bool:
+    """Whether the engine runs ``job.prepass`` over the units."""
+    return isinstance(job, Prepass) and bool(job.needs_prepass)
+
+
+def resolve(job, prepasses: Sequence = ()) -> Any:
+    """Pass 1's context from the pre-pass results (``[]`` without a pre-pass); None for a job without one."""
+    return job.resolve(list(prepasses)) if isinstance(job, Prepass) else None
+
+
+def context_of(job, pmap: PMap, units: Sequence) -> Any:
+    """Step 2: the pre-pass over ``units`` on ``pmap`` where the job needs one, then ``resolve``."""
+    return resolve(job, pmap(job.prepass, units) if needs_prepass(job) else [])
+
+
+def size_tasks(job, summaries: Sequence) -> list:
+    """The size step's tasks (``[]`` for a job without ``Sizing``)."""
+    return list(job.size_tasks(summaries)) if isinstance(job, Sizing) else []
+
+
+def size_results(job, pmap: PMap, summaries: Sequence) -> list:
+    """Step 4: ``sizes`` for the plan (``[]`` for a job without ``Sizing``)."""
+    tasks = size_tasks(job, summaries)
+    return pmap(job.sizes, tasks) if tasks else []
+
+
+def scatter_step(job) -> Callable:
+    """``job.scatter``, for a plan with scatter tasks; a job without ``Scatter`` cannot run one."""
+    if not isinstance(job, Scatter):
+        raise TfpipeError(f"the {job.kind} job planned scatter tasks (--shuffle) but has no scatter step")
+    return job.scatter
+
+
+def lite_of(job):
+    """The job every step but pass 1 gets: ``job.lite()`` for a ``Lite`` job, else the job itself."""
+    return job.lite() if isinstance(job, Lite) else job

@@ -1,0 +1,101 @@
+"""The step contract stays narrow: the core every format's job writes, the optional capabilities each built-in
+job has (and no stub for one it lacks), a job with the core alone converting on ``run_job``, and the helpers'
+answers for a job without a capability."""
+from __future__ import annotations
+
+import dataclasses
+
+import csvfmt
+import pytest
+
+from converters import registry
+from converters.engines import steps
+from converters.engines.area import RunArea, new_run_id
+from converters.engines.inprocess import run_job
+from converters.shardset.options import ShardOutputOptions
+from converters.shardset.reader import read_manifest
+from converters.util.errors import TfpipeError
+
+CAPABILITIES = (steps.Prepass, steps.Sizing, steps.Scatter, steps.Lite)
+
+
+def members(protocol) -> set[str]:
+    return {n for n in vars(protocol) if not n.startswith("_")} | set(protocol.__annotations__)
+
+
+def test_the_core_is_narrow_and_capabilities_small():
+    assert members(steps.TwoPassJob) == {"kind", "area", "output", "schema", "units", "pass1", "plan", "pass2"}
+    assert all(len(members(p)) <= 3 for p in CAPABILITIES)
+    assert not set().union(*map(members, CAPABILITIES)) & members(steps.TwoPassJob)
+
+
+@pytest.mark.parametrize("name, args, has, lacks", [  # args: the options' required ones
+    ("libsvm", (39,), {steps.Prepass, steps.Scatter}, {steps.Sizing, steps.Lite}),
+    ("text", (16,), {steps.Sizing, steps.Scatter, steps.Lite}, {steps.Prepass}),
+    ("tabular", (), {steps.Prepass}, {steps.Sizing, steps.Scatter}),
+])
+def test_built_in_jobs_write_the_core_and_only_their_capabilities(tmp_path, name, args, has, lacks):
+    fmt = registry.get(name)
+    job = fmt.files_job(fmt.options_class()(*args), [], RunArea(str(tmp_path), new_run_id()))
+    assert isinstance(job, steps.TwoPassJob)
+    assert {p for p in CAPABILITIES if isinstance(job, p)} >= has
+    assert not {p for p in lacks if isinstance(job, p)}
+
+
+def _csv(tmp_path, rows: int = 50):
+    path = tmp_path / "a.csv"
+    path.write_text("".join(f"{i},{i + 1}\n" for i in range(rows)))
+    return csvfmt.CsvOptions(2, ShardOutputOptions(shard_size=300)), str(path)
+
+
+def _recording_pmap(calls: list):
+    def pmap(fn, items):
+        calls.append(fn)
+        return [fn(x) for x in items]
+    return pmap
+
+
+def test_a_core_only_job_converts_on_run_job(tmp_path):
+    options, path = _csv(tmp_path)
+    job = csvfmt.CsvJob.create([path], tmp_path / "out", options)
+    assert isinstance(job, steps.TwoPassJob) and not [p for p in CAPABILITIES if isinstance(job, p)]
+    assert steps.lite_of(job) is job
+    calls: list = []
+    m = run_job(job, pmap=_recording_pmap(calls))
+    assert [getattr(f, "__name__", getattr(f, "func", f).__name__) for f in calls] == ["pass1", "pass2"]
+    back = read_manifest(tmp_path / "out")
+    assert back == m and back.records == 50 and len(back.shards) > 1 and back.kind == csvfmt.NAME
+
+
+@pytest.mark.parametrize("capability, ask, answer", [
+    ("pre-pass", lambda job, pmap: steps.context_of(job, pmap, job.units()), None),
+    ("size step", lambda job, pmap: steps.size_results(job, pmap, []), []),
+    ("lite", lambda job, pmap: steps.lite_of(job) is job, True),
+    ("needs a pre-pass", lambda job, pmap: steps.needs_prepass(job), False),
+])
+def test_helpers_answer_for_a_job_without_the_capability(tmp_path, capability, ask, answer):
+    options, path = _csv(tmp_path)
+    job = csvfmt.CsvJob.create([path], tmp_path / "out", options)
+    calls: list = []
+    try:
+        assert ask(job, _recording_pmap(calls)) == answer and calls == []
+    finally:
+        job.area.cleanup()
+        job.area.release()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scattering(csvfmt.CsvJob):
+    """A core-only job whose plan has scatter tasks: a plan no engine can run."""
+
+    def plan(self, summaries, sizes=(), ctx=None):
+        return dataclasses.replace(super().plan(summaries, sizes, ctx), scatter=("task",))
+
+
+def test_scatter_tasks_without_a_scatter_step_are_an_error(tmp_path):
+    options, path = _csv(tmp_path)
+    base = csvfmt.CsvJob.create([path], tmp_path / "out", options)
+    job = _Scattering(base.options, base.paths, base.area)
+    with pytest.raises(TfpipeError, match="the csv job planned scatter tasks .* but has no scatter step"):
+        run_job(job)
+    assert not (tmp_path / "out").exists()  # no shard, no manifest, no temporary area
