@@ -176,7 +176,9 @@ def scale(data: str, rows: int, tmp: str, workers: int | None = None, rounds: in
     CPU-seconds and the per-round wall ratio N / 1, and the processes N asks for on this input."""
     import statistics
 
+    from converters.engines.units import input_files, plan_units
     from converters.tabular.convert import work_for
+    from converters.tabular.job import UNIT_BYTES
     from converters.util.system import cpu_count
 
     n = workers or cpu_count()
@@ -186,7 +188,8 @@ def scale(data: str, rows: int, tmp: str, workers: int | None = None, rounds: in
         for k in sorted({1, n}, reverse=r % 2 == 1):
             runs[k].append(_cli_run(paths, os.path.join(tmp, f"scale-{k}"), k))
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
-    return {"files": files, "workers": n, "processes": min(n, work_for(paths)), "rounds": rounds,
+    processes = min(n, work_for(plan_units(input_files(paths), UNIT_BYTES)))
+    return {"files": files, "workers": n, "processes": processes, "rounds": rounds,
             "rows_per_s": {str(k): round(rows / w) for k, (w, _) in med.items()},
             "cpu_s": {str(k): round(c, 2) for k, (_, c) in med.items()},
             "wall_ratio": round(statistics.median(a[0] / b[0] for a, b in zip(runs[n], runs[1])), 3)}

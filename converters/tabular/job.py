@@ -4,10 +4,13 @@ orchestrates; what differs between runs is data chosen once from the options: th
 features, widths, id offsets), the id policy (``idpolicy``: vocabulary, ``--vocab-from`` or hashing) and the
 memory budget (``budget``: each pass's share of ``--memory``).
 
-* ``units``: one per input file, in input order.
+* ``units``: a plain local text file larger than ``unit_bytes`` (32 MiB) in line-aligned byte ranges of that
+  size (the lines that start in the range), every other file whole; in input order.
 * ``prepass(unit)``, the pre-pass (counting; when the id policy or ``--numeric minmax`` needs it): count every
   categorical value (the id policy's counters: sorted runs spilled to the temporary area past their share) and
-  the numeric columns' min/max.
+  the numeric columns' min/max, and the unit's lines. Without counting, a file read in several units still
+  has a pre-pass that counts its lines (at memory speed): pass 1 numbers every line from its file's start
+  (errors, skip reports and ``--negative-rate``'s draw see the same line numbers however a file is cut).
 * ``resolve``, the vocabulary step: the id policy's table sizes and vocabulary files (``vocab/<column>.txt``
   under a temporary name beside the shards, sorted lookup tables in the temporary area); the context carries
   them (``ColumnFacts``).
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -31,21 +34,25 @@ from ..engines.units import InputFile, Unit, plan_units
 from ..prep.options import PrepOptions
 from ..shardset.blocks import Blocks, block_lengths
 from ..shardset.manifest import InputStats
-from ..sources import expand_inputs
+from ..sources import compression_of, expand_inputs, input_size
+from ..storage.objects import is_url
 from ..tfrecord.examples import framed_lengths, row_varint_bytes, serialize_batch
+from ..util.checks import as_int
 from ..util.errors import InputError, TfpipeError
 from .budget import MemoryBudget
 from .encode import ColumnFacts, compact_columns, keep_mask
 from .lookups import clear_lookups
 from .options import TabularOptions
-from .reader import DEFAULT_BLOCK_BYTES, iter_rows
+from .reader import DEFAULT_BLOCK_BYTES, Span, count_lines, file_format, iter_rows
 from .skips import too_many_skipped
 from .vocab import CountRun
 
-__all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary"]
+__all__ = ["TabularJob", "Counts", "Context", "Chunk", "Summary", "UNIT_BYTES", "WHOLE"]
 
 log = logging.getLogger(__name__)
 
+UNIT_BYTES = 32 << 20  # a larger plain text file is read in units of 32 MiB (line-aligned byte ranges)
+WHOLE = 1 << 62  # a unit size that reads every file whole
 _SLICE_ROWS = 1 << 14  # rows a shard expands to the target's columns and serializes at a time
 
 
@@ -55,6 +62,7 @@ class Counts:
     runs: list[list[CountRun]] = field(default_factory=list)
     mins: list[float] = field(default_factory=list)
     maxs: list[float] = field(default_factory=list)
+    lines: int = 0    # the unit's lines (those that start in its byte range; 0 for a whole file)
     error: ErrorRecord | None = None
 
 
@@ -66,6 +74,7 @@ class Context:
     facts: ColumnFacts | None = None
     files: tuple[tuple[str, str, int, str, int], ...] = ()
     error: ErrorRecord | None = None
+    firsts: tuple[int, ...] = ()  # each unit's first line number, by unit index (() : every unit from line 1)
 
 
 @dataclass(frozen=True)
@@ -97,12 +106,13 @@ class TabularJob:
     block_bytes: int = DEFAULT_BLOCK_BYTES
     chunk_rows: int | None = None  # rows of a pass-1 chunk (None: ``budget.MemoryBudget.chunk_rows``)
     lookup_memory: int | None = None  # bytes of one column's lookup in pass 1 (None: its share of ``--memory``)
+    unit_bytes: int = UNIT_BYTES  # a larger plain text file is read in line-aligned byte ranges of this size
     kind = "tabular"
 
     @classmethod
     def create(cls, inputs, out, options: TabularOptions, *, overwrite: bool = False, run_id: str | None = None,
                prep: PrepOptions | None = None, block_bytes: int = DEFAULT_BLOCK_BYTES,
-               chunk_rows: int | None = None, lookup_memory: int | None = None,
+               chunk_rows: int | None = None, lookup_memory: int | None = None, unit_bytes: int = UNIT_BYTES,
                **storage_options) -> "TabularJob":
         if not isinstance(options, TabularOptions):
             raise TypeError(f"options must be a TabularOptions, got {type(options).__name__}")
@@ -110,17 +120,19 @@ class TabularJob:
         files = expand_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs, out=out)
         options.ids.prepare(options)  # (a missing or mismatched --vocab-from set fails here)
         area = prepare_run(str(out), overwrite=overwrite, run_id=run_id, **storage_options)
-        return cls(options, tuple(files), area, block_bytes, chunk_rows, lookup_memory)
+        return cls(options, tuple(files), area, block_bytes, chunk_rows, lookup_memory,
+                   as_int(unit_bytes, "unit_bytes", minimum=1, must="a positive number of bytes"))
 
     @classmethod
     def from_files(cls, options: TabularOptions, files: Sequence[str], area: RunArea, *,
                    prep: PrepOptions | None = None, unit_size: int | None = None) -> "TabularJob":
         _check_prep(prep)
-        return cls(options, tuple(files), area)
+        return cls(options, tuple(files), area, unit_bytes=WHOLE)  # (an instance may not hold every file)
 
     @property
     def needs_prepass(self) -> bool:
-        return self.options.needs_prepass
+        """Counting (the id policy's or ``--numeric minmax``'s), or a file read in several units: their lines."""
+        return self.options.needs_prepass or any(not u.whole for u in self.units())
 
     @property
     def output(self):
@@ -140,23 +152,36 @@ class TabularJob:
         return self.budget.chunk_rows
 
     def units(self) -> list[Unit]:
-        return plan_units([InputFile(p, 0, False) for p in self.paths], 1)
+        """A plain local text file larger than ``unit_bytes`` in line-aligned byte ranges of that size; every
+        other file (smaller, compressed, Parquet, at a URL) whole."""
+        if self.unit_bytes >= WHOLE:  # no file looked at
+            return plan_units([InputFile(p, 0, False) for p in self.paths], 1)
+        sizes = [input_size(p) for p in self.paths]
+        return plan_units([InputFile(p, n, n > self.unit_bytes and self._splittable(p))
+                           for p, n in zip(self.paths, sizes)], self.unit_bytes)
 
-    def _rows(self, unit: Unit, stats: InputStats):
+    def _splittable(self, path: str) -> bool:
+        return (compression_of(path) is None and not is_url(path)
+                and file_format(path, self.options.input_format) != "parquet")
+
+    def _rows(self, unit: Unit, stats: InputStats, span: Span | None = None):
         o = self.options
         return iter_rows(unit.path, o.schema, stats, o.output.on_error, self.block_bytes, fmt=o.input_format,
-                         pad=o.pad_short_rows)
+                         pad=o.pad_short_rows, span=span)
 
     # -- the pre-pass (counting) -------------------------------------------------------------------------
     def prepass(self, unit: Unit) -> Counts:
         o, s = self.options, self.options.schema
+        if not o.needs_prepass:  # only the unit's lines: where the next unit's line numbers start
+            return Counts(unit, lines=0 if unit.whole else count_lines(unit.path, unit.start, unit.stop))
+        span = None if unit.whole else Span(unit.start, unit.stop)
         counters = o.ids.counters(self.area, unit.key, len(s.categorical), self.budget)
         lo = np.full(len(s.numeric), np.iinfo(np.int64).max, np.int64)
         hi = np.zeros(len(s.numeric), np.int64)
         seen = False
         out = Counts(unit)
         try:
-            for rows in self._rows(unit, InputStats(unit.path)):
+            for rows in self._rows(unit, InputStats(unit.path), span):
                 for j, c in enumerate(counters):
                     key = rows.key(j)
                     c.add(rows.cat(j) if key is None else None, key)
@@ -169,6 +194,7 @@ class TabularJob:
             out.error = ErrorRecord.of(exc)
             return out
         out.runs = [c.finish() for c in counters]
+        out.lines = 0 if span is None else span.lines
         out.mins = lo.astype(float).tolist() if seen else []  # a unit without rows bounds nothing
         out.maxs = hi.astype(float).tolist() if seen else []
         return out
@@ -177,12 +203,20 @@ class TabularJob:
     def resolve(self, prepasses: Sequence[Counts] = ()) -> Context:
         o, k = self.options, len(self.options.schema.numeric)
         counts = sorted(prepasses, key=lambda p: p.unit.index)
-        for p in counts:
+        firsts, before = [], {}
+        for p in counts:  # a unit's lines are numbered after those of its file's earlier units
+            i = p.unit.input_index
+            firsts.append(1 + before.get(i, 0))
             if p.error is not None:
-                return Context(error=p.error)
+                e = p.error
+                return Context(error=replace(e, line=e.line + firsts[-1] - 1) if e.line is not None else e)
+            before[i] = before.get(i, 0) + p.lines
+        if not o.needs_prepass:
+            counts = []  # (line counts only)
         mins = tuple(min([p.mins[j] for p in counts if p.mins], default=0.0) for j in range(k))
         maxs = tuple(max([p.maxs[j] for p in counts if p.maxs], default=0.0) for j in range(k))
-        return Context(*o.ids.resolve(self.area, o, self.budget, counts, mins, maxs))
+        ctx = Context(*o.ids.resolve(self.area, o, self.budget, counts, mins, maxs))
+        return replace(ctx, firsts=tuple(firsts)) if any(f > 1 for f in firsts) else ctx
 
     # -- pass 1 (encoding) ------------------------------------------------------------------------------
     def pass1(self, unit: Unit, ctx: Context | None = None) -> Summary:
@@ -193,12 +227,13 @@ class TabularJob:
         ids = o.ids.column_ids(self.area, s.categorical, ctx.facts, self.budget)
         wide = o.target_spec.top_id(ctx.facts, len(s.numeric)) >= 1 << 32  # uint32 ids, or int64 past 2**32 - 1
         offsets = o.target_spec.offsets(ctx.facts, len(s.numeric))
+        span = None if unit.whole else Span(unit.start, unit.stop, ctx.firsts[unit.index] if ctx.firsts else 1)
         chunk_rows = self.rows_per_chunk
         parts: list[dict[str, np.ndarray]] = []
         pending = 0
         try:
-            for rows in self._rows(unit, out.stats):
-                keep = keep_mask(rows.labels, rows.lines, unit.index, o.seed, o.negative_rate)
+            for rows in self._rows(unit, out.stats, span):
+                keep = keep_mask(rows.labels, rows.lines, unit.input_index, o.seed, o.negative_rate)
                 neg = rows.labels == 0
                 out.negatives_in += int(neg.sum())
                 out.negatives_kept += int((neg & keep).sum())
@@ -267,7 +302,10 @@ class TabularJob:
         for s in summaries:
             if s.error is not None:
                 return SetPlan.failed(s.error)
-        kept_too_little = too_many_skipped([s.stats for s in summaries], self.options.max_skip_fraction)
+        stats = [InputStats(p) for p in self.paths]  # a file's accounting: its units' merged
+        for s in summaries:
+            stats[s.unit.input_index].merge(s.stats)
+        kept_too_little = too_many_skipped(stats, self.options.max_skip_fraction)
         if kept_too_little is not None:
             return SetPlan.failed(kept_too_little)
         chunks, at = [], 0
@@ -291,7 +329,7 @@ class TabularJob:
                                  first=a, layout=layout if layout.columnar else None)
                        for k, (a, b) in enumerate(ranges))
         extra = self._extra(summaries, ctx)
-        return SetPlan(shards, total, tuple(s.stats for s in summaries), self.options.to_json(), extra,
+        return SetPlan(shards, total, tuple(stats), self.options.to_json(), extra,
                     layout=layout.to_json(),
                     files=tuple((tmp, f"vocab/{name}.txt", n) for name, tmp, n, _, _ in ctx.files))
 

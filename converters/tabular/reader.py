@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from ..shardset.manifest import InputStats
-from ..sources import compression_of, open_input
+from ..sources import compression_of, open_input, open_raw
 from ..util.errors import InputError
 from ..util.excerpt import excerpt
 from . import parsekernel as K
@@ -21,8 +21,8 @@ from .header import column_index, found_missing, missing_columns
 from .rows import GATHER_BYTES, Rows, slices
 from .schema import FORMATS, TableSchema
 
-__all__ = ["Rows", "iter_rows", "DEFAULT_BLOCK_BYTES", "MAX_LINE_BYTES", "FORMATS", "is_parquet", "is_csv",
-           "file_format"]
+__all__ = ["Rows", "iter_rows", "Span", "count_lines", "DEFAULT_BLOCK_BYTES", "MAX_LINE_BYTES", "FORMATS",
+           "is_parquet", "is_csv", "file_format"]
 
 log = logging.getLogger(__name__)
 
@@ -59,21 +59,40 @@ def file_format(path: str, fmt: str | None = None) -> str | None:
     return "parquet" if is_parquet(path) else "csv" if is_csv(path) else None
 
 
+class Span:
+    """The lines of a plain file that start in bytes ``[start, stop)`` (a unit of a larger file), numbered from
+    ``first_line``; ``lines`` counts them as they are read."""
+
+    def __init__(self, start: int, stop: int, first_line: int = 1):
+        if not 0 <= start <= stop or first_line < 1:
+            raise ValueError(f"bad span [{start}, {stop}) from line {first_line}")
+        self.start, self.stop, self.first_line = start, stop, first_line
+        self.lines = 0
+
+
 def iter_rows(path: str, schema: TableSchema, stats: InputStats, on_error: str = "raise",
               block_bytes: int = DEFAULT_BLOCK_BYTES, *, fmt: str | None = None, pad: bool = False,
-              max_line: int = MAX_LINE_BYTES) -> Iterator[Rows]:
+              max_line: int = MAX_LINE_BYTES, span: Span | None = None) -> Iterator[Rows]:
     """Every block of ``path``'s good rows, in order (see the module docstring). ``fmt``: ``file_format``'s;
-    ``pad``: a row with fewer fields than the table reads as if its missing trailing fields were empty."""
+    ``pad``: a row with fewer fields than the table reads as if its missing trailing fields were empty;
+    ``span``: only the lines that start in its byte range (line 1, which tells the format and holds a CSV
+    header, is looked at all the same), numbered from its ``first_line``, counted in its ``lines``."""
     kind = file_format(path, fmt)
     if kind == "parquet":
+        if span is not None:
+            raise ValueError(f"{path}: a Parquet file is read whole")
         from .parquet import iter_parquet
 
         yield from iter_parquet(path, schema, stats, on_error)
         return
-    first = 1                 # the line number of the block's first line
+    first = 1 if span is None else span.first_line   # the line number of the block's first line
     head = True               # line 1 not looked at yet (a byte order mark, a CSV header, the format)
     positions = schema.positions() + (len(schema.columns),)
-    for block in _blocks(path, block_bytes, max_line):
+    if span is not None and span.start > 0:
+        head = False
+        kind, positions = _line1(path, block_bytes, max_line, kind, schema, positions)
+    start, stop = (0, None) if span is None else (span.start, span.stop)
+    for block in _blocks(path, block_bytes, max_line, start, stop):
         if block is None:     # a line longer than max_line: skipped through its end
             msg = f"line_too_long: a line of more than {max_line:,} bytes (the longest row read)"
             if on_error == "raise" or (head and kind != "tsv"):
@@ -81,46 +100,124 @@ def iter_rows(path: str, schema: TableSchema, stats: InputStats, on_error: str =
             stats.records_read += 1
             stats.skip("line_too_long", 1, f"{path}:{first}: {msg}")
             first, head = first + 1, False
+            if span is not None:
+                span.lines = first - span.first_line
             continue
         if head:
             head = False
             if bytes(block[:3]) == BOM:
                 block = block[3:]
             line1, end = _first_line(block)
-            if kind is None:
-                kind = _sniff(path, line1, schema)
+            kind, positions = _format(path, line1, end, kind, schema, positions)
             if kind == "csv":
-                if end > len(line1):
-                    raise InputError(f"line 1 is {end:,} bytes long: not a CSV header", path=path, line=1,
-                                     reason="missing_column")
-                positions = _header(path, line1, schema)
                 block = block[end + 1:]
                 first = 2
             if not len(block):
                 del block
+                if span is not None:
+                    span.lines = first - span.first_line
                 continue
         parts, nlines = _parse(block, path, first, positions, schema, 44 if kind == "csv" else 9, stats, on_error,
                                pad)
         del block   # the rows hold no view of the buffer once ``parts`` is done: it is read into again
         first += nlines
+        if span is not None:
+            span.lines = first - span.first_line
         for rows in parts:
             if len(rows):
                 yield rows
         del parts
 
 
-def _blocks(path: str, block_bytes: int, max_line: int):
+def count_lines(path: str, start: int, stop: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
+    """The lines of plain file ``path`` that start in bytes ``[start, stop)`` (what ``iter_rows`` counts in a
+    ``Span``), read at memory speed without parsing them."""
+    if stop <= start:
+        return 0
+    lines = 1 if start == 0 else 0   # byte 0 starts a line; any other byte p does when byte p - 1 is a newline
+    at = max(start - 1, 0)
+    try:
+        with open_raw(path) as fh:
+            fh.seek(at)
+            while at < stop - 1:
+                chunk = fh.read(min(block_bytes, stop - 1 - at))
+                if not chunk:
+                    break
+                lines += chunk.count(b"\n")
+                at += len(chunk)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path, offset=at) from None
+    return lines
+
+
+def _format(path: str, line1: bytes, end: int, kind: str | None, schema: TableSchema, positions):
+    """The format and the columns' positions line 1 (``line1``, ``end`` bytes long) tells."""
+    if kind is None:
+        kind = _sniff(path, line1, schema)
+    if kind == "csv":
+        if end > len(line1):
+            raise InputError(f"line 1 is {end:,} bytes long: not a CSV header", path=path, line=1,
+                             reason="missing_column")
+        positions = _header(path, line1, schema)
+    return kind, positions
+
+
+def _line1(path: str, block_bytes: int, max_line: int, kind: str | None, schema: TableSchema, positions):
+    """``_format`` of ``path``'s line 1, read on its own (for a span that starts later in the file)."""
+    if kind == "tsv":
+        return kind, positions
+    for block in _blocks(path, min(block_bytes, _HEAD_BYTES), max_line, 0, 1):
+        if block is None:
+            raise InputError(f"line_too_long: a line of more than {max_line:,} bytes (the longest row read)",
+                             path=path, line=1, reason="line_too_long")
+        if bytes(block[:3]) == BOM:
+            block = block[3:]
+        line1, end = _first_line(block)
+        return _format(path, line1, end, kind, schema, positions)
+    return kind, positions
+
+
+def _seek_line(fh, path: str, start: int, block_bytes: int) -> int:
+    """Move ``fh`` to the first line that starts at or after byte ``start`` (> 0); its offset (the file's size
+    when there is none)."""
+    fh.seek(start - 1)
+    at = start - 1
+    while True:
+        chunk = fh.read(block_bytes)
+        if not chunk:
+            return at
+        k = chunk.find(b"\n")
+        if k >= 0:
+            fh.seek(at + k + 1)
+            return at + k + 1
+        at += len(chunk)
+
+
+def _cut_at(buf, n: int, offset: int, stop: int | None) -> int:
+    """``n``, or the end of the line holding byte ``stop - 1`` when ``buf[:n]`` (whole lines read from byte
+    ``offset``, which is before ``stop``) goes past it: the lines that start before ``stop``."""
+    if stop is None or offset + n <= stop:
+        return n
+    return buf.find(b"\n", stop - 1 - offset, n) + 1
+
+
+def _blocks(path: str, block_bytes: int, max_line: int, start: int = 0, stop: int | None = None):
     """``path``'s text as views of whole lines (the last line given its newline), about ``block_bytes`` each,
     read into one buffer that the caller's view must not outlive; None in place of a line longer than
     ``max_line``, which is then skipped through its end. A line longer than a block grows the buffer in place
     and is searched for its end once: linear time, memory about the line and a block. A read error
-    (a truncated or corrupt compressed file) is named by file and byte offset."""
+    (a truncated or corrupt compressed file) is named by file and byte offset. ``start``, ``stop``: only the
+    lines that start in that byte range of a plain file (None: to the end)."""
     buf = bytearray(block_bytes + 1)
     have = 0        # bytes at the buffer's start not handed out yet
     scan = 0        # where the search for a newline starts (the bytes before it hold none)
     offset = 0      # bytes of the file before the buffer's start
     with open_input(path) as fh:
+        if start > 0:
+            offset = _seek_line(fh, path, start, block_bytes)
         while True:
+            if stop is not None and offset >= stop:
+                return
             if len(buf) < have + block_bytes + 1:  # grown in place (realloc): no second copy of a long line
                 buf.extend(bytes(have + block_bytes + 1 - len(buf)))
             got = _read(fh, memoryview(buf)[have:have + block_bytes], path, offset + have)
@@ -130,7 +227,7 @@ def _blocks(path: str, block_bytes: int, max_line: int):
                     if buf[size - 1] != 10:
                         buf[size] = 10
                         size += 1
-                    yield memoryview(buf)[:size]
+                    yield memoryview(buf)[:_cut_at(buf, size, offset, stop)]
                 return
             cut = buf.rfind(b"\n", scan, size) + 1
             if cut == 0:
@@ -152,7 +249,10 @@ def _blocks(path: str, block_bytes: int, max_line: int):
                             break
                         offset += got
                 continue
-            yield memoryview(buf)[:cut]
+            end = _cut_at(buf, cut, offset, stop)
+            yield memoryview(buf)[:end]
+            if end < cut:
+                return
             offset += cut
             have = scan = size - cut
             if len(buf) > 4 * (block_bytes + 1) and have <= block_bytes:   # a long line passed: give it back

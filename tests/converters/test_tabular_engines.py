@@ -137,19 +137,79 @@ def test_long_values_merge_in_byte_order_with_the_short_ones(chunk):
 MiB = 1 << 20
 
 
-@pytest.mark.parametrize("asked, sizes, used", [
-    (4, [10 * MiB] * 3, 1),         # 30 MiB: work for one process
-    (4, [40 * MiB] * 3, 3),         # 120 MiB, but three files
-    (2, [100 * MiB], 1),            # one file is one unit of work
-    (1, [40 * MiB] * 3, 1),
-    (8, [20 * MiB] * 5, 4),         # 100 MiB: one process per 32 MiB started
-    (3, [33 * MiB, 0], 2),
-], ids=["small", "three-files", "one-file", "one-asked", "per-32-mib", "just-over"])
-def test_processes_follow_the_work_the_input_has(tmp_path, asked, sizes, used):
+@pytest.mark.parametrize("asked, sizes, used, suffix", [
+    (4, [10 * MiB] * 3, 1, ""),         # 30 MiB: work for one process
+    (4, [40 * MiB] * 3, 4, ""),         # 120 MiB in six units (a file over 32 MiB is read in 32 MiB ranges)
+    (2, [100 * MiB], 2, ""),            # one file, four units
+    (1, [40 * MiB] * 3, 1, ""),
+    (8, [20 * MiB] * 5, 4, ""),         # 100 MiB: one process per 32 MiB started
+    (3, [33 * MiB, 0], 2, ""),
+    (4, [100 * MiB], 1, ".gz"),         # a compressed file is one unit
+], ids=["small", "three-files", "one-file", "one-asked", "per-32-mib", "just-over", "compressed"])
+def test_processes_follow_the_work_the_input_has(tmp_path, asked, sizes, used, suffix):
+    from converters.tabular.job import TabularJob
+    from converters.tabular.options import TabularOptions
+
     paths = []
     for k, n in enumerate(sizes):
-        p = tmp_path / f"day_{k}"
+        p = tmp_path / f"day_{k}{suffix}"
         with open(p, "wb") as f:
             f.truncate(n)  # sparse: the sizes count, not the bytes
         paths.append(str(p))
-    assert convert.worker_count(asked, paths) == used
+    job = TabularJob.create(paths, tmp_path / "out", TabularOptions())
+    try:
+        assert convert.worker_count(asked, job.units()) == used
+    finally:
+        job.area.cleanup()
+        job.area.release()
+
+
+def _manifest_inputs(out):
+    import json
+
+    return json.loads((out / "index.json").read_text())["inputs"]
+
+
+@pytest.mark.parametrize("case", ["vocabulary", "hashing-no-counting", "skip-bad-rows", "csv", "raise"])
+def test_a_file_read_in_byte_ranges_writes_the_same_bytes(tmp_path, case):
+    """A file cut into many units (line-aligned byte ranges, read by independent steps) converts to the bytes
+    and accounting of the file read whole: line numbers (errors, skip samples, --negative-rate's draw) count
+    from the file's start."""
+    from converters.util.errors import InputError
+
+    lines = R.day_lines(31, 400)
+    kw = {"negative_rate": 0.6, "seed": 3}
+    if case in ("skip-bad-rows", "raise"):
+        for k in (5, 170, 333):
+            lines[k] = lines[k].replace("\t", "\t7x", 1)
+        kw["output"] = ShardOutputOptions(shard_size=9000, on_error="skip" if case == "skip-bad-rows" else "raise")
+    else:
+        kw["output"] = ShardOutputOptions(shard_size=9000)
+    if case == "hashing-no-counting":
+        kw["hash_buckets"] = 1000
+    path = tmp_path / ("day.csv" if case == "csv" else "day")
+    if case == "csv":
+        from converters.tabular.schema import CRITEO
+
+        path.write_text(",".join(c.name for c in CRITEO.columns) + "\n" +
+                        "\n".join(x.replace("\t", ",") for x in lines) + "\n")
+    else:
+        R.write_day(path, lines)
+    opts = TabularOptions(**kw)
+    outs = []
+    for unit in (1 << 30, 4999, 20011):
+        job = TabularJob.create([str(path)], str(tmp_path / f"o{unit}"), opts, chunk_rows=64, unit_bytes=unit)
+        assert (len(job.units()) > 2) == (unit < 1 << 30)
+        assert job.needs_prepass == (unit < 1 << 30 or case != "hashing-no-counting")
+        if case == "raise":
+            with pytest.raises(InputError) as e:
+                run_job(job)
+            outs.append((e.value.line, str(e.value)))
+            continue
+        run_job(job)
+        outs.append((_files(tmp_path / f"o{unit}"), _manifest_inputs(tmp_path / f"o{unit}")))
+    assert outs[0] == outs[1] == outs[2]
+    if case == "raise":
+        assert outs[0][0] == 6
+    elif case == "skip-bad-rows":
+        assert outs[0][1][0]["skipped"] == {"not_an_integer": 3, "sampled_out": outs[0][1][0]["skipped"]["sampled_out"]}

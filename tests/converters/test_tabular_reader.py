@@ -57,3 +57,46 @@ def test_a_bad_line_is_named_by_its_number_from_any_block(tmp_path, block_bytes)
     assert e.value.line == 30 and "12abc" in str(e.value)
     kept = rows_of(path, block_bytes, on_error="skip")
     assert 30 not in kept[0] and len(kept[0]) == 39
+
+
+@pytest.mark.parametrize("kind", ["tsv", "crlf-no-final-newline", "csv-bom", "blank-and-long"])
+@pytest.mark.parametrize("unit", [1, 97, 1000])
+def test_spans_of_a_file_read_its_rows_once_numbered_as_the_whole(tmp_path, kind, unit):
+    """Byte ranges that partition a file read every row once, with the whole file's line numbers, and count
+    the lines ``count_lines`` counts without parsing."""
+    from converters.tabular.reader import Span, count_lines
+
+    lines = R.day_lines(7, 50)
+    if kind == "csv-bom":
+        path = tmp_path / "day.csv"
+        head = ",".join(c.name for c in CRITEO.columns)
+        path.write_bytes(b"\xef\xbb\xbf" + (head + "\n" + "\n".join(x.replace("\t", ",") for x in lines) + "\n").encode())
+    elif kind == "blank-and-long":
+        lines[10] = ""
+        lines[20] = lines[20].replace("\t", "\t" + "9" * 3000 + "x", 1)   # longer than the reader's max_line below
+        path = tmp_path / "day"
+        path.write_text("\n".join(lines) + "\n")
+    else:
+        path = tmp_path / "day"
+        path.write_bytes(("\r\n" if kind.startswith("crlf") else "\n").join(lines).encode())
+    size = path.stat().st_size
+
+    def read(span):
+        stats = InputStats(str(path))
+        out = []
+        for b in iter_rows(str(path), CRITEO, stats, "skip", 64, max_line=2000, span=span):
+            out += list(zip(b.lines.tolist(), b.labels.tolist(), map(tuple, b.nums.tolist())))
+        return out, stats
+
+    whole, whole_stats = read(None)
+    got, first, skipped = [], 1, 0
+    for a in range(0, size, unit):
+        span = Span(a, min(a + unit, size), first)
+        rows, stats = read(span)
+        assert span.lines == count_lines(str(path), a, min(a + unit, size))
+        got += rows
+        skipped += stats.records_skipped
+        first += span.lines
+    assert got == whole and len(whole) >= 48
+    assert skipped == whole_stats.records_skipped
+    assert first - 1 == len(lines) + (kind == "csv-bom")
