@@ -11,6 +11,7 @@ from .streams import (
     compression_of,
     input_size,
     iter_blocks,
+    line_start,
     open_input,
     open_raw,
     read_lines,
@@ -18,4 +19,5 @@ from .streams import (
 )
 
 __all__ = ["expand_inputs", "refuse_inputs_in", "open_input", "open_raw", "input_size", "iter_blocks",
-           "compression_of", "COMPRESSED_SUFFIXES", "is_url", "read_range", "read_lines"]
+           "compression_of", "COMPRESSED_SUFFIXES", "is_url", "read_range", "read_lines",
+           "line_start"]

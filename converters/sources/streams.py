@@ -19,7 +19,7 @@ from ..storage.objects import is_url, object_size, open_object
 from ..util.errors import InputError
 from ..util.fs import open_regular
 
-__all__ = ["open_input", "open_raw", "input_size", "compression_of", "iter_blocks", "read_range", "read_lines",
+__all__ = ["open_input", "open_raw", "input_size", "compression_of", "iter_blocks", "read_range", "read_lines", "line_start",
            "COMPRESSED_SUFFIXES", "MAX_LINE_BYTES"]
 
 COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
@@ -211,7 +211,7 @@ def iter_blocks(path: str, block_bytes: int = _BLOCK, max_line: int = MAX_LINE_B
             offset += len(block)
 
 
-def _line_start(f, pos: int, size: int) -> int:
+def line_start(f, pos: int, size: int) -> int:
     """Offset of the first line of ``f`` that starts at or after ``pos`` (``size`` if none)."""
     if pos <= 0:
         return 0
@@ -240,8 +240,8 @@ def read_range(path: str, start: int, stop: int) -> bytes:
 def read_lines(f, start: int, stop: int) -> bytes:
     """``read_range`` on a seekable binary file object."""
     size = f.seek(0, os.SEEK_END)
-    a = _line_start(f, start, size)
-    b = _line_start(f, stop, size)
+    a = line_start(f, start, size)
+    b = line_start(f, stop, size)
     if b <= a:
         return b""
     f.seek(a)

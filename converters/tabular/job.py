@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -132,7 +133,7 @@ class TabularJob:
     @property
     def needs_prepass(self) -> bool:
         """Counting (the id policy's or ``--numeric minmax``'s), or a file read in several units: their lines."""
-        return self.options.needs_prepass or any(not u.whole for u in self.units())
+        return self.options.needs_prepass or any(not u.whole for u in self._units)
 
     @property
     def output(self):
@@ -154,11 +155,16 @@ class TabularJob:
     def units(self) -> list[Unit]:
         """A plain local text file larger than ``unit_bytes`` in line-aligned byte ranges of that size; every
         other file (smaller, compressed, Parquet, at a URL) whole."""
+        return list(self._units)
+
+    @cached_property
+    def _units(self) -> tuple[Unit, ...]:
+        """``units``, the inputs' sizes looked up once per job (``needs_prepass`` asks too)."""
         if self.unit_bytes >= WHOLE:  # no file looked at
-            return plan_units([InputFile(p, 0, False) for p in self.paths], 1)
+            return tuple(plan_units([InputFile(p, 0, False) for p in self.paths], 1))
         sizes = [input_size(p) for p in self.paths]
-        return plan_units([InputFile(p, n, n > self.unit_bytes and self._splittable(p))
-                           for p, n in zip(self.paths, sizes)], self.unit_bytes)
+        return tuple(plan_units([InputFile(p, n, n > self.unit_bytes and self._splittable(p))
+                                 for p, n in zip(self.paths, sizes)], self.unit_bytes))
 
     def _splittable(self, path: str) -> bool:
         return (compression_of(path) is None and not is_url(path)

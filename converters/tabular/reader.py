@@ -8,12 +8,13 @@ once however long (``_blocks``), up to ``MAX_LINE_BYTES``; a damaged compressed 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Iterator
 
 import numpy as np
 
 from ..shardset.manifest import InputStats
-from ..sources import compression_of, open_input, open_raw
+from ..sources import compression_of, line_start, open_input, open_raw
 from ..util.errors import InputError
 from ..util.excerpt import excerpt
 from . import parsekernel as K
@@ -92,41 +93,39 @@ def iter_rows(path: str, schema: TableSchema, stats: InputStats, on_error: str =
         head = False
         kind, positions = _line1(path, block_bytes, max_line, kind, schema, positions)
     start, stop = (0, None) if span is None else (span.start, span.stop)
-    for block in _blocks(path, block_bytes, max_line, start, stop):
-        if block is None:     # a line longer than max_line: skipped through its end
-            msg = f"line_too_long: a line of more than {max_line:,} bytes (the longest row read)"
-            if on_error == "raise" or (head and kind != "tsv"):
-                raise InputError(msg, path=path, line=first, reason="line_too_long")
-            stats.records_read += 1
-            stats.skip("line_too_long", 1, f"{path}:{first}: {msg}")
-            first, head = first + 1, False
-            if span is not None:
-                span.lines = first - span.first_line
-            continue
-        if head:
-            head = False
-            if bytes(block[:3]) == BOM:
-                block = block[3:]
-            line1, end = _first_line(block)
-            kind, positions = _format(path, line1, end, kind, schema, positions)
-            if kind == "csv":
-                block = block[end + 1:]
-                first = 2
-            if not len(block):
-                del block
-                if span is not None:
-                    span.lines = first - span.first_line
+    try:
+        for block in _blocks(path, block_bytes, max_line, start, stop):
+            if block is None:     # a line longer than max_line: skipped through its end
+                msg = f"line_too_long: a line of more than {max_line:,} bytes (the longest row read)"
+                if on_error == "raise" or (head and kind != "tsv"):
+                    raise InputError(msg, path=path, line=first, reason="line_too_long")
+                stats.records_read += 1
+                stats.skip("line_too_long", 1, f"{path}:{first}: {msg}")
+                first, head = first + 1, False
                 continue
-        parts, nlines = _parse(block, path, first, positions, schema, 44 if kind == "csv" else 9, stats, on_error,
-                               pad)
-        del block   # the rows hold no view of the buffer once ``parts`` is done: it is read into again
-        first += nlines
+            if head:
+                head = False
+                if bytes(block[:3]) == BOM:
+                    block = block[3:]
+                line1, end = _first_line(block)
+                kind, positions = _format(path, line1, end, kind, schema, positions)
+                if kind == "csv":
+                    block = block[end + 1:]
+                    first = 2
+                if not len(block):
+                    del block
+                    continue
+            parts, nlines = _parse(block, path, first, positions, schema, 44 if kind == "csv" else 9, stats,
+                                   on_error, pad)
+            del block   # the rows hold no view of the buffer once ``parts`` is done: it is read into again
+            first += nlines
+            for rows in parts:
+                if len(rows):
+                    yield rows
+            del parts
+    finally:
         if span is not None:
             span.lines = first - span.first_line
-        for rows in parts:
-            if len(rows):
-                yield rows
-        del parts
 
 
 def count_lines(path: str, start: int, stop: int, block_bytes: int = DEFAULT_BLOCK_BYTES) -> int:
@@ -177,22 +176,6 @@ def _line1(path: str, block_bytes: int, max_line: int, kind: str | None, schema:
     return kind, positions
 
 
-def _seek_line(fh, path: str, start: int, block_bytes: int) -> int:
-    """Move ``fh`` to the first line that starts at or after byte ``start`` (> 0); its offset (the file's size
-    when there is none)."""
-    fh.seek(start - 1)
-    at = start - 1
-    while True:
-        chunk = fh.read(block_bytes)
-        if not chunk:
-            return at
-        k = chunk.find(b"\n")
-        if k >= 0:
-            fh.seek(at + k + 1)
-            return at + k + 1
-        at += len(chunk)
-
-
 def _cut_at(buf, n: int, offset: int, stop: int | None) -> int:
     """``n``, or the end of the line holding byte ``stop - 1`` when ``buf[:n]`` (whole lines read from byte
     ``offset``, which is before ``stop``) goes past it: the lines that start before ``stop``."""
@@ -213,8 +196,9 @@ def _blocks(path: str, block_bytes: int, max_line: int, start: int = 0, stop: in
     scan = 0        # where the search for a newline starts (the bytes before it hold none)
     offset = 0      # bytes of the file before the buffer's start
     with open_input(path) as fh:
-        if start > 0:
-            offset = _seek_line(fh, path, start, block_bytes)
+        if start > 0:   # the first line that starts at or after ``start``
+            offset = line_start(fh, start, fh.seek(0, os.SEEK_END))
+            fh.seek(offset)
         while True:
             if stop is not None and offset >= stop:
                 return
