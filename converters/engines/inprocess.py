@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 from ..shardset.manifest import Manifest
 from .core import Outcome
 from .group import finalize_outcome
-from .steps import TwoPassJob, context_of, scatter_step, size_results
+from .steps import TwoPassJob, context_of, scatter_step, size_results, write_step
 
 __all__ = ["run_job"]
 
@@ -32,7 +32,7 @@ def run_job(job: TwoPassJob, *, pmap: Callable[[Callable, Sequence], list] | Non
         plan = job.plan(summaries, size_results(job, pmap, summaries), ctx)
         if plan.scatter:
             pmap(scatter_step(job), plan.scatter)
-        results = pmap(job.pass2, plan.shards)
+        results = write_step(job, pmap, plan.shards)
         return finalize_outcome(job.area, job.output, job.schema, job.kind, Outcome.of(plan, results))
     finally:
         job.area.cleanup()

@@ -7,8 +7,9 @@ output checked, temporary area chosen):
 
 1. ``units = job.units()`` — pure given the inputs' sizes; one element of work each.
 2. the pre-pass, for a ``Prepass`` job only: if ``job.needs_prepass``, ``pre = [job.prepass(u) for u in
-   units]`` (parallel), else ``pre = []``; then ``ctx = job.resolve(pre)`` (one task). A job without
-   ``Prepass`` gets ``ctx = None`` (``context_of``).
+   units]`` (parallel), else ``pre = []``; then ``ctx = job.resolve(pre, pmap)`` (one task, whose
+   independent parts — a tabular vocabulary per column — may run on the engine's ``pmap``; an engine
+   without one passes None). A job without ``Prepass`` gets ``ctx = None`` (``context_of``).
 3. pass 1: ``summaries = [job.pass1(u, ctx) for u in units]`` (parallel; results in any order).
 4. the size step, for a ``Sizing`` job only: ``tasks = job.size_tasks(summaries)`` (one task, pure),
    ``sizes = [job.sizes(t) for t in tasks]`` (parallel); ``sizes = []`` otherwise (``size_results``).
@@ -17,7 +18,11 @@ output checked, temporary area chosen):
 6. the scatter step, only when ``plan.scatter`` (``--shuffle``): ``[job.scatter(t) for t in plan.scatter]``
    (parallel; every one done before any pass 2 starts). A plan with scatter tasks from a job without
    ``Scatter`` is a ``TfpipeError`` (``scatter_step``).
-7. pass 2: ``results = [job.pass2(s) for s in plan.shards]`` (parallel; one shard each).
+7. pass 2: ``results = [job.pass2(s) for s in plan.shards]`` (parallel; one shard each). A ``SplitWrite`` job
+   on an engine with more processes than one (``write_step``) may write a large shard in parts instead:
+   ``parts = job.split_shard(s, processes)`` (one task; ``[]``: the shard is written whole),
+   ``[job.write_part(p) for p in parts]`` (parallel, beside the whole shards), then ``job.join_shard(parts)``
+   (one task per shard: its ``ShardResult``, as ``pass2`` gives it).
 8. ``group.finalize_outcome(job.area, job.output, job.schema, job.kind, core.Outcome.of(plan, results))`` (one
    task; a plain set, or a group of per-label sets); on any failure instead: ``job.area.cleanup()`` and
    ``job.area.release()`` (the claim on the output).
@@ -34,6 +39,7 @@ message), so no shard is written and no manifest either.
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ..util.errors import TfpipeError
@@ -41,10 +47,12 @@ from ..util.errors import TfpipeError
 if TYPE_CHECKING:
     from .core import SetPlan, ShardResult, ShardSpec
 
-__all__ = ["TwoPassJob", "Prepass", "Sizing", "Scatter", "Lite", "needs_prepass", "resolve", "context_of",
-           "size_tasks", "size_results", "scatter_step", "lite_of"]
+__all__ = ["TwoPassJob", "Prepass", "Sizing", "Scatter", "Lite", "SplitWrite", "needs_prepass", "resolve",
+           "context_of", "size_tasks", "size_results", "scatter_step", "write_step", "lite_of"]
 
 PMap = Callable[[Callable, Sequence], list]
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -72,7 +80,7 @@ class Prepass(Protocol):
     needs_prepass: bool
 
     def prepass(self, unit) -> Any: ...
-    def resolve(self, prepasses: Sequence) -> Any: ...
+    def resolve(self, prepasses: Sequence, pmap: PMap | None = None) -> Any: ...
 
 
 @runtime_checkable
@@ -91,6 +99,15 @@ class Scatter(Protocol):
 
 
 @runtime_checkable
+class SplitWrite(Protocol):
+    """Pass 2 of a large shard in parts by several processes (``engines.splitwrite``)."""
+
+    def split_shard(self, spec: "ShardSpec", processes: int) -> list: ...
+    def write_part(self, part) -> Any: ...
+    def join_shard(self, parts: Sequence) -> "ShardResult": ...
+
+
+@runtime_checkable
 class Lite(Protocol):
     """A lighter copy of the job for every step but pass 1."""
 
@@ -102,14 +119,16 @@ def needs_prepass(job) -> bool:
     return isinstance(job, Prepass) and bool(job.needs_prepass)
 
 
-def resolve(job, prepasses: Sequence = ()) -> Any:
-    """Pass 1's context from the pre-pass results (``[]`` without a pre-pass); None for a job without one."""
-    return job.resolve(list(prepasses)) if isinstance(job, Prepass) else None
+def resolve(job, prepasses: Sequence = (), pmap: PMap | None = None) -> Any:
+    """Pass 1's context from the pre-pass results (``[]`` without a pre-pass), its parts on ``pmap`` (None:
+    here, one after the other); None for a job without one."""
+    return job.resolve(list(prepasses), pmap) if isinstance(job, Prepass) else None
 
 
 def context_of(job, pmap: PMap, units: Sequence) -> Any:
-    """Step 2: the pre-pass over ``units`` on ``pmap`` where the job needs one, then ``resolve``."""
-    return resolve(job, pmap(job.prepass, units) if needs_prepass(job) else [])
+    """Step 2: the pre-pass over ``units`` on ``pmap`` where the job needs one, then ``resolve`` (its parts
+    on ``pmap`` too)."""
+    return resolve(job, pmap(job.prepass, units) if needs_prepass(job) else [], pmap)
 
 
 def size_tasks(job, summaries: Sequence) -> list:
@@ -128,6 +147,31 @@ def scatter_step(job) -> Callable:
     if not isinstance(job, Scatter):
         raise TfpipeError(f"the {job.kind} job planned scatter tasks (--shuffle) but has no scatter step")
     return job.scatter
+
+
+def write_step(job, pmap: PMap, shards: Sequence) -> list:
+    """Pass 2 over ``shards`` on ``pmap``: each shard by one process, or, for a ``SplitWrite`` job on a pool of
+    several processes (``localpool.pool_width``), a large shard in parts written at once, then joined. The
+    results (one ``ShardResult`` per shard, in shard order) and the bytes are the same either way."""
+    from .localpool import pool_width
+
+    width = pool_width(pmap)
+    if width < 2 or not isinstance(job, SplitWrite):
+        return pmap(job.pass2, shards)
+    splits = [job.split_shard(s, width) for s in shards]
+    for s, parts in zip(shards, splits):
+        if parts:
+            log.debug("shard %d: written in %d parts at once", s.index, len(parts))
+    tasks = [(job.write_part, p) for parts in splits for p in parts]
+    tasks += [(job.pass2, s) for s, parts in zip(shards, splits) if not parts]
+    done = iter(pmap(_run_task, tasks)[len(tasks) - sum(not p for p in splits):])
+    joined = iter(pmap(job.join_shard, [parts for parts in splits if parts]))
+    return [next(joined) if parts else next(done) for parts in splits]
+
+
+def _run_task(task):
+    fn, arg = task
+    return fn(arg)
 
 
 def lite_of(job):

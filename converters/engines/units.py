@@ -60,18 +60,20 @@ class Unit:
         return f"u{self.index:07d}"
 
 
-def plan_units(files: Sequence[InputFile], unit_size: int) -> list[Unit]:
+def plan_units(files: Sequence[InputFile], unit_size: int, *, even: bool = False) -> list[Unit]:
     """Pure: cut each splittable file into byte ranges of ``unit_size`` (the last one shorter), keep the others
-    whole. An empty splittable file gets one empty unit, so every input has at least one unit (and its
-    accounting)."""
+    whole. ``even``: into as many ranges but of equal size (the last one shorter by less than their count), so
+    that no range is a sliver. An empty splittable file gets one empty unit, so every input has at least one
+    unit (and its accounting)."""
     unit_size = as_int(unit_size, "unit_size", minimum=1, must="a positive number of bytes")
     units: list[Unit] = []
     for i, f in enumerate(files):
         if not f.splittable:
             units.append(Unit(len(units), i, f.path, 0, f.size, True))
             continue
-        for a in _starts(f.size, unit_size):
-            units.append(Unit(len(units), i, f.path, a, min(a + unit_size, f.size), False))
+        size = -(-f.size // len(_starts(f.size, unit_size))) if even and f.size else unit_size
+        for a in _starts(f.size, size):
+            units.append(Unit(len(units), i, f.path, a, min(a + size, f.size), False))
     return units
 
 

@@ -171,7 +171,7 @@ class LibsvmJob:
         except InputError as exc:
             return LibsvmPrepass(unit.index, error=ErrorRecord.of(exc))
 
-    def resolve(self, prepasses: Sequence[LibsvmPrepass]) -> LibsvmContext:
+    def resolve(self, prepasses: Sequence[LibsvmPrepass], pmap=None) -> LibsvmContext:
         if not self.needs_prepass:
             return LibsvmContext(self.options.index_base)
         for p in sorted(prepasses, key=lambda p: p.unit):

@@ -4,13 +4,14 @@ conversion holds, whatever the rows and distinct values.
 * pre-pass (counting): each categorical column's share, ``memory / columns`` (at least 64 KiB), of which a
   column's counts hold half before they are merged and, still past it, spilled as a sorted run (the merge
   needs as much again): ``count_bytes``.
-* vocabulary step: half of ``memory`` for the merge's reads, shared by the runs (``merge_entries``).
+* vocabulary step: half of ``memory`` for the merge's reads, shared by the runs (``merge_entries``) and by
+  the processes that merge columns at once (``shared``).
 * pass 1 (encoding): half of ``memory`` for the lookups, shared by the categorical columns (``lookup_bytes``;
   a column past its share is looked up on disk), and a quarter for a chunk of compact rows (``chunk_rows``).
 * pass 2 (writing) holds a slice of rows, whatever ``memory`` is."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..util.checks import as_int, set_int
 from .vocab import CHUNK
@@ -52,6 +53,12 @@ class MemoryBudget:
         runs, width = as_int(runs, "runs", minimum=0), as_int(width, "width", minimum=0)
         lo, hi = MERGE_ENTRIES
         return int(min(hi, max(lo, self.memory // 2 // max(runs, 1) // (width + 8))))
+
+    def shared(self, processes: int) -> "MemoryBudget":
+        """The budget of one of ``processes`` processes that work at once (the vocabulary step's columns on a
+        pool): ``memory`` split between them."""
+        processes = as_int(processes, "processes", minimum=1)
+        return self if processes == 1 else replace(self, memory=max(1, self.memory // processes))
 
     @property
     def lookup_bytes(self) -> int:

@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..engines.localpool import pool_width
 from ..util.checks import as_int, set_int
 from .encode import ColumnFacts, hash_bins
 from .lookups import column_lookup
@@ -47,6 +48,10 @@ class _Vocabularies:
                 "bytes": nbytes, "sha256": sha} | ({"distinct": distinct} if distinct >= 0 else {})
 
 
+def _in_turn(fn, items) -> list:
+    return [fn(x) for x in items]
+
+
 @dataclass(frozen=True)
 class Vocabulary(_Vocabularies):
     """Vocabularies counted on the inputs: a value seen at least ``min_count`` times gets an id."""
@@ -66,16 +71,16 @@ class Vocabulary(_Vocabularies):
         """One counter per categorical column of a pre-pass task (``key``), each within ``budget.count_bytes``."""
         return [ColumnCounter(area, f"{key}-k{j:03d}", budget.count_bytes) for j in range(columns)]
 
-    def resolve(self, area, options, budget, counts: Sequence, mins: tuple, maxs: tuple):
+    def resolve(self, area, options, budget, counts: Sequence, mins: tuple, maxs: tuple, pmap=None):
         """The facts and vocabulary files of the counted columns: each column's runs merged, streamed into its
-        file and table (the vocabulary is never held)."""
-        step = VocabFiles(area, self.min_count, budget)
-        files, sizes = [], []
-        for j, name in enumerate(options.schema.categorical):
-            entry, size = step.counted(name, [r for p in counts for r in p.runs[j]])
-            files.append(entry)
-            sizes.append(size + 1)
-        return ColumnFacts(tuple(sizes), mins, maxs), tuple(files)
+        file and table (the vocabulary is never held); the columns on ``pmap`` (None: here, in turn), each
+        process's merge within its share of the merge's memory (``pool_width``)."""
+        step = VocabFiles(area, self.min_count, budget.shared(pool_width(pmap)))
+        columns = [(name, [r for p in counts for r in p.runs[j]])
+                   for j, name in enumerate(options.schema.categorical)]
+        done = (pmap or _in_turn)(step.counted_column, columns)
+        files = tuple(entry for entry, _ in done)
+        return ColumnFacts(tuple(size + 1 for _, size in done), mins, maxs), files
 
     def to_json(self) -> dict:
         return {"min_count": self.min_count, "vocab_from": None, "hash_buckets": None}
@@ -101,7 +106,7 @@ class VocabFrom(_Vocabularies):
     def counters(self, area, key: str, columns: int, budget) -> list:
         return []
 
-    def resolve(self, area, options, budget, counts: Sequence, mins: tuple, maxs: tuple):
+    def resolve(self, area, options, budget, counts: Sequence, mins: tuple, maxs: tuple, pmap=None):
         """The source set's facts (its table sizes and min-max) and its vocabulary files copied."""
         facts, vocabs = source_tables(options)
         step = VocabFiles(area, 1, budget)
@@ -141,7 +146,7 @@ class Hashing:
     def counters(self, area, key: str, columns: int, budget) -> list:
         return []
 
-    def resolve(self, area, options, budget, counts: Sequence, mins: tuple, maxs: tuple):
+    def resolve(self, area, options, budget, counts: Sequence, mins: tuple, maxs: tuple, pmap=None):
         return ColumnFacts((self.buckets,) * len(options.schema.categorical), mins, maxs), ()
 
     def column_ids(self, area, names: Sequence[str], facts: ColumnFacts, budget) -> list:

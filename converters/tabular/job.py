@@ -4,8 +4,9 @@ orchestrates; what differs between runs is data chosen once from the options: th
 features, widths, id offsets), the id policy (``idpolicy``: vocabulary, ``--vocab-from`` or hashing) and the
 memory budget (``budget``: each pass's share of ``--memory``).
 
-* ``units``: a plain local text file larger than ``unit_bytes`` (32 MiB) in line-aligned byte ranges of that
-  size (the lines that start in the range), every other file whole; in input order.
+* ``units``: a plain local text file larger than ``unit_bytes`` (32 MiB, or what ``convert.run`` sizes for its
+  processes) in line-aligned byte ranges of about that size, all of one size (the lines that start in the
+  range), every other file whole; in input order.
 * ``prepass(unit)``, the pre-pass (counting; when the id policy or ``--numeric minmax`` needs it): count every
   categorical value (the id policy's counters: sorted runs spilled to the temporary area past their share) and
   the numeric columns' min/max, and the unit's lines. Without counting, a file read in several units still
@@ -31,6 +32,8 @@ import numpy as np
 
 from ..engines.area import RunArea, prepare_run
 from ..engines.core import Cutter, ErrorRecord, SetPlan, ShardResult, ShardSpec, write_shard
+from ..engines import splitwrite
+from ..engines.splitwrite import ShardPart
 from ..engines.units import InputFile, Unit, plan_units
 from ..prep.options import PrepOptions
 from ..shardset.blocks import Blocks, block_lengths
@@ -153,8 +156,9 @@ class TabularJob:
         return self.budget.chunk_rows
 
     def units(self) -> list[Unit]:
-        """A plain local text file larger than ``unit_bytes`` in line-aligned byte ranges of that size; every
-        other file (smaller, compressed, Parquet, at a URL) whole."""
+        """A plain local text file larger than ``unit_bytes`` in line-aligned byte ranges of about that size (as
+        many as ranges of that size would be, of equal size); every other file (smaller, compressed, Parquet, at
+        a URL) whole."""
         return list(self._units)
 
     @cached_property
@@ -164,7 +168,7 @@ class TabularJob:
             return tuple(plan_units([InputFile(p, 0, False) for p in self.paths], 1))
         sizes = [input_size(p) for p in self.paths]
         return tuple(plan_units([InputFile(p, n, n > self.unit_bytes and self._splittable(p))
-                                 for p, n in zip(self.paths, sizes)], self.unit_bytes))
+                                 for p, n in zip(self.paths, sizes)], self.unit_bytes, even=True))
 
     def _splittable(self, path: str) -> bool:
         return (compression_of(path) is None and not is_url(path)
@@ -206,7 +210,8 @@ class TabularJob:
         return out
 
     # -- the vocabulary step -----------------------------------------------------------------------------
-    def resolve(self, prepasses: Sequence[Counts] = ()) -> Context:
+    def resolve(self, prepasses: Sequence[Counts] = (), pmap=None) -> Context:
+        """The vocabulary step (its columns on ``pmap`` where the engine gives one)."""
         o, k = self.options, len(self.options.schema.numeric)
         counts = sorted(prepasses, key=lambda p: p.unit.index)
         firsts, before = [], {}
@@ -221,7 +226,7 @@ class TabularJob:
             counts = []  # (line counts only)
         mins = tuple(min([p.mins[j] for p in counts if p.mins], default=0.0) for j in range(k))
         maxs = tuple(max([p.maxs[j] for p in counts if p.maxs], default=0.0) for j in range(k))
-        ctx = Context(*o.ids.resolve(self.area, o, self.budget, counts, mins, maxs))
+        ctx = Context(*o.ids.resolve(self.area, o, self.budget, counts, mins, maxs, pmap))
         return replace(ctx, firsts=tuple(firsts)) if any(f > 1 for f in firsts) else ctx
 
     # -- pass 1 (encoding) ------------------------------------------------------------------------------
@@ -326,10 +331,7 @@ class TabularJob:
         else:
             cutter = Cutter(self.output.shard_size)
             for _, c in chunks:
-                lengths = self.area.get_array(f"{c.key}.len", np.int64)
-                if lengths.size != c.rows:
-                    raise TfpipeError(f"temporary lengths {c.key} of run {self.area.run_id} are damaged")
-                cutter.add(lengths)
+                cutter.add(self._lengths_of(c, 0, c.rows))
             ranges = cutter.ranges()
         shards = tuple(ShardSpec(k, b - a, tuple((off, c) for off, c in chunks if off < b and off + c.rows > a),
                                  first=a, layout=layout if layout.columnar else None)
@@ -369,10 +371,41 @@ class TabularJob:
         return write_shard(self.area, self.output, spec,
                            ((f, int(n.size)) for f, n in (serialize_batch(self.schema, c) for c in cols)))
 
-    def _columns(self, spec: ShardSpec) -> Iterable[dict[str, np.ndarray]]:
+    # -- pass 2 of a large shard in parts (``engines.splitwrite``) ---------------------------------------------
+    def split_shard(self, spec: ShardSpec, processes: int) -> list[ShardPart]:
+        """An Example-layout shard of at least ``SPLIT_MIN_BYTES``, uncompressed and local, in ``processes``
+        parts of about equal bytes (each row's framed length is pass 1's); ``[]``: written whole."""
+        if spec.layout is not None or processes < 2 or not splitwrite.can_split(self.area, self.output):
+            return []
+        lengths = np.concatenate([self._lengths_of(chunk, lo, hi) for lo, hi, chunk in self._ranges(spec)]
+                                 or [np.zeros(0, np.int64)])
+        if int(lengths.sum()) < splitwrite.SPLIT_MIN_BYTES:
+            return []
+        return splitwrite.open_parts(self.area, self.output, spec, splitwrite.cut_parts(lengths, processes))
+
+    def write_part(self, part: ShardPart) -> int:
+        return splitwrite.write_part(part, ((f, int(n.size)) for f, n in
+                                            (serialize_batch(self.schema, c) for c in self._columns(part.spec))))
+
+    def join_shard(self, parts: Sequence[ShardPart]) -> ShardResult:
+        return splitwrite.join_parts(self.area, list(parts))
+
+    def _lengths_of(self, chunk: Chunk, lo: int, hi: int) -> np.ndarray:
+        lengths = self.area.get_array(f"{chunk.key}.len", np.int64)
+        if lengths.size != chunk.rows:
+            raise TfpipeError(f"temporary lengths {chunk.key} of run {self.area.run_id} are damaged")
+        return lengths[lo:hi]
+
+    def _ranges(self, spec: ShardSpec) -> Iterable[tuple[int, int, Chunk]]:
+        """``(lo, hi, chunk)``: the rows of each chunk the shard's records ``[first, first + records)`` take."""
         a, b = spec.first, spec.first + spec.records
         for off, chunk in spec.pieces:
             lo, hi = max(a - off, 0), min(b - off, chunk.rows)
+            if lo < hi:
+                yield lo, hi, chunk
+
+    def _columns(self, spec: ShardSpec) -> Iterable[dict[str, np.ndarray]]:
+        for lo, hi, chunk in self._ranges(spec):
             for at in range(lo, hi, _SLICE_ROWS):  # the target's columns a slice at a time: bounded memory
                 yield self._load(chunk, at, min(at + _SLICE_ROWS, hi))
 

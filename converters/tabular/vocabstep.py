@@ -39,6 +39,10 @@ class VocabFiles:
         out.stage(path, tmp)
         return (name, tmp, vf.nbytes, vf.sha256, vf.distinct), vf.size
 
+    def counted_column(self, column: tuple[str, Sequence[CountRun]]) -> tuple[Entry, int]:
+        """``counted(name, runs)`` of one ``(name, runs)`` pair: a column's task of the vocabulary step."""
+        return self.counted(*column)
+
     def _text_file(self, name: str) -> tuple[object, str, str]:
         """The output storage, the temporary name of column ``name``'s vocabulary file beside the shards, and
         the local path it is written at before ``stage`` (on a local output, that name itself)."""

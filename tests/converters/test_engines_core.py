@@ -91,6 +91,18 @@ def test_plan_units(files, size, expect):
     assert all(u.whole == (not files[u.input_index].splittable) for u in units)
 
 
+@pytest.mark.parametrize("files, size, expect", [
+    ([InputFile("a", 10, True)], 4, [(0, 0, 4), (0, 4, 8), (0, 8, 10)]),    # 3 ranges: 4, 4, 2
+    ([InputFile("a", 252, True)], 189, [(0, 0, 126), (0, 126, 252)]),        # not 189 and a sliver of 63
+    ([InputFile("a", 11, True)], 5, [(0, 0, 4), (0, 4, 8), (0, 8, 11)]),
+    ([InputFile("a", 0, True), InputFile("b", 9, False)], 4, [(0, 0, 0), (1, 0, 9)]),
+])
+def test_even_units_are_as_many_ranges_of_equal_size(files, size, expect):
+    units = plan_units(files, size, even=True)
+    assert [(u.input_index, u.start, u.stop) for u in units] == expect
+    assert len(units) == len(plan_units(files, size))
+
+
 
 @pytest.mark.parametrize("sizes", [[0], [5], [10], [11, 0, 30], [3, 3, 3, 3]])
 @pytest.mark.parametrize("gz", [False, True])

@@ -1,6 +1,6 @@
 """The local engine's processes (``engines.localpool``): this process plus ``workers - 1`` workers, started only
-when a step has two items or more and after this process ran the step's first item; results in item order;
-an error in any process ends the step with that error."""
+when a step has two items or more; results in item order; a free worker gets its next item at once; an error
+in any process ends the step with that error."""
 from __future__ import annotations
 
 import os
@@ -35,12 +35,30 @@ def test_items_in_order_on_at_most_workers_processes(workers, steps, processes):
         for n in steps:
             got = pool.map(_pid, range(n))
             assert [x for x, _ in got] == list(range(n))
-            if n and not seen:
-                assert got[0][1] == me  # the first item of the first step ran here, before any worker started
+            if n == 1:
+                assert got[0][1] == me  # a step of one item runs here
             seen |= {p for _, p in got}
         started = pool._pool is not None
     assert me in seen and len(seen) <= processes
     assert started == (processes > 1)
+
+
+def _nap(x):
+    import time
+
+    time.sleep(x)
+    return os.getpid()
+
+
+def test_a_free_worker_gets_its_next_item_while_this_process_works():
+    """This process takes the last item (a long one); the worker takes the others one after the other as it
+    gets free, without waiting for this process to look."""
+    items = [0.02] * 6 + [3.0]
+    with LocalPool(2) as pool:
+        pool.map(_nap, [0, 0])  # the worker started
+        pids = pool.map(_nap, items)
+    me = os.getpid()
+    assert pids[-1] == me and all(p != me for p in pids[:-1])
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -50,6 +68,13 @@ def test_an_error_in_any_process_ends_the_step(workers):
         with pytest.raises(ValueError, match="item 3 is bad"):
             pool.map(_fail_on_3, range(8))
         assert pool.map(_fail_on_3, [4, 5, 6]) == [4, 5, 6]  # the pool still works
+
+
+def test_pool_width_is_the_processes_a_pmap_runs_at_once():
+    from converters.engines.localpool import pool_width
+
+    assert pool_width(LocalPool(3).map) == 3
+    assert pool_width(map) == pool_width(None) == pool_width(lambda fn, items: []) == 1
 
 
 @pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])

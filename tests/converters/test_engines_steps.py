@@ -16,7 +16,7 @@ from converters.shardset.options import ShardOutputOptions
 from converters.shardset.reader import read_manifest
 from converters.util.errors import TfpipeError
 
-CAPABILITIES = (steps.Prepass, steps.Sizing, steps.Scatter, steps.Lite)
+CAPABILITIES = (steps.Prepass, steps.Sizing, steps.Scatter, steps.Lite, steps.SplitWrite)
 
 
 def members(protocol) -> set[str]:
@@ -30,9 +30,9 @@ def test_the_core_is_narrow_and_capabilities_small():
 
 
 @pytest.mark.parametrize("name, args, has, lacks", [  # args: the options' required ones
-    ("libsvm", (39,), {steps.Prepass, steps.Scatter}, {steps.Sizing, steps.Lite}),
-    ("text", (16,), {steps.Sizing, steps.Scatter, steps.Lite}, {steps.Prepass}),
-    ("tabular", (), {steps.Prepass}, {steps.Sizing, steps.Scatter}),
+    ("libsvm", (39,), {steps.Prepass, steps.Scatter}, {steps.Sizing, steps.Lite, steps.SplitWrite}),
+    ("text", (16,), {steps.Sizing, steps.Scatter, steps.Lite}, {steps.Prepass, steps.SplitWrite}),
+    ("tabular", (), {steps.Prepass, steps.SplitWrite}, {steps.Sizing, steps.Scatter}),
 ])
 def test_built_in_jobs_write_the_core_and_only_their_capabilities(tmp_path, name, args, has, lacks):
     fmt = registry.get(name)
@@ -82,6 +82,16 @@ def test_helpers_answer_for_a_job_without_the_capability(tmp_path, capability, a
     finally:
         job.area.cleanup()
         job.area.release()
+
+
+def test_a_job_without_split_write_writes_whole_shards_on_a_pool(tmp_path):
+    from converters.engines.localpool import LocalPool
+
+    options, path = _csv(tmp_path)
+    job = csvfmt.CsvJob.create([path], tmp_path / "out", options)
+    with LocalPool(2) as pool:
+        m = run_job(job, pmap=pool.map)
+    assert m.records == 50 and len(m.shards) > 1
 
 
 @dataclasses.dataclass(frozen=True)

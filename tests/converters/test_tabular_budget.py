@@ -71,6 +71,21 @@ def test_merge_entries_refuses_a_negative_count():
         MemoryBudget(MiB, 13, 26).merge_entries(-1, 8)
 
 
+@pytest.mark.parametrize("processes, runs, width", [(1, 4, 8), (2, 4, 8), (4, 40, 16)])
+def test_processes_that_merge_at_once_share_the_merges_memory(processes, runs, width):
+    whole = MemoryBudget(256 * MiB, 13, 26)
+    one = whole.shared(processes)
+    assert (one is whole) == (processes == 1)
+    held = processes * one.merge_entries(runs, width) * runs * (width + 8)
+    assert held <= whole.memory // 2 and one.merge_entries(runs, width) >= whole.merge_entries(runs, width) // processes
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5])
+def test_shared_refuses_a_bad_count(bad):
+    with pytest.raises(ValueError, match=f"processes must be a positive integer, got {bad}"):
+        MemoryBudget(MiB, 13, 26).shared(bad)
+
+
 @pytest.fixture(scope="module")
 def day(tmp_path_factory):
     d = tmp_path_factory.mktemp("day")

@@ -37,16 +37,57 @@ def _opts(**kw):
     return TabularOptions(output=ShardOutputOptions(shard_size=9000), negative_rate=0.7, seed=1, **kw)
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["whole-shards", "shards-in-parts"])
 @pytest.mark.parametrize("kw", [{}, {"target": "dlrm", "min_count": 2}])
-def test_local_pool_and_inprocess_write_the_same_bytes(days, tmp_path, kw, monkeypatch, caplog):
+def test_local_pool_and_inprocess_write_the_same_bytes(days, tmp_path, kw, split, monkeypatch, caplog):
+    """Two processes: the vocabulary step's columns on both, and (``split``) every shard written in parts at
+    once (``engines.splitwrite``, here from any size): the bytes of one process."""
+    from converters.engines import splitwrite
+
     inputs = [str(days / f"day_{k}") for k in range(3)]
     a = run_job(TabularJob.create(inputs, str(tmp_path / "a"), _opts(**kw), chunk_rows=50))
     monkeypatch.setattr(convert, "BYTES_PER_WORKER", 1)  # these small days would get one process
-    with caplog.at_level(logging.DEBUG, logger="converters.engines.localpool"):
-        run(inputs, str(tmp_path / "b"), _opts(**kw), workers=2, chunk_rows=50)
+    if split:
+        monkeypatch.setattr(splitwrite, "SPLIT_MIN_BYTES", 1)
+    with caplog.at_level(logging.DEBUG, logger="converters.engines"):
+        b = run(inputs, str(tmp_path / "b"), _opts(**kw), workers=2, chunk_rows=50)
     assert "starting 1 worker process(es)" in caplog.text
+    assert ("written in 2 parts at once" in caplog.text) == split
     fa, fb = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert len(a.shards) > 2 and fa == fb and any(k.startswith("vocab/") for k in fa)
+    assert [(s.records, s.bytes, s.sha256) for s in a.shards] == [(s.records, s.bytes, s.sha256) for s in b.shards]
+    assert not [p for p in (tmp_path / "b").iterdir() if p.name.startswith(".tfpipe-tmp")]
+
+
+M = 1 << 20
+
+
+def test_a_gzip_shard_is_written_whole(days, tmp_path, monkeypatch, caplog):
+    from converters.engines import splitwrite
+
+    inputs = [str(days / f"day_{k}") for k in range(3)]
+    opts = TabularOptions(output=ShardOutputOptions(shard_size=9000, compression="gzip"), seed=1)
+    a = run_job(TabularJob.create(inputs, str(tmp_path / "a"), opts))
+    monkeypatch.setattr(convert, "BYTES_PER_WORKER", 1)
+    monkeypatch.setattr(splitwrite, "SPLIT_MIN_BYTES", 1)
+    with caplog.at_level(logging.DEBUG, logger="converters.engines"):
+        run(inputs, str(tmp_path / "b"), opts, workers=2)
+    assert "parts at once" not in caplog.text
+    assert _files(tmp_path / "a") == _files(tmp_path / "b") and len(a.shards) > 1
+
+
+@pytest.mark.parametrize("processes, sizes, unit", [
+    (1, [700 * M], None),              # one process reads each file whole
+    (2, [700 * M], 175 * M),         # two processes, about four units
+    (2, [40 * M] * 3, 32 * M),       # never below 32 M
+    (4, [10 * M, 400 * M], 51 * M + 256 * 1024),
+])
+def test_a_run_of_n_processes_reads_about_2n_units(processes, sizes, unit):
+    from converters.engines.units import Unit
+    from converters.tabular.job import WHOLE
+
+    units = [Unit(k, k, f"f{k}", 0, n, False) for k, n in enumerate(sizes)]
+    assert convert.unit_bytes_for(units, processes) == (WHOLE if unit is None else unit)
 
 
 @pytest.mark.parametrize("layout", ["example", "columnar"])

@@ -1,0 +1,110 @@
+"""Pass 2 of one large shard by several processes at once: when a run has more processes than shards left to
+write (a 750 MB input makes one 1 GiB shard and a small one), the shard's rows are cut into parts of about equal
+bytes (``cut_parts``, pure, from each row's framed length), each part's framed records are written at its byte
+offset of one file (``write_part``), and the file is then checked, hashed, fsynced and named as a shard written
+whole is (``join_parts``). The bytes are those one process writes: a record's framing does not depend on the
+rows written beside it.
+
+Only an uncompressed shard on local storage is cut (a gzip stream, or an upload, is one process's work), and
+only a shard of at least ``SPLIT_MIN_BYTES`` (below that a process's fixed cost outweighs the half it saves)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from ..util.errors import TfpipeError
+from .area import RunArea
+from .core import ShardResult, ShardSpec
+
+__all__ = ["SPLIT_MIN_BYTES", "ShardPart", "cut_parts", "can_split", "open_parts", "write_part", "join_parts"]
+
+SPLIT_MIN_BYTES = 64 << 20  # a smaller shard is written by one process
+_READ_BYTES = 8 << 20       # the join hashes the file this much at a time
+
+
+@dataclass(frozen=True)
+class ShardPart:
+    """Records ``[spec.first, spec.first + spec.records)`` of shard ``spec.index`` (``spec``: the part's rows),
+    written at byte ``offset`` of ``path`` (the shard's file while it is written), ``nbytes`` bytes."""
+
+    spec: ShardSpec
+    path: str
+    offset: int
+    nbytes: int
+    tmp_name: str
+
+
+def cut_parts(lengths: np.ndarray, parts: int) -> list[tuple[int, int, int, int]]:
+    """Pure: ``(first row, rows, byte offset, bytes)`` of up to ``parts`` parts of about equal bytes, in order,
+    from each row's framed length (every part at least one row)."""
+    lengths = np.asarray(lengths, np.int64)
+    n = int(lengths.size)
+    if n == 0 or parts < 2:
+        return [(0, n, 0, int(lengths.sum()))]
+    ends = np.cumsum(lengths)
+    total = int(ends[-1])
+    targets = total * np.arange(1, parts, dtype=np.float64) / parts
+    cuts = sorted({int(c) for c in np.searchsorted(ends, targets, side="left") + 1 if 0 < c < n})
+    bounds = [0, *cuts, n]
+    starts = [0] + [int(ends[b - 1]) for b in bounds[1:]]
+    return [(a, b - a, starts[k], starts[k + 1] - starts[k]) for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+
+
+def can_split(area: RunArea, output) -> bool:
+    """Whether this run's shards may be written in parts: uncompressed, on local storage."""
+    return output.compression is None and area.output().local_path(area.shard_tmp_name(0, output.names)) is not None
+
+
+def open_parts(area: RunArea, output, spec: ShardSpec, cuts: list[tuple[int, int, int, int]]) -> list[ShardPart]:
+    """The parts of shard ``spec`` at ``cuts`` (``cut_parts`` of its rows), its file created empty under a name of
+    this attempt (the run's temporary prefix: a failed run's clean-up removes it)."""
+    tmp_name = area.shard_tmp_name(spec.index, output.names)
+    path = os.path.join(area.output().staging_dir(), f"{tmp_name}.{uuid.uuid4().hex[:8]}.part")
+    with open(path, "wb"):
+        pass
+    return [ShardPart(ShardSpec(spec.index, rows, spec.pieces, spec.first + first, spec.layout), path, offset,
+                      nbytes, tmp_name) for first, rows, offset, nbytes in cuts]
+
+
+def write_part(part: ShardPart, records: Iterable[tuple[np.ndarray, int]]) -> int:
+    """Write ``(framed bytes, count)`` batches at the part's offset; the part's bytes and records are checked
+    against its plan. Returns the records written."""
+    fd = os.open(part.path, os.O_WRONLY)
+    at, count = part.offset, 0
+    try:
+        for framed, n in records:
+            view = memoryview(np.ascontiguousarray(framed)).cast("B")
+            while view:
+                done = os.pwrite(fd, view, at)
+                view, at = view[done:], at + done
+            count += n
+        os.fsync(fd)  # here, beside the other parts: the join's fsync has little left to do
+    finally:
+        os.close(fd)
+    if at - part.offset != part.nbytes or count != part.spec.records:
+        raise TfpipeError(f"shard {part.spec.index}: a part of {part.spec.records} records and {part.nbytes} bytes "
+                          f"came out as {count} records and {at - part.offset} bytes (did an input change during "
+                          "the run?)")
+    return count
+
+
+def join_parts(area: RunArea, parts: list[ShardPart]) -> ShardResult:
+    """The shard the ``parts`` wrote (all of one shard, in order): its size checked, hashed, fsynced, then
+    renamed to the shard's temporary name, as ``core.ShardFile`` leaves a shard written whole."""
+    first = parts[0]
+    nbytes = sum(p.nbytes for p in parts)
+    sha = hashlib.sha256()
+    with open(first.path, "rb+") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size != nbytes:
+            raise TfpipeError(f"shard {first.spec.index}: its parts wrote {size} bytes where the plan has {nbytes}")
+        for chunk in iter(lambda: f.read(_READ_BYTES), b""):
+            sha.update(chunk)
+        os.fsync(f.fileno())
+    os.replace(first.path, area.output().local_path(first.tmp_name))
+    return ShardResult(first.spec.index, first.tmp_name, sum(p.spec.records for p in parts), nbytes, sha.hexdigest())
