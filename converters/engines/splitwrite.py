@@ -38,6 +38,12 @@ class ShardPart:
     nbytes: int
     tmp_name: str
 
+    def __post_init__(self):
+        for name in ("offset", "nbytes"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"a shard part's {name} must be an int >= 0, got {v!r}")
+
 
 def cut_parts(lengths: np.ndarray, parts: int) -> list[tuple[int, int, int, int]]:
     """Pure: ``(first row, rows, byte offset, bytes)`` of up to ``parts`` parts of about equal bytes, in order,

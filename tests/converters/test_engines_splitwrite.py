@@ -80,3 +80,12 @@ def test_a_join_of_a_short_file_fails(area):
     write_part(parts[0], [_framed(b"x" * 10, 1)])
     with pytest.raises(TfpipeError, match="shard 0: its parts wrote 10 bytes where the plan has 20"):
         join_parts(area, parts)
+
+
+@pytest.mark.parametrize("field, bad", [("offset", -1), ("nbytes", 2.5), ("offset", True)])
+def test_a_part_with_a_bad_offset_or_size_is_refused(field, bad):
+    from converters.engines.splitwrite import ShardPart
+
+    kw = {"spec": ShardSpec(0, 1), "path": "p", "offset": 0, "nbytes": 1, "tmp_name": "t"} | {field: bad}
+    with pytest.raises(ValueError, match=f"a shard part's {field} must be an int >= 0, got {bad!r}"):
+        ShardPart(**kw)
