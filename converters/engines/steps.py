@@ -162,11 +162,11 @@ def write_step(job, pmap: PMap, shards: Sequence) -> list:
     for s, parts in zip(shards, splits):
         if parts:
             log.debug("shard %d: written in %d parts at once", s.index, len(parts))
-    tasks = [(job.write_part, p) for parts in splits for p in parts]
-    tasks += [(job.pass2, s) for s, parts in zip(shards, splits) if not parts]
-    done = iter(pmap(_run_task, tasks)[len(tasks) - sum(not p for p in splits):])
-    joined = iter(pmap(job.join_shard, [parts for parts in splits if parts]))
-    return [next(joined) if parts else next(done) for parts in splits]
+    parts = [(job.write_part, p) for ps in splits for p in ps]
+    whole = [(job.pass2, s) for s, ps in zip(shards, splits) if not ps]
+    written = iter(pmap(_run_task, parts + whole)[len(parts):])  # (a part's result is only its count)
+    joined = iter(pmap(job.join_shard, [ps for ps in splits if ps]))
+    return [next(joined) if ps else next(written) for ps in splits]
 
 
 def _run_task(task):

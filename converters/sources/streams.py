@@ -19,8 +19,8 @@ from ..storage.objects import is_url, object_size, open_object
 from ..util.errors import InputError
 from ..util.fs import open_regular
 
-__all__ = ["open_input", "open_raw", "input_size", "compression_of", "iter_blocks", "read_range", "read_lines", "line_start",
-           "COMPRESSED_SUFFIXES", "MAX_LINE_BYTES"]
+__all__ = ["open_input", "open_raw", "input_size", "compression_of", "iter_blocks", "read_range", "read_lines",
+           "line_start", "COMPRESSED_SUFFIXES", "MAX_LINE_BYTES"]
 
 COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 _MAGIC = {"gzip": b"\x1f\x8b", "bz2": b"BZh", "zstd": b"\x28\xb5\x2f\xfd"}

@@ -48,10 +48,6 @@ class _Vocabularies:
                 "bytes": nbytes, "sha256": sha} | ({"distinct": distinct} if distinct >= 0 else {})
 
 
-def _in_turn(fn, items) -> list:
-    return [fn(x) for x in items]
-
-
 @dataclass(frozen=True)
 class Vocabulary(_Vocabularies):
     """Vocabularies counted on the inputs: a value seen at least ``min_count`` times gets an id."""
@@ -78,7 +74,7 @@ class Vocabulary(_Vocabularies):
         step = VocabFiles(area, self.min_count, budget.shared(pool_width(pmap)))
         columns = [(name, [r for p in counts for r in p.runs[j]])
                    for j, name in enumerate(options.schema.categorical)]
-        done = (pmap or _in_turn)(step.counted_column, columns)
+        done = pmap(step.counted_column, columns) if pmap else list(map(step.counted_column, columns))
         files = tuple(entry for entry, _ in done)
         return ColumnFacts(tuple(size + 1 for _, size in done), mins, maxs), files
 
