@@ -5,6 +5,8 @@ read their own line-aligned byte ranges of plain files (``read_range``: nothing 
 compressed inputs are decompressed here and sent as blocks), parse and serialize them; results come back
 strictly in input order with at most ``2 * workers`` tasks in flight (``util.ordered.ordered_map``), line
 numbers renumbered from the running line count, so the output is byte-identical whatever ``workers`` is.
+A block's records come back through a file in ``/dev/shm`` (``util.shmbytes``: one copy instead of the pipe's
+pickling), and each worker reuses its heap for a task's arrays (``util.workerpool.steady_heap``).
 
 Small plain files (many of them, as a day of click logs often arrives) are packed: consecutive files of less
 than a block each are read by one task, parsed one by one (each keeps its own line numbers and accounting)
@@ -23,6 +25,7 @@ from typing import Iterator
 from ..sources import compression_of, input_size, is_url, iter_blocks, read_lines, read_range
 from ..util.errors import InputError, TfpipeError
 from ..util.ordered import ordered_map
+from ..util.shmbytes import from_scratch, remove_scratch, scratch_dir, to_scratch
 from ..util.workerpool import start_method, worker_pool
 from .block import has_zero_index
 from .reasons import BadLine
@@ -154,8 +157,12 @@ def task_count(paths: list[str], block_bytes: int, at_most: int | None = None) -
     return n
 
 
+WORKER_HEAP_BYTES = 64 << 20  # a task's arrays (a block's parse and records) reused from the worker's heap
+
+
 class Pool:
-    """Workers start after a one-line parse here (a first run compiles here; forkserver workers load the cache)."""
+    """Workers start after a one-line parse here (a first run compiles here; forkserver workers load the cache).
+    Their records come back through a scratch directory in memory (``util.shmbytes``) where there is one."""
 
     def __init__(self, workers: int, popts, keys):
         warm = (b"1" + (b" qid:1" if popts.keep_qid else b"")
@@ -163,7 +170,17 @@ class Pool:
         work_block(warm, 1, popts, keys, False)
         has_zero_index(warm)
         self.workers = workers
-        self.executor = worker_pool(workers, start_method())
+        self.scratch = scratch_dir()
+        try:
+            self.executor = worker_pool(workers, start_method(), heap_bytes=WORKER_HEAP_BYTES)
+        except BaseException:
+            remove_scratch(self.scratch)
+            raise
+
+    def submit(self, fn, *args):
+        """``fn(*args)`` on a worker: a future of its ``BlockResult`` or ``PackResult``, whose records are
+        passed through the scratch directory (``received`` turns them back into an array)."""
+        return self.executor.submit(_framed_to_scratch, self.scratch, fn, *args)
 
     def map(self, fn, items) -> list:
         """``fn`` over ``items`` on the workers, results in order (a two-pass job's steps: ``run_job``'s pmap)."""
@@ -171,7 +188,22 @@ class Pool:
                                                           2 * self.workers))]
 
     def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        try:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+        finally:
+            remove_scratch(self.scratch)
+
+
+def _framed_to_scratch(scratch: str | None, fn, *args):
+    res = fn(*args)
+    res.framed = to_scratch(res.framed, scratch)
+    return res
+
+
+def received(res):
+    """A worker's result with its records an array again (``Pool.submit``)."""
+    res.framed = from_scratch(res.framed)
+    return res
 
 
 def _worker_results(results):
@@ -237,9 +269,10 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_bytes, stop_on_bad, 
 
     def submit(task):
         _, fn, args = task
-        return pool.executor.submit(fn, *args, popts, keys, stop_on_bad)
+        return pool.submit(fn, *args, popts, keys, stop_on_bad)
 
     for (path, _, _), res in _worker_results(ordered_map(submit, _tasks(paths, block_bytes), 2 * pool.workers)):
+        res = received(res)
         if isinstance(res, PackResult):
             yield from unpack(path, res, split_packs)
             continue

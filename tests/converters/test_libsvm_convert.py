@@ -143,8 +143,10 @@ def test_workers_are_at_most_the_tasks(criteo_file, tmp_path, monkeypatch, layou
 
 
 def test_byte_identical_whatever_the_workers(criteo_file, tmp_path):
+    """Small blocks' records come back through the pool's pipe, larger ones (400 KiB of text) through its
+    scratch directory in memory (``util.shmbytes``): the same shards either way."""
     runs = []
-    for workers, block in ((1, 64 << 10), (2, 64 << 10), (2, 200 << 10), (1, 1 << 20)):
+    for workers, block in ((1, 64 << 10), (2, 64 << 10), (2, 200 << 10), (2, 400 << 10), (1, 1 << 20)):
         out = tmp_path / f"w{workers}-{block}"
         convert_libsvm(criteo_file, out, field_size=39, shard_size=150_000, workers=workers, block_bytes=block)
         runs.append(dir_bytes(out))

@@ -1,0 +1,112 @@
+"""util.shmbytes: a worker's records handed over through a file in memory, never lost when that fails."""
+import os
+
+import numpy as np
+import pytest
+
+from converters.libsvm.options import LibsvmOptions
+from converters.libsvm.synthetic import criteo_lines
+from converters.libsvm.tasks import work_block
+from converters.libsvm.workers import Pool, received
+from converters.util.shmbytes import (
+    MIN_SCRATCH_BYTES,
+    SHM_ROOT,
+    ScratchBytes,
+    from_scratch,
+    remove_scratch,
+    scratch_dir,
+    to_scratch,
+)
+
+needs_shm = pytest.mark.skipif(scratch_dir() is None, reason=f"no writable {SHM_ROOT}")
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    d = str(tmp_path / "scratch")
+    os.mkdir(d)
+    return d
+
+
+def test_a_large_array_goes_through_a_file_and_comes_back_equal(scratch):
+    a = np.random.default_rng(0).integers(0, 256, MIN_SCRATCH_BYTES + 12_345, dtype=np.uint8)
+    sent = to_scratch(a, scratch)
+    assert isinstance(sent, ScratchBytes) and sent.nbytes == a.nbytes
+    assert os.path.getsize(sent.path) == a.nbytes
+    back = from_scratch(sent)
+    assert np.array_equal(back, a)
+    assert os.listdir(scratch) == []          # unlinked once mapped: its memory goes with the array
+    assert not back.flags.writeable
+
+
+@pytest.mark.parametrize("nbytes,directory", [
+    (MIN_SCRATCH_BYTES - 1, "dir"),            # small: the pipe copies it for less than a file costs
+    (MIN_SCRATCH_BYTES, None),                 # no scratch directory on this host
+    (MIN_SCRATCH_BYTES, "gone"),               # the directory cannot take it: sent the slow way, not lost
+])
+def test_the_array_itself_is_sent_when_no_file_is_made(scratch, nbytes, directory):
+    a = np.arange(nbytes, dtype=np.int64).astype(np.uint8)
+    where = {"dir": scratch, "gone": os.path.join(scratch, "missing"), None: None}[directory]
+    sent = to_scratch(a, where)
+    assert sent is a
+    assert from_scratch(sent) is a
+    assert os.listdir(scratch) == []
+
+
+def test_an_empty_array_and_validation(scratch):
+    assert from_scratch(ScratchBytes(os.path.join(scratch, "none"), 0)).nbytes == 0
+    with pytest.raises(ValueError, match="-1"):
+        ScratchBytes("x", -1)
+
+
+def test_scratch_dir_is_private_and_removed_with_what_is_left(tmp_path):
+    d = scratch_dir(str(tmp_path))
+    assert d is not None and os.path.dirname(d) == str(tmp_path)
+    assert os.stat(d).st_mode & 0o777 == 0o700
+    to_scratch(np.zeros(MIN_SCRATCH_BYTES, np.uint8), d)     # a result a failed run never took
+    remove_scratch(d)
+    assert not os.path.exists(d)
+    assert scratch_dir(str(tmp_path / "no-such-root")) is None
+
+
+@needs_shm
+def test_the_pools_records_come_through_scratch_equal_to_inline():
+    """A LibSVM worker's result leaves its records in the pool's scratch directory; ``received`` maps them,
+    equal byte for byte to the same block serialized in this process; closing the pool removes the directory."""
+    opts = LibsvmOptions(field_size=39)
+    popts, block = opts.parse_options(1), criteo_lines(2000, seed=3)
+    inline = work_block(block, 1, popts, opts.keys, True)
+    assert inline.framed.nbytes >= MIN_SCRATCH_BYTES
+    pool = Pool(2, popts, opts.keys)
+    try:
+        assert os.path.dirname(pool.scratch) == SHM_ROOT
+        res = pool.submit(work_block, block, 1, popts, opts.keys, True).result()
+        assert isinstance(res.framed, ScratchBytes)
+        res = received(res)
+        assert np.array_equal(res.framed, inline.framed) and np.array_equal(res.lengths, inline.lengths)
+        assert os.listdir(pool.scratch) == []
+    finally:
+        pool.close()
+    assert not os.path.exists(pool.scratch)
+
+
+def _mine():
+    return sorted(n for n in os.listdir(SHM_ROOT) if n.startswith(f"tfpipe-{os.getpid()}-"))
+
+
+@needs_shm
+@pytest.mark.parametrize("bad", [False, True])
+def test_a_conversion_leaves_nothing_in_shared_memory(tmp_path, bad):
+    """Finished or stopped at a bad line, a run on two workers removes its scratch directory."""
+    from converters.libsvm.convert import convert_libsvm
+    from converters.util.errors import InputError
+
+    p = tmp_path / "in.libsvm"
+    p.write_bytes(criteo_lines(3000, seed=1) + (b"1 nonsense\n" if bad else b""))
+    before = _mine()
+    if bad:
+        with pytest.raises(InputError, match=":3001: bad_token"):
+            convert_libsvm(p, tmp_path / "o", field_size=39, workers=2, block_bytes=400 << 10)
+    else:
+        convert_libsvm(p, tmp_path / "o", field_size=39, workers=2, block_bytes=400 << 10)
+    assert _mine() == before
