@@ -5,8 +5,9 @@ read their own line-aligned byte ranges of plain files (``read_range``: nothing 
 compressed inputs are decompressed here and sent as blocks), parse and serialize them; results come back
 strictly in input order with at most ``2 * workers`` tasks in flight (``util.ordered.ordered_map``), line
 numbers renumbered from the running line count, so the output is byte-identical whatever ``workers`` is.
-A block's records come back through a file in ``/dev/shm`` (``util.shmbytes``: one copy instead of the pipe's
-pickling), and each worker reuses its heap for a task's arrays (``util.workerpool.steady_heap``).
+A block's records, lengths and labels come back through files in ``/dev/shm`` (``util.shmbytes``: one copy
+instead of the pipe's pickling, and only a small message in the pipe), and each worker reuses its heap for a
+task's arrays (``util.workerpool.steady_heap``).
 
 Small plain files (many of them, as a day of click logs often arrives) are packed: consecutive files of less
 than a block each are read by one task, parsed one by one (each keeps its own line numbers and accounting)
@@ -178,9 +179,9 @@ class Pool:
             raise
 
     def submit(self, fn, *args):
-        """``fn(*args)`` on a worker: a future of its ``BlockResult`` or ``PackResult``, whose records are
-        passed through the scratch directory (``received`` turns them back into an array)."""
-        return self.executor.submit(_framed_to_scratch, self.scratch, fn, *args)
+        """``fn(*args)`` on a worker: a future of its ``BlockResult`` or ``PackResult``, whose records, lengths
+        and labels are passed through the scratch directory (``received`` turns them back into arrays)."""
+        return self.executor.submit(_arrays_to_scratch, self.scratch, fn, *args)
 
     def map(self, fn, items) -> list:
         """``fn`` over ``items`` on the workers, results in order (a two-pass job's steps: ``run_job``'s pmap)."""
@@ -194,15 +195,20 @@ class Pool:
             remove_scratch(self.scratch)
 
 
-def _framed_to_scratch(scratch: str | None, fn, *args):
+_ARRAYS = ("framed", "lengths", "labels")   # what a BlockResult or PackResult sends through the scratch directory
+
+
+def _arrays_to_scratch(scratch: str | None, fn, *args):
     res = fn(*args)
-    res.framed = to_scratch(res.framed, scratch)
+    for name in _ARRAYS:
+        setattr(res, name, to_scratch(getattr(res, name), scratch))
     return res
 
 
 def received(res):
-    """A worker's result with its records an array again (``Pool.submit``)."""
-    res.framed = from_scratch(res.framed)
+    """A worker's result with its records, lengths and labels arrays again (``Pool.submit``)."""
+    for name in _ARRAYS:
+        setattr(res, name, from_scratch(getattr(res, name)))
     return res
 
 

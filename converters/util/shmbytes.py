@@ -1,14 +1,17 @@
-"""Large byte arrays from worker processes to the main process through a shared-memory directory.
+"""Large arrays from worker processes to the main process through a shared-memory directory.
 
 A process pool returns its results pickled through a pipe: a worker copies an array into the pickle and the
 pipe, the main process copies it out and unpickles it, 64 KiB at a time with a context switch each (measured:
-1.8 CPU-s more for the 640 MB of records of a 750 MB LibSVM conversion on two workers than on one). Here a
-worker writes the array once into a file of a directory in memory (``/dev/shm``) and sends only its name; the
-main process maps the file (no copy) and unlinks it at once, so its memory goes with the last view of the array.
+1.8 CPU-s more for the 640 MB of records of a 750 MB LibSVM conversion on two workers than on one). And a worker
+killed while it writes a large result into the pipe leaves the pool's reader waiting for the rest of it for
+ever (CPython's process pool, which notices a dead worker only between results). Here a worker writes each
+large array once into a file of a directory in memory (``/dev/shm``) and sends only its name, so what goes
+through the pipe is small; the main process maps the file (no copy) and unlinks it at once, so its memory goes
+with the last view of the array.
 
 * ``scratch_dir()``: a new private directory in ``/dev/shm`` for one run (None where there is none: the pipe it is);
-* ``to_scratch(array, dir)`` in a worker: a ``ScratchBytes`` naming the file, or the array itself when the
-  directory cannot take it (full, gone): a result is never lost, only sent the slow way;
+* ``to_scratch(array, dir)`` in a worker: a ``ScratchArray`` naming the file, or the array itself when it is
+  small or the directory cannot take it (full, gone): a result is never lost, only sent the slow way;
 * ``from_scratch(value)`` in the main process: the array (mapped, read-only), whatever ``to_scratch`` returned;
 * ``remove_scratch(dir)``: the directory and whatever a failed run left in it.
 """
@@ -24,26 +27,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ScratchBytes", "scratch_dir", "to_scratch", "from_scratch", "remove_scratch", "SHM_ROOT",
+__all__ = ["ScratchArray", "scratch_dir", "to_scratch", "from_scratch", "remove_scratch", "SHM_ROOT",
            "MIN_SCRATCH_BYTES"]
 
 log = logging.getLogger(__name__)
 
 SHM_ROOT = "/dev/shm"
-MIN_SCRATCH_BYTES = 256 << 10  # smaller arrays go through the pipe: a file costs more than their copy
+MIN_SCRATCH_BYTES = 4 << 10  # smaller arrays go through the pipe (a message this small is one write)
 _names = itertools.count()
 
 
 @dataclass(frozen=True)
-class ScratchBytes:
-    """A uint8 array left by a worker in a scratch file of ``nbytes`` bytes."""
+class ScratchArray:
+    """An array left by a worker in a scratch file: its bytes in C order, of ``dtype`` and ``shape``."""
 
     path: str
-    nbytes: int
+    dtype: str
+    shape: tuple[int, ...]
 
     def __post_init__(self):
-        if self.nbytes < 0:
-            raise ValueError(f"nbytes must be >= 0, got {self.nbytes!r}")
+        if any(int(n) < 0 for n in self.shape):
+            raise ValueError(f"shape must not be negative, got {self.shape!r}")
+        np.dtype(self.dtype)    # a bad dtype is a TypeError naming it
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
 def scratch_dir(root: str = SHM_ROOT) -> str | None:
@@ -57,10 +66,11 @@ def scratch_dir(root: str = SHM_ROOT) -> str | None:
         return None
 
 
-def to_scratch(array: np.ndarray, directory: str | None):
-    """``array`` (uint8, contiguous) written to a new file in ``directory``: its ``ScratchBytes``; the array
-    itself when it is small, ``directory`` is None, or the file cannot be written (the partial file removed)."""
-    if directory is None or array.nbytes < MIN_SCRATCH_BYTES:
+def to_scratch(array, directory: str | None):
+    """``array`` (a NumPy array of plain numbers) written to a new file in ``directory``: its ``ScratchArray``;
+    anything else, a small array, or one the directory cannot take (the partial file removed), as it is."""
+    if (directory is None or not isinstance(array, np.ndarray) or array.nbytes < MIN_SCRATCH_BYTES
+            or array.dtype.hasobject):
         return array
     path = os.path.join(directory, f"{os.getpid()}-{next(_names)}")
     try:
@@ -78,21 +88,19 @@ def to_scratch(array: np.ndarray, directory: str | None):
         except OSError:
             pass
         return array
-    return ScratchBytes(path, array.nbytes)
+    return ScratchArray(path, array.dtype.str, tuple(int(n) for n in array.shape))
 
 
-def from_scratch(value) -> np.ndarray:
-    """The array ``value`` stands for: a ``ScratchBytes`` file mapped read-only and unlinked (its memory is
+def from_scratch(value):
+    """The array ``value`` stands for: a ``ScratchArray`` file mapped read-only and unlinked (its memory is
     freed with the array's last view), anything else as it is."""
-    if not isinstance(value, ScratchBytes):
+    if not isinstance(value, ScratchArray):
         return value
     try:
-        if value.nbytes == 0:
-            return np.zeros(0, np.uint8)
         with open(value.path, "rb") as f:
             mm = mmap.mmap(f.fileno(), value.nbytes, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
                            prot=mmap.PROT_READ)
-        return np.frombuffer(mm, np.uint8)
+        return np.frombuffer(mm, value.dtype).reshape(value.shape)
     finally:
         try:
             os.unlink(value.path)

@@ -11,7 +11,7 @@ from converters.libsvm.workers import Pool, received
 from converters.util.shmbytes import (
     MIN_SCRATCH_BYTES,
     SHM_ROOT,
-    ScratchBytes,
+    ScratchArray,
     from_scratch,
     remove_scratch,
     scratch_dir,
@@ -28,35 +28,39 @@ def scratch(tmp_path):
     return d
 
 
-def test_a_large_array_goes_through_a_file_and_comes_back_equal(scratch):
-    a = np.random.default_rng(0).integers(0, 256, MIN_SCRATCH_BYTES + 12_345, dtype=np.uint8)
+@pytest.mark.parametrize("dtype,shape", [(np.uint8, (MIN_SCRATCH_BYTES + 12_345,)), (np.int64, (5_000,)),
+                                         (np.float32, (700, 39)), (">i4", (3_000,))])
+def test_a_large_array_goes_through_a_file_and_comes_back_equal(scratch, dtype, shape):
+    a = np.random.default_rng(0).integers(0, 200, shape).astype(dtype)
     sent = to_scratch(a, scratch)
-    assert isinstance(sent, ScratchBytes) and sent.nbytes == a.nbytes
+    assert isinstance(sent, ScratchArray) and sent.nbytes == a.nbytes
     assert os.path.getsize(sent.path) == a.nbytes
     back = from_scratch(sent)
-    assert np.array_equal(back, a)
+    assert back.dtype == a.dtype and back.shape == a.shape and np.array_equal(back, a)
     assert os.listdir(scratch) == []          # unlinked once mapped: its memory goes with the array
     assert not back.flags.writeable
 
 
-@pytest.mark.parametrize("nbytes,directory", [
-    (MIN_SCRATCH_BYTES - 1, "dir"),            # small: the pipe copies it for less than a file costs
-    (MIN_SCRATCH_BYTES, None),                 # no scratch directory on this host
-    (MIN_SCRATCH_BYTES, "gone"),               # the directory cannot take it: sent the slow way, not lost
+@pytest.mark.parametrize("value,directory", [
+    (np.zeros(MIN_SCRATCH_BYTES - 1, np.uint8), "dir"),    # small: one write into the pipe
+    (np.zeros(0, np.int64), "dir"),
+    (np.zeros(MIN_SCRATCH_BYTES, np.uint8), None),         # no scratch directory on this host
+    (np.zeros(MIN_SCRATCH_BYTES, np.uint8), "gone"),       # the directory cannot take it: the slow way, not lost
+    (np.array([object()] * 1_000), "dir"),                 # not plain numbers
+    (None, "dir"),                                          # a result's missing labels
 ])
-def test_the_array_itself_is_sent_when_no_file_is_made(scratch, nbytes, directory):
-    a = np.arange(nbytes, dtype=np.int64).astype(np.uint8)
+def test_the_value_itself_is_sent_when_no_file_is_made(scratch, value, directory):
     where = {"dir": scratch, "gone": os.path.join(scratch, "missing"), None: None}[directory]
-    sent = to_scratch(a, where)
-    assert sent is a
-    assert from_scratch(sent) is a
+    sent = to_scratch(value, where)
+    assert sent is value
+    assert from_scratch(sent) is value
     assert os.listdir(scratch) == []
 
 
-def test_an_empty_array_and_validation(scratch):
-    assert from_scratch(ScratchBytes(os.path.join(scratch, "none"), 0)).nbytes == 0
-    with pytest.raises(ValueError, match="-1"):
-        ScratchBytes("x", -1)
+@pytest.mark.parametrize("shape,dtype,error", [((-1,), "u1", ValueError), ((3,), "no such type", TypeError)])
+def test_a_scratch_array_is_validated(shape, dtype, error):
+    with pytest.raises(error, match=r"-1|no such type"):
+        ScratchArray("x", dtype, shape)
 
 
 def test_scratch_dir_is_private_and_removed_with_what_is_left(tmp_path):
@@ -81,9 +85,10 @@ def test_the_pools_records_come_through_scratch_equal_to_inline():
     try:
         assert os.path.dirname(pool.scratch) == SHM_ROOT
         res = pool.submit(work_block, block, 1, popts, opts.keys, True).result()
-        assert isinstance(res.framed, ScratchBytes)
+        assert all(isinstance(getattr(res, a), ScratchArray) for a in ("framed", "lengths", "labels"))
         res = received(res)
-        assert np.array_equal(res.framed, inline.framed) and np.array_equal(res.lengths, inline.lengths)
+        for a in ("framed", "lengths", "labels"):
+            assert np.array_equal(getattr(res, a), getattr(inline, a))
         assert os.listdir(pool.scratch) == []
     finally:
         pool.close()
