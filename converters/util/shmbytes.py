@@ -6,7 +6,7 @@ pipe, the main process copies it out and unpickles it, 64 KiB at a time with a c
 killed while it writes a large result into the pipe leaves the pool's reader waiting for the rest of it for
 ever (CPython's process pool, which notices a dead worker only between results). Here a worker writes each
 large array once into a file of a directory in memory (``/dev/shm``) and sends only its name, so what goes
-through the pipe is small; the main process maps the file (no copy) and unlinks it at once, so its memory goes
+through the pipe is small (one write: far less likely to be cut by a kill); the main process maps the file (no copy) and unlinks it at once, so its memory goes
 with the last view of the array.
 
 * ``scratch_dir()``: a new private directory in ``/dev/shm`` for one run (None where there is none: the pipe it is);
