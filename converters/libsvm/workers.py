@@ -6,8 +6,8 @@ compressed inputs are decompressed here and sent as blocks), parse and serialize
 strictly in input order with at most ``2 * workers`` tasks in flight (``util.ordered.ordered_map``), line
 numbers renumbered from the running line count, so the output is byte-identical whatever ``workers`` is.
 A block's records, lengths and labels come back through files in ``/dev/shm`` (``util.shmbytes``: one copy
-instead of the pipe's pickling, and only a small message in the pipe, less likely to be cut by a kill), and each worker reuses its heap for a
-task's arrays (``util.workerpool.steady_heap``).
+instead of the pipe's pickling, and only a small message in the pipe, less likely to be cut by a kill), and
+each worker reuses its heap for a task's arrays (``util.workerpool.steady_heap``).
 
 Small plain files (many of them, as a day of click logs often arrives) are packed: consecutive files of less
 than a block each are read by one task, parsed one by one (each keeps its own line numbers and accounting)

@@ -12,8 +12,8 @@ import secrets
 import stat
 from typing import BinaryIO
 
-__all__ = ["is_sha256", "make_dirs", "fsync_dir", "start_writeback", "write_atomic", "create_new", "open_regular", "read_regular", "file_kind", "NotRegularFileError",
-           "HashingWriter", "HashingReader"]
+__all__ = ["is_sha256", "make_dirs", "fsync_dir", "start_writeback", "write_atomic", "create_new", "open_regular",
+           "read_regular", "file_kind", "NotRegularFileError", "HashingWriter", "HashingReader"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),

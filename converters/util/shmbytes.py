@@ -6,8 +6,8 @@ pipe, the main process copies it out and unpickles it, 64 KiB at a time with a c
 killed while it writes a large result into the pipe leaves the pool's reader waiting for the rest of it for
 ever (CPython's process pool, which notices a dead worker only between results). Here a worker writes each
 large array once into a file of a directory in memory (``/dev/shm``) and sends only its name, so what goes
-through the pipe is small (one write: far less likely to be cut by a kill); the main process maps the file (no copy) and unlinks it at once, so its memory goes
-with the last view of the array.
+through the pipe is small (one write: far less likely to be cut by a kill); the main process maps the file
+(no copy) and unlinks it at once, so its memory goes with the last view of the array.
 
 * ``scratch_dir()``: a new private directory in ``/dev/shm`` for one run (None where there is none: the pipe it is);
 * ``to_scratch(array, dir)`` in a worker: a ``ScratchArray`` naming the file, or the array itself when it is
@@ -74,7 +74,7 @@ def to_scratch(array, directory: str | None):
         return array
     path = os.path.join(directory, f"{os.getpid()}-{next(_names)}")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
             view, done = memoryview(np.ascontiguousarray(array)).cast("B"), 0
             while done < view.nbytes:

@@ -9,7 +9,8 @@
   watches besides (every second) that the main process lives and that it was not re-parented (elsewhere than
   Linux, or a parent that died before the signal was armed). Workers ignore Ctrl-C, which the main process
   handles, end quietly on SIGTERM, and read S3 inputs with the main process's S3 settings of now (a
-  forkserver keeps the environment of when it started).
+  forkserver keeps the environment of when it started). ``heap_bytes`` gives each worker a steady heap.
+* ``steady_heap(n)``: allocations of up to ``n`` bytes served from the heap and reused (glibc ``mallopt``).
 * ``in_worker()``: whether this process is such a worker (the run's area refuses to re-create what a finished
   run removed from one: ``engines.area``).
 """
@@ -78,7 +79,8 @@ def in_worker() -> bool:
 def _init_worker(parent_pid: int, direct: bool, s3_env: dict[str, str], heap_bytes: int | None = None) -> None:
     """Worker start-up: die with the parent (``direct``: the parent is the main process itself, not a
     forkserver), leave Ctrl-C to the main process, end quietly when the pool terminates it (a forked worker
-    would otherwise inherit the CLI's SIGTERM handler), take the parent's S3 settings of now."""
+    would otherwise inherit the CLI's SIGTERM handler), take the parent's S3 settings of now, and a steady heap
+    of ``heap_bytes`` when given (``steady_heap``)."""
     global _IN_WORKER
     _IN_WORKER = True
     for k in [k for k in os.environ if k.startswith(_S3_ENV)]:
