@@ -14,6 +14,10 @@ through the pipe is small (one write: far less likely to be cut by a kill); the 
   small or the directory cannot take it (full, gone): a result is never lost, only sent the slow way;
 * ``from_scratch(value)`` in the main process: the array (mapped, read-only), whatever ``to_scratch`` returned;
 * ``remove_scratch(dir)``: the directory and whatever a failed run left in it.
+
+A run killed outright (``kill -9``, the OOM killer) cannot remove its directory; the next run removes such
+leftovers: directories of this user named for a process that no longer exists and untouched for
+``STALE_SECONDS`` (a live run's directory changes with every block).
 """
 from __future__ import annotations
 
@@ -21,19 +25,23 @@ import itertools
 import logging
 import mmap
 import os
+import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ScratchArray", "scratch_dir", "to_scratch", "from_scratch", "remove_scratch", "SHM_ROOT",
-           "MIN_SCRATCH_BYTES"]
+__all__ = ["ScratchArray", "scratch_dir", "to_scratch", "from_scratch", "remove_scratch", "remove_stale",
+           "SHM_ROOT", "MIN_SCRATCH_BYTES", "STALE_SECONDS"]
 
 log = logging.getLogger(__name__)
 
 SHM_ROOT = "/dev/shm"
 MIN_SCRATCH_BYTES = 4 << 10  # smaller arrays go through the pipe (a message this small is one write)
+STALE_SECONDS = 600
+_NAME = re.compile(r"tfpipe-(\d+)-[^/]+")
 _names = itertools.count()
 
 
@@ -59,6 +67,7 @@ def scratch_dir(root: str = SHM_ROOT) -> str | None:
     """A new private directory under ``root`` (a memory file system), or None when there is none to use."""
     if not os.path.isdir(root) or not os.access(root, os.W_OK | os.X_OK):
         return None
+    remove_stale(root)
     try:
         return tempfile.mkdtemp(prefix=f"tfpipe-{os.getpid()}-", dir=root)
     except OSError as exc:
@@ -111,3 +120,31 @@ def from_scratch(value):
 def remove_scratch(directory: str | None) -> None:
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def remove_stale(root: str = SHM_ROOT, *, now: float | None = None) -> list[str]:
+    """Remove the scratch directories under ``root`` that runs killed outright left: this user's, named for a
+    process that no longer exists, unchanged for ``STALE_SECONDS``. Returns the paths removed."""
+    from .workerpool import alive
+
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        m = _NAME.fullmatch(name)
+        if m is None or alive(int(m.group(1))):
+            continue
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid == os.getuid() and os.path.isdir(path) and not os.path.islink(path) \
+                and now - st.st_mtime > STALE_SECONDS:
+            shutil.rmtree(path, ignore_errors=True)
+            log.info("removed %s, the scratch directory of a run that was killed", path)
+            removed.append(path)
+    return removed

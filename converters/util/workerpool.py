@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-__all__ = ["start_method", "worker_pool", "in_worker", "steady_heap"]
+__all__ = ["start_method", "worker_pool", "in_worker", "steady_heap", "alive"]
 
 _PR_SET_PDEATHSIG = 1
 _S3_ENV = ("AWS_", "TFPIPE_S3_")  # the settings of s3:// inputs read in workers (endpoint, credentials, timeouts)
@@ -98,13 +98,14 @@ def _init_worker(parent_pid: int, direct: bool, s3_env: dict[str, str], heap_byt
         except (OSError, AttributeError):  # pragma: no cover - no prctl: the watch below still runs
             pass
     ppid = os.getppid()
-    if (direct and ppid != parent_pid) or not _alive(parent_pid):  # it died before the death signal was armed
+    if (direct and ppid != parent_pid) or not alive(parent_pid):  # it died before the death signal was armed
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent_pid, ppid), name="tfpipe-parent-watch",
                      daemon=True).start()
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -118,5 +119,5 @@ def _watch_parent(parent_pid: int, ppid: int, period: float = 1.0) -> None:
     """Exit when the run's main process is gone or this process was re-parented."""
     while True:
         time.sleep(period)
-        if os.getppid() != ppid or not _alive(parent_pid):
+        if os.getppid() != ppid or not alive(parent_pid):
             os._exit(1)

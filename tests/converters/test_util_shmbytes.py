@@ -115,3 +115,39 @@ def test_a_conversion_leaves_nothing_in_shared_memory(tmp_path, bad):
     else:
         convert_libsvm(p, tmp_path / "o", field_size=39, workers=2, block_bytes=400 << 10)
     assert _mine() == before
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_leftovers_of_a_killed_run_are_removed_and_nothing_else(tmp_path):
+    """A killed run's directory (its process gone, untouched for STALE_SECONDS) goes; a live process's, a
+    recent one, another name and a file stay."""
+    import time
+
+    from converters.util.shmbytes import STALE_SECONDS, remove_stale
+
+    dead = _dead_pid()
+    made = {}
+    for name in (f"tfpipe-{dead}-old", f"tfpipe-{dead}-recent", f"tfpipe-{os.getpid()}-live", "other-1-x"):
+        made[name] = tmp_path / name
+        made[name].mkdir()
+        (made[name] / "0-1").write_bytes(b"x" * 10)
+    (tmp_path / f"tfpipe-{dead}-file").write_bytes(b"not a directory")
+    now = time.time()
+    for name in (f"tfpipe-{dead}-old", f"tfpipe-{os.getpid()}-live", "other-1-x"):
+        os.utime(made[name], (now - STALE_SECONDS - 5, now - STALE_SECONDS - 5))
+    assert remove_stale(str(tmp_path), now=now) == [str(made[f"tfpipe-{dead}-old"])]
+    assert sorted(os.listdir(tmp_path)) == sorted([f"tfpipe-{dead}-recent", f"tfpipe-{os.getpid()}-live",
+                                                   "other-1-x", f"tfpipe-{dead}-file"])
+    # a new scratch directory clears such leftovers first
+    os.utime(made[f"tfpipe-{dead}-recent"], (now - STALE_SECONDS - 5, now - STALE_SECONDS - 5))
+    d = scratch_dir(str(tmp_path))
+    assert not made[f"tfpipe-{dead}-recent"].exists() and os.path.isdir(d)
