@@ -4,6 +4,7 @@ shard's sha256 is known the moment it is closed)."""
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import io
 import os
@@ -123,7 +124,20 @@ def write_atomic(path: str | os.PathLike, data, *, tmp_prefix: str = ".tmp-", mo
 
 
 _SYNC_FILE_RANGE_WRITE = 2
-_sync_file_range = []  # [libc's sync_file_range, or None where there is none], looked up once
+
+
+@functools.cache
+def _sync_file_range():
+    """libc's ``sync_file_range``, or None where there is none (looked up once)."""
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):  # not Linux
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def start_writeback(fd: int, offset: int, nbytes: int) -> bool:
@@ -131,17 +145,7 @@ def start_writeback(fd: int, offset: int, nbytes: int) -> bool:
     waiting for them (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``), so that the file's closing fsync
     finds little left to write; nothing is promised about durability until that fsync. False (nothing done)
     where the call does not exist or the file system refuses it."""
-    if not _sync_file_range:
-        try:
-            import ctypes
-
-            fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-            fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-            fn.restype = ctypes.c_int
-            _sync_file_range.append(fn)
-        except (OSError, AttributeError):  # not Linux
-            _sync_file_range.append(None)
-    fn = _sync_file_range[0]
+    fn = _sync_file_range()
     return fn is not None and fn(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE) == 0
 
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .fs import create_new
+
 __all__ = ["ScratchArray", "scratch_dir", "to_scratch", "from_scratch", "remove_scratch", "remove_stale",
            "SHM_ROOT", "MIN_SCRATCH_BYTES", "STALE_SECONDS"]
 
@@ -83,13 +85,8 @@ def to_scratch(array, directory: str | None):
         return array
     path = os.path.join(directory, f"{os.getpid()}-{next(_names)}")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-        try:
-            view, done = memoryview(np.ascontiguousarray(array)).cast("B"), 0
-            while done < view.nbytes:
-                done += os.write(fd, view[done:])
-        finally:
-            os.close(fd)
+        with create_new(path, 0o600) as f:
+            f.write(memoryview(np.ascontiguousarray(array)).cast("B"))
     except OSError as exc:
         log.debug("scratch file %s not written (%s): the result goes through the pipe", path, exc)
         try:
