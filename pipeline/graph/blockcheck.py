@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["file_tables", "tag_file", "drop_ends", "is_block", "tag_stream", "block_decoder", "knows_files",
-           "decode_blocks_fn"]
+__all__ = ["file_tables", "tag_file", "drop_ends", "is_block", "tag_chunks", "tag_stream", "block_decoder",
+           "knows_files", "decode_blocks_fn"]
 
 VERIFY_HINT = "`tfpipe verify` names the fault"
 
@@ -126,6 +126,18 @@ def is_block(spec, tables: dict):
             return tf.identity(real)
 
     return keep
+
+
+def tag_chunks(chunks) -> Any:
+    """Chunks of blocks of a read without file identity (vectors, e.g. each file's blocks in chunks) as
+    ``tag_stream``'s: ``(-1s, indices in the read, blocks)``."""
+    import tensorflow as tf
+
+    def tagged(seen, recs):
+        n = tf.shape(recs, out_type=tf.int64)[0]
+        return seen + n, (tf.fill([n], tf.constant(-1, tf.int64)), seen + tf.range(n), recs)
+
+    return chunks.scan(tf.constant(0, tf.int64), tagged)
 
 
 def tag_stream(records, k: int) -> Any:

@@ -137,12 +137,13 @@ def order_from(spec, e, pos, source=None):
     if spec.shuffle_buffer <= 0:
         return read(min(pos, total))
     if spec.layout is not None:     # a columnar set: the window order over its rows (resume.windoworder)
-        from .resumerows import blocks_reader, windows
-        from ..resume.windoworder import window_blocks, window_entry
+        from .resumerows import blocks_reader, windows, within_files
+        from ..resume.windoworder import file_window_entry, window_blocks, window_entry
 
         k = window_blocks(spec.shuffle_buffer, spec.layout.block_rows)
-        j, block, w, drop = window_entry(counts, spec.layout.block_rows, k, pos)
-        chunks, tables = blocks_reader(spec, order, enter, source, k)(j, block)
+        within = within_files(spec)
+        j, block, w, drop = (file_window_entry if within else window_entry)(counts, spec.layout.block_rows, k, pos)
+        chunks, tables = blocks_reader(spec, order, enter, source, k, within)(j, block)
         return windows(spec, chunks, tables, _seed(spec.seed, e, WINDOW_KEY), w, drop)
     key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
     q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
@@ -166,11 +167,11 @@ def order_of(spec, e, source=None):
 
     ctype, buf = _io(spec)
     if spec.layout is not None and spec.shuffle_buffer > 0:    # a columnar set: the window order over its rows
-        from .resumerows import epoch_blocks, windows
+        from .resumerows import epoch_blocks, windows, within_files
         from ..resume.windoworder import window_blocks
 
         chunks, tables = epoch_blocks(spec, _file_order(spec, e), source,
-                                      window_blocks(spec.shuffle_buffer, spec.layout.block_rows))
+                                      window_blocks(spec.shuffle_buffer, spec.layout.block_rows), within_files(spec))
         return windows(spec, chunks, tables, _seed(spec.seed, e, WINDOW_KEY))
     if spec.layout is not None:     # a columnar set's blocks, each checked: the order is over their rows
         from .resumerows import epoch_rows

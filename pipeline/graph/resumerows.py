@@ -5,15 +5,16 @@ A columnar set's records are blocks of rows (every block of a file holds ``block
 last one). The resumable graph (``pipeline.graph.resumable``) reads the blocks of epoch ``e`` in its seeded
 file order and numbers the epoch's *rows* ``0 .. N-1`` in that read order. Unshuffled, it decodes them in
 batches of blocks (``decode_raw``, no per-row work) in that order. Shuffled, it reads the window order
-(``pipeline.resume.windoworder``, :func:`windows`): windows of whole blocks, each decoded and permuted in one
-call (one stateless permutation, one gather per column), so rows move further than ``shuffle(B)`` moves them,
-and the input state stays (epoch, position in rows).
+(``pipeline.resume.windoworder``, :func:`windows`): windows of whole blocks (within files where they are
+large enough, :func:`within_files`), each decoded and permuted in one call (one stateless permutation, one
+gather per column), so rows move further than ``shuffle(B)`` moves them, and the input state stays (epoch,
+position in rows).
 
 Entering the epoch at row ``p`` (:func:`rows_reader`): the file holding it is found by the manifest's row
 counts, its block by ``row // block_rows`` (the blocks before it are never decoded: a seek by the file's
 record-offset index, or a skip of whole records), and the first ``row % block_rows`` rows of that block are
 dropped after its decode; shuffled, the read enters at the first block of the window holding the row
-(``windoworder.window_entry``) and the window's first permuted rows are dropped. Later epochs read whole
+(``windoworder.window_entry``, ``file_window_entry``) and the window's first permuted rows are dropped. Later epochs read whole
 files (:func:`epoch_blocks`).
 """
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any
 from ..spec.blocks import decode_rows_for, file_blocks
 from ..resume.state import locate
 
-__all__ = ["blocks_per_decode", "decoded_rows", "blocks_reader", "rows_reader", "epoch_blocks", "epoch_rows", "windows",
-           "row_stages"]
+__all__ = ["blocks_per_decode", "decoded_rows", "blocks_reader", "rows_reader", "epoch_blocks", "epoch_rows",
+           "within_files", "windows", "row_stages"]
 
 
 def blocks_per_decode(spec) -> int:
@@ -56,15 +57,16 @@ def decoded_rows(spec, blocks, drop: int = 0, tables=None) -> Any:
     return ds
 
 
-def blocks_reader(spec, order: list[int], enter, source=None, per: int | None = None):
+def blocks_reader(spec, order: list[int], enter, source=None, per: int | None = None, within: bool = False):
     """A function ``(j, block) -> (tagged chunks of up to per blocks, tables)``: the blocks of the epoch whose
     files come in ``order`` (file numbers, Python ints) from block ``block`` of its ``j``-th file on, whole
     files after it (``enter``: ``resumable.enter``, the one place a file is entered in the middle; or
     ``source``: a ``resumestream.StreamedShards``); ``tables``: ``blockcheck.file_tables`` or None (no file
-    identity: ``tag_stream`` chunks)."""
+    identity: ``tag_stream`` chunks, or with ``within`` each streamed file's blocks in chunks of its own, as
+    local files' chunks always are)."""
     import tensorflow as tf
 
-    from .blockcheck import file_tables, knows_files, tag_file, tag_stream
+    from .blockcheck import file_tables, knows_files, tag_chunks, tag_file, tag_stream
     from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
     rows = [spec.file_records[f] for f in order]
@@ -75,6 +77,8 @@ def blocks_reader(spec, order: list[int], enter, source=None, per: int | None = 
 
     def read(j: int, block: int):
         if source is not None:
+            if within:
+                return tag_chunks(source.records(order, j, block, chunk=per)), None
             return tag_stream(source.records(order, j, block), per), None
         f = order[j]
         digest = spec.file_sha256[f] if spec.file_sha256 else None
@@ -123,18 +127,20 @@ def _tagged_files(spec, tables, order, ctype, buf, per: int | None = None) -> An
         lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f), ctype, buf), per))
 
 
-def epoch_blocks(spec, order, source=None, per: int | None = None) -> tuple[Any, Any]:
+def epoch_blocks(spec, order, source=None, per: int | None = None, within: bool = False) -> tuple[Any, Any]:
     """(tagged chunks of up to ``per`` blocks, ``file_tables`` or None) of an epoch whose files come in
     ``order`` (an int64 tensor): the generic graph of the epochs after the first (``source``: a
-    ``resumestream.StreamedShards``)."""
+    ``resumestream.StreamedShards``; ``within``: as :func:`blocks_reader`)."""
     import tensorflow as tf
 
-    from .blockcheck import file_tables, knows_files, tag_stream
+    from .blockcheck import file_tables, knows_files, tag_chunks, tag_stream
     from ..plan.readplan import DEFAULT_BUFFER_BYTES
 
     ctype, buf = spec.compression_type, (spec.buffer_size or DEFAULT_BUFFER_BYTES)
     per = per or blocks_per_decode(spec)
     if source is not None:
+        if within:
+            return tag_chunks(source.records(order, chunk=per)), None
         return tag_stream(source.records(order), per), None
     if not knows_files(spec):
         return tag_stream(tf.data.TFRecordDataset(tf.gather(tf.constant(list(spec.files)), order), ctype, buf),
@@ -149,12 +155,24 @@ def epoch_rows(spec, order, source=None) -> Any:
     return decoded_rows(spec, chunks, tables=tables)
 
 
+def within_files(spec) -> bool:
+    """Whether the window order keeps windows within files (``windoworder.file_windows``): the manifest gives
+    every file's rows (local or streamed) and the files are large enough."""
+    from ..resume.windoworder import file_windows, window_blocks
+
+    rows, br = spec.file_records, spec.layout.block_rows
+    return (spec.mode == "file" and bool(rows) and len(rows) == len(spec.files)
+            and file_windows(list(rows), br, window_blocks(spec.shuffle_buffer, br)))
+
+
 def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0) -> Any:
-    """The window order (``pipeline.resume.windoworder``) of tagged ``chunks`` (from window ``first_window``'s
-    first block on): windows of ``K`` blocks, each decoded (every block checked) and its rows permuted by one
-    stateless permutation (``seed``: the epoch's ``[2]`` seed, window ``w``'s folded in) and one gather per
-    column; the first ``drop`` rows of the first window left out. Rows first, in the spec's output
-    (``columnar.row_output``)."""
+    """The window order (``pipeline.resume.windoworder``) of tagged ``chunks`` of ``K`` blocks (from window
+    ``first_window``'s first block on): windows of ``K`` blocks, within files (each chunk a window, a local
+    file's end marker checked in the decode) or across them (local files' markers checked and dropped, the
+    blocks regrouped), each decoded (every block checked) and its rows permuted by one stateless permutation
+    (``seed``: the epoch's ``[2]`` seed, window ``w``'s folded in; windows numbered in order, a chunk of no
+    blocks, a file's end marker alone, not counted) and one gather per column; the first ``drop`` rows of the
+    first window left out. Rows first, in the spec's output (``columnar.row_output``)."""
     import tensorflow as tf
 
     from .blockcheck import block_decoder, is_block
@@ -162,7 +180,7 @@ def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0) ->
     from ..resume.windoworder import WINDOW_CALLS, window_blocks
 
     k = window_blocks(spec.shuffle_buffer, spec.layout.block_rows)
-    if tables is not None:        # files' end markers: each file's block count checked, the markers dropped
+    if tables is not None and not within_files(spec):    # across files: the markers checked and dropped
         chunks = chunks.unbatch().filter(is_block(spec, tables)).batch(k)
     decode, out = block_decoder(spec, tables), row_output(spec)
 
@@ -177,7 +195,14 @@ def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0) ->
 
         return out(decode(*chunk, pick=pick))
 
-    return chunks.enumerate(first_window).map(window, num_parallel_calls=WINDOW_CALLS, deterministic=True)
+    @tf.autograph.experimental.do_not_convert
+    def number(w, chunk):       # (this chunk's window number, the chunk); an end marker alone is no window
+        blocks = chunk[2]
+        has = tf.reduce_any(blocks[1]) if tables is not None else tf.size(blocks) > 0
+        return w + tf.cast(has, tf.int64), (w, chunk)
+
+    numbered = chunks.scan(tf.constant(first_window, tf.int64), number)
+    return numbered.map(window, num_parallel_calls=WINDOW_CALLS, deterministic=True)
 
 
 def row_stages(spec, stages: list) -> list:
@@ -217,10 +242,14 @@ def row_stages(spec, stages: list) -> list:
         if s.name == "shuffle" and s.enabled:
             b = spec.shuffle_buffer
             rows = k * lay.block_rows
+            within = within_files(spec)
             s = replace(s, settings={"buffer": b, "seed": spec.seed, "order": "window", "unit": "row",
-                                     "window_blocks": k, "window_rows": rows, "windows_at_a_time": WINDOW_CALLS},
-                        why=f"rows permuted within windows of {k} whole blocks ({rows} rows, ~2.5x shuffle_buffer): "
-                            "one stateless permutation per window (a pure function of (seed, epoch, window)) and "
+                                     "window_blocks": k, "window_rows": rows, "windows_at_a_time": WINDOW_CALLS,
+                                     "windows": "within files" if within else "across files"},
+                        why=f"rows permuted within windows of {k} whole blocks ({rows} rows, ~2.5x shuffle_buffer; "
+                            + ("each file's blocks in windows of its own, its last window the rest" if within else
+                               "counted across files: the files are too small for windows of their own")
+                            + "): one stateless permutation per window (a pure function of (seed, epoch, window)) and "
                             "one gather per column; rows move further than shuffle(B) moves them; memory: up to "
                             f"{WINDOW_CALLS} windows at a time, each decoded and its permuted copy (about "
                             f"{2 * WINDOW_CALLS * rows / b:.0f}x shuffle_buffer rows)")

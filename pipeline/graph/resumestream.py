@@ -53,9 +53,10 @@ class StreamedShards:
                                 if n == 0 else (0, 0))
                 yield path, ticket, offset, skip
 
-    def records(self, order, start: int = 0, k: int = 0):
+    def records(self, order, start: int = 0, k: int = 0, chunk: int = 0):
         """The records of the files ``order[start:]`` (file numbers; a tensor is fine), the first from its
-        record ``k``, each file fetched before TensorFlow opens it."""
+        record ``k``, each file fetched before TensorFlow opens it; with ``chunk``, in vectors of up to
+        ``chunk`` records of one file each."""
         import tensorflow as tf
 
         from ..plan.readplan import DEFAULT_BUFFER_BYTES
@@ -72,7 +73,8 @@ class StreamedShards:
 
         def per_file(path, ticket, offset, skip):
             recs = records_at(path, offset, buf) if seek else tf.data.TFRecordDataset(path, ctype, buf)
-            return released_after(self.stream, recs.skip(skip), ticket)
+            recs = recs.skip(skip)
+            return released_after(self.stream, recs.batch(chunk) if chunk else recs, ticket)
 
         return files.flat_map(tf.autograph.experimental.do_not_convert(per_file))
 

@@ -172,19 +172,32 @@ def test_the_template_is_the_encoded_block(cset):
                               m.layout.stored_type(f.name), f.width) for f in m.schema.features]
 
 
-@pytest.mark.parametrize("lie", ["shifted_label", "big_block"])
-def test_a_read_without_file_identity_checks_each_block(cset, lie):
-    """A streamed or piped read (no file numbers): each block's columns are checked once decoded."""
+def _tagged(records, how):
+    """Blocks without file identity tagged by ``tag_stream`` (chunks of 3), or by ``tag_chunks`` over chunks
+    of uneven sizes (1, then 3s: a streamed file's blocks in chunks of their own)."""
     import tensorflow as tf
 
-    from pipeline.graph.blockcheck import block_decoder, tag_stream
+    from pipeline.graph.blockcheck import tag_chunks, tag_stream
+
+    d = tf.data.Dataset.from_tensor_slices(records)
+    return tag_stream(d, 3) if how == "stream" else tag_chunks(d.take(1).batch(1).concatenate(d.skip(1).batch(3)))
+
+
+@pytest.mark.parametrize("how", ["stream", "chunks"])
+@pytest.mark.parametrize("lie", ["shifted_label", "big_block"])
+def test_a_read_without_file_identity_checks_each_block(cset, lie, how):
+    """A streamed or piped read (no file numbers): each block's columns are checked once decoded, the block
+    named by its index in the read however the blocks were chunked."""
+    import tensorflow as tf
+
+    from pipeline.graph.blockcheck import block_decoder
 
     out, m = cset
     payloads, block = LIES[lie][0](m, list(read_records(out / m.shards[0].name)))
     spec = PipelineSpec.from_manifest(str(out), 8)
-    ds = tag_stream(tf.data.Dataset.from_tensor_slices(payloads), 3).map(block_decoder(spec, None))
+    ds = _tagged(payloads, how).map(block_decoder(spec, None))
     with pytest.raises(tf.errors.InvalidArgumentError, match=rf"block {block} of the read: its columns"):
         list(ds)
     honest = list(read_records(out / m.shards[0].name))
-    rows = list(tag_stream(tf.data.Dataset.from_tensor_slices(honest), 3).map(block_decoder(spec, None)))
+    rows = list(_tagged(honest, how).map(block_decoder(spec, None)))
     assert np.concatenate([r["label"].numpy() for r in rows]).tolist() == list(range(SHARDS[0]))

@@ -111,18 +111,31 @@ def test_shuffle_is_a_seeded_permutation_per_epoch(sets):
 
 @pytest.fixture(scope="module")
 def big_sets(tmp_path_factory):
-    """20,000 rows as a columnar set (blocks of 256) and as an Example set, written once, read only."""
+    """20,000 rows as a columnar set (blocks of 256) and as an Example set, written once, read only; and as a
+    columnar set of four shards of 5,000 rows (``c4``: the window order keeps windows within its files)."""
     d = tmp_path_factory.mktemp("big")
     cols = indexed_columns(20_000)
     write_columnar_set(d / "c", cols, block_rows=256)
+    write_columnar_set(d / "c4", cols, block_rows=256, shard_rows=[5_000] * 4)
     write_example_set(d / "e", cols)
     return d
 
 
-def _moved(path, buffer, resumable):
-    """(mean displacement, rank correlation) of a shuffled read, the mean over seeds 1, 2 and 3."""
-    runs = [mix(read_order(build_dataset(PipelineSpec.from_manifest(
-        str(path), 256, shuffle_buffer=buffer, seed=s, resumable=resumable)))) for s in (1, 2, 3)]
+def _moved(path, buffer, resumable, file_rows=None):
+    """(mean displacement, rank correlation) of a shuffled read, the mean over seeds 1, 2 and 3; with
+    ``file_rows`` (rows per file, a set of equal files read in a seeded file order), of each row within its
+    file's span of the read, which must hold exactly that file's rows (windows within files)."""
+    runs = []
+    for s in (1, 2, 3):
+        order = read_order(build_dataset(PipelineSpec.from_manifest(
+            str(path), 256, shuffle_buffer=buffer, seed=s, resumable=resumable)))
+        if file_rows:
+            a = np.asarray(order, np.int64).reshape(-1, file_rows)
+            assert (a // file_rows == a[:, :1] // file_rows).all()       # each file's rows in one span
+            order = (a % file_rows).reshape(-1)
+            runs += [mix(span) for span in order.reshape(-1, file_rows)]
+        else:
+            runs.append(mix(order))
     return np.mean([r["mean_displacement"] for r in runs]), np.mean([r["rank_correlation"] for r in runs])
 
 
@@ -139,9 +152,19 @@ def shuffle_B_on_examples(big_sets):
 
 
 @pytest.mark.parametrize("buffer", [500, 2000])
-@pytest.mark.parametrize("resumable", [False, True])   # the row shuffle; the resumable order over rows
-def test_shuffle_moves_rows_as_far_as_shuffle_B_on_examples(big_sets, shuffle_B_on_examples, buffer, resumable):
-    (dc, rc), (de, re_) = _moved(big_sets / "c", buffer, resumable), shuffle_B_on_examples(buffer)
+@pytest.mark.parametrize("resumable,columnar", [(False, "c"), (True, "c"), (True, "c4")])
+def test_shuffle_moves_rows_as_far_as_shuffle_B_on_examples(big_sets, shuffle_B_on_examples, buffer, resumable,
+                                                            columnar):
+    """The row shuffle and the resumable order over rows (the window order: one file, and four files with
+    windows of their own, measured within each file's span of the read) move rows at least 0.95x as far as
+    shuffle(B) on the one-file Example set."""
+    file_rows = None
+    if columnar == "c4":
+        from pipeline.graph.resumerows import within_files
+
+        assert within_files(PipelineSpec.from_manifest(str(big_sets / "c4"), 256, shuffle_buffer=buffer, seed=1))
+        file_rows = 5_000
+    (dc, rc), (de, re_) = _moved(big_sets / columnar, buffer, resumable, file_rows), shuffle_B_on_examples(buffer)
     assert dc >= 0.95 * de, (dc, de)
     assert rc <= re_ + 0.01, (rc, re_)
     assert dc > 256                              # rows left their blocks

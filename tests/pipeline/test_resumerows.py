@@ -119,6 +119,16 @@ def test_resume_in_the_first_and_the_second_epoch_equals_the_uninterrupted_run(s
         _assert_same(_arrays(build_dataset(spec, resume=state)), full[steps:])
 
 
+@pytest.mark.parametrize("name,within", [("b24-shuffled", True), ("b100-drop", False),
+                                         ("b64-buffer-past-the-epoch", False)])
+def test_the_shuffled_configs_read_windows_within_and_across_files(sets, name, within):
+    """The resume tests above cover both window orders: shards of 98 and 45 blocks of 7 rows hold windows of
+    their own at a window of 36 blocks, not at 108 or 536."""
+    from pipeline.graph.resumerows import within_files
+
+    assert within_files(_spec(sets[0], name)) is within
+
+
 def test_a_resumed_run_resumes_again(sets):
     col, _ = sets
     spec = _spec(col, "b24-shuffled")
@@ -149,16 +159,22 @@ def test_a_state_names_the_window_order_and_one_without_it_resumes_only_at_an_ep
     _assert_same(_arrays(build_dataset(spec, resume=legacy_boundary)), _full(col, name)[len(_full(col, name)) // 2:])
 
 
-def test_the_unshuffled_order_is_the_example_sets_and_a_shuffled_one_permutes_within_windows(tmp_path):
-    """Shards of the same rows in both layouts (the first ending in a short block): unshuffled, the columnar
-    set's resumable order is the Example set's, batch for batch; shuffled, it is the window order
-    (``pipeline.resume.windoworder``): each window of whole blocks (across the shard boundary) holds the rows
-    of those blocks, permuted."""
+@pytest.mark.parametrize("shard_rows,within", [([404, 596], False), ([800, 1200], True)])
+def test_the_unshuffled_order_is_the_example_sets_and_a_shuffled_one_permutes_within_windows(tmp_path, shard_rows,
+                                                                                           within):
+    """Shards of the same rows in both layouts (each ending in a short block): unshuffled, the columnar set's
+    resumable order is the Example set's, batch for batch; shuffled, it is the window order
+    (``pipeline.resume.windoworder``): each window of whole blocks holds the rows of those blocks, permuted —
+    windows of 54 blocks across the shard boundary where the shards are small next to a window (404 and 596
+    rows: 58 and 86 blocks), each shard's blocks in windows of their own where they are large enough (800 and
+    1,200 rows: 54 + 54 + 7 and 54 + 54 + 54 + 10 blocks)."""
+    from pipeline.graph.resumerows import within_files
     from pipeline.resume.windoworder import window_blocks
 
-    cols = indexed_columns(N)
-    write_columnar_set(tmp_path / "c", cols, block_rows=BLOCK, shard_rows=[404, 596])
-    write_example_set(tmp_path / "e", cols, shard_rows=[404, 596])
+    n = sum(shard_rows)
+    cols = indexed_columns(n)
+    write_columnar_set(tmp_path / "c", cols, block_rows=BLOCK, shard_rows=shard_rows)
+    write_example_set(tmp_path / "e", cols, shard_rows=shard_rows)
     a, b = (PipelineSpec.from_manifest(str(tmp_path / p), 33, epochs=2, resumable=True, shuffle_buffer=0)
             for p in "ce")
     _assert_same(_arrays(build_dataset(a)), _arrays(build_dataset(b)))
@@ -167,17 +183,27 @@ def test_the_unshuffled_order_is_the_example_sets_and_a_shuffled_one_permutes_wi
     spec = PipelineSpec.from_manifest(str(tmp_path / "c"), 33, shuffle_buffer=150, seed=5, resumable=True)
     k = window_blocks(150, BLOCK)
     assert k == 54                                              # 2.5 x 150 rows in whole blocks of 7
+    assert within_files(spec) is within
+    files = [[(s, min(s + BLOCK, e)) for s in range(s0, e, BLOCK)]
+             for s0, e in zip(np.cumsum([0] + shard_rows[:-1]).tolist(), np.cumsum(shard_rows).tolist())]
     got = np.concatenate([b["__label"] for b in _arrays(build_dataset(spec))]).astype(np.int64)
-    blocks = [(s, min(s + BLOCK, e)) for s0, e in ((0, 404), (404, 1000)) for s in range(s0, e, BLOCK)]
-    if got[0] >= 404:                                           # the epoch's file order is seeded: shard 1 first
-        blocks = blocks[58:] + blocks[:58]
+    order = [1, 0] if got[0] >= shard_rows[0] else [0, 1]       # the epoch's file order is seeded
+    if within:
+        windows = [f[w:w + k] for f in (files[i] for i in order) for w in range(0, len(f), k)]
+        assert [len(w) for w in windows if len(w) < k] == ([7, 10] if order == [0, 1] else [10, 7])
+    else:
+        blocks = [blk for i in order for blk in files[i]]
+        windows = [blocks[w:w + k] for w in range(0, len(blocks), k)]
     start = 0
-    for w in range(0, len(blocks), k):
-        rows = sorted(r for s, e in blocks[w:w + k] for r in range(s, e))
+    for w, blocks in enumerate(windows):
+        rows = sorted(r for s, e in blocks for r in range(s, e))
         assert sorted(got[start:start + len(rows)].tolist()) == rows, w
         assert got[start:start + len(rows)].tolist() != rows     # permuted
         start += len(rows)
-    assert start == N
+    assert start == n
+    state = input_state(spec, 20)                               # a resume in the middle of a window
+    want = _arrays(build_dataset(spec))[20:]
+    _assert_same(_arrays(build_dataset(spec, resume=state)), want)
 
 
 def _rank_runs(spec, ranks, resume=None):
@@ -254,6 +280,9 @@ def test_a_streamed_columnar_set_resumes(sets, s3, tmp_path):
     spec = PipelineSpec.from_manifest(f"{s3.url}/col", 24, shuffle_buffer=100, seed=7, epochs=2, resumable=True,
                                       stream_cache_dir=str(tmp_path / "cache"))
     assert spec.stream is not None and spec.layout is not None
+    from pipeline.graph.resumerows import within_files
+
+    assert within_files(spec)                        # each streamed shard's blocks in windows of its own
     full = _full(col, "b24-shuffled")
     _assert_same(_arrays(build_dataset(spec)), full)
     for steps in (10, 50):
