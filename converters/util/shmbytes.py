@@ -36,14 +36,15 @@ import numpy as np
 from .fs import create_new
 
 __all__ = ["ScratchArray", "scratch_dir", "to_scratch", "from_scratch", "remove_scratch", "remove_stale",
-           "SHM_ROOT", "MIN_SCRATCH_BYTES", "STALE_SECONDS"]
+           "SHM_ROOT", "PREFIX", "MIN_SCRATCH_BYTES", "STALE_SECONDS"]
 
 log = logging.getLogger(__name__)
 
 SHM_ROOT = "/dev/shm"
 MIN_SCRATCH_BYTES = 4 << 10  # smaller arrays go through the pipe (a message this small is one write)
 STALE_SECONDS = 600
-_NAME = re.compile(r"tfpipe-(\d+)-[^/]+")
+PREFIX = "tfpipe-"            # a scratch directory is PREFIX + the pid of the run + "-" + a random tail
+_NAME = re.compile(re.escape(PREFIX) + r"(\d+)-[^/]+")
 _names = itertools.count()
 
 
@@ -71,7 +72,7 @@ def scratch_dir(root: str = SHM_ROOT) -> str | None:
         return None
     remove_stale(root)
     try:
-        return tempfile.mkdtemp(prefix=f"tfpipe-{os.getpid()}-", dir=root)
+        return tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root)
     except OSError as exc:
         log.debug("no scratch directory in %s (%s): worker results go through the pipe", root, exc)
         return None

@@ -14,8 +14,8 @@ Entering the epoch at row ``p`` (:func:`rows_reader`): the file holding it is fo
 counts, its block by ``row // block_rows`` (the blocks before it are never decoded: a seek by the file's
 record-offset index, or a skip of whole records), and the first ``row % block_rows`` rows of that block are
 dropped after its decode; shuffled, the read enters at the first block of the window holding the row
-(``windoworder.window_entry``, ``file_window_entry``) and the window's first permuted rows are dropped. Later epochs read whole
-files (:func:`epoch_blocks`).
+(``windoworder.window_entry``, ``file_window_entry``) and the window's first permuted rows are dropped. Later
+epochs read whole files (:func:`epoch_blocks`).
 """
 from __future__ import annotations
 
