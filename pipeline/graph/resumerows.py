@@ -23,6 +23,7 @@ from typing import Any
 
 from ..spec.blocks import decode_rows_for, file_blocks
 from ..resume.state import locate
+from ..resume.windoworder import within_files
 
 __all__ = ["blocks_per_decode", "decoded_rows", "blocks_reader", "rows_reader", "epoch_blocks", "epoch_rows",
            "within_files", "windows", "row_stages"]
@@ -153,16 +154,6 @@ def epoch_rows(spec, order, source=None) -> Any:
     """The decoded rows of an epoch whose files come in ``order`` (an int64 tensor), every block checked."""
     chunks, tables = epoch_blocks(spec, order, source)
     return decoded_rows(spec, chunks, tables=tables)
-
-
-def within_files(spec) -> bool:
-    """Whether the window order keeps windows within files (``windoworder.file_windows``): the manifest gives
-    every file's rows (local or streamed) and the files are large enough."""
-    from ..resume.windoworder import file_windows, window_blocks
-
-    rows, br = spec.file_records, spec.layout.block_rows
-    return (spec.mode == "file" and bool(rows) and len(rows) == len(spec.files)
-            and file_windows(list(rows), br, window_blocks(spec.shuffle_buffer, br)))
 
 
 def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0) -> Any:

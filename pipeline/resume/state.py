@@ -42,6 +42,7 @@ _SCALARS = (str, int, float, bool, type(None))   # every value of a state is one
 _KEYS = ("format", "fingerprint", "seed", "shuffle_buffer", "batch_size", "drop_remainder", "records", "epoch",
          "position", "world_size", "steps", "plan", "order")
 WINDOW_ORDER = "window"   # a state's "order": a shuffled columnar set's rows come in the window order
+FILE_WINDOW_ORDER = "window-within-files"   # ... in windows within files (windoworder.within_files)
 
 # What cannot resume mid-epoch, each with its way out: `tfpipe pipeline explain --resumable` prints these, and
 # docs/pipeline.md's Known limits lists them (a test keeps the three in step with the refusals).
@@ -86,8 +87,13 @@ def fingerprint(spec) -> str:
 
 def _order(spec) -> str | None:
     """The row order a state's position counts in, where it is not the records' resumable order: a shuffled
-    columnar set reads the window order (``pipeline.resume.windoworder``)."""
-    return WINDOW_ORDER if spec.layout is not None and spec.shuffle_buffer > 0 else None
+    columnar set reads the window order (``pipeline.resume.windoworder``), its windows across files or within
+    them (two orders: a position in one is not a position in the other)."""
+    if spec.layout is None or spec.shuffle_buffer <= 0:
+        return None
+    from .windoworder import within_files
+
+    return FILE_WINDOW_ORDER if within_files(spec) else WINDOW_ORDER
 
 
 def advance(spec, steps: int, start: tuple[int, int] = (0, 0)) -> tuple[int, int]:
@@ -187,7 +193,8 @@ def resume_position(spec, state: Any) -> tuple[int, int]:
     if state.get("order") != _order(spec) and (pos or state.get("order") is not None):   # epochs begin alike
         saved, reads = (state.get("order") or "the records'", _order(spec) or "the records'")
         raise ResumeError(f"input state counts its position in {saved} order and this spec reads {reads} order "
-                          f"(a shuffled columnar set reads the window order): resume it at an epoch boundary "
+                          f"(a shuffled columnar set reads the window order, its windows within files where the "
+                          f"files are large enough): resume it at an epoch boundary "
                           f"(first_epoch={epoch + 1}), or with the tfpipe that saved it")
     world = _int(state, "world_size", least=1)
     if spec.part_weights and world != spec.num_shards:

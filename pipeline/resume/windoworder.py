@@ -27,7 +27,7 @@ from ..spec.blocks import file_blocks
 from .state import locate
 
 __all__ = ["WINDOW_BUFFERS", "WINDOW_CALLS", "FILE_WINDOWS_MIN", "window_blocks", "window_rows", "window_entry",
-           "file_windows", "file_window_entry"]
+           "file_windows", "within_files", "file_window_entry"]
 
 WINDOW_BUFFERS = 2.5   # rows per window over shuffle_buffer: mean displacement ~1.15x shuffle(B)'s
 WINDOW_CALLS = 2       # windows decoded and permuted at a time (two cores busy; the memory bound)
@@ -67,6 +67,14 @@ def file_windows(rows: list[int], block_rows: int, k: int) -> bool:
         whole, rest = divmod(r, full)
         squares += whole * full * full + rest * rest
     return squares >= FILE_WINDOWS_MIN * full * total
+
+
+def within_files(spec) -> bool:
+    """Whether a shuffled columnar spec's window order keeps windows within files (:func:`file_windows`): the
+    manifest gives every file's rows (local or streamed) and the files are large enough."""
+    rows, br = spec.file_records, spec.layout.block_rows
+    return (spec.mode == "file" and bool(rows) and len(rows) == len(spec.files)
+            and file_windows(list(rows), br, window_blocks(spec.shuffle_buffer, br)))
 
 
 def file_window_entry(rows: list[int], block_rows: int, k: int, position: int) -> tuple[int, int, int, int]:

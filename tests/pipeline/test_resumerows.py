@@ -138,10 +138,12 @@ def test_a_resumed_run_resumes_again(sets):
     _assert_same(_arrays(build_dataset(spec, resume=second)), _full(col, "b24-shuffled")[50:])
 
 
-@pytest.mark.parametrize("name, order", [("b24-shuffled", "window"), ("b10-unshuffled", None)])
+@pytest.mark.parametrize("name, order", [("b24-shuffled", "window-within-files"), ("b100-drop", "window"),
+                                         ("b10-unshuffled", None)])
 def test_a_state_names_the_window_order_and_one_without_it_resumes_only_at_an_epoch_boundary(sets, name, order):
-    """A shuffled columnar set's positions count rows of the window order: its state says so, and a state that
-    does not (saved under the records' order) is refused mid-epoch and taken at an epoch's start."""
+    """A shuffled columnar set's positions count rows of the window order (windows within files or across
+    them): its state says which, and a state that does not (saved under the records' order) or names the other
+    is refused mid-epoch; one without an order is taken at an epoch's start."""
     from pipeline import ResumeError
 
     col, _ = sets
@@ -152,8 +154,11 @@ def test_a_state_names_the_window_order_and_one_without_it_resumes_only_at_an_ep
         with pytest.raises(ResumeError, match="another row order|window order"):
             build_dataset(spec, resume={**mid, "order": "window"})
         return
+    other = "window" if order == "window-within-files" else "window-within-files"
+    with pytest.raises(ResumeError, match=rf"in {other} order and this spec reads {order} order.*epoch boundary"):
+        build_dataset(spec, resume={**mid, "order": other})
     legacy_mid = {k: v for k, v in mid.items() if k != "order"}
-    with pytest.raises(ResumeError, match=r"the records' order .* reads window order.*epoch boundary"):
+    with pytest.raises(ResumeError, match=rf"the records' order .* reads {order} order.*epoch boundary"):
         build_dataset(spec, resume=legacy_mid)
     legacy_boundary = {k: v for k, v in boundary.items() if k != "order"}
     _assert_same(_arrays(build_dataset(spec, resume=legacy_boundary)), _full(col, name)[len(_full(col, name)) // 2:])
