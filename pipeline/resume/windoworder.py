@@ -71,9 +71,11 @@ def file_windows(rows: list[int], block_rows: int, k: int) -> bool:
 
 def within_files(spec) -> bool:
     """Whether a shuffled columnar spec's window order keeps windows within files (:func:`file_windows`): the
-    manifest gives every file's rows (local or streamed) and the files are large enough."""
+    manifest gives every file's rows (local or streamed) and the files are large enough. Not under a rank plan's
+    own file lists: each rank decides from its files, and every rank's state must name one order."""
     rows, br = spec.file_records, spec.layout.block_rows
     return (spec.mode == "file" and bool(rows) and len(rows) == len(spec.files)
+            and not spec.resuming.plan_fingerprint
             and file_windows(list(rows), br, window_blocks(spec.shuffle_buffer, br)))
 
 

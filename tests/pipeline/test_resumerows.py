@@ -129,6 +129,17 @@ def test_the_shuffled_configs_read_windows_within_and_across_files(sets, name, w
     assert within_files(_spec(sets[0], name)) is within
 
 
+def test_under_a_rank_plans_file_lists_windows_stay_across_files(sets):
+    """Each rank of a plan with its own file lists would decide from its own files; windows stay across files,
+    so every rank's state names the one order."""
+    from pipeline.graph.resumerows import within_files
+
+    spec = _spec(sets[0], "b24-shuffled")
+    planned = spec.with_(plan_fingerprint="plan")
+    assert within_files(spec) and not within_files(planned)
+    assert input_state(spec, 3)["order"] == "window-within-files" and input_state(planned, 3)["order"] == "window"
+
+
 def test_a_resumed_run_resumes_again(sets):
     col, _ = sets
     spec = _spec(col, "b24-shuffled")
