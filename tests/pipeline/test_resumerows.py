@@ -309,6 +309,9 @@ def test_describe_shows_the_decode_and_rows(sets):
     col, _ = sets
     text = describe(_spec(col, "b24-shuffled"))
     for want in ("layout=columnar", "block_rows=7", "position=row", "decode", "tf.io.decode_raw", "unit=row",
-                 "order=window", "window_blocks=", "windows_at_a_time=2", "rebatch of decoded rows"):
+                 "order=window", "window_blocks=", "windows_at_a_time=2", "rebatch of decoded rows",
+                 "windows=within files", "each file's blocks in windows of its own"):
         assert want in text, want
     assert "parse_example num_parallel" not in text and "7. parse" not in text
+    across = describe(_spec(col, "b100-drop"))
+    assert "windows=across files" in across and "too small for windows of their own" in across
