@@ -5,7 +5,6 @@ and the rows of the window before it."""
 from __future__ import annotations
 
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
