@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from .tail import Tail, tail_stages
 from ..plan.readplan import AUTOTUNE, DEFAULT_BUFFER_BYTES
+from ..spec.blocks import locate
 from ..spec.stage import Stage
 from ..resume.delayorder import chunk_size, delay_key, delay_order, max_delay, resume_point, step_records
-from ..resume.state import check_resumable, epoch_records, order_epoch_steps, locate, resume_position, steps_for
+from ..resume.state import check_resumable, epoch_records, order_epoch_steps, resume_position, steps_for
 from ..resume.seek import seek_pays
 from .resumeweighted import BLOCK_KEY, block_positions, part_counts, part_spec, sampled_stages, sampled_steps
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spec.blocks import decode_rows_for, file_blocks
-from ..resume.state import locate
+from ..spec.blocks import decode_rows_for, file_blocks, locate
 from ..resume.windoworder import within_files
 
 __all__ = ["blocks_per_decode", "decoded_rows", "blocks_reader", "rows_reader", "epoch_blocks", "epoch_rows",

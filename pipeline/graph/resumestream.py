@@ -80,7 +80,7 @@ class StreamedShards:
 
     def read_from(self, order: list[int], start: int):
         """The records of the epoch whose files come in ``order`` (Python ints), from its record ``start``."""
-        from ..resume.state import locate
+        from ..spec.blocks import locate
 
         j, k = locate([self.spec.file_records[f] for f in order], start)
         return self.records(order, j, k)

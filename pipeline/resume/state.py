@@ -33,7 +33,7 @@ from ..spec.options import ResumeError
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "RESUME_LIMITS", "check_resumable",
            "resume_refusal", "resume_choice",
            "fingerprint", "plan_fingerprint", "global_batch", "epoch_records", "steps_for", "order_epoch_steps", "input_state",
-           "resume_position", "advance", "locate"]
+           "resume_position", "advance"]
 
 STATE_FORMAT = "tfpipe.input_state/1"
 MAX_STATE_BYTES = 1024
@@ -202,13 +202,3 @@ def resume_position(spec, state: Any) -> tuple[int, int]:
                           f"group's epoch is whole global batches, so its positions hold for one world size only")
     _check_counts(spec, epoch, pos, steps)
     return epoch, pos
-
-
-def locate(counts: list[int], start: int) -> tuple[int, int]:
-    """(file, record in it) of record ``start`` of the concatenation of files of ``counts`` records (the last
-    file when ``start`` is at or past the end)."""
-    j, k = 0, start
-    while j < len(counts) - 1 and k >= counts[j]:
-        k -= counts[j]
-        j += 1
-    return j, k

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import math
 
-from ..spec.blocks import file_blocks
-from .state import locate
+from ..spec.blocks import file_blocks, locate
 
 __all__ = ["WINDOW_BUFFERS", "WINDOW_CALLS", "FILE_WINDOWS_MIN", "window_blocks", "window_rows", "window_entry",
            "file_windows", "within_files", "file_window_entry"]

@@ -20,7 +20,7 @@ def decode_rows_for(schema) -> int:
     row = sum((8 if f.dtype == "int64" else 4) * math.prod(f.shape or ()) for f in schema.features)
     return max(1, min(DECODE_ROWS, DECODE_BYTES // max(1, row)))
 
-__all__ = ["DECODE_ROWS", "DECODE_BYTES", "decode_rows_for", "file_blocks", "file_record_counts", "rank_rows", "smallest_rank_rows", "spec_file_rows", "block_rank_steps", "check_columnar"]
+__all__ = ["DECODE_ROWS", "DECODE_BYTES", "decode_rows_for", "file_blocks", "file_record_counts", "rank_rows", "smallest_rank_rows", "spec_file_rows", "block_rank_steps", "check_columnar", "locate"]
 
 
 def file_blocks(rows: int, block_rows: int) -> int:
@@ -77,3 +77,13 @@ def check_columnar(spec) -> None:
     if not spec.parse:
         raise ValueError("parse=False yields serialized records, and a columnar set's records are blocks of rows: "
                          "read it with parse=True")
+
+
+def locate(counts: list[int], start: int) -> tuple[int, int]:
+    """(file, record in it) of record ``start`` of the concatenation of files of ``counts`` records (the last
+    file when ``start`` is at or past the end)."""
+    j, k = 0, start
+    while j < len(counts) - 1 and k >= counts[j]:
+        k -= counts[j]
+        j += 1
+    return j, k

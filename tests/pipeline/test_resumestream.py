@@ -19,7 +19,7 @@ from pipeline import PipelineSpec, build_dataset, input_state
 from pipeline.resume.delayorder import chunk_size, delay_key, resume_point
 from pipeline.resume.offsets import compute_offsets, ensure_index
 from pipeline.graph.resumable import CHUNK_KEY, _file_order, _seed
-from pipeline.resume.state import locate
+from pipeline.spec.blocks import locate
 from pipeline.graph.resumestream import entry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
