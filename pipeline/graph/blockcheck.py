@@ -129,8 +129,8 @@ def is_block(spec, tables: dict):
 
 
 def tag_chunks(chunks) -> Any:
-    """Chunks of blocks of a read without file identity (vectors, e.g. each file's blocks in chunks) as
-    ``tag_stream``'s: ``(-1s, indices in the read, blocks)``."""
+    """Chunks of blocks of a read without file identity (vectors of any sizes, e.g. each streamed file's blocks
+    in chunks of its own), each ``(-1s, indices in the read, blocks)``."""
     import tensorflow as tf
 
     def tagged(seen, recs):
@@ -142,14 +142,8 @@ def tag_chunks(chunks) -> Any:
 
 def tag_stream(records, k: int) -> Any:
     """Blocks of a read without file identity (streamed, piped) in chunks of up to ``k`` blocks, each
-    ``(-1s, indices in the read, blocks)``."""
-    import tensorflow as tf
-
-    def tagged(c, recs):
-        n = tf.shape(recs, out_type=tf.int64)[0]
-        return tf.fill([n], tf.constant(-1, tf.int64)), c * k + tf.range(n), recs
-
-    return records.batch(k).enumerate().map(tagged)
+    ``(-1s, indices in the read, blocks)`` (:func:`tag_chunks`)."""
+    return tag_chunks(records.batch(k))
 
 
 def decode_blocks_fn(schema, layout):

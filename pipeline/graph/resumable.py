@@ -145,7 +145,7 @@ def order_from(spec, e, pos, source=None):
         within = within_files(spec)
         j, block, w, drop = (file_window_entry if within else window_entry)(counts, spec.layout.block_rows, k, pos)
         chunks, tables = blocks_reader(spec, order, enter, source, k, within)(j, block)
-        return windows(spec, chunks, tables, _seed(spec.seed, e, WINDOW_KEY), w, drop)
+        return windows(spec, chunks, tables, _seed(spec.seed, e, WINDOW_KEY), w, drop, within)
     key = delay_key(_seed(spec.seed, e, CHUNK_KEY))
     q0, m, drop = resume_point(key, spec.shuffle_buffer, total, pos)
     c = chunk_size(spec.shuffle_buffer)
@@ -171,9 +171,10 @@ def order_of(spec, e, source=None):
         from .resumerows import epoch_blocks, windows, within_files
         from ..resume.windoworder import window_blocks
 
+        within = within_files(spec)
         chunks, tables = epoch_blocks(spec, _file_order(spec, e), source,
-                                      window_blocks(spec.shuffle_buffer, spec.layout.block_rows), within_files(spec))
-        return windows(spec, chunks, tables, _seed(spec.seed, e, WINDOW_KEY))
+                                      window_blocks(spec.shuffle_buffer, spec.layout.block_rows), within)
+        return windows(spec, chunks, tables, _seed(spec.seed, e, WINDOW_KEY), within=within)
     if spec.layout is not None:     # a columnar set's blocks, each checked: the order is over their rows
         from .resumerows import epoch_rows
 

@@ -155,11 +155,11 @@ def epoch_rows(spec, order, source=None) -> Any:
     return decoded_rows(spec, chunks, tables=tables)
 
 
-def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0) -> Any:
+def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0, within: bool = False) -> Any:
     """The window order (``pipeline.resume.windoworder``) of tagged ``chunks`` of ``K`` blocks (from window
-    ``first_window``'s first block on): windows of ``K`` blocks, within files (each chunk a window, a local
-    file's end marker checked in the decode) or across them (local files' markers checked and dropped, the
-    blocks regrouped), each decoded (every block checked) and its rows permuted by one stateless permutation
+    ``first_window``'s first block on): windows of ``K`` blocks, within files (``within``, as the chunks were
+    read: each chunk a window, a local file's end marker checked in the decode) or across them (local files'
+    markers checked and dropped, the blocks regrouped), each decoded (every block checked) and its rows permuted by one stateless permutation
     (``seed``: the epoch's ``[2]`` seed, window ``w``'s folded in; windows numbered in order, a chunk of no
     blocks, a file's end marker alone, not counted) and one gather per column; the first ``drop`` rows of the
     first window left out. Rows first, in the spec's output (``columnar.row_output``)."""
@@ -170,7 +170,7 @@ def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0) ->
     from ..resume.windoworder import WINDOW_CALLS, window_blocks
 
     k = window_blocks(spec.shuffle_buffer, spec.layout.block_rows)
-    if tables is not None and not within_files(spec):    # across files: the markers checked and dropped
+    if tables is not None and not within:    # across files: the markers checked and dropped
         chunks = chunks.unbatch().filter(is_block(spec, tables)).batch(k)
     decode, out = block_decoder(spec, tables), row_output(spec)
 

@@ -29,6 +29,7 @@ from sharding.epochs import epoch_batches
 from ..plan.graphplan import epoch_records, global_batch, order_epoch_steps, resume_choice, resume_refusal, steps_for
 from ..plan.rankplan import plan_fingerprint
 from ..spec.options import ResumeError
+from .windoworder import within_files
 
 __all__ = ["ResumeError", "STATE_FORMAT", "MAX_STATE_BYTES", "MAX_COUNT", "RESUME_LIMITS", "check_resumable",
            "resume_refusal", "resume_choice",
@@ -91,8 +92,6 @@ def _order(spec) -> str | None:
     them (two orders: a position in one is not a position in the other)."""
     if spec.layout is None or spec.shuffle_buffer <= 0:
         return None
-    from .windoworder import within_files
-
     return FILE_WINDOW_ORDER if within_files(spec) else WINDOW_ORDER
 
 

@@ -55,7 +55,6 @@ def window_entry(rows: list[int], block_rows: int, k: int, position: int) -> tup
     return fj, fb, w, max(0, position - before)
 
 
-
 def file_windows(rows: list[int], block_rows: int, k: int) -> bool:
     """Whether windows of ``k`` blocks may stay within files of ``rows`` rows each (any order): the mean
     distance a row moves, ``sum(n_w ** 2) / (3 N)`` over the windows' row counts ``n_w``, is at least
