@@ -1,6 +1,6 @@
 """``python3 -m converters.cli ...`` runs the ``tfpipe`` command line."""
 from __future__ import annotations
 
-from .main import main
+from .main import run
 
-raise SystemExit(main())
+run()

@@ -1,5 +1,6 @@
 """The ``tfpipe`` console script: ``main(argv)`` builds the parser from each package's ``register``
-(entry points in group ``tfpipe.commands``) and turns library errors into one line and an exit code."""
+(entry points in group ``tfpipe.commands``) and turns library errors into one line and an exit code; ``run()``
+is the script itself: ``main()``, then the process ends with its code (``leave``)."""
 from __future__ import annotations
 
 import argparse
@@ -13,11 +14,12 @@ from ..engines.interrupt import set_exit_lines
 from ..util.blasprobe import skip_numba_blas_probe
 from ..util.errors import TfpipeError
 from ..util.version import __version__
+from .leave import leave
 from .notices import announce_compiles
 from .parser import TfpipeParser, add_verbose
 from .quiet import lean_tensorflow_import, quiet_tensorflow_import
 
-__all__ = ["main", "build_parser", "register"]
+__all__ = ["main", "run", "build_parser", "register"]
 
 # the command groups, in help order, by their entry-point names (group ``tfpipe.commands`` in setup.cfg): each
 # package registers its own, so this package never names one above it
@@ -93,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def run() -> None:
+    """The ``tfpipe`` console script and ``python3 -m converters.cli``: the command, then the process ends
+    with its exit code, without the interpreter's teardown of the modules the command loaded."""
+    leave(main())
 
 
 _EXIT_LINES = {signal.SIGINT: "tfpipe: interrupted",
