@@ -17,6 +17,7 @@ from typing import Iterable
 
 import numpy as np
 
+from ..util.checks import as_int
 from ..util.errors import TfpipeError
 from .area import RunArea
 from .core import ShardResult, ShardSpec
@@ -40,9 +41,7 @@ class ShardPart:
 
     def __post_init__(self):
         for name in ("offset", "nbytes"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"a shard part's {name} must be an int >= 0, got {v!r}")
+            object.__setattr__(self, name, as_int(getattr(self, name), f"a shard part's {name}", minimum=0))
 
 
 def cut_parts(lengths: np.ndarray, parts: int) -> list[tuple[int, int, int, int]]:

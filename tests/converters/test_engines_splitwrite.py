@@ -3,6 +3,7 @@ checks, the join's checks. The bytes against one process's are checked end to en
 from __future__ import annotations
 
 import hashlib
+import re
 
 import numpy as np
 import pytest
@@ -82,10 +83,21 @@ def test_a_join_of_a_short_file_fails(area):
         join_parts(area, parts)
 
 
-@pytest.mark.parametrize("field, bad", [("offset", -1), ("nbytes", 2.5), ("offset", True)])
+@pytest.mark.parametrize("field, bad", [("offset", -1), ("nbytes", 2.5), ("offset", True), ("nbytes", "7")])
 def test_a_part_with_a_bad_offset_or_size_is_refused(field, bad):
     from converters.engines.splitwrite import ShardPart
 
     kw = {"spec": ShardSpec(0, 1), "path": "p", "offset": 0, "nbytes": 1, "tmp_name": "t"} | {field: bad}
-    with pytest.raises(ValueError, match=f"a shard part's {field} must be an int >= 0, got {bad!r}"):
+    with pytest.raises(ValueError, match=re.escape(f"a shard part's {field} must be a non-negative integer, "
+                                                   f"got {bad!r}")):
         ShardPart(**kw)
+
+
+@pytest.mark.parametrize("field", ["offset", "nbytes"])
+def test_a_parts_numpy_offset_and_size_are_plain_ints(field):
+    """Offsets and sizes come from NumPy sums of the rows' lengths: taken as the plain ints they stand for."""
+    from converters.engines.splitwrite import ShardPart
+
+    kw = {"spec": ShardSpec(0, 1), "path": "p", "offset": 0, "nbytes": 1, "tmp_name": "t"} | {field: np.int64(12)}
+    v = getattr(ShardPart(**kw), field)
+    assert v == 12 and type(v) is int
