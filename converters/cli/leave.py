@@ -5,8 +5,9 @@ tearing those modules down (measured: 0.19-0.21 s after a LibSVM conversion or a
 here), work that no file and no exit code depends on. :func:`leave` ends the process the way the interpreter
 would, less that teardown: the ``atexit`` handlers run (logging's flush, finalizers of temporary files,
 multiprocessing's clean-up of its children), stdout and stderr are flushed, and the process exits with the
-command's code. While a thread that the interpreter would wait for (not a daemon) is still running, it exits
-the ordinary way instead, so nothing in flight is cut short.
+command's code. While a thread that the interpreter would wait for (not a daemon) is still running, or under a
+profiler or tracer (``python3 -m cProfile``, coverage, a debugger: they write their reports after the command
+returns), it exits the ordinary way instead, so nothing in flight is cut short.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _waited_threads() -> list[threading.Thread]:
 def leave(code: int) -> NoReturn:
     """End this process with exit status ``code`` (see the module's docstring)."""
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
-    if run_exitfuncs is None or _waited_threads():
+    if run_exitfuncs is None or _waited_threads() or sys.getprofile() is not None or sys.gettrace() is not None:
         raise SystemExit(code)
     try:
         run_exitfuncs()

@@ -55,6 +55,25 @@ def test_ordinary_exit_while_a_thread_is_waited_for(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["atexit", "teardown", "thread"]
 
 
+@pytest.mark.parametrize("hook", ["setprofile", "settrace"])
+def test_ordinary_exit_under_a_profiler_or_tracer(tmp_path, hook):
+    """``python3 -m cProfile`` and coverage write their reports after the command returns: the ordinary exit."""
+    r = _run(PRELUDE + f"""
+    sys.{hook}(lambda *a: None)
+    leave(4)
+""", tmp_path)
+    assert r.returncode == 4, r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["atexit", "teardown"]
+
+
+def test_cprofile_of_the_module_entry_point_writes_its_report(tmp_path):
+    out = tmp_path / "cli.prof"
+    r = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "converters.cli", "inspect",
+                        str(tmp_path / "no-set")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "tfpipe: error: no manifest at" in r.stderr       # (cProfile itself ends with 0 whatever the code)
+    assert out.stat().st_size > 0
+
+
 def test_daemon_threads_do_not_hold_the_exit(tmp_path):
     r = _run(PRELUDE + """
     threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
