@@ -32,7 +32,7 @@ def run_job(job: TwoPassJob, *, pmap: Callable[[Callable, Sequence], list] | Non
         plan = job.plan(summaries, size_results(job, pmap, summaries), ctx)
         if plan.scatter:
             pmap(scatter_step(job), plan.scatter)
-        results = write_step(job, pmap, plan.shards)
+        results = write_step(job, pmap, plan.shards, after_writes=job.area.remove_temp)
         return finalize_outcome(job.area, job.output, job.schema, job.kind, Outcome.of(plan, results))
     finally:
         job.area.cleanup()

@@ -22,7 +22,9 @@ output checked, temporary area chosen):
    on an engine with more processes than one (``write_step``) may write a large shard in parts instead:
    ``parts = job.split_shard(s, processes)`` (one task; ``[]``: the shard is written whole),
    ``[job.write_part(p) for p in parts]`` (parallel, beside the whole shards), then ``job.join_shard(parts)``
-   (one task per shard: its ``ShardResult``, as ``pass2`` gives it).
+   (one task per shard: its ``ShardResult``, as ``pass2`` gives it). Once every record is written the run's
+   temporary area is read no more: ``write_step``'s ``after_writes`` (the local engine's removal of that area)
+   runs in a thread beside the joins, whose hashing leaves the other cores idle.
 8. ``group.finalize_outcome(job.area, job.output, job.schema, job.kind, core.Outcome.of(plan, results))`` (one
    task; a plain set, or a group of per-label sets); on any failure instead: ``job.area.cleanup()`` and
    ``job.area.release()`` (the claim on the output).
@@ -40,6 +42,8 @@ message), so no shard is written and no manifest either.
 from __future__ import annotations
 
 import logging
+import threading
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ..util.errors import TfpipeError
@@ -149,10 +153,12 @@ def scatter_step(job) -> Callable:
     return job.scatter
 
 
-def write_step(job, pmap: PMap, shards: Sequence) -> list:
+def write_step(job, pmap: PMap, shards: Sequence, *, after_writes: Callable[[], None] | None = None) -> list:
     """Pass 2 over ``shards`` on ``pmap``: each shard by one process, or, for a ``SplitWrite`` job on a pool of
     several processes (``localpool.pool_width``), a large shard in parts written at once, then joined. The
-    results (one ``ShardResult`` per shard, in shard order) and the bytes are the same either way."""
+    results (one ``ShardResult`` per shard, in shard order) and the bytes are the same either way.
+    ``after_writes``: called in a thread of its own while the parts are joined (and waited for before this
+    returns), once every record is written; not called where nothing is joined."""
     from .localpool import pool_width
 
     width = pool_width(pmap)
@@ -165,8 +171,23 @@ def write_step(job, pmap: PMap, shards: Sequence) -> list:
     parts = [(job.write_part, p) for ps in splits for p in ps]
     whole = [(job.pass2, s) for s, ps in zip(shards, splits) if not ps]
     written = iter(pmap(_run_task, parts + whole)[len(parts):])  # (a part's result is only its count)
-    joined = iter(pmap(job.join_shard, [ps for ps in splits if ps]))
+    with _beside(after_writes if parts else None):
+        joined = iter(pmap(job.join_shard, [ps for ps in splits if ps]))
     return [next(joined) if ps else next(written) for ps in splits]
+
+
+@contextmanager
+def _beside(fn: Callable[[], None] | None):
+    """``fn()`` in a daemon thread while the block runs; the block's end waits for it."""
+    if fn is None:
+        yield
+        return
+    thread = threading.Thread(target=fn, name="tfpipe-after-writes", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 def _run_task(task):

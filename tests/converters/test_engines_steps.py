@@ -109,3 +109,80 @@ def test_scatter_tasks_without_a_scatter_step_are_an_error(tmp_path):
     with pytest.raises(TfpipeError, match="the csv job planned scatter tasks .* but has no scatter step"):
         run_job(job)
     assert not (tmp_path / "out").exists()  # no shard, no manifest, no temporary area
+
+
+def _specs(*indices):
+    from converters.engines.core import ShardSpec
+
+    return [ShardSpec(i, 1) for i in indices]
+
+
+def _wait_for(path, seconds: float = 20.0) -> bool:
+    import os
+    import time
+
+    end = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class _MarkingSplitJob:
+    """A ``SplitWrite`` job that leaves a marker file for each step: shard 0 in one part per process, the others
+    whole; its join starts, then waits for ``after_writes``' marker."""
+
+    marks: str
+
+    def _mark(self, name: str) -> None:
+        open(f"{self.marks}/{name}", "w").close()
+
+    def pass2(self, spec):
+        self._mark(f"whole-{spec.index}")
+        return f"whole {spec.index}"
+
+    def split_shard(self, spec, processes):
+        return [(spec.index, k) for k in range(processes)] if spec.index == 0 else []
+
+    def write_part(self, part):
+        self._mark(f"part-{part[0]}-{part[1]}")
+        return 1
+
+    def join_shard(self, parts):
+        self._mark("join-started")
+        return f"joined {len(parts)} parts" if _wait_for(f"{self.marks}/after") else "the join never saw after_writes"
+
+
+def test_after_writes_runs_beside_the_join_once_every_record_is_written(tmp_path):
+    """``after_writes`` (the local engine: the temporary area's removal) starts once every part and whole shard
+    is written, and runs while the join does: the join waits for it, and it waits for the join to start."""
+    import os
+
+    from converters.engines.localpool import LocalPool
+
+    job = _MarkingSplitJob(str(tmp_path))
+    seen = []
+
+    def after_writes():
+        seen.append(sorted(os.listdir(tmp_path)))
+        if _wait_for(tmp_path / "join-started"):
+            job._mark("after")
+
+    with LocalPool(2) as pool:
+        results = steps.write_step(job, pool.map, _specs(0, 1), after_writes=after_writes)
+    assert results == ["joined 2 parts", "whole 1"]
+    assert len(seen) == 1 and {"part-0-0", "part-0-1", "whole-1"} <= set(seen[0])
+
+
+def test_after_writes_is_not_called_where_nothing_is_joined(tmp_path):
+    from converters.engines.localpool import LocalPool
+
+    job, called = _MarkingSplitJob(str(tmp_path)), []
+    with LocalPool(2) as pool:
+        assert steps.write_step(job, pool.map, _specs(1, 2), after_writes=lambda: called.append(1)) == [
+            "whole 1", "whole 2"]
+    assert steps.write_step(job, lambda fn, xs: [fn(x) for x in xs], _specs(0),
+                            after_writes=lambda: called.append(1)) == ["whole 0"]
+    assert called == []
