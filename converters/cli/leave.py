@@ -38,4 +38,4 @@ def leave(code: int) -> NoReturn:
                 stream.flush()
             except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
                 pass
-        os._exit(int(code) & 0xFF)
+        os._exit(int(code or 0) & 0xFF)
