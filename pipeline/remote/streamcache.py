@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import logging
 import os
 import re
@@ -39,6 +38,7 @@ from dataclasses import dataclass
 
 from converters.storage.owners import OWNER_RE as _OWNER
 from converters.storage.owners import Owners, fault
+from converters.util.digest import open_file_digest
 from converters.util.errors import TfpipeError
 from converters.util.units import format_size
 
@@ -89,11 +89,7 @@ def _digest_regular(path: str) -> tuple[int, str] | None:
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        sha, n = hashlib.sha256(), 0
-        while chunk := f.read(8 << 20):
-            sha.update(chunk)
-            n += len(chunk)
-        return n, sha.hexdigest()
+        return open_file_digest(f)
 
 
 @dataclass

@@ -102,15 +102,3 @@ def test_a_parts_numpy_offset_and_size_are_plain_ints(field):
     v = getattr(ShardPart(**kw), field)
     assert v == 12 and type(v) is int
 
-
-@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 3 * 64 + 5])
-def test_the_joins_hash_of_a_file_in_pieces(tmp_path, monkeypatch, size):
-    """The join hashes the shard from a mapping, a piece at a time (an empty file, which cannot be mapped, read):
-    the sha256 of the file's bytes whatever its size against the piece's."""
-    from converters.engines import splitwrite
-
-    monkeypatch.setattr(splitwrite, "_READ_BYTES", 64)
-    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
-    (tmp_path / "f").write_bytes(data)
-    with open(tmp_path / "f", "rb+") as f:
-        assert splitwrite._sha256_of(f).hexdigest() == hashlib.sha256(data).hexdigest()
