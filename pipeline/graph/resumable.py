@@ -138,8 +138,8 @@ def order_from(spec, e, pos, source=None):
     if spec.shuffle_buffer <= 0:
         return read(min(pos, total))
     if spec.layout is not None:     # a columnar set: the window order over its rows (resume.windoworder)
-        from .resumerows import blocks_reader, windows, within_files
-        from ..resume.windoworder import file_window_entry, window_blocks, window_entry
+        from .resumerows import blocks_reader, windows
+        from ..resume.windoworder import file_window_entry, window_blocks, window_entry, within_files
 
         k = window_blocks(spec.shuffle_buffer, spec.layout.block_rows)
         within = within_files(spec)
@@ -168,8 +168,8 @@ def order_of(spec, e, source=None):
 
     ctype, buf = _io(spec)
     if spec.layout is not None and spec.shuffle_buffer > 0:    # a columnar set: the window order over its rows
-        from .resumerows import epoch_blocks, windows, within_files
-        from ..resume.windoworder import window_blocks
+        from .resumerows import epoch_blocks, windows
+        from ..resume.windoworder import window_blocks, within_files
 
         within = within_files(spec)
         chunks, tables = epoch_blocks(spec, _file_order(spec, e), source,

@@ -25,7 +25,7 @@ from ..spec.blocks import decode_rows_for, file_blocks, locate
 from ..resume.windoworder import within_files
 
 __all__ = ["blocks_per_decode", "decoded_rows", "blocks_reader", "rows_reader", "epoch_blocks", "epoch_rows",
-           "within_files", "windows", "row_stages"]
+           "windows", "row_stages"]
 
 
 def blocks_per_decode(spec) -> int:
@@ -159,10 +159,10 @@ def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0, wi
     """The window order (``pipeline.resume.windoworder``) of tagged ``chunks`` of ``K`` blocks (from window
     ``first_window``'s first block on): windows of ``K`` blocks, within files (``within``, as the chunks were
     read: each chunk a window, a local file's end marker checked in the decode) or across them (local files'
-    markers checked and dropped, the blocks regrouped), each decoded (every block checked) and its rows permuted by one stateless permutation
-    (``seed``: the epoch's ``[2]`` seed, window ``w``'s folded in; windows numbered in order, a chunk of no
-    blocks, a file's end marker alone, not counted) and one gather per column; the first ``drop`` rows of the
-    first window left out. Rows first, in the spec's output (``columnar.row_output``)."""
+    markers checked and dropped, the blocks regrouped), each decoded (every block checked) and its rows permuted
+    by one stateless permutation (``seed``: the epoch's ``[2]`` seed, window ``w``'s folded in; windows numbered
+    in order, a chunk of no blocks, a file's end marker alone, not counted) and one gather per column; the first
+    ``drop`` rows of the first window left out. Rows first, in the spec's output (``columnar.row_output``)."""
     import tensorflow as tf
 
     from .blockcheck import block_decoder, is_block

@@ -160,7 +160,7 @@ def test_shuffle_moves_rows_as_far_as_shuffle_B_on_examples(big_sets, shuffle_B_
     shuffle(B) on the one-file Example set."""
     file_rows = None
     if columnar == "c4":
-        from pipeline.graph.resumerows import within_files
+        from pipeline.resume.windoworder import within_files
 
         assert within_files(PipelineSpec.from_manifest(str(big_sets / "c4"), 256, shuffle_buffer=buffer, seed=1))
         file_rows = 5_000

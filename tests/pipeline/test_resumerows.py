@@ -124,7 +124,7 @@ def test_resume_in_the_first_and_the_second_epoch_equals_the_uninterrupted_run(s
 def test_the_shuffled_configs_read_windows_within_and_across_files(sets, name, within):
     """The resume tests above cover both window orders: shards of 98 and 45 blocks of 7 rows hold windows of
     their own at a window of 36 blocks, not at 108 or 536."""
-    from pipeline.graph.resumerows import within_files
+    from pipeline.resume.windoworder import within_files
 
     assert within_files(_spec(sets[0], name)) is within
 
@@ -132,7 +132,7 @@ def test_the_shuffled_configs_read_windows_within_and_across_files(sets, name, w
 def test_under_a_rank_plans_file_lists_windows_stay_across_files(sets):
     """Each rank of a plan with its own file lists would decide from its own files; windows stay across files,
     so every rank's state names the one order."""
-    from pipeline.graph.resumerows import within_files
+    from pipeline.resume.windoworder import within_files
 
     spec = _spec(sets[0], "b24-shuffled")
     planned = spec.with_(plan_fingerprint="plan")
@@ -184,7 +184,7 @@ def test_the_unshuffled_order_is_the_example_sets_and_a_shuffled_one_permutes_wi
     windows of 54 blocks across the shard boundary where the shards are small next to a window (404 and 596
     rows: 58 and 86 blocks), each shard's blocks in windows of their own where they are large enough (800 and
     1,200 rows: 54 + 54 + 7 and 54 + 54 + 54 + 10 blocks)."""
-    from pipeline.graph.resumerows import within_files
+    from pipeline.resume.windoworder import within_files
     from pipeline.resume.windoworder import window_blocks
 
     n = sum(shard_rows)
@@ -296,7 +296,7 @@ def test_a_streamed_columnar_set_resumes(sets, s3, tmp_path):
     spec = PipelineSpec.from_manifest(f"{s3.url}/col", 24, shuffle_buffer=100, seed=7, epochs=2, resumable=True,
                                       stream_cache_dir=str(tmp_path / "cache"))
     assert spec.stream is not None and spec.layout is not None
-    from pipeline.graph.resumerows import within_files
+    from pipeline.resume.windoworder import within_files
 
     assert within_files(spec)                        # each streamed shard's blocks in windows of its own
     full = _full(col, "b24-shuffled")
