@@ -167,7 +167,7 @@ def decode_blocks_fn(schema, layout):
     return decode
 
 
-def _exact_decoder(spec, tables: dict):
+def _exact_decoder(spec, tables: dict, regrouped: bool):
     import tensorflow as tf
 
     c = tf.constant
@@ -211,22 +211,19 @@ def _exact_decoder(spec, tables: dict):
         use = tf.logical_and(ok, real)                # an end marker decodes to no rows
         with tf.control_dependencies([_fail_unless(ok, message)]):
             # each block's column decoded into a slot of block_rows rows (a short block zero-padded): one
-            # copy, no join; the rows kept are the slots' real rows, a prefix unless a short block is not last
-            real_rows = tf.reshape(tf.sequence_mask(tf.where(use, tf.gather(expect, t), 0), br), [-1])
-            idx = tf.where(real_rows)[:, 0]
-            n = tf.shape(idx, out_type=tf.int64)[0]
-            prefix = tf.equal(tf.reduce_max(tf.concat([idx, [n - 1]], 0)), n - 1)
-            sel = None if pick is None else pick(idx)
+            # copy, no join; the rows kept are the slots' real rows
+            rows = tf.where(use, tf.gather(expect, t), 0)
+            if pick is None and not regrouped:    # one file's blocks in order: only the last can be short
+                n, sel = tf.reduce_sum(rows), None
+            else:
+                idx = tf.where(tf.reshape(tf.sequence_mask(rows, br), [-1]))[:, 0]
+                sel = idx if pick is None else pick(idx)
             out = {}
             for name, st, dtype, shape, _, _, at, size, full in cols:
                 data = tf.strings.substr(blocks, tf.where(use, tf.gather(at, t), 0),
                                          tf.where(use, tf.gather(size, t), 0))
                 values = tf.reshape(tf.io.decode_raw(data, st, little_endian=True, fixed_length=full), shape)
-                if sel is None:
-                    values = tf.cond(prefix, lambda v=values: v[:n], lambda v=values: tf.gather(v, idx))
-                else:
-                    values = tf.gather(values, sel)
-                out[name] = tf.cast(values, dtype)
+                out[name] = tf.cast(values[:n] if sel is None else tf.gather(values, sel), dtype)
         return out
 
     return decode
@@ -270,9 +267,11 @@ def _checked_columns(spec):
     return decode
 
 
-def block_decoder(spec, tables: dict | None = None):
+def block_decoder(spec, tables: dict | None = None, regrouped: bool = True):
     """``decode(f, b, blocks, pick=None)``: a chunk of tagged blocks to a dict of column tensors (rows first, the
     schema's dtypes), every block checked (see the module docstring); ``pick``: a function from the chunk's
     row indices (int64, as decoded) to the indices to give, in that order (one gather per column).
-    ``tables``: ``file_tables(spec)`` when the blocks carry file numbers, else None."""
-    return _exact_decoder(spec, tables) if tables is not None else _checked_columns(spec)
+    ``tables``: ``file_tables(spec)`` when the blocks carry file numbers, else None. ``regrouped``: whether a
+    chunk may hold blocks of more than one file (a short block, a file's last, then not last in its chunk);
+    False for :func:`tag_file`'s chunks as they come, whose rows are then cut as a prefix, not gathered."""
+    return _exact_decoder(spec, tables, regrouped) if tables is not None else _checked_columns(spec)

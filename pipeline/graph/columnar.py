@@ -150,7 +150,7 @@ def _decoded(blocks: Any, spec: PipelineSpecBase, read: ReadPlan, gen: Any, tabl
     from .blockcheck import block_decoder
 
     calls = _calls(spec, read)
-    decode, out = block_decoder(spec, tables), row_output(spec)
+    decode, out = block_decoder(spec, tables, regrouped=spec.num_shards > 1), row_output(spec)
     if spec.shuffle_buffer:     # the row shuffle works on the dict: the output is made after it
         out = (lambda d: d)
     ds = blocks.map(lambda *chunk: out(decode(*chunk)), num_parallel_calls=calls, deterministic=spec.deterministic)

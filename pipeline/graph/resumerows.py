@@ -45,7 +45,7 @@ def decoded_rows(spec, blocks, drop: int = 0, tables=None) -> Any:
     from .columnar import row_output
 
     calls = tf.data.AUTOTUNE if spec.parse_parallelism is None else spec.parse_parallelism
-    decode, out = block_decoder(spec, tables), row_output(spec)
+    decode, out = block_decoder(spec, tables, regrouped=False), row_output(spec)
     ds = blocks.map(lambda *chunk: out(decode(*chunk)), num_parallel_calls=calls, deterministic=True)
     if drop:
         @tf.autograph.experimental.do_not_convert

@@ -201,3 +201,31 @@ def test_a_read_without_file_identity_checks_each_block(cset, lie, how):
     honest = list(read_records(out / m.shards[0].name))
     rows = list(_tagged(honest, how).map(block_decoder(spec, None)))
     assert np.concatenate([r["label"].numpy() for r in rows]).tolist() == list(range(SHARDS[0]))
+
+
+@pytest.mark.parametrize("per", [1, 3, 8])
+def test_a_files_chunks_decode_as_a_prefix_and_regrouped_chunks_by_their_rows(cset, per):
+    """tag_file's chunks (one file's blocks in order, only its last block short) decode the same rows whether
+    cut as a prefix (``regrouped=False``) or gathered; a chunk that regroups blocks of two files (file 0's
+    short last block, then file 1's first) gives each block's rows when decoded as regrouped."""
+    import tensorflow as tf
+
+    from pipeline.graph.blockcheck import block_decoder, drop_ends, file_tables, tag_file
+
+    out, _ = cset
+    spec = PipelineSpec.from_manifest(str(out), 8)
+    tables = file_tables(spec)
+
+    def chunks(f):
+        return tag_file(spec, tables, tf.constant(f, tf.int64), tf.data.TFRecordDataset(spec.files[f]), per)
+
+    start = 0
+    for f, rows in enumerate(SHARDS):
+        got = {flag: np.concatenate([c["label"].numpy() for c in chunks(f).map(block_decoder(spec, tables, flag))])
+               for flag in (False, True)}
+        assert got[False].tolist() == got[True].tolist() == list(range(start, start + rows))
+        start += rows
+    both = drop_ends(spec, tables, chunks(0).concatenate(chunks(1))).unbatch()
+    mixed = both.skip(6).take(2).batch(2)                 # file 0's block 6 (4 rows), file 1's block 0 (16)
+    (cols,) = list(mixed.map(block_decoder(spec, tables, regrouped=True)))
+    assert cols["label"].numpy().tolist() == list(range(96, 100)) + list(range(100, 116))
