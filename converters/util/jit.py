@@ -194,7 +194,7 @@ class _SharedCache:
         self._lock_path = os.path.join(cache.cache_path, f"{base}.lock")
 
     def load_overload(self, sig, target_context):
-        cres = self._cache.load_overload(sig, target_context)
+        cres = _load(self._cache, sig, target_context)
         if cres is not None or self._lock_path in _held:  # a hit, or this process compiles it already
             return cres
         fd = _open_lock(self._lock_path)
@@ -207,7 +207,7 @@ class _SharedCache:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 finally:
                     _waited()
-                cres = self._cache.load_overload(sig, target_context)
+                cres = _load(self._cache, sig, target_context)
                 if cres is not None:
                     log.info("%s: loaded what another process compiled", self._what)
                     os.close(fd)
@@ -231,6 +231,26 @@ class _SharedCache:
 
     def __getattr__(self, name):  # enable, disable, flush, cache_path, ... from numba's cache
         return getattr(self._cache, name)
+
+
+def _load(cache, sig, target_context):
+    """numba's ``cache.load_overload(sig, target_context)`` without its refresh of the target context: that
+    refresh imports and installs the lowering and typing registries of every numba module (0.15 s of a
+    process's start here), which a compile needs (numba's compiler refreshes the context itself) and a kernel
+    loaded from the cache does not; the runtime (NRT) the loaded kernels allocate with is initialized, as the
+    refresh would. A cache without these parts of numba's is loaded the ordinary way."""
+    load = getattr(cache, "_load_overload", None)
+    guard = getattr(cache, "_guard_against_spurious_io_errors", None)
+    try:
+        from numba.core.runtime import rtsys
+    except ImportError:  # pragma: no cover - a numba without it
+        rtsys = None
+    if load is None or guard is None or rtsys is None:
+        return cache.load_overload(sig, target_context)
+    rtsys.initialize(target_context)
+    with guard():
+        return load(sig, target_context)
+    return None  # pragma: no cover - numba's guard swallowed an I/O error: a miss, as numba's own load
 
 
 def _open_lock(path: str) -> int | None:

@@ -1,6 +1,6 @@
 """converters.util.jit: the compile watch (outermost compiles only, cache hits not counted, one notice per
-process) and numba's on-disk cache when several processes need an uncached kernel at once (one compiles, the
-others wait for it and load it)."""
+process), numba's on-disk cache when several processes need an uncached kernel at once (one compiles, the
+others wait for it and load it), and a cached kernel's load without numba's refresh of its registries."""
 import json
 import os
 import re
@@ -284,3 +284,67 @@ def test_a_command_whose_kernels_are_cached_prints_no_notice(tmp_path):
     assert len(first) == 1 and first[0].startswith("tfpipe: compiling converters."), first
     assert "the parser" not in first[0] and "first run on this machine only" not in first[0]
     assert reshard(("col1", "ex2", "example"), ("set", "col2", "columnar")) == [[], []]
+
+
+_ALLOCATING = textwrap.dedent("""
+    import numpy as np
+
+    from converters.util.jit import njit
+
+
+    @njit(cache=True)
+    def squares(n):
+        out = np.empty(n, np.int64)        # an array the kernel allocates: numba's runtime (NRT)
+        for i in range(n):
+            out[i] = i * i
+        return out
+""")
+
+_LOAD = textwrap.dedent("""
+    import json, sys
+    sys.path[:0] = [sys.argv[1], sys.argv[2]]
+    from numba.core import base
+    refreshed = []
+    real = base.BaseContext.refresh
+    base.BaseContext.refresh = lambda self: (refreshed.append(1), real(self))[1]
+    from converters.util import jit
+    import allocating_under_test as k
+    got = [int(x) for x in k.squares(6)]
+    print(json.dumps({"result": got, "compiles": jit.compiles(), "refreshes": len(refreshed)}))
+""")
+
+
+def test_a_cached_kernel_loads_without_refreshing_numbas_registries(tmp_path):
+    """A kernel loaded from the cache skips numba's refresh of its registries (the start of every command that
+    loads kernels) and still runs, allocating through numba's runtime; the compile that filled the cache
+    refreshed them as numba does."""
+    (tmp_path / "allocating_under_test.py").write_text(_ALLOCATING)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def child() -> dict:
+        p = subprocess.run([sys.executable, "-c", _LOAD, str(ROOT), str(tmp_path)], env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    cold, warm = child(), child()
+    assert cold["result"] == warm["result"] == [0, 1, 4, 9, 16, 25]
+    assert cold["compiles"] == 1 and cold["refreshes"] > 0, cold
+    assert warm["compiles"] == 0 and warm["refreshes"] == 0, warm
+
+
+class _PublicOnly:
+    """A cache with only numba's public load (a numba whose cache lacks the private parts)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def load_overload(self, sig, target_context):
+        self.calls.append((sig, target_context))
+        return "loaded"
+
+
+def test_a_cache_without_numbas_private_load_is_loaded_the_public_way():
+    cache = _PublicOnly()
+    assert jit._load(cache, "sig", "ctx") == "loaded"
+    assert cache.calls == [("sig", "ctx")]
