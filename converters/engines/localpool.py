@@ -3,11 +3,11 @@
 ``LocalPool(workers).map(fn, items)`` is ``run_job``'s ``pmap``. This process works too (it would only wait
 otherwise): ``--workers N`` is N processes converting, this one included, and a step of one item always runs
 here. Worker processes start when a step first has two items or more, at its start (forked: they have this
-process's modules; each loads the compiled kernels its steps use again, about 0.4 CPU-s for ``convert
+process's modules; each loads the compiled kernels its steps use again, about 0.1 CPU-s for ``convert
 tabular``, while this process loads them too). Measured on a 2-core machine, starting them at once instead of
 after this process had run the step's first item alone (which spared that load) made ``convert tabular
 --workers 2`` take 0.80x of ``--workers 1``'s wall time on 450,000 rows in three files, where waiting for that
-first item gave 0.87x. Workers die with this process (``util.workerpool``).
+first item gave 0.87x (measured when a load took 0.4 CPU-s). Workers die with this process (``util.workerpool``).
 
 Then each worker is given its next item as soon as it is free (a thread of this process waits on the workers
 while this process works on its own items): none is queued ahead of a worker, so the last items go to
