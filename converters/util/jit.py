@@ -7,10 +7,11 @@ imported (never by the CLI parser or the sharding planner).
 The kernels are compiled once per machine and kept in numba's on-disk cache (``cache=True``); that first
 compile takes seconds. When numba is first imported here a listener on numba's ``"numba:compile"`` event is
 installed: the event fires only for a real compile (a kernel loaded from the cache fires none), and nested
-compiles (a kernel compiling the helpers it calls) count once, as the outermost. ``compile_seconds()`` is
-this process's time spent compiling so far; ``compiling()`` names the kernel being compiled now; a callback
-given to ``on_next_compile`` runs once, when this process next starts a compile — the CLI prints a notice from
-one, naming the kernel (library code only logs).
+compiles (a kernel compiling the helpers it calls) count once, as the outermost. A kernel found in the cache
+is loaded without numba's refresh of its registries, which only a compile needs (``_load``).
+``compile_seconds()`` is this process's time spent compiling so far; ``compiling()`` names the kernel being
+compiled now; a callback given to ``on_next_compile`` runs once, when this process next starts a compile — the
+CLI prints a notice from one, naming the kernel (library code only logs).
 
 Processes that need the same uncached kernel at once (a conversion's workers, the ranks of a job, commands
 started together on a fresh machine) compile it once: a cached kernel's compile holds an exclusive lock on a
@@ -235,10 +236,10 @@ class _SharedCache:
 
 def _load(cache, sig, target_context):
     """numba's ``cache.load_overload(sig, target_context)`` without its refresh of the target context: that
-    refresh imports and installs the lowering and typing registries of every numba module (0.15 s of a
-    process's start here), which a compile needs (numba's compiler refreshes the context itself) and a kernel
-    loaded from the cache does not; the runtime (NRT) the loaded kernels allocate with is initialized, as the
-    refresh would. A cache without these parts of numba's is loaded the ordinary way."""
+    refresh imports and installs the lowering and typing registries of every numba module (about 0.4 CPU-s of
+    the first load in a process, measured here), which a compile needs (numba's compiler refreshes the context
+    itself) and a kernel loaded from the cache does not; the runtime (NRT) the loaded kernels allocate with is
+    initialized, as the refresh would. A cache without these parts of numba's is loaded the ordinary way."""
     load = getattr(cache, "_load_overload", None)
     guard = getattr(cache, "_guard_against_spurious_io_errors", None)
     try:
