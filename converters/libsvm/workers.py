@@ -5,9 +5,11 @@ read their own line-aligned byte ranges of plain files (``read_range``: nothing 
 compressed inputs are decompressed here and sent as blocks), parse and serialize them; results come back
 strictly in input order with at most ``2 * workers`` tasks in flight (``util.ordered.ordered_map``), line
 numbers renumbered from the running line count, so the output is byte-identical whatever ``workers`` is.
-A block's records, lengths and labels come back through files in ``/dev/shm`` (``util.shmbytes``: one copy
-instead of the pipe's pickling, and only a small message in the pipe, less likely to be cut by a kill), and
-each worker reuses its heap for a task's arrays (``util.workerpool.steady_heap``).
+A block's records, lengths and labels come back through a ring of memory slots shared with the forked
+workers (``util.shmring``: pages made once, not per block), or through files in ``/dev/shm`` where the
+workers are not forked or a result does not fit its slot (``util.shmbytes``: one copy instead of the pipe's
+pickling, and only a small message in the pipe, less likely to be cut by a kill), and each worker reuses its
+heap for a task's arrays (``util.workerpool.steady_heap``).
 
 Small plain files (many of them, as a day of click logs often arrives) are packed: consecutive files of less
 than a block each are read by one task, parsed one by one (each keeps its own line numbers and accounting)
@@ -27,6 +29,7 @@ from ..sources import compression_of, input_size, is_url, iter_blocks, read_line
 from ..util.errors import InputError, TfpipeError
 from ..util.ordered import ordered_map
 from ..util.shmbytes import from_scratch, remove_scratch, scratch_dir, to_scratch
+from ..util.shmring import SlotRing, ring_put, ring_take
 from ..util.workerpool import start_method, worker_pool
 from .block import has_zero_index
 from .reasons import BadLine
@@ -159,29 +162,37 @@ def task_count(paths: list[str], block_bytes: int, at_most: int | None = None) -
 
 
 WORKER_HEAP_BYTES = 64 << 20  # a task's arrays (a block's parse and records) reused from the worker's heap
+RING_SLOT_BYTES = 24 << 20    # a task's records, lengths and labels (a 4 MiB block's are about 4 MiB)
 
 
 class Pool:
     """Workers start after a one-line parse here (a first run compiles here; forkserver workers load the cache).
-    Their records come back through a scratch directory in memory (``util.shmbytes``) where there is one."""
+    Their records come back through a ring of shared slots (forked workers, unless ``ring=False``:
+    ``util.shmring``, one slot more than the tasks ``run_blocks`` keeps in flight) or a scratch directory in
+    memory (``util.shmbytes``)."""
 
-    def __init__(self, workers: int, popts, keys):
+    def __init__(self, workers: int, popts, keys, ring: bool = True):
         warm = (b"1" + (b" qid:1" if popts.keep_qid else b"")
                 + b"".join(b" %d:1" % (i + 1) for i in range(popts.field_size or 1)) + b"\n")
         work_block(warm, 1, popts, keys, False)
         has_zero_index(warm)
         self.workers = workers
         self.scratch = scratch_dir()
+        method = start_method()
+        self.ring = SlotRing(2 * workers + 1, RING_SLOT_BYTES) if ring and method == "fork" else None
         try:
-            self.executor = worker_pool(workers, start_method(), heap_bytes=WORKER_HEAP_BYTES)
+            self.executor = worker_pool(workers, method, heap_bytes=WORKER_HEAP_BYTES)
         except BaseException:
-            remove_scratch(self.scratch)
+            self._release()
             raise
 
     def submit(self, fn, *args):
         """``fn(*args)`` on a worker: a future of its ``BlockResult`` or ``PackResult``, whose records, lengths
-        and labels are passed through the scratch directory (``received`` turns them back into arrays)."""
-        return self.executor.submit(_arrays_to_scratch, self.scratch, fn, *args)
+        and labels are passed through the task's ring slot or the scratch directory (``received`` turns them
+        back into arrays). Tasks must be received in submit order, at most ``2 * workers`` in flight, as
+        ``run_blocks`` does: a slot is reused by the task submitted ``2 * workers + 1`` later."""
+        ring = (self.ring.id, self.ring.next_slot()) if self.ring is not None else (None, None)
+        return self.executor.submit(_arrays_to_scratch, self.scratch, ring, fn, *args)
 
     def map(self, fn, items) -> list:
         """``fn`` over ``items`` on the workers, results in order (a two-pass job's steps: ``run_job``'s pmap)."""
@@ -192,23 +203,32 @@ class Pool:
         try:
             self.executor.shutdown(wait=True, cancel_futures=True)
         finally:
+            self._release()
+
+    def _release(self) -> None:
+        try:
             remove_scratch(self.scratch)
+        finally:
+            if self.ring is not None:
+                self.ring.close()
 
 
-_ARRAYS = ("framed", "lengths", "labels")   # what a BlockResult or PackResult sends through the scratch directory
+_ARRAYS = ("framed", "lengths", "labels")   # what a BlockResult or PackResult sends through the ring or scratch
 
 
-def _arrays_to_scratch(scratch: str | None, fn, *args):
+def _arrays_to_scratch(scratch: str | None, ring: tuple[int | None, int | None], fn, *args):
     res = fn(*args)
-    for name in _ARRAYS:
-        setattr(res, name, to_scratch(getattr(res, name), scratch))
+    placed = ring_put(*ring, [getattr(res, name) for name in _ARRAYS])
+    for name, value in zip(_ARRAYS, placed):
+        setattr(res, name, to_scratch(value, scratch))
     return res
 
 
 def received(res):
-    """A worker's result with its records, lengths and labels arrays again (``Pool.submit``)."""
+    """A worker's result with its records, lengths and labels arrays again (``Pool.submit``), copied out of
+    the ring's slot."""
     for name in _ARRAYS:
-        setattr(res, name, from_scratch(getattr(res, name)))
+        setattr(res, name, from_scratch(ring_take(getattr(res, name))))
     return res
 
 

@@ -81,7 +81,7 @@ def test_the_pools_records_come_through_scratch_equal_to_inline():
     popts, block = opts.parse_options(1), criteo_lines(2000, seed=3)
     inline = work_block(block, 1, popts, opts.keys, True)
     assert inline.framed.nbytes >= MIN_SCRATCH_BYTES
-    pool = Pool(2, popts, opts.keys)
+    pool = Pool(2, popts, opts.keys, ring=False)     # forked or not, the scratch directory only
     try:
         assert os.path.dirname(pool.scratch) == SHM_ROOT
         res = pool.submit(work_block, block, 1, popts, opts.keys, True).result()
