@@ -179,7 +179,7 @@ class Pool:
         self.workers = workers
         self.scratch = scratch_dir()
         method = start_method()
-        self.ring = SlotRing(2 * workers + 1, RING_SLOT_BYTES) if ring and method == "fork" else None
+        self.ring = _shared_ring(workers) if ring and method == "fork" else None
         try:
             self.executor = worker_pool(workers, method, heap_bytes=WORKER_HEAP_BYTES)
         except BaseException:
@@ -211,6 +211,17 @@ class Pool:
         finally:
             if self.ring is not None:
                 self.ring.close()
+
+
+def _shared_ring(workers: int) -> SlotRing | None:
+    """The ring of ``2 * workers + 1`` slots, or None where the memory cannot be mapped (results then go
+    through the scratch directory)."""
+    try:
+        return SlotRing(2 * workers + 1, RING_SLOT_BYTES)
+    except (OSError, OverflowError, ValueError) as exc:
+        log.debug("no shared ring of %d x %d bytes (%s): worker results go through the scratch directory",
+                  2 * workers + 1, RING_SLOT_BYTES, exc)
+        return None
 
 
 _ARRAYS = ("framed", "lengths", "labels")   # what a BlockResult or PackResult sends through the ring or scratch

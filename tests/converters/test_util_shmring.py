@@ -103,3 +103,17 @@ def test_a_conversion_on_forked_workers_cycles_the_slots_and_writes_the_bytes_of
     assert got["method"] == "fork" and got["same"] and got["bytes"] > 0, got
     results = got["taken"] // 3         # records, lengths, labels per result; small ones go through the pipe
     assert results >= 3 * 5 and got["ring"] >= results - 1, got      # every block's records (the last may be small)
+
+
+def test_where_the_ring_cannot_be_mapped_the_pool_goes_without_one(monkeypatch):
+    """A ring too large to map (as under a strict memory limit) is no ring: results go through the scratch
+    directory, the pool is not broken."""
+    from converters.libsvm import workers
+
+    ring = workers._shared_ring(2)
+    try:
+        assert ring is not None and ring.slots == 5
+    finally:
+        ring.close()
+    monkeypatch.setattr(workers, "RING_SLOT_BYTES", 1 << 62)
+    assert workers._shared_ring(2) is None
