@@ -192,7 +192,7 @@ class Pool:
         back into arrays). Tasks must be received in submit order, at most ``2 * workers`` in flight, as
         ``run_blocks`` does: a slot is reused by the task submitted ``2 * workers + 1`` later."""
         ring = (self.ring.id, self.ring.next_slot()) if self.ring is not None else (None, None)
-        return self.executor.submit(_arrays_to_scratch, self.scratch, ring, fn, *args)
+        return self.executor.submit(_send_arrays, self.scratch, ring, fn, *args)
 
     def map(self, fn, items) -> list:
         """``fn`` over ``items`` on the workers, results in order (a two-pass job's steps: ``run_job``'s pmap)."""
@@ -227,7 +227,7 @@ def _shared_ring(workers: int) -> SlotRing | None:
 _ARRAYS = ("framed", "lengths", "labels")   # what a BlockResult or PackResult sends through the ring or scratch
 
 
-def _arrays_to_scratch(scratch: str | None, ring: tuple[int | None, int | None], fn, *args):
+def _send_arrays(scratch: str | None, ring: tuple[int | None, int | None], fn, *args):
     res = fn(*args)
     placed = ring_put(*ring, [getattr(res, name) for name in _ARRAYS])
     for name, value in zip(_ARRAYS, placed):

@@ -36,7 +36,7 @@ import numpy as np
 from .fs import create_new
 
 __all__ = ["ScratchArray", "scratch_dir", "to_scratch", "from_scratch", "remove_scratch", "remove_stale",
-           "SHM_ROOT", "PREFIX", "MIN_SCRATCH_BYTES", "STALE_SECONDS"]
+           "worth_sharing", "SHM_ROOT", "PREFIX", "MIN_SCRATCH_BYTES", "STALE_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,16 @@ def scratch_dir(root: str = SHM_ROOT) -> str | None:
         return None
 
 
+def worth_sharing(value) -> bool:
+    """Whether ``value`` is a NumPy array of plain numbers of at least ``MIN_SCRATCH_BYTES``: one to hand over
+    through shared memory rather than the pipe."""
+    return isinstance(value, np.ndarray) and not value.dtype.hasobject and value.nbytes >= MIN_SCRATCH_BYTES
+
+
 def to_scratch(array, directory: str | None):
     """``array`` (a NumPy array of plain numbers) written to a new file in ``directory``: its ``ScratchArray``;
     anything else, a small array, or one the directory cannot take (the partial file removed), as it is."""
-    if (directory is None or not isinstance(array, np.ndarray) or array.nbytes < MIN_SCRATCH_BYTES
-            or array.dtype.hasobject):
+    if directory is None or not worth_sharing(array):
         return array
     path = os.path.join(directory, f"{os.getpid()}-{next(_names)}")
     try:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .shmbytes import MIN_SCRATCH_BYTES
+from .shmbytes import worth_sharing
 
 __all__ = ["RingArray", "SlotRing", "ring_put", "ring_take", "ALIGN"]
 
@@ -79,16 +79,16 @@ class SlotRing:
 
 
 def ring_put(ring_id: int | None, slot: int | None, arrays: list) -> list:
-    """``arrays`` with each NumPy array of plain numbers of at least ``MIN_SCRATCH_BYTES`` that fits in what is
-    left of slot ``slot`` of ring ``ring_id`` copied there and replaced by its ``RingArray``; the others, and all
-    of them where this process has no such ring, as they are."""
+    """``arrays`` with each one worth sharing (``shmbytes.worth_sharing``) that fits in what is left of slot
+    ``slot`` of ring ``ring_id`` copied there and replaced by its ``RingArray``; the others, and all of them
+    where this process has no such ring, as they are."""
     ring = _RINGS.get(ring_id) if ring_id is not None and slot is not None else None
     if ring is None:
         return list(arrays)
     pos, end = slot * ring.slot_bytes, (slot + 1) * ring.slot_bytes
     out = []
     for a in arrays:
-        if isinstance(a, np.ndarray) and not a.dtype.hasobject and a.nbytes >= MIN_SCRATCH_BYTES:
+        if worth_sharing(a):
             start = -(-pos // ALIGN) * ALIGN
             if start + a.nbytes <= end:
                 ring._mm[start:start + a.nbytes] = memoryview(np.ascontiguousarray(a)).cast("B")
@@ -107,8 +107,5 @@ def ring_take(value):
     ring = _RINGS.get(value.ring)
     if ring is None:
         raise RuntimeError(f"no shared ring {value.ring} in this process: its worker's result cannot be read")
-    view = np.frombuffer(ring._mm, np.dtype(value.dtype), count=value.count, offset=value.offset)
-    try:
-        return view.reshape(value.shape).copy()
-    finally:
-        del view
+    return np.frombuffer(ring._mm, np.dtype(value.dtype), count=value.count,
+                         offset=value.offset).reshape(value.shape).copy()
