@@ -393,6 +393,26 @@ def _worker_argv(args, shell: bool) -> list[str]:
     return [sys.executable, "-S", "-c", _WORKER_WRAPPER, str(os.getpid()), *argv]
 
 
+def _stop_interrupted_sampler() -> None:
+    """Stop the state sampler of the bundle a signal interrupted in this thread, if Beam left it running.
+
+    Beam's bundle processor starts a sampler thread (not a daemon) per bundle and stops it in a ``finally``
+    only if the sampler says it started; ``StateSampler.start`` says so after the thread's start returned.
+    A signal's exception raised in between (the thread's start waits for the new thread to run: a wide
+    window on a loaded host) leaves a sampler thread that never ends, and the interpreter waits for it
+    forever at exit (seen: a Ctrl-C'd conversion that printed its line and never exited). The sampler is
+    the thread's current tracker until stopped."""
+    from apache_beam.runners.worker import statesampler
+
+    sampler = statesampler.get_current_tracker()
+    if sampler is None or sampler.finished:
+        return
+    try:
+        sampler.stop()  # finished: its thread's next wake-up (every 200 ms at most) ends it; joined
+    except Exception:  # noqa: BLE001 - a sampler whose thread was never started has nothing to join
+        statesampler.set_current_tracker(None)
+
+
 def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
     """Build and run the pipeline for ``job``, then finalize; the temporary area is removed in every case."""
     runner, options = pipeline_options(beam_options)
@@ -414,6 +434,9 @@ def run_beam(job, beam_options: Mapping[str, object] | None = None) -> Manifest:
                     if not isinstance(exc, Exception):
                         raise
                     raise _failure(exc, options) from exc
+                finally:
+                    if interrupts:
+                        _stop_interrupted_sampler()
             if interrupts:  # a signal whose exception Beam swallowed: the run still ends as the signal says
                 interrupts.reraise()
         if state is not None and str(state).rsplit(".", 1)[-1] not in ("DONE", "UNKNOWN"):

@@ -336,3 +336,24 @@ def test_worker_wrapper_exits_when_its_driver_is_gone():
     argv[4] = "1"        # a driver pid that is not its parent: it has gone before the worker started
     r = subprocess.run(argv, timeout=60)
     assert r.returncode == 137
+
+
+def test_a_sampler_left_running_by_an_interrupted_bundle_is_stopped():
+    """A signal between the start of Beam's state-sampler thread and ``StateSampler.start`` saying it started
+    leaves a sampler that Beam's bundle clean-up does not stop (its thread is no daemon: the interpreter would
+    wait for it at exit, forever). After an interrupted run the driver stops it; the process then exits."""
+    code = (
+        "from apache_beam.runners.worker import statesampler\n"
+        "from apache_beam.utils.counters import CounterFactory\n"
+        "from converters.engines.beam import _stop_interrupted_sampler\n"
+        "s = statesampler.StateSampler('interrupted', CounterFactory())\n"
+        "statesampler.set_current_tracker(s)\n"
+        "statesampler.statesampler_impl.StateSampler.start(s)  # the thread runs; started is still False\n"
+        "s.stop_if_still_running()  # Beam's clean-up: does nothing here\n"
+        "_stop_interrupted_sampler()\n"
+        "print(s.finished, statesampler.get_current_tracker())\n")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process did not exit: the sampler's thread is still running")
+    assert (r.returncode, r.stdout) == (0, "True None\n"), r.stderr
