@@ -4,19 +4,20 @@ A scratch file in ``/dev/shm`` (``util.shmbytes``) costs fresh pages every time:
 each page a worker writes, the main process maps them and they are freed when it is done (measured on the
 LibSVM workers: about 0.5 CPU-s for the 640 MB of records of a 750 MB conversion). A ring of slots made once in
 the main process before its workers are forked (an anonymous shared mapping) is reused task after task: a
-worker copies a result's arrays into the slot its task was given, the main process copies them out when it
-receives the result, and the pages stay.
+worker copies a result's arrays into the slot its task was given, the main process reads them there (or
+copies them out) when it receives the result, and the pages stay.
 
 Whose slot is whose: a task is given slot ``n % slots`` (``n``: the task's number in submit order, one count
 per ring), and ``slots`` is one more than the tasks that may be in flight at once. The main process receives
-results in submit order, copying each out before it submits the next task, so when task ``n`` is submitted
-task ``n - slots`` was received: nothing else writes or reads that slot. An array that does not fit in what is
+results in submit order and is done with each (read, or copied out) before it submits the next task, so when
+task ``n`` is submitted task ``n - slots`` was received and used: nothing else writes or reads that slot. An array that does not fit in what is
 left of its slot, a small one, or a worker with no ring (not forked from the main process) is sent as
 ``util.shmbytes`` sends it.
 
 * ``SlotRing(slots, slot_bytes)`` in the main process, before the workers are forked; ``next_slot()`` per task;
 * ``ring_put(ring_id, slot, arrays)`` in a worker: the arrays, those it placed as ``RingArray``;
-* ``ring_take(value)`` in the main process: the array ``value`` stands for (a copy), anything else as it is.
+* ``ring_take(value, copy)`` in the main process: the array ``value`` stands for (a copy, or a view of the slot
+  valid until the task that reuses it is submitted), anything else as it is.
 """
 from __future__ import annotations
 
@@ -74,8 +75,13 @@ class SlotRing:
         return next(self._next) % self.slots
 
     def close(self) -> None:
+        """Forget the ring; its memory goes now, or with the last view of it (``ring_take(copy=False)``) that
+        something still holds (an exception's traceback, say)."""
         _RINGS.pop(self.id, None)
-        self._mm.close()
+        try:
+            self._mm.close()
+        except BufferError:  # views still exported: the mapping is freed when they are
+            pass
 
 
 def ring_put(ring_id: int | None, slot: int | None, arrays: list) -> list:
@@ -99,13 +105,18 @@ def ring_put(ring_id: int | None, slot: int | None, arrays: list) -> list:
     return out
 
 
-def ring_take(value):
-    """The array a ``RingArray`` stands for, copied out of its slot (which the next task may then reuse);
-    anything else as it is."""
+def ring_take(value, copy: bool = True):
+    """The array a ``RingArray`` stands for, copied out of its slot (which the next task may then reuse), or
+    with ``copy=False`` the slot's bytes themselves (read-only; to be used before the task that reuses the slot
+    is submitted); anything else as it is."""
     if not isinstance(value, RingArray):
         return value
     ring = _RINGS.get(value.ring)
     if ring is None:
         raise RuntimeError(f"no shared ring {value.ring} in this process: its worker's result cannot be read")
-    return np.frombuffer(ring._mm, np.dtype(value.dtype), count=value.count,
-                         offset=value.offset).reshape(value.shape).copy()
+    view = np.frombuffer(ring._mm, np.dtype(value.dtype), count=value.count,
+                         offset=value.offset).reshape(value.shape)
+    if copy:
+        return view.copy()
+    view.flags.writeable = False
+    return view

@@ -40,6 +40,18 @@ def test_arrays_come_back_equal_from_their_slot_and_the_rest_as_they_are(ring):
     assert ring_take(placed[0])[0] == big[0]
 
 
+def test_a_view_is_the_slot_itself_read_only_and_outlives_the_ring():
+    r = SlotRing(2, 1 << 20)
+    a = np.arange(MIN_SCRATCH_BYTES, dtype=np.int64)
+    placed = ring_put(r.id, 1, [a])[0]
+    view = ring_take(placed, copy=False)
+    assert np.array_equal(view, a) and not view.flags.writeable
+    ring_put(r.id, 1, [a[::-1].copy()])    # the slot's next task: the view shows it (no copy was made)
+    assert view[0] == a[-1]
+    r.close()                              # a view still held (a traceback's frame): no BufferError
+    assert view[-1] == a[0]                # and its memory stays until the view goes
+
+
 def test_an_array_that_does_not_fit_what_is_left_of_its_slot_is_left_as_it_is():
     r = SlotRing(2, 64 << 10)
     try:
@@ -81,7 +93,7 @@ _FORKED = textwrap.dedent("""
 
     taken = []
     real = workers.ring_take
-    workers.ring_take = lambda v: (taken.append(isinstance(v, RingArray)), real(v))[1]
+    workers.ring_take = lambda v, copy=True: (taken.append(isinstance(v, RingArray)), real(v, copy))[1]
     tmp = Path(sys.argv[2])
     (tmp / "in.libsvm").write_bytes(criteo_lines(6000, seed=5))
     out = {}
