@@ -120,14 +120,15 @@ def concat_records(blocks: list) -> ParsedBlock | SparseBlock:
                        np.concatenate([b.values for b in blocks]), 1, 0, 0)
 
 
-def serialize_parsed(parsed: ParsedBlock | SparseBlock, keys: tuple[str, ...] = ("label", "ids", "values")
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """TFRecord-framed Examples of a parsed block (either layout) with feature names ``keys``."""
+def serialize_parsed(parsed: ParsedBlock | SparseBlock, keys: tuple[str, ...] = ("label", "ids", "values"),
+                     space: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """TFRecord-framed Examples of a parsed block (either layout) with feature names ``keys``; the records are
+    built at the start of ``space`` (a worker's ring slot: ``util.shmring.slot_space``) if they fit there."""
     if isinstance(parsed, SparseBlock):
-        return serialize_sparse(parsed, keys)
+        return serialize_sparse(parsed, keys, space)
     if parsed.n == 0:
         return np.zeros(0, np.uint8), np.zeros(0, np.int64)
-    return serialize_fixed(parsed.label, parsed.ids, parsed.values, tuple(keys[:3]))
+    return serialize_fixed(parsed.label, parsed.ids, parsed.values, tuple(keys[:3]), space)
 
 
 def parse(block: bytes, opts: ParseOptions, first_line: int = 1, max_examples: int = MAX_EXAMPLES

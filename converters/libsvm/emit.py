@@ -18,6 +18,7 @@ import numpy as np
 from ..tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, frame_into, load_u64
 from ..tfrecord.examples import put_varint, varint_len
 from ..util.jit import njit
+from ..util.shmring import out_buffer
 from ..util.protowire import varint
 
 __all__ = ["serialize_fixed", "max_record_bytes"]
@@ -145,14 +146,14 @@ def _emit_rows(table, out, label_bytes, ids, vbytes, order, heads, hoff, idkey, 
     return pos
 
 
-def serialize_fixed(label: np.ndarray, ids: np.ndarray, values: np.ndarray, keys: tuple[str, str, str]
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def serialize_fixed(label: np.ndarray, ids: np.ndarray, values: np.ndarray, keys: tuple[str, str, str],
+                    space: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(framed, lengths)`` of fixed-width rows (float32 ``label`` [n], int64 ``ids`` [n, f], float32
     ``values`` [n, f]) with feature names ``keys`` (label, ids, values): equal to ``serialize_batch`` with
-    ``libsvm_schema(f, *keys)``."""
+    ``libsvm_schema(f, *keys)``. ``framed`` is built at the start of ``space`` (``out_buffer``) if it has room."""
     n, f = ids.shape
     order, heads, hoff, idkey, fixed = _templates(keys, f)
-    out = np.empty(n * max_record_bytes(keys, f), dtype=np.uint8)
+    out = out_buffer(space, n * max_record_bytes(keys, f))
     lengths = np.empty(n, dtype=np.int64)
     label_bytes = np.ascontiguousarray(label, dtype=np.float32).view(np.uint8)
     vbytes = np.ascontiguousarray(values, dtype=np.float32).reshape(n * f).view(np.uint8)

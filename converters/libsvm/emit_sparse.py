@@ -14,6 +14,7 @@ import numpy as np
 
 from ..tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, frame_into
 from ..util.jit import njit
+from ..util.shmring import out_buffer
 from .emit import _copy, _put, _vlen
 
 __all__ = ["serialize_csr"]
@@ -105,10 +106,11 @@ def _emit_csr(table, out, lbytes, label_splits, ids, vbytes, row_splits, qid, or
 
 
 def serialize_csr(label: np.ndarray, label_splits: np.ndarray | None, ids: np.ndarray, values: np.ndarray,
-                  row_splits: np.ndarray, qid: np.ndarray | None, keys: tuple[str, ...]
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  row_splits: np.ndarray, qid: np.ndarray | None, keys: tuple[str, ...],
+                  space: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(framed, lengths)`` of sparse rows: equal to ``serialize_batch`` with ``libsvm_schema(None, ...)``.
-    ``keys``: label, ids, values (and the qid's name, used when ``qid`` is given)."""
+    ``keys``: label, ids, values (and the qid's name, used when ``qid`` is given). ``framed`` is built at the
+    start of ``space`` (``util.shmring.out_buffer``) if it has room."""
     n = row_splits.shape[0] - 1
     names = list(keys[:3]) + [keys[3] if qid is not None else ""]
     kinds = [k for k in range(4) if names[k]]
@@ -117,7 +119,7 @@ def serialize_csr(label: np.ndarray, label_splits: np.ndarray | None, ids: np.nd
     koff = np.cumsum([0] + [len(b) for b in kb]).astype(np.int64)
     nlab = label.shape[0]
     bound = (FRAME_OVERHEAD + 11 + 4 * (11 * 5) + int(koff[-1])) * n + 4 * nlab + 14 * ids.shape[0] + 10 * n
-    out = np.empty(bound, dtype=np.uint8)
+    out = out_buffer(space, bound)
     lengths = np.empty(n, dtype=np.int64)
     splits = np.zeros(0, np.int64) if label_splits is None else np.ascontiguousarray(label_splits, np.int64)
     end = _emit_csr(CRC_TABLE, out, np.ascontiguousarray(label, np.float32).view(np.uint8), splits,

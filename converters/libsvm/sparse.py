@@ -178,12 +178,13 @@ def concat_sparse(blocks: list[SparseBlock]) -> SparseBlock:
                        np.concatenate([b.qid for b in blocks]) if first.qid is not None else None, 1, 0, 0)
 
 
-def serialize_sparse(parsed: SparseBlock, keys: tuple[str, ...] = ("label", "ids", "values")
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def serialize_sparse(parsed: SparseBlock, keys: tuple[str, ...] = ("label", "ids", "values"),
+                     space: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """TFRecord-framed Examples of a ``SparseBlock``: variable-length ``ids``/``values``, the label (a list
-    with multilabel) and ``qid`` (named ``keys[3]``, default ``"qid"``) when the block has one."""
+    with multilabel) and ``qid`` (named ``keys[3]``, default ``"qid"``) when the block has one; built in
+    ``space`` if it has room (``serialize_csr``)."""
     if parsed.n == 0:
         return np.zeros(0, np.uint8), np.zeros(0, np.int64)
     qk = (keys[3] if len(keys) > 3 else "qid") if parsed.qid is not None else ""
     return serialize_csr(parsed.label, parsed.label_splits, parsed.ids, parsed.values, parsed.row_splits,
-                         parsed.qid, (*keys[:3], qk))
+                         parsed.qid, (*keys[:3], qk), space)

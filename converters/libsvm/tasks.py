@@ -35,14 +35,15 @@ class BlockResult:
     unordered: int = 0  # written rows whose positional ids repeat or do not increase
 
 
-def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...], stop_on_bad: bool
-          ) -> BlockResult:
-    """Parse + serialize one block (runs in a worker process, or inline with workers=1)."""
+def work_block(block: bytes, first_line: int, popts, schema_keys: tuple[str, ...], stop_on_bad: bool,
+               space: np.ndarray | None = None) -> BlockResult:
+    """Parse + serialize one block (runs in a worker process, or inline with workers=1); the records are built
+    in ``space`` if they fit (``block.serialize_parsed``)."""
     pb = parse(block, popts, first_line, MAX_EXAMPLES)
     if stop_on_bad and pb.bad:  # the run stops here: no need to serialize
         framed, lengths = np.zeros(0, np.uint8), np.zeros(0, np.int64)
     else:
-        framed, lengths = serialize_parsed(pb, schema_keys)
+        framed, lengths = serialize_parsed(pb, schema_keys, space)
     return BlockResult(framed, lengths, pb.n, pb.blank, pb.skipped, pb.bad, len(block), pb.lines,
                        pb.fallback_lines, row_stats(pb) if isinstance(pb, SparseBlock) else None, _labels(pb),
                        _unordered(pb))
@@ -78,7 +79,8 @@ def read_whole(path: str) -> bytes:
         raise InputError(f"cannot read: {exc}", path=path, offset=0) from None
 
 
-def work_pack(paths: list[str], popts, schema_keys: tuple[str, ...], stop_on_bad: bool) -> PackResult:
+def work_pack(paths: list[str], popts, schema_keys: tuple[str, ...], stop_on_bad: bool,
+              space: np.ndarray | None = None) -> PackResult:
     """Parse small whole files and serialize their records in one call each. Fast path: the files joined and
     parsed at once, when that shows every line is a record (no bad, blank or comment line), so each file's
     accounting is its line count; otherwise each file is parsed on its own (its own line numbers and counts)."""
@@ -88,7 +90,7 @@ def work_pack(paths: list[str], popts, schema_keys: tuple[str, ...], stop_on_bad
     lines = [b.count(b"\n") + (1 if b and not b.endswith(b"\n") else 0) for b in blocks]
     unordered = _unordered_per_file(pb, popts, lines)
     if not pb.skipped and not pb.blank and pb.n == sum(lines) and unordered is not None:
-        framed, lengths = serialize_parsed(pb, schema_keys)
+        framed, lengths = serialize_parsed(pb, schema_keys, space)
         labels = _labels(pb)
         last = len(blocks) - 1
         parts = [BlockResult(_NONE, _NO_LENGTHS, n, 0, {}, [], len(b), n, pb.fallback_lines if k == last else 0,
@@ -105,7 +107,7 @@ def work_pack(paths: list[str], popts, schema_keys: tuple[str, ...], stop_on_bad
         if stop_on_bad and pb.bad:  # the run stops here
             return PackResult(_NONE, _NO_LENGTHS, parts)
     whole = concat_records(parsed)
-    framed, lengths = serialize_parsed(whole, schema_keys)
+    framed, lengths = serialize_parsed(whole, schema_keys, space)
     return PackResult(framed, lengths, parts, _labels(whole))
 
 

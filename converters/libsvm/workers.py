@@ -29,7 +29,7 @@ from ..sources import compression_of, input_size, is_url, iter_blocks, read_line
 from ..util.errors import InputError, TfpipeError
 from ..util.ordered import ordered_map
 from ..util.shmbytes import from_scratch, remove_scratch, scratch_dir, to_scratch
-from ..util.shmring import SlotRing, ring_put, ring_take
+from ..util.shmring import SlotRing, ring_put, ring_take, slot_space
 from ..util.workerpool import start_method, worker_pool
 from .block import has_zero_index
 from .reasons import BadLine
@@ -113,8 +113,8 @@ def _mapped_has_zero_index(mm: mmap.mmap, window: int = _SCAN_WINDOW) -> bool:
     return False
 
 
-def _work_range(path: str, start: int, stop: int, popts, keys, stop_on_bad: bool) -> BlockResult:
-    return work_block(_read_range_or_fail(path, start, stop), 1, popts, keys, stop_on_bad)
+def _work_range(path: str, start: int, stop: int, popts, keys, stop_on_bad: bool, space=None) -> BlockResult:
+    return work_block(_read_range_or_fail(path, start, stop), 1, popts, keys, stop_on_bad, space)
 
 
 def _zero_in_range(path: str, start: int, stop: int) -> bool:
@@ -187,9 +187,9 @@ class Pool:
             raise
 
     def submit(self, fn, *args):
-        """``fn(*args)`` on a worker: a future of its ``BlockResult`` or ``PackResult``, whose records, lengths
-        and labels are passed through the task's ring slot or the scratch directory (``received`` turns them
-        back into arrays). Tasks must be received in submit order, at most ``2 * workers`` in flight, as
+        """``fn(*args, space)`` on a worker (``space``: the task's ring slot, to build the records in, or None):
+        a future of its ``BlockResult`` or ``PackResult``, whose records, lengths and labels are passed through
+        the slot or the scratch directory (``received`` turns them back into arrays). Tasks must be received in submit order, at most ``2 * workers`` in flight, as
         ``run_blocks`` does: a slot is reused by the task submitted ``2 * workers + 1`` later."""
         ring = (self.ring.id, self.ring.next_slot()) if self.ring is not None else (None, None)
         return self.executor.submit(_send_arrays, self.scratch, ring, fn, *args)
@@ -228,7 +228,9 @@ _ARRAYS = ("framed", "lengths", "labels")   # what a BlockResult or PackResult s
 
 
 def _send_arrays(scratch: str | None, ring: tuple[int | None, int | None], fn, *args):
-    res = fn(*args)
+    """In a worker: ``fn(*args, space)``, its records built in the task's ring slot where they fit (no copy
+    to make there), its arrays sent through the slot or the scratch directory."""
+    res = fn(*args, slot_space(*ring))
     placed = ring_put(*ring, [getattr(res, name) for name in _ARRAYS])
     for name, value in zip(_ARRAYS, placed):
         setattr(res, name, to_scratch(value, scratch))

@@ -15,6 +15,8 @@ left of its slot, a small one, or a worker with no ring (not forked from the mai
 ``util.shmbytes`` sends it.
 
 * ``SlotRing(slots, slot_bytes)`` in the main process, before the workers are forked; ``next_slot()`` per task;
+* ``slot_space(ring_id, slot)`` in a worker: the slot's bytes, where a task may build its largest result
+  (``out_buffer``) so that ``ring_put`` leaves it in place instead of copying it;
 * ``ring_put(ring_id, slot, arrays)`` in a worker: the arrays, those it placed as ``RingArray``;
 * ``ring_take(value, copy)`` in the main process: the array ``value`` stands for (a copy, or a view of the slot
   valid until the task that reuses it is submitted), anything else as it is.
@@ -29,7 +31,7 @@ import numpy as np
 
 from .shmbytes import worth_sharing
 
-__all__ = ["RingArray", "SlotRing", "ring_put", "ring_take", "ALIGN"]
+__all__ = ["RingArray", "SlotRing", "out_buffer", "ring_put", "ring_take", "slot_space", "ALIGN"]
 
 ALIGN = 64                  # each array starts on a cache line
 _ids = itertools.count(1)
@@ -66,6 +68,9 @@ class SlotRing:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         self.slots, self.slot_bytes = slots, slot_bytes
         self._mm = mmap.mmap(-1, slots * slot_bytes, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+        base = np.frombuffer(self._mm, np.uint8, count=1)
+        self.address = int(base.ctypes.data)  # where the mapping starts in this process (and in its forks)
+        del base
         self._next = itertools.count()
         self.id = next(_ids)
         _RINGS[self.id] = self
@@ -84,16 +89,43 @@ class SlotRing:
             pass
 
 
+def slot_space(ring_id: int | None, slot: int | None) -> np.ndarray | None:
+    """The bytes of slot ``slot`` of ring ``ring_id`` (writable), or None where this process has no such ring."""
+    ring = _RINGS.get(ring_id) if ring_id is not None and slot is not None else None
+    if ring is None:
+        return None
+    return np.frombuffer(ring._mm, np.uint8, count=ring.slot_bytes, offset=slot * ring.slot_bytes)
+
+
+def out_buffer(space: np.ndarray | None, nbytes: int) -> np.ndarray:
+    """``nbytes`` bytes to build a result in: the start of ``space`` (``slot_space``) if it holds them, else new
+    memory."""
+    if space is not None and space.nbytes >= nbytes:
+        return space[:nbytes]
+    return np.empty(nbytes, np.uint8)
+
+
 def ring_put(ring_id: int | None, slot: int | None, arrays: list) -> list:
-    """``arrays`` with each one worth sharing (``shmbytes.worth_sharing``) that fits in what is left of slot
-    ``slot`` of ring ``ring_id`` copied there and replaced by its ``RingArray``; the others, and all of them
-    where this process has no such ring, as they are."""
+    """``arrays`` with each one worth sharing (``shmbytes.worth_sharing``) placed in slot ``slot`` of ring
+    ``ring_id`` and replaced by its ``RingArray``: one built there (``out_buffer``) stays where it is, the
+    others are copied after it if they fit; the rest, and all of them where this process has no such ring, as
+    they are."""
     ring = _RINGS.get(ring_id) if ring_id is not None and slot is not None else None
     if ring is None:
         return list(arrays)
     pos, end = slot * ring.slot_bytes, (slot + 1) * ring.slot_bytes
+    inside = {}  # index -> offset of the arrays already in the slot
+    for i, a in enumerate(arrays):
+        if isinstance(a, np.ndarray) and a.flags.c_contiguous:
+            at = int(a.ctypes.data) - ring.address
+            if pos <= at and at + a.nbytes <= end:
+                inside[i] = at
+    pos = max([pos] + [at + arrays[i].nbytes for i, at in inside.items()])
     out = []
-    for a in arrays:
+    for i, a in enumerate(arrays):
+        if i in inside:
+            out.append(RingArray(ring.id, inside[i], a.dtype.str, tuple(int(n) for n in a.shape)))
+            continue
         if worth_sharing(a):
             start = -(-pos // ALIGN) * ALIGN
             if start + a.nbytes <= end:

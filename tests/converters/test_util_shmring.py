@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from converters.util.shmbytes import MIN_SCRATCH_BYTES
-from converters.util.shmring import ALIGN, RingArray, SlotRing, ring_put, ring_take
+from converters.util.shmring import ALIGN, RingArray, SlotRing, out_buffer, ring_put, ring_take, slot_space
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,6 +50,26 @@ def test_a_view_is_the_slot_itself_read_only_and_outlives_the_ring():
     assert view[0] == a[-1]
     r.close()                              # a view still held (a traceback's frame): no BufferError
     assert view[-1] == a[0]                # and its memory stays until the view goes
+
+
+def test_a_result_built_in_its_slot_stays_there_and_the_others_go_after_it(ring):
+    space = slot_space(ring.id, 2)
+    built = out_buffer(space, 300_000)[:250_000]      # as a serializer builds its records: the used part
+    built[:] = 7
+    other = np.arange(MIN_SCRATCH_BYTES, dtype=np.int64)
+    placed = ring_put(ring.id, 2, [other, built])
+    assert placed[1].offset == 2 * ring.slot_bytes      # where it was built: nothing copied
+    assert placed[0].offset >= placed[1].offset + built.nbytes and placed[0].offset % ALIGN == 0
+    assert np.shares_memory(ring_take(placed[1], copy=False), built)
+    assert np.array_equal(ring_take(placed[0]), other) and (ring_take(placed[1]) == 7).all()
+
+
+@pytest.mark.parametrize("space_bytes, wanted", [(None, 10), (5, 10)])
+def test_without_room_in_the_space_the_buffer_is_new_memory(ring, space_bytes, wanted):
+    space = None if space_bytes is None else slot_space(ring.id, 0)[:space_bytes]
+    buf = out_buffer(space, wanted)
+    assert buf.nbytes == wanted and (space is None or not np.shares_memory(buf, space))
+    assert slot_space(10 ** 9, 0) is None and slot_space(ring.id, None) is None
 
 
 def test_an_array_that_does_not_fit_what_is_left_of_its_slot_is_left_as_it_is():
