@@ -304,9 +304,9 @@ def test_worker_wrapper_ignores_stop_signals_and_runs_no_python_in_the_fork(args
     import subprocess
     import time
 
-    from converters.engines.beam import _worker_argv
+    from converters.engines.beamstop import worker_argv
 
-    argv = _worker_argv(args, shell)
+    argv = worker_argv(args, shell)
     assert argv[:3] == [sys.executable, "-S", "-c"]
     proc = subprocess.Popen(argv)
     try:
@@ -330,9 +330,9 @@ def test_worker_wrapper_ignores_stop_signals_and_runs_no_python_in_the_fork(args
 def test_worker_wrapper_exits_when_its_driver_is_gone():
     import subprocess
 
-    from converters.engines.beam import _worker_argv
+    from converters.engines.beamstop import worker_argv
 
-    argv = _worker_argv(["sleep", "30"], False)
+    argv = worker_argv(["sleep", "30"], False)
     argv[4] = "1"        # a driver pid that is not its parent: it has gone before the worker started
     r = subprocess.run(argv, timeout=60)
     assert r.returncode == 137
@@ -345,12 +345,12 @@ def test_a_sampler_left_running_by_an_interrupted_bundle_is_stopped():
     code = (
         "from apache_beam.runners.worker import statesampler\n"
         "from apache_beam.utils.counters import CounterFactory\n"
-        "from converters.engines.beam import _stop_interrupted_sampler\n"
+        "from converters.engines.beamstop import stop_interrupted_sampler\n"
         "s = statesampler.StateSampler('interrupted', CounterFactory())\n"
         "statesampler.set_current_tracker(s)\n"
         "statesampler.statesampler_impl.StateSampler.start(s)  # the thread runs; started is still False\n"
         "s.stop_if_still_running()  # Beam's clean-up: does nothing here\n"
-        "_stop_interrupted_sampler()\n"
+        "stop_interrupted_sampler()\n"
         "print(s.finished, statesampler.get_current_tracker())\n")
     try:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
