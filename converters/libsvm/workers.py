@@ -189,8 +189,9 @@ class Pool:
     def submit(self, fn, *args):
         """``fn(*args, space)`` on a worker (``space``: the task's ring slot, to build the records in, or None):
         a future of its ``BlockResult`` or ``PackResult``, whose records, lengths and labels are passed through
-        the slot or the scratch directory (``received`` turns them back into arrays). Tasks must be received in submit order, at most ``2 * workers`` in flight, as
-        ``run_blocks`` does: a slot is reused by the task submitted ``2 * workers + 1`` later."""
+        the slot or the scratch directory (``received`` turns them back into arrays). Tasks must be received in
+        submit order, at most ``2 * workers`` in flight, as ``run_blocks`` does: a slot is reused by the task
+        submitted ``2 * workers + 1`` later."""
         ring = (self.ring.id, self.ring.next_slot()) if self.ring is not None else (None, None)
         return self.executor.submit(_send_arrays, self.scratch, ring, fn, *args)
 

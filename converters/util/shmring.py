@@ -10,9 +10,9 @@ copies them out) when it receives the result, and the pages stay.
 Whose slot is whose: a task is given slot ``n % slots`` (``n``: the task's number in submit order, one count
 per ring), and ``slots`` is one more than the tasks that may be in flight at once. The main process receives
 results in submit order and is done with each (read, or copied out) before it submits the next task, so when
-task ``n`` is submitted task ``n - slots`` was received and used: nothing else writes or reads that slot. An array that does not fit in what is
-left of its slot, a small one, or a worker with no ring (not forked from the main process) is sent as
-``util.shmbytes`` sends it.
+task ``n`` is submitted task ``n - slots`` was received and used: nothing else writes or reads that slot. An
+array that does not fit in what is left of its slot, a small one, or a worker with no ring (not forked from the
+main process) is sent as ``util.shmbytes`` sends it.
 
 * ``SlotRing(slots, slot_bytes)`` in the main process, before the workers are forked; ``next_slot()`` per task;
 * ``slot_space(ring_id, slot)`` in a worker: the slot's bytes, where a task may build its largest result
