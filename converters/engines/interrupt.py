@@ -16,9 +16,12 @@ So the block also watches the signal wake-up fd in a thread of its own and sends
 thread itself, whose wait it interrupts: the handler runs there, as it would have had the kernel picked it.
 
 Python cannot raise the handler's exception everywhere: inside a ctypes callback (numba's compiler calls
-one for each object it caches) or a finalizer it is printed as "Exception ignored ..." and dropped, and the
-run goes on. The block drops that report (after a signal, a swallowed ``KeyboardInterrupt`` or ``SystemExit``
-is the signal's own) and sends the signal to the main thread again, whose handler raises once more.
+one for each object it emits, also when it sets up its runtime in a process) or a finalizer it is printed as
+"Exception ignored ..." and dropped, and the run goes on. The block drops that report (after a signal, a
+swallowed ``KeyboardInterrupt`` or ``SystemExit`` is the signal's own); the run then ends by the deadline below.
+It does not raise the signal's exception again at once: a few bytecodes after such a callback the main thread
+is still inside numba setting up a kernel, and an exception unwinding it from there can leave the compiled
+code half made.
 
 An engine's own clean-up can still wait forever on a part that the signal stopped (seen: Beam's driver joining
 the thread of a worker that is gone). So the first signal also starts a deadline: if the block has not ended
@@ -27,7 +30,6 @@ line that ``set_exit_lines`` gave for the signal is written, and the process exi
 """
 from __future__ import annotations
 
-import _thread
 import contextlib
 import functools
 import logging
@@ -36,7 +38,6 @@ import select
 import signal
 import sys
 import threading
-import time
 from typing import Iterator, Mapping
 
 __all__ = ["Interrupts", "interruptible", "set_exit_lines"]
@@ -63,7 +64,6 @@ class Interrupts:
         self.on_signal: list = []  # called (no arguments) when the first signal comes, before it is raised
         self.on_stuck: list = []  # called (no arguments) when the block has not ended ``grace`` s after it
         self.grace = grace
-        self.swallowed = False  # the handler's exception was dropped where it was raised: raise it again
         self._ended = False
         # the block's end and the deadline's forced exit: one of the two; reentrant, as the main thread's handler
         # (start_deadline) may run between two bytecodes of end()
@@ -128,30 +128,15 @@ class Interrupts:
                 except Exception:  # noqa: BLE001 - stopping goes on
                     pass
             self.reraise()
-        if self.swallowed:  # sent again by the unraisable hook: the first exception did not unwind the run
-            self.swallowed = False
-            self.reraise()
         self.received.append(signum)  # later signals: the run is already unwinding (kill -9 remains for a
         #                               stuck clean-up)
 
     def _unraisable(self, unraisable, hook) -> None:
         """``sys.unraisablehook`` in the block: the signal's exception dropped where it was raised is not
-        reported, and raised again in the main thread; anything else is reported as usual."""
-        exc = unraisable.exc_value
-        if not (self.received and isinstance(exc, (KeyboardInterrupt, SystemExit))):
-            hook(unraisable)
+        reported (the deadline ends the run); anything else is reported as usual."""
+        if self.received and isinstance(unraisable.exc_value, (KeyboardInterrupt, SystemExit)):
             return
-        if self._ended or threading.current_thread() is not threading.main_thread():
-            return
-        self.swallowed = True
-        # sent from another thread a moment later: a handler run here, or before the callback returned, would
-        # be dropped again (then this hook sends it once more)
-        _thread.start_new_thread(self._send_again, (threading.main_thread().ident, self.received[0]))
-
-    def _send_again(self, thread_id: int, signum: int) -> None:
-        time.sleep(0.01)
-        if self.swallowed and not self._ended:  # not once the block is over: its handler is no longer ours
-            signal.pthread_kill(thread_id, signum)
+        hook(unraisable)
 
 
 @contextlib.contextmanager
