@@ -40,9 +40,9 @@ from typing import Mapping, Sequence
 from .. import registry
 from ..shardset.manifest import Manifest
 from ..util.errors import TfpipeError
+from .beamstop import quiet_workers, stop_interrupted_sampler
 from .core import OUTCOME_NAME, Outcome
 from .group import finalize_outcome
-from .beamstop import quiet_workers, stop_interrupted_sampler
 from .interrupt import interruptible
 from .options import IN_PROCESS_RUNNERS, REFUSED_RUNNERS, parse_beam_options, runner_key
 from .steps import lite_of, needs_prepass, resolve, scatter_step, size_tasks

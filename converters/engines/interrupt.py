@@ -19,9 +19,8 @@ Python cannot raise the handler's exception everywhere: inside a ctypes callback
 one for each object it emits, also when it sets up its runtime in a process) or a finalizer it is printed as
 "Exception ignored ..." and dropped, and the run goes on. The block drops that report (after a signal, a
 swallowed ``KeyboardInterrupt`` or ``SystemExit`` is the signal's own); the run then ends by the deadline below.
-It does not raise the signal's exception again at once: a few bytecodes after such a callback the main thread
-is still inside numba setting up a kernel, and an exception unwinding it from there can leave the compiled
-code half made.
+It does not raise the signal's exception again: right after such a callback the main thread is still inside
+numba setting up a kernel, which that exception would cut short half-way.
 
 An engine's own clean-up can still wait forever on a part that the signal stopped (seen: Beam's driver joining
 the thread of a worker that is gone). So the first signal also starts a deadline: if the block has not ended
@@ -121,15 +120,14 @@ class Interrupts:
         self.start_deadline(signum)
         if first:
             self.threads = {t.ident for t in threading.enumerate()}
-            self.received.append(signum)
+        self.received.append(signum)
+        if first:
             for fn in self.on_signal:  # e.g. stop the engine's worker processes, which the clean-up waits for
                 try:
                     fn()
                 except Exception:  # noqa: BLE001 - stopping goes on
                     pass
-            self.reraise()
-        self.received.append(signum)  # later signals: the run is already unwinding (kill -9 remains for a
-        #                               stuck clean-up)
+            self.reraise()  # later signals: the run is already unwinding (kill -9 remains for a stuck clean-up)
 
     def _unraisable(self, unraisable, hook) -> None:
         """``sys.unraisablehook`` in the block: the signal's exception dropped where it was raised is not

@@ -18,8 +18,8 @@ import numpy as np
 from ..tfrecord.crc import CRC_TABLE, FRAME_OVERHEAD, frame_into, load_u64
 from ..tfrecord.examples import put_varint, varint_len
 from ..util.jit import njit
-from ..util.shmring import out_buffer
 from ..util.protowire import varint
+from ..util.shmring import out_buffer
 
 __all__ = ["serialize_fixed", "max_record_bytes"]
 
