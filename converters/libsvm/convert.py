@@ -176,10 +176,11 @@ def _convert(paths: list[str], opts: LibsvmOptions, writer: PrepWriter, pool: Po
     fallback = lines = 0
     if writer.needs_counts:  # balancing: a first pass counts the labels (bad input stops it as it would later)
         _count_labels(writer, run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_bytes,
-                                         raise_on_bad, views=True), raise_on_bad, progress, total)
-    # views: the writer writes or copies a block's records before it asks for the next block
+                                         raise_on_bad), raise_on_bad, progress, total)
+    # a block's records may be views of a worker's ring slot: the writer writes or copies them before it asks
+    # for the next block
     results = run_blocks(paths, opts.parse_options(base), opts.keys, pool, block_bytes, raise_on_bad,
-                         split_packs=writer.prep.balance is not None, views=True)
+                         split_packs=writer.prep.balance is not None)
     try:
         with progress_bar(progress, desc="convert libsvm", total=total) as bar:
             for path, _, res in results:

@@ -238,11 +238,12 @@ def _send_arrays(scratch: str | None, ring: tuple[int | None, int | None], fn, *
     return res
 
 
-def received(res, views: bool = False):
-    """A worker's result with its records, lengths and labels arrays again (``Pool.submit``): copied out of
-    the ring's slot, or (``views``) the slot's bytes, valid until the task that reuses the slot is submitted."""
+def received(res):
+    """A worker's result with its records, lengths and labels arrays again (``Pool.submit``): read-only views
+    of the ring's slot, valid until the task that reuses the slot is submitted, or read from the scratch
+    directory."""
     for name in _ARRAYS:
-        setattr(res, name, from_scratch(ring_take(getattr(res, name), copy=not views)))
+        setattr(res, name, from_scratch(ring_take(getattr(res, name), copy=False)))
     return res
 
 
@@ -291,13 +292,12 @@ def resolve_parallel(paths: list[str], block_bytes: int, pool: Pool) -> int:
     return 1
 
 
-def run_blocks(paths, popts, keys, pool: Pool | None, block_bytes, stop_on_bad, split_packs: bool = False,
-               views: bool = False):
+def run_blocks(paths, popts, keys, pool: Pool | None, block_bytes, stop_on_bad, split_packs: bool = False):
     """Yield (path, first_line, BlockResult) in input order, bad-line numbers counted from the file start.
     A pack's records come with its last file, unless ``split_packs`` (each file with its own records).
-    ``views``: a worker's records, lengths and labels may be read-only views of its ring slot, valid until the
-    result after the next one is asked for (a consumer that writes or copies them before asking on), instead
-    of copies (which cost the main process a copy and fresh pages for every byte of records)."""
+    A worker's records, lengths and labels may be read-only views of its ring slot, valid until the result
+    after the next one is asked for: the consumer writes or copies them before it asks on (copies would cost
+    the main process a copy and fresh pages for every byte of records)."""
     if pool is None:
         for kind, item in _items(paths, block_bytes):
             if kind == "pack":
@@ -316,7 +316,7 @@ def run_blocks(paths, popts, keys, pool: Pool | None, block_bytes, stop_on_bad, 
         return pool.submit(fn, *args, popts, keys, stop_on_bad)
 
     for (path, _, _), res in _worker_results(ordered_map(submit, _tasks(paths, block_bytes), 2 * pool.workers)):
-        res = received(res, views)
+        res = received(res)
         if isinstance(res, PackResult):
             yield from unpack(path, res, split_packs)
             continue

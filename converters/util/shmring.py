@@ -89,9 +89,14 @@ class SlotRing:
             pass
 
 
+def _ring(ring_id: int | None, slot: int | None) -> SlotRing | None:
+    """This process's ring ``ring_id`` when a slot of it is named, else None."""
+    return _RINGS.get(ring_id) if ring_id is not None and slot is not None else None
+
+
 def slot_space(ring_id: int | None, slot: int | None) -> np.ndarray | None:
     """The bytes of slot ``slot`` of ring ``ring_id`` (writable), or None where this process has no such ring."""
-    ring = _RINGS.get(ring_id) if ring_id is not None and slot is not None else None
+    ring = _ring(ring_id, slot)
     if ring is None:
         return None
     return np.frombuffer(ring._mm, np.uint8, count=ring.slot_bytes, offset=slot * ring.slot_bytes)
@@ -110,7 +115,7 @@ def ring_put(ring_id: int | None, slot: int | None, arrays: list) -> list:
     ``ring_id`` and replaced by its ``RingArray``: one built there (``out_buffer``) stays where it is, the
     others are copied after it if they fit; the rest, and all of them where this process has no such ring, as
     they are."""
-    ring = _RINGS.get(ring_id) if ring_id is not None and slot is not None else None
+    ring = _ring(ring_id, slot)
     if ring is None:
         return list(arrays)
     pos, end = slot * ring.slot_bytes, (slot + 1) * ring.slot_bytes
