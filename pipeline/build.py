@@ -14,6 +14,7 @@ import os
 
 from .graph.cardinality import with_cardinality
 from .graph.parse import feature_spec, parse_fn
+from .graph.pyiter import packed_iteration
 from .graph.tail import graph_tail
 from .plan.cachepolicy import MEMORY_CACHE_FRACTION, choose_cache, total_memory
 from .plan.cpushare import process_cpus
@@ -57,7 +58,8 @@ def build_dataset(spec: PipelineSpecBase, resume: dict | None = None):
         if tuned is not spec:
             plan = plan_graph(tuned)
     ds, tail = graph_module(plan.graph).build(plan, resume)
-    return _cpu_share(graph_tail(ds, plan.spec, tail, count=lambda d: with_cardinality(d, plan, resume)))
+    ds = _cpu_share(graph_tail(ds, plan.spec, tail, count=lambda d: with_cardinality(d, plan, resume)))
+    return packed_iteration(ds)
 
 
 def _cpu_share(ds):
