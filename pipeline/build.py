@@ -3,7 +3,8 @@
 :func:`pipeline.plan.graphplan.plan_graph` decides once which graph a spec builds, with its read, cache and
 steps; the graph is looked up in :data:`GRAPH_MODULES` (one module per graph in ``pipeline/graph``, each with
 ``stages(plan)`` and ``build(plan, resume)``), and every graph is finished the same way here: the tail
-(parse, repeat, prefetch: ``pipeline.graph.tail``) and tf.data's threads sized to this process's CPU share.
+(parse, repeat, prefetch: ``pipeline.graph.tail``), tf.data's threads sized to this process's CPU share, and
+its Python iteration packed without ``tf.nest`` (``pipeline.graph.pyiter``).
 ``plan_stages`` lists the stages of the same plan, so ``describe`` explains exactly what ``build_dataset``
 builds. A finite graph reports its batch count (``pipeline.graph.cardinality``), so Keras knows an epoch's steps.
 """

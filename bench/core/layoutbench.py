@@ -10,8 +10,9 @@
   a seeded, shuffled spec on each layout (the resumable order; over rows on the columnar set) against the
   hand-tuned ``TFRecordDataset → shuffle(B) → batch → parse_example`` graph on the Example set.
 - :func:`compare_limit`: how close the reads come to the machine's limit: paired rounds of the bare block read
-  (``TFRecordDataset`` of the columnar set's blocks, nothing decoded) beside tfpipe's default graph of both
-  layouts, unshuffled and seeded shuffled; rows/s and rows per CPU-second.
+  (``TFRecordDataset`` of the columnar set's blocks, nothing decoded; 8 blocks an element, and one block an
+  element) beside tfpipe's default graph of both layouts, unshuffled and seeded shuffled; rows/s and rows per
+  CPU-second.
 - :func:`check_cost`: what checking every block as it is read costs (``pipeline.graph.blockcheck``): paired
   rounds of the columnar decode alone (read, batch of blocks, decode), checked against the bare
   ``parse_example`` + ``decode_raw`` decode without checks; the ratio of rows/s (and rows per CPU-second).
@@ -234,28 +235,30 @@ def compare_shuffled(example: str, columnar: str, batch: int, buffer: int, *, se
     return out
 
 
-LIMIT_READS = ("bare_blocks", "columnar_unshuffled", "columnar_shuffled", "example_unshuffled", "example_shuffled")
+LIMIT_READS = ("bare_blocks", "bare_block", "columnar_unshuffled", "columnar_shuffled", "example_unshuffled", "example_shuffled")
 
 
-def bare_blocks(columnar: str):
+def bare_blocks(columnar: str, per_element: int = 8):
     """The bare block read: ``TFRecordDataset`` of the columnar set's blocks (8 MiB buffer, CRCs checked),
-    nothing decoded, in batches of 8 blocks → ``prefetch``: the floor any columnar reader of the set pays."""
+    nothing decoded, ``per_element`` blocks an element (batched when more than one) → ``prefetch``: the floor
+    any columnar reader of the set pays. With 8 blocks an element Python steps once per 8 blocks; with one, once
+    per block (as often as a read that hands out one batch per block's rows)."""
     import tensorflow as tf
 
     from .variants import _BUFFER, _manifest
 
     spec = _manifest(columnar)
-    return tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER).batch(8).prefetch(
-        tf.data.AUTOTUNE)
+    ds = tf.data.TFRecordDataset(list(spec.files), spec.compression_type, _BUFFER)
+    return (ds.batch(per_element) if per_element > 1 else ds).prefetch(tf.data.AUTOTUNE)
 
 
 def compare_limit(example: str, columnar: str, batch: int, buffer: int, *, seed: int = 1, rounds: int = 5,
                   log=None) -> dict:
     """Paired rounds (the order reversed every other round) of :data:`LIMIT_READS`: the bare block read of the
-    columnar set beside tfpipe's default graph of both layouts, unshuffled and seeded shuffled
-    (``shuffle_buffer=buffer``); per read the median and range of rows/s and of rows per CPU-second (this
-    process's CPU time), each default's rows per CPU-second over the bare read's (per round, then the median),
-    and the load."""
+    columnar set (8 blocks an element, and one) beside tfpipe's default graph of both layouts, unshuffled and
+    seeded shuffled (``shuffle_buffer=buffer``); per read the median and range of rows/s and of rows per
+    CPU-second (this process's CPU time), each read's rows per CPU-second over each bare read's (per round,
+    then the median: ``of_bare_cpu`` over 8 blocks an element, ``of_bare1_cpu`` over one), and the load."""
     from converters.shardset.reader import read_manifest
     from pipeline import PipelineSpec, build_dataset
 
@@ -268,7 +271,8 @@ def compare_limit(example: str, columnar: str, batch: int, buffer: int, *, seed:
         kw = dict(shuffle_buffer=buffer, seed=seed) if shuffled else {}
         return lambda: build_dataset(PipelineSpec.from_manifest(path, batch, **kw))
 
-    make = {"bare_blocks": lambda: bare_blocks(columnar), "columnar_unshuffled": default(columnar, False),
+    make = {"bare_blocks": lambda: bare_blocks(columnar), "bare_block": lambda: bare_blocks(columnar, 1),
+            "columnar_unshuffled": default(columnar, False),
             "columnar_shuffled": default(columnar, True), "example_unshuffled": default(example, False),
             "example_shuffled": default(example, True)}
     say = log or (lambda s: None)
@@ -279,10 +283,11 @@ def compare_limit(example: str, columnar: str, batch: int, buffer: int, *, seed:
         loads.append(os.getloadavg()[0])
         for n in (LIMIT_READS if r % 2 == 0 else LIMIT_READS[::-1]):
             t = throughput(make[n](), warmup=1)
-            scale = per_block if n == "bare_blocks" else 1.0    # the bare read counts blocks
+            scale = per_block if n.startswith("bare_") else 1.0    # the bare reads count blocks
             rates[n].append(t["records_per_s"] * scale)
             cpu[n].append(t["records_per_cpu_s"] * scale)
-        say(f"round {r + 1}: rows per CPU-second: bare block read {cpu['bare_blocks'][-1]:,.0f}, columnar "
+        say(f"round {r + 1}: rows per CPU-second: bare block read {cpu['bare_blocks'][-1]:,.0f} (8 blocks an "
+            f"element), {cpu['bare_block'][-1]:,.0f} (one), columnar "
             f"unshuffled {cpu['columnar_unshuffled'][-1]:,.0f}, shuffled {cpu['columnar_shuffled'][-1]:,.0f} "
             f"(load {loads[-1]:.1f})")
     med = statistics.median
@@ -291,7 +296,8 @@ def compare_limit(example: str, columnar: str, batch: int, buffer: int, *, seed:
         out[n] = {"rows_s": med(rates[n]), "rows_s_min": min(rates[n]), "rows_s_max": max(rates[n]),
                   "rows_per_cpu_s": med(cpu[n]), "rows_per_cpu_s_min": min(cpu[n]),
                   "rows_per_cpu_s_max": max(cpu[n]),
-                  "of_bare_cpu": med([a / b if b else 0.0 for a, b in zip(cpu[n], cpu["bare_blocks"])])}
+                  "of_bare_cpu": med([a / b if b else 0.0 for a, b in zip(cpu[n], cpu["bare_blocks"])]),
+                  "of_bare1_cpu": med([a / b if b else 0.0 for a, b in zip(cpu[n], cpu["bare_block"])])}
     out["shuffled_of_unshuffled_cpu"] = med([a / b if b else 0.0 for a, b in
                                              zip(cpu["columnar_shuffled"], cpu["columnar_unshuffled"])])
     return out

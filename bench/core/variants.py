@@ -227,7 +227,8 @@ HAND_TUNED = ("sequential_batch_parse_prefetch", "parallel_reads_autotune", "int
 def _batch_len(batch) -> int:
     import tensorflow as tf
 
-    return int(tf.nest.flatten(batch)[0].shape[0])
+    first = tf.nest.flatten(batch)[0]
+    return int(first.shape[0]) if first.shape.rank else 1     # a scalar element is one record
 
 
 def throughput(dataset, *, max_batches: int | None = None, warmup: int = 2) -> dict:

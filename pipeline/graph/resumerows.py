@@ -162,13 +162,16 @@ def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0, wi
     markers checked and dropped, the blocks regrouped), each decoded (every block checked) and its rows permuted
     by one stateless permutation (``seed``: the epoch's ``[2]`` seed, window ``w``'s folded in; windows numbered
     in order, a chunk of no blocks, a file's end marker alone, not counted) and one gather per column; the first
-    ``drop`` rows of the first window left out. Rows first, in the spec's output (``columnar.row_output``)."""
+    ``drop`` rows of the first window left out. Rows first, in the spec's output (``columnar.row_output``).
+    glibc's malloc is set to keep freed window memory (``graph.heap.keep_freed_memory``)."""
     import tensorflow as tf
 
     from .blockcheck import block_decoder, is_block
     from .columnar import row_output
+    from .heap import keep_freed_memory
     from ..resume.windoworder import WINDOW_CALLS, window_blocks
 
+    keep_freed_memory()     # each window's memory reused by the next, not handed back and faulted in again
     k = window_blocks(spec.shuffle_buffer, spec.layout.block_rows)
     if tables is not None and not within:    # across files: the markers checked and dropped
         chunks = chunks.unbatch().filter(is_block(spec, tables)).batch(k)

@@ -113,10 +113,13 @@ def test_the_limit_rows_put_the_bare_block_read_beside_both_defaults(tmp_path):
         x = lim[n]
         assert 0 < x["rows_s_min"] <= x["rows_s"] <= x["rows_s_max"], n
         assert 0 < x["rows_per_cpu_s_min"] <= x["rows_per_cpu_s"] <= x["rows_per_cpu_s_max"], n
-    assert lim["bare_blocks"]["of_bare_cpu"] == 1.0 and lim["shuffled_of_unshuffled_cpu"] > 0
+    assert lim["bare_blocks"]["of_bare_cpu"] == 1.0 == lim["bare_block"]["of_bare1_cpu"]
+    assert lim["shuffled_of_unshuffled_cpu"] > 0
+    # one block an element steps Python 8 times as often as 8 blocks an element: fewer rows per CPU-second
+    assert lim["bare_block"]["of_bare_cpu"] < 1.0
     text = "\n".join(limit_lines(lim))
-    for want in ("bare block read", "columnar default, seeded", "Example default, seeded", "rows/CPU-s",
-                 "the bare read per CPU-s", "shuffle_buffer 500"):
+    for want in ("bare block read, 8 an elem.", "bare block read, 1 an elem.", "columnar default, seeded", "Example default, seeded", "rows/CPU-s",
+                 "the bare reads per CPU-s", "8 / of 1 block an element", "shuffle_buffer 500"):
         assert want in text, want
     (tmp_path / "run").mkdir()
     r = run_benchmark(rows=3_000, windows=100, rounds=1, workdir=str(tmp_path / "run"))
