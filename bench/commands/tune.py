@@ -10,7 +10,8 @@ One run, on one shard set and batch size:
    or ``--window-batches``; slow graphs stop after ``--max-seconds``), in an order rotated by one per round.
 
 ``--beside reader`` runs both steps beside another TensorFlow process reading the same set in a loop (a busy
-training host: other ranks, evaluation), ``--beside busy`` beside two busy loops.
+training host: other ranks, evaluation), ``--beside matmul`` beside another TensorFlow process computing
+(512 x 512 matmuls in a loop on all its threads), ``--beside busy`` beside two busy loops.
 
 Each figure is the median over rounds of a ratio taken inside a round. Targets: tuned default
 ≥ 0.97× the best hand-tuned graph and ≥ 12× naive; untuned default ≥ 0.9× the best hand-tuned graph.
@@ -51,8 +52,9 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help="batches timed per graph and round (default: one epoch)")
     p.add_argument("--max-seconds", type=duration_seconds, default=3.0, metavar="SECONDS",
                    help="stop a slow graph's run after this (default 3)")
-    p.add_argument("--beside", choices=("none", "reader", "busy"), default="none",
-                   help="tune and time beside another TensorFlow reader process or two busy loops (default none)")
+    p.add_argument("--beside", choices=("none", "reader", "matmul", "busy"), default="none",
+                   help="tune and time beside another TensorFlow process reading the set or computing matmuls, or "
+                        "two busy loops (default none)")
     p.add_argument("--keep", action="store_true", help="store the tuning result in the real tfpipe cache")
     add_json_out_option(p, "the results")
     return p
@@ -83,7 +85,7 @@ def run_benchmark(data_dir: str, *, batch_size: int = 512, rounds: int = 7, tune
     from converters.shardset.reader import read_manifest
     from pipeline import tune
 
-    from ..core.busyhost import BUSY_LOOP, neighbour_processes, reader_code
+    from ..core.busyhost import neighbour_codes, neighbour_processes
     from ..core.variants import HAND_TUNED
 
     say = log or (lambda s: None)
@@ -91,7 +93,7 @@ def run_benchmark(data_dir: str, *, batch_size: int = 512, rounds: int = 7, tune
     window = window_batches or max(1, epoch_batches(manifest.records, batch_size, False))
     private = None if keep else tempfile.mkdtemp(prefix="tfpipe-bench-tune-cache-")
     saved = os.environ.get("TFPIPE_CACHE")
-    codes = {"none": [], "reader": [reader_code(data_dir, batch_size)], "busy": [BUSY_LOOP, BUSY_LOOP]}[beside]
+    codes = neighbour_codes(beside, data_dir, batch_size)
     try:
         if private:
             os.environ["TFPIPE_CACHE"] = private

@@ -23,7 +23,8 @@ import subprocess
 import sys
 import time
 
-__all__ = ["BUSY_LOOP", "neighbour_processes", "reader_code", "beside_reader", "two_ranks", "rank_graph", "RANK_GRAPHS"]
+__all__ = ["BUSY_LOOP", "MATMUL_LOOP", "neighbour_codes", "neighbour_processes", "reader_code", "beside_reader",
+           "two_ranks", "rank_graph", "RANK_GRAPHS"]
 
 RANK_GRAPHS = ("default", "hand_tuned")
 BARRIER_TIMEOUT_S = 300.0  # both ranks import TensorFlow and build their graphs, then start reading together
@@ -48,6 +49,27 @@ def reader_code(data: str, batch: int) -> str:
 
 BUSY_LOOP = "while True: pass"
 
+# another TensorFlow job that computes (a model's step on the host): 512 x 512 matmuls in a loop, on all of
+# TensorFlow's intra-op threads
+MATMUL_LOOP = ("from converters.cli.quiet import lean_tensorflow_import\n"
+               "lean_tensorflow_import()\n"
+               "import tensorflow as tf\n"
+               "a = tf.random.stateless_normal([512, 512], seed=[1, 2])\n"
+               "x = a\n"
+               "while True:\n"
+               "    x = tf.math.tanh(tf.linalg.matmul(x, a))\n")
+
+
+def neighbour_codes(kind: str, data: str, batch: int) -> list[str]:
+    """The code of the processes beside a measurement: ``none``, ``reader`` (another TensorFlow job reading
+    ``data``), ``matmul`` (another TensorFlow job computing: :data:`MATMUL_LOOP`) or ``busy`` (two busy loops)."""
+    if kind == "reader":
+        return [reader_code(data, batch)]
+    codes = {"none": [], "matmul": [MATMUL_LOOP], "busy": [BUSY_LOOP, BUSY_LOOP]}
+    if kind not in codes:
+        raise ValueError(f"neighbours must be one of {sorted([*codes, 'reader'])}, got {kind!r}")
+    return codes[kind]
+
 
 @contextlib.contextmanager
 def neighbour_processes(codes, settle_s: float = 5.0):
@@ -65,12 +87,11 @@ def neighbour_processes(codes, settle_s: float = 5.0):
 
 
 def beside_reader(data: str, batch: int, *, rounds: int, max_batches: int, neighbours: str = "reader") -> dict:
-    """Paired rounds of default vs each hand-tuned graph while another process reads the set (``neighbours``
-    ``"reader"``) or two busy loops run (``"busy"``)."""
+    """Paired rounds of default vs each hand-tuned graph beside ``neighbours`` (:func:`neighbour_codes`: another
+    process reading the set, ``"reader"``; computing, ``"matmul"``; two busy loops, ``"busy"``)."""
     from .variants import HAND_TUNED, run_speed_suite
 
-    codes = [reader_code(data, batch)] if neighbours == "reader" else [BUSY_LOOP, BUSY_LOOP]
-    with neighbour_processes(codes):
+    with neighbour_processes(neighbour_codes(neighbours, data, batch)):
         ratios, default_rates, best_rates = [], [], []
         for _ in range(rounds):
             rows = {r["variant"]: r for r in run_speed_suite(data, batch, ["vectorized", *HAND_TUNED],

@@ -235,7 +235,8 @@ def compare_shuffled(example: str, columnar: str, batch: int, buffer: int, *, se
     return out
 
 
-LIMIT_READS = ("bare_blocks", "bare_block", "columnar_unshuffled", "columnar_shuffled", "example_unshuffled", "example_shuffled")
+LIMIT_READS = ("bare_blocks", "bare_block", "columnar_unshuffled", "columnar_shuffled", "example_unshuffled",
+               "example_shuffled")
 
 
 def bare_blocks(columnar: str, per_element: int = 8):

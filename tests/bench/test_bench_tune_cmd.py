@@ -46,7 +46,7 @@ def test_table_is_ranked_by_the_paired_ratio_and_says_so():
     assert max(rates, key=lambda n: sorted(rates[n])[1]) == UNTUNED      # the unpaired median would put it first
 
 
-@pytest.mark.parametrize("beside", ["none", "busy"])    # busy: tuned and timed beside two busy loops
+@pytest.mark.parametrize("beside", ["none", "busy", "matmul"])    # tuned and timed beside busy loops, TF matmuls
 def test_smoke(tmp_path, capsys, monkeypatch, beside):
     monkeypatch.setenv("TFPIPE_CACHE", str(tmp_path / "cache"))
     js = tmp_path / "out.json"
