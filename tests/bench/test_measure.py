@@ -271,14 +271,22 @@ def test_idle_pct_matches_construction_py_function_map(ratio):
 
 # The fast pipeline's only input wait is the machine's floor for ``next()`` on a batch that is ready:
 # 0.2-1 ms idle, up to 4-6 ms on a loaded 2-core VM. A 250 ms step keeps even 6 ms at 2.4 %, half the
-# 5 % threshold; the floor would have to average 12.5 ms a step to flip the verdict.
+# 5 % threshold; the floor would have to average 12.5 ms a step to flip the verdict. A neighbour that stalls
+# this process for ~100 ms in one of the 8 steps does that (seen beside the parallel suite), so the fast
+# pipeline gets up to 3 measurements: one stall-free run says "not input-bound"; a pipeline that really
+# waits says otherwise in all three.
 FAST_STEP_MS = 250.0
+FAST_TRIES = 3
 
 
 def test_fast_pipeline_is_not_input_bound_and_slow_one_is_highly():
-    fast_clock, slow_clock = Clock(), Clock()
-    fast = fast_clock.measure(tf.data.Dataset.range(1 << 30).batch(64).prefetch(2),
-                              simulated_step(FAST_STEP_MS, device="host"), steps=8, warmup=2)
+    for _ in range(FAST_TRIES):
+        fast_clock = Clock()
+        fast = fast_clock.measure(tf.data.Dataset.range(1 << 30).batch(64).prefetch(2),
+                                  simulated_step(FAST_STEP_MS, device="host"), steps=8, warmup=2)
+        if fast.verdict == "not input-bound":
+            break
+    slow_clock = Clock()
     slow = slow_clock.measure(generator_producer(60, Produced()), simulated_step(15, device="host"),
                               steps=10, warmup=2)
     fast_clock.assert_agrees(fast)
