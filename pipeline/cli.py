@@ -105,6 +105,10 @@ def register(sub) -> None:
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
     o.set_defaults(func=_offsets)
 
+    k = psub.add_parser("kernel", help="compile (or find) tfpipe's column kernel for this TensorFlow and compiler "
+                                       "and say where it is: the one-pass decode of columnar sets")
+    k.set_defaults(func=_kernel)
+
     from .service.cli import register as register_service  # `tfpipe service ...`: a command of its own
 
     register_service(sub)
@@ -214,3 +218,17 @@ def _offsets(args: argparse.Namespace) -> int:
     else:
         print(format_offsets_report(report))
     return 1 if report.uncached else 0
+
+
+def _kernel(args: argparse.Namespace) -> int:
+    from .graph.cutkernel import DIR_ENV, KERNEL_ENV, build_kernel, kernel_dir
+
+    state = build_kernel()
+    if not state.on:
+        print(f"column kernel: off ({state.why}); columnar sets are read with TensorFlow's ops (the same rows, "
+              f"more CPU)")
+        return 1
+    how = "compiled now" if state.compiled else "found in the cache"
+    print(f"column kernel: on, {how}: {state.path}\n(cache: {kernel_dir()}, set by {DIR_ENV}; {KERNEL_ENV}=0 "
+          f"turns it off)")
+    return 0

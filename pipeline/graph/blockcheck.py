@@ -167,9 +167,24 @@ def decode_blocks_fn(schema, layout):
     return decode
 
 
+def _cut(cut, blocks, offsets, rows, sel, block_rows: int, stored, dtype, shape) -> Any:
+    """One column of a chunk through the column kernel (``cutkernel``): all rows in order (``sel`` None) or the
+    rows ``sel`` names by ordinal, as ``dtype`` in ``shape``."""
+    import tensorflow as tf
+
+    width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    ordered = sel is None
+    values = cut(blocks, offsets, rows, tf.zeros([0], tf.int64) if ordered else sel, block_rows=block_rows,
+                 width=width, ordered=ordered, S=stored, T=dtype)
+    return tf.reshape(values, shape)
+
+
 def _exact_decoder(spec, tables: dict, regrouped: bool):
     import tensorflow as tf
 
+    from .cutkernel import column_cut
+
+    cut = column_cut()
     c = tf.constant
     names, nbt, rowst = c(list(spec.files)), c(tables["blocks"]), c(tables["rows"])
     expect, length = c(tables["expect"]), c(tables["length"])
@@ -210,14 +225,18 @@ def _exact_decoder(spec, tables: dict, regrouped: bool):
 
         use = tf.logical_and(ok, real)                # an end marker decodes to no rows
         with tf.control_dependencies([_fail_unless(ok, message)]):
+            rows = tf.where(use, tf.gather(expect, t), 0)
+            if cut is not None:     # the column kernel: each column cut, widened (and permuted) in one pass
+                sel = None if pick is None else pick(tf.reduce_sum(rows))
+                return {name: _cut(cut, blocks, tf.cast(tf.where(use, tf.gather(at, t), 0), tf.int64), rows, sel,
+                                   br, st, dtype, shape) for name, st, dtype, shape, _, _, at, _, _ in cols}
             # each block's column decoded into a slot of block_rows rows (a short block zero-padded): one
             # copy, no join; the rows kept are the slots' real rows
-            rows = tf.where(use, tf.gather(expect, t), 0)
             if pick is None and not regrouped:    # one file's blocks in order: only the last can be short
                 n, sel = tf.reduce_sum(rows), None
             else:
                 idx = tf.where(tf.reshape(tf.sequence_mask(rows, br), [-1]))[:, 0]
-                sel = idx if pick is None else pick(idx)
+                sel = idx if pick is None else tf.gather(idx, pick(tf.shape(idx, out_type=tf.int64)[0]))
             out = {}
             for name, st, dtype, shape, _, _, at, size, full in cols:
                 data = tf.strings.substr(blocks, tf.where(use, tf.gather(at, t), 0),
@@ -234,12 +253,17 @@ def _checked_columns(spec):
     count in every column, between 1 and ``block_rows``."""
     import tensorflow as tf
 
+    from .cutkernel import column_cut
+
     raw_spec = {f.name: tf.io.FixedLenFeature([], tf.string) for f in spec.schema.features}
     row_bytes = [(f.name, f.width * np.dtype(spec.layout.stored_type(f.name)).itemsize)
                  for f in spec.schema.features]
     per_row = ", ".join(f"{n} {rb}" for n, rb in row_bytes)
     br = spec.layout.block_rows
     inner = decode_blocks_fn(spec.schema, spec.layout)
+    cut = column_cut()
+    kinds = {f.name: (tf.as_dtype(spec.layout.stored_type(f.name)), tf.as_dtype(f.dtype), [-1, *f.shape])
+             for f in spec.schema.features}
 
     def decode(f, b, blocks, pick=None):
         cols = tf.io.parse_example(blocks, raw_spec)
@@ -258,10 +282,14 @@ def _checked_columns(spec):
                                      (b[i], listed, br))
 
         with tf.control_dependencies([_fail_unless(ok, message)]):
+            if cut is not None:     # the column kernel: each parsed column cut, widened (and permuted) at once
+                sel = None if pick is None else pick(tf.reduce_sum(rows))
+                zero = tf.zeros_like(rows)
+                return {n: _cut(cut, cols[n], zero, rows, sel, br, *kinds[n]) for n, _ in row_bytes}
             out = inner(blocks, {n: tf.identity(v) for n, v in cols.items()})
         if pick is None:
             return out
-        sel = pick(tf.range(tf.reduce_sum(rows)))
+        sel = pick(tf.reduce_sum(rows))
         return {n: tf.gather(v, sel) for n, v in out.items()}
 
     return decode
@@ -270,7 +298,9 @@ def _checked_columns(spec):
 def block_decoder(spec, tables: dict | None = None, regrouped: bool = True):
     """``decode(f, b, blocks, pick=None)``: a chunk of tagged blocks to a dict of column tensors (rows first, the
     schema's dtypes), every block checked (see the module docstring); ``pick``: a function from the chunk's
-    row indices (int64, as decoded) to the indices to give, in that order (one gather per column).
+    row count ``n`` (an int64 scalar) to the rows to give, in that order, by their ordinals ``0 .. n-1`` in
+    the chunk (one gather per column). Each column is cut, widened and picked in one pass by the column kernel
+    (``pipeline.graph.cutkernel``) where it is on, else by TensorFlow's ops (the same tensors).
     ``tables``: ``file_tables(spec)`` when the blocks carry file numbers, else None. ``regrouped``: whether a
     chunk may hold blocks of more than one file (a short block, a file's last, then not last in its chunk);
     False for :func:`tag_file`'s chunks as they come, whose rows are then cut as a prefix, not gathered."""

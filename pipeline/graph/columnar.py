@@ -1,6 +1,7 @@
 """The graph of a columnar set (``converters.tfrecord.layout``): read blocks, decode whole batches of blocks
-with ``tf.io.decode_raw`` (one ``parse_example`` of a few bytes features per batch of blocks, then one
-``decode_raw`` per column: no per-row work in Python or tf.data), shuffle rows across blocks
+(every block checked, then each column cut and cast in one pass by the column kernel,
+``pipeline.graph.cutkernel``, or by ``tf.io.decode_raw`` where it is off: no per-row work in Python or
+tf.data), shuffle rows across blocks
 (``pipeline.graph.rowshuffle``), cut to ``batch_size`` with ``rebatch``.
 
 source (files, a streamed remote set, or a Pipe-mode FIFO per epoch) → block-level shard(n, i) → cache →
@@ -20,6 +21,7 @@ from ..spec.options import DEFAULT_BUFFER_BYTES
 from ..spec.pipelinespec import PipelineSpecBase
 from ..spec.stage import Stage
 from .blockcheck import decode_blocks_fn  # noqa: F401 - the bare decode, named here too
+from .cutkernel import KERNEL_FN
 from .rowshuffle import pool_rows, row_generator, shuffle_rows
 
 __all__ = ["decode_blocks_fn", "decode_rows", "blocks_per_decode", "shuffle_step", "columnar_stages",
@@ -111,10 +113,10 @@ def columnar_stages(spec: PipelineSpecBase, read: ReadPlan) -> list[Stage]:
     k = blocks_per_decode(spec, read)
     calls = _calls(spec, read)
     stages.append(Stage("decode", True, {"blocks_per_call": k, "rows_per_call": k * lay.block_rows,
-                                         "fn": "tf.io.decode_raw", "stored": stored,
+                                         "fn": KERNEL_FN, "stored": stored,
                                          "num_parallel_calls": "AUTOTUNE" if calls == AUTOTUNE else calls,
                                          "output": spec.output},
-                        "one parse_example of the blocks' raw columns, then one decode_raw per column, cast to "
+                        "every block checked, then each column cut and cast to "
                         "the schema's dtypes"))
     if spec.shuffle_buffer:
         step = shuffle_step(spec)

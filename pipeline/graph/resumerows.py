@@ -179,12 +179,11 @@ def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0, wi
 
     @tf.autograph.experimental.do_not_convert
     def window(w, chunk):
-        def pick(idx):          # the window's rows permuted, the first drop left out in the first window
-            n = tf.shape(idx, out_type=tf.int64)[0]
+        def pick(n):            # the window's rows permuted, the first drop left out in the first window
             perm = tf.random.experimental.stateless_shuffle(
                 tf.range(n), tf.random.experimental.stateless_fold_in(seed, w), alg="philox")
             start = tf.where(tf.equal(w, first_window), tf.minimum(tf.constant(drop, tf.int64), n), 0)
-            return tf.gather(idx, perm[start:])
+            return perm[start:]
 
         return out(decode(*chunk, pick=pick))
 
@@ -207,6 +206,7 @@ def row_stages(spec, stages: list) -> list:
     from ..spec.stage import Stage
 
     from ..resume.windoworder import WINDOW_CALLS, window_blocks
+    from .cutkernel import KERNEL_FN
 
     lay = spec.layout
     k = blocks_per_decode(spec)
@@ -224,11 +224,11 @@ def row_stages(spec, stages: list) -> list:
                                     "before it are not decoded) and drops that block's rows before it")
             out.append(s)
             out.append(Stage("decode", True, {"blocks_per_call": k, "rows_per_call": k * lay.block_rows,
-                                              "fn": "tf.io.decode_raw",
+                                              "fn": KERNEL_FN,
                                               "stored": ", ".join(f"{n}:{t}" for n, t in lay.stored),
                                               "num_parallel_calls": calls, "deterministic": True,
                                               "output": spec.output},
-                               "every block checked, then one decode_raw per column, cast to the schema's dtypes; "
+                               "every block checked, then each column cut and cast to the schema's dtype in one pass; "
                                + ("the window's rows permuted in the same call" if spec.shuffle_buffer > 0
                                   else "rows in the read order")))
             continue
