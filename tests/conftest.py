@@ -117,8 +117,10 @@ def _botocore_models_once():
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_tfpipe_cache(tmp_path_factory):
-    """Tests never read or write the user's tfpipe cache (fetched shards, stored tuning results)."""
+    """Tests never read or write the user's tfpipe cache (fetched shards, stored tuning results, the column
+    kernel). The kernel is compiled once per run, into a directory every xdist worker of the run shares."""
     os.environ["TFPIPE_CACHE"] = str(tmp_path_factory.mktemp("tfpipe-cache"))
+    os.environ["TFPIPE_KERNEL_DIR"] = str(tmp_path_factory.getbasetemp().parent / "tfpipe-kernels")
 
 
 @pytest.fixture()

@@ -1,14 +1,15 @@
-"""``tfpipe bench layout [SET]``: the Example and the columnar layout of the same rows side by side — records/s
-and records per CPU-second of tfpipe's default graph on the columnar set against the best hand-tuned tf.Example
-graph (and tfpipe's default) on the Example set, in paired rounds with the order alternating, and bytes on
-disk — for fixed-width Criteo-like LibSVM rows and for text windows of 2,049 token ids. With SET (a fixed-width
-set of either layout) its rows are re-laid into the other layout and measured instead of the Criteo rows.
-``--busy N`` runs N busy loops beside the rounds; ``--shuffle`` adds how far a seeded shuffled read moves rows
-in each layout with the same buffer; ``--shuffle-buffer B`` adds the seeded shuffled read (the default graph of
-both layouts, ``seed=1``) against the hand-tuned ``shuffle(B)`` graph on the Example set, in paired rounds. Every
-fixed-width workload also shows the machine's limit: the bare block read (``TFRecordDataset`` of the columnar
-set's blocks, nothing decoded; 8 blocks an element, and one) beside the unshuffled and the seeded shuffled
-default of both layouts (``shuffle_buffer`` B, or 10,000), rows/s and rows per CPU-second."""
+"""``tfpipe bench layout [SET]``: the Example and the columnar layout of the same rows side by side — records/s and
+records per CPU-second of tfpipe's default graph on the columnar set against the best hand-tuned tf.Example graph
+(and tfpipe's default) on the Example set, in paired rounds with the order alternating, and bytes on disk — for
+fixed-width Criteo-like LibSVM rows and for text windows of 2,049 token ids. With SET (a fixed-width set of
+either layout) its rows are re-laid into the other layout and measured instead of the Criteo rows. ``--busy N``
+runs N busy loops beside the rounds, ``--beside matmul`` another TensorFlow process computing; ``--shuffle`` adds
+how far a seeded shuffled read moves rows in each layout with the same buffer; ``--shuffle-buffer B`` adds the
+seeded shuffled read (the default graph of both layouts, ``seed=1``) against the hand-tuned ``shuffle(B)`` graph
+on the Example set, in paired rounds. Every fixed-width workload also shows the machine's limit: the bare block
+read (``TFRecordDataset`` of the columnar set's blocks, nothing decoded; 8 blocks an element, and one) beside the
+unshuffled and the seeded shuffled default of both layouts (``shuffle_buffer`` B, or 10,000), rows/s and rows per
+CPU-second."""
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ DEFAULT_ROWS = 300_000
 DEFAULT_WINDOWS = 20_000
 SHUFFLE_BUFFERS = (1_000, 10_000)
 LIMIT_BUFFER = 10_000       # the seeded shuffled defaults beside the bare block read, without --shuffle-buffer
+BESIDE = ("none", "matmul")    # --beside: the other TensorFlow process beside the rounds (busyhost.neighbour_codes)
 
 
 def add_parser(bench_sub) -> argparse.ArgumentParser:
@@ -52,6 +54,9 @@ def add_parser(bench_sub) -> argparse.ArgumentParser:
                    help=f"rows per block of the columnar LibSVM set (default {DEFAULT_BLOCK_ROWS}, as convert's)")
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N", help="paired rounds (default 5)")
     p.add_argument("--busy", type=nonneg_int, default=0, metavar="N", help="busy loops beside the rounds (default 0)")
+    p.add_argument("--beside", choices=BESIDE, default="none",
+                   help="another TensorFlow process beside the rounds: matmul (512x512 matmuls in a loop on all its "
+                        "threads, a model's step on the host) or none (the default)")
     p.add_argument("--shuffle", action="store_true", help="also measure how far a shuffled read moves rows")
     p.add_argument("--shuffle-buffer", type=nonneg_int, default=0, metavar="B",
                    help="also time the seeded shuffled default of both layouts against the hand-tuned shuffle(B) "
@@ -98,19 +103,23 @@ def run(args) -> int:
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     report = run_benchmark(args.path, rows=args.rows, windows=args.windows, batch_size=args.batch_size,
                            text_batch_size=args.text_batch_size, block_rows=args.block_rows, rounds=args.repeats,
-                           busy=args.busy, shuffle=args.shuffle, shuffle_buffer=args.shuffle_buffer, log=say)
+                           busy=args.busy, beside=args.beside, shuffle=args.shuffle, shuffle_buffer=args.shuffle_buffer, log=say)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 
 
 def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows: int = DEFAULT_WINDOWS,
                   batch_size: int = 1024, text_batch_size: int = 64, block_rows: int = DEFAULT_BLOCK_ROWS, rounds: int = 5,
-                  busy: int = 0, shuffle: bool = False, shuffle_buffer: int = 0, workdir: str | None = None,
-                  log=None) -> dict:
-    """Write the sets, then the paired rounds of each workload (beside ``busy`` busy loops); the report dict."""
+                  busy: int = 0, beside: str = "none", shuffle: bool = False, shuffle_buffer: int = 0,
+                  workdir: str | None = None, log=None) -> dict:
+    """Write the sets, then the paired rounds of each workload (beside ``busy`` busy loops and the ``beside``
+    neighbour: ``busyhost.neighbour_codes``); the report dict."""
     from ..core.layoutbench import (compare_layouts, compare_limit, compare_shuffled, criteo_sets, relay_set,
                                     shuffle_table, text_sets)
-    from ..core.busyhost import BUSY_LOOP, neighbour_processes
+    from ..core.busyhost import BUSY_LOOP, neighbour_codes, neighbour_processes
+
+    if beside not in BESIDE:
+        raise ValueError(f"beside must be one of {BESIDE}, got {beside!r}")
 
     say = log or (lambda s: None)
     tmp = tempfile.mkdtemp(prefix="tfpipe-bench-layout-", dir=workdir)
@@ -126,8 +135,9 @@ def run_benchmark(path: str | None = None, *, rows: int = DEFAULT_ROWS, windows:
         if windows:
             say(f"writing {windows:,} text windows of 2,049 token ids in both layouts ...")
             work["text"] = (text_sets(os.path.join(tmp, "text"), windows), text_batch_size)
-        report = {"benchmark": "layout", "busy_loops": busy, "target_ratio": TARGET_RATIO, "workloads": {}}
-        with neighbour_processes([BUSY_LOOP] * busy):
+        report = {"benchmark": "layout", "busy_loops": busy, "beside": beside, "target_ratio": TARGET_RATIO,
+                  "workloads": {}}
+        with neighbour_processes([BUSY_LOOP] * busy + neighbour_codes(beside, "", batch_size)):
             for name, ((example, columnar), batch) in work.items():
                 say(f"{name}: {rounds} paired rounds, batch {batch}")
                 report["workloads"][name] = compare_layouts(example, columnar, batch, rounds=rounds, log=say)
@@ -179,7 +189,8 @@ def _default_mark(default: str, workload: str):
 
 
 def format_report(r: dict) -> str:
-    lines = [f"Example vs columnar layout of the same rows ({r['busy_loops']} busy loop(s) beside):"]
+    other = "" if r.get("beside", "none") == "none" else f", a TensorFlow {r['beside']} loop"
+    lines = [f"Example vs columnar layout of the same rows ({r['busy_loops']} busy loop(s){other} beside):"]
     for name, w in r["workloads"].items():
         ok = "meets" if w["ratio"] >= r["target_ratio"] else "MISSES"
         mark = _default_mark(w.get("default_layout", EXAMPLE), name)

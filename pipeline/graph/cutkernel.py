@@ -11,7 +11,7 @@ others wait, and the library is written under a temporary name and renamed. Wher
 once per process.
 
 - ``TFPIPE_KERNEL=0``: never use it (TensorFlow's ops only).
-- ``TFPIPE_KERNEL_DIR``: the cache directory (default ``$XDG_CACHE_HOME/tfpipe/kernels``, else
+- ``TFPIPE_KERNEL_DIR``: the cache directory (default ``$TFPIPE_CACHE/kernels``, else
   ``~/.cache/tfpipe/kernels``): point it at a directory baked into an image to compile once at build time
   (``tfpipe pipeline kernel``).
 - ``CXX``: the compiler (default ``c++``, else ``g++``).
@@ -28,8 +28,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KERNEL_FN", "KERNEL_ENV", "DIR_ENV", "SOURCE", "COMPILE_TIMEOUT_S", "KernelState", "kernel_dir", "kernel_state",
-           "column_cut", "build_kernel", "reset"]
+__all__ = ["KERNEL_FN", "KERNEL_ENV", "DIR_ENV", "SOURCE", "COMPILE_TIMEOUT_S", "KernelState", "kernel_dir",
+           "kernel_state", "column_cut", "build_kernel", "reset"]
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +58,13 @@ _LIB: Any = None
 
 
 def kernel_dir() -> str:
-    """The cache directory of compiled kernels."""
+    """The cache directory of compiled kernels: ``$TFPIPE_KERNEL_DIR``, else ``kernels`` in tfpipe's cache
+    (``$TFPIPE_CACHE``, else ``~/.cache/tfpipe``)."""
     own = os.environ.get(DIR_ENV)
     if own:
         return os.path.abspath(own)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tfpipe", "kernels")
+    base = os.environ.get("TFPIPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tfpipe")
+    return os.path.join(base, "kernels")
 
 
 def _compiler() -> str | None:
@@ -157,7 +158,7 @@ def build_kernel() -> KernelState:
                     compiled = True
         _LIB = tf.load_op_library(path)
         return KernelState(path, "loaded", compiled)
-    except (OSError, RuntimeError, subprocess.SubprocessError, tf.errors.OpError) as e:
+    except (ImportError, OSError, RuntimeError, subprocess.SubprocessError, tf.errors.OpError) as e:
         return KernelState(None, f"{type(e).__name__}: {e}" + (f" ({path})" if path else ""))
 
 
@@ -168,7 +169,8 @@ def kernel_state() -> KernelState:
         _STATE = build_kernel()
         if not _STATE.on and not _STATE.why.startswith(KERNEL_ENV):
             log.warning("tfpipe's column kernel is off, columnar reads use TensorFlow's ops (same rows, more "
-                        "CPU): %s; set %s=0 to silence this", _STATE.why, KERNEL_ENV)
+                        "CPU): %s; %s chooses its cache directory, %s=0 silences this", _STATE.why, DIR_ENV,
+                        KERNEL_ENV)
     return _STATE
 
 

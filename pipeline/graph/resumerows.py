@@ -161,7 +161,7 @@ def windows(spec, chunks, tables, seed, first_window: int = 0, drop: int = 0, wi
     read: each chunk a window, a local file's end marker checked in the decode) or across them (local files'
     markers checked and dropped, the blocks regrouped), each decoded (every block checked) and its rows permuted
     by one stateless permutation (``seed``: the epoch's ``[2]`` seed, window ``w``'s folded in; windows numbered
-    in order, a chunk of no blocks, a file's end marker alone, not counted) and one gather per column; the first
+    in order, a chunk of no blocks, a file's end marker alone, not counted), each column cut in that order; the first
     ``drop`` rows of the first window left out. Rows first, in the spec's output (``columnar.row_output``).
     glibc's malloc is set to keep freed window memory (``graph.heap.keep_freed_memory``)."""
     import tensorflow as tf
@@ -243,9 +243,9 @@ def row_stages(spec, stages: list) -> list:
                             + ("each file's blocks in windows of its own, its last window the rest" if within else
                                "counted across files: the files are too small for windows of their own")
                             + "): one stateless permutation per window (a pure function of (seed, epoch, window)) and "
-                            "one gather per column; rows move further than shuffle(B) moves them; memory: up to "
-                            f"{WINDOW_CALLS} windows at a time, each decoded and its permuted copy (about "
-                            f"{2 * WINDOW_CALLS * rows / b:.0f}x shuffle_buffer rows)")
+                            "each column cut in that order in one pass; rows move further than shuffle(B) moves "
+                            f"them; memory: up to {WINDOW_CALLS} windows at a time, each read and its permuted rows "
+                            f"(about {2 * WINDOW_CALLS * rows / b:.0f}x shuffle_buffer rows)")
         if s.name == "batch":
             s = replace(s, settings={**s.settings, "how": "rebatch of decoded rows"},
                         why="any batch size: rebatch cuts the decoded columns, no per-row step")

@@ -3,8 +3,8 @@
 Number an epoch's blocks ``0 ..`` in their read order (the epoch's permuted files, each file's blocks in turn;
 every block holds ``block_rows`` rows but a file's last). A window is ``K`` consecutive blocks
 (:func:`window_blocks`: about ``WINDOW_BUFFERS × shuffle_buffer`` rows); its rows are decoded in one call and
-leave in one stateless permutation (``stateless_shuffle``, seed from (seed, epoch, w)), one gather per column:
-no sort, no per-row or per-batch step. Windows leave in order. Where the files are large enough
+leave in one stateless permutation (``stateless_shuffle``, seed from (seed, epoch, w)), each column cut in that
+order in one pass: no sort, no per-row or per-batch step. Windows leave in order. Where the files are large enough
 (:func:`file_windows`) windows stay within files: each file's blocks in windows of ``K`` from its first, its
 last window the rest (the blocks are decoded as they are read, no regrouping); otherwise window ``w`` is blocks
 ``w·K .. (w+1)·K - 1`` of the epoch, across files.
@@ -13,7 +13,7 @@ A uniform permutation of ``W`` rows moves a row ``W/3`` on average; ``shuffle(B)
 (measured), so windows of ``2.5 B`` rows move rows about 1.15× as far as ``shuffle(B)`` (the rank correlation
 of position and row is lower too); windows within files are used only where their rows move at least
 ``FILE_WINDOWS_MIN`` as far as in full windows (about 1.03× ``shuffle(B)``). Memory: the windows being decoded
-and permuted (at most ``WINDOW_CALLS`` at a time, each ``W`` rows and its permuted copy).
+and permuted (at most ``WINDOW_CALLS`` at a time, each ``W`` rows read and its permuted rows).
 
 Resuming at row ``p`` (:func:`window_entry`, :func:`file_window_entry`, pure): the block holding ``p`` gives its
 window ``w``; reading restarts at the window's first block (the blocks before it are never decoded) and the

@@ -37,6 +37,14 @@ def test_cli_json_with_busy_loops(capsys):
     assert out["benchmark"] == "layout" and out["busy_loops"] == 1 and list(out["workloads"]) == ["libsvm"]
 
 
+def test_cli_beside_a_tensorflow_matmul_loop(capsys):
+    assert main(["bench", "layout", "--rows", "2000", "--windows", "0", "--repeats", "1", "--beside", "matmul"]) == 0
+    assert "(0 busy loop(s), a TensorFlow matmul loop beside)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["bench", "layout", "--beside", "reader"])
+    assert "invalid choice: 'reader'" in capsys.readouterr().err
+
+
 def _rows(path):
     spec = PipelineSpec.from_manifest(path, 4096, output="dict", read="sequential")
     batches = list(build_dataset(spec))
