@@ -103,7 +103,8 @@ def run(args) -> int:
     say = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     report = run_benchmark(args.path, rows=args.rows, windows=args.windows, batch_size=args.batch_size,
                            text_batch_size=args.text_batch_size, block_rows=args.block_rows, rounds=args.repeats,
-                           busy=args.busy, beside=args.beside, shuffle=args.shuffle, shuffle_buffer=args.shuffle_buffer, log=say)
+                           busy=args.busy, beside=args.beside, shuffle=args.shuffle,
+                           shuffle_buffer=args.shuffle_buffer, log=say)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
 
