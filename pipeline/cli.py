@@ -223,7 +223,7 @@ def _offsets(args: argparse.Namespace) -> int:
 def _kernel(args: argparse.Namespace) -> int:
     from .graph.cutkernel import DIR_ENV, KERNEL_ENV, build_kernel, kernel_dir
 
-    state = build_kernel()
+    state = build_kernel(retry=True)
     if not state.on:
         print(f"column kernel: off ({state.why}); columnar sets are read with TensorFlow's ops (the same rows, "
               f"more CPU)")

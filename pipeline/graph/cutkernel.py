@@ -8,7 +8,7 @@ TensorFlow wheel carries) into a cache directory, keyed by the source, TensorFlo
 the compiler, and loaded from there by every later process: a file lock lets one process compile while the
 others wait, and the library is written under a temporary name and renamed. Where it cannot be built or loaded
 (no compiler, a big-endian host, a failed compile) the read uses TensorFlow's own ops and a warning says why,
-once per process.
+once per process; a failed compile is not tried again by later processes (``tfpipe pipeline kernel`` tries).
 
 - ``TFPIPE_KERNEL=0``: never use it (TensorFlow's ops only).
 - ``TFPIPE_KERNEL_DIR``: the cache directory (default ``$TFPIPE_CACHE/kernels``, else
@@ -38,7 +38,7 @@ KERNEL_ENV = "TFPIPE_KERNEL"
 KERNEL_FN = "tfpipe column kernel (tf.io.decode_raw + cast where it is off)"
 DIR_ENV = "TFPIPE_KERNEL_DIR"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "column_cut.cc")
-COMPILE_TIMEOUT_S = 600
+COMPILE_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -133,8 +133,10 @@ def _compile(cxx: str, out: str) -> None:
             os.remove(tmp)
 
 
-def build_kernel() -> KernelState:
-    """Find or compile the kernel library and load it (no warning: the state says why not)."""
+def build_kernel(retry: bool = False) -> KernelState:
+    """Find or compile the kernel library and load it (no warning: the state says why not). A compile that failed
+    is remembered beside the library's name (``.failed``, its reason) and not tried again by later processes,
+    unless ``retry`` (``tfpipe pipeline kernel``)."""
     import tensorflow as tf
 
     global _LIB
@@ -148,14 +150,26 @@ def build_kernel() -> KernelState:
         if cxx is None:
             raise RuntimeError("no C++ compiler (c++, g++ or $CXX) on PATH")
         path = _library_path(cxx)
+        failed = path + ".failed"
         compiled = False
         if not os.path.isfile(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with _locked(path):
+                if os.path.isfile(failed) and not retry:
+                    with open(failed) as f:
+                        raise RuntimeError(f"{f.read().strip()} (an earlier compile; `tfpipe pipeline kernel` "
+                                           "tries again)")
                 if not os.path.isfile(path):
                     log.info("compiling tfpipe's column kernel (once per TensorFlow and compiler) to %s", path)
-                    _compile(cxx, path)
+                    try:
+                        _compile(cxx, path)
+                    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+                        with contextlib.suppress(OSError), open(failed, "w") as f:
+                            f.write(f"{type(e).__name__}: {e}\n")
+                        raise
                     compiled = True
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(failed)
         _LIB = tf.load_op_library(path)
         return KernelState(path, "loaded", compiled)
     except (ImportError, OSError, RuntimeError, subprocess.SubprocessError, tf.errors.OpError) as e:

@@ -34,7 +34,7 @@ def kernel(monkeypatch):
     cutkernel.reset()
 
 
-def _blocks(stored: str, width: int, rows: list[int], block_rows: int, rng):
+def _blocks(stored: str, width: int, rows: list[int], rng):
     """Blocks of random values of ``stored`` at a random offset after some junk bytes; the values in order."""
     blocks, offsets, values = [], [], []
     info = np.iinfo(stored) if stored != "float32" else None
@@ -63,7 +63,7 @@ def test_the_op_cuts_widens_and_picks_as_numpy_does(kernel, stored, out, width):
     cut = cutkernel.column_cut()
     rng = np.random.default_rng(width)
     rows = [8, 0, 3, 8, 8, 1]                     # an empty block, short blocks in the middle
-    blocks, offsets, values = _blocks(stored, width, rows, 8, rng)
+    blocks, offsets, values = _blocks(stored, width, rows, rng)
     want = values.astype(out)
     args = (tf.constant(blocks), tf.constant(offsets, tf.int64), tf.constant(rows, tf.int64))
     tt = tf.as_dtype(out)
@@ -234,6 +234,12 @@ def test_without_a_compiler_the_read_falls_back_with_one_warning(cset, tmp_path,
     warned = [r.getMessage() for r in caplog.records if "column kernel is off" in r.getMessage()]
     assert len(warned) == 1 and "false exited 1" in warned[0] and "TFPIPE_KERNEL=0" in warned[0]
     assert not list((tmp_path / "k").glob("*.so"))      # nothing half-written left in the cache
+    # the failure is remembered: later processes do not compile again, `tfpipe pipeline kernel` does
+    assert len(list((tmp_path / "k").glob("*.so.failed"))) == 1
+    later = cutkernel.build_kernel()
+    assert not later.on and "an earlier compile" in later.why and "false exited 1" in later.why
+    again = cutkernel.build_kernel(retry=True)
+    assert not again.on and "an earlier compile" not in again.why and "false exited 1" in again.why
 
 
 def test_turned_off_it_is_never_built_and_says_so(tmp_path, monkeypatch, caplog):
