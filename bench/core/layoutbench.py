@@ -15,12 +15,14 @@
   CPU-second.
 - :func:`check_cost`: what checking every block as it is read costs (``pipeline.graph.blockcheck``): paired
   rounds of the columnar decode alone (read, batch of blocks, decode), checked against the bare
-  ``parse_example`` + ``decode_raw`` decode without checks; the ratio of rows/s (and rows per CPU-second).
+  ``parse_example`` + ``decode_raw`` decode without checks, both with TensorFlow's ops (the column kernel off);
+  the ratio of rows/s (and rows per CPU-second).
 - :func:`shuffle_table`: how far a seeded shuffled read moves rows in each layout with the same buffer
   (``bench.core.shufflemix``: mean displacement, rank correlation).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 
@@ -106,9 +108,28 @@ def _round(example: str, columnar: str, batch: int, first_columnar: bool, max_ba
     return out
 
 
+@contextlib.contextmanager
+def _tensorflow_decode():
+    """Decoders built inside decode with TensorFlow's ops (the column kernel off), as the bare decode does."""
+    from pipeline.graph import cutkernel
+
+    old = os.environ.get(cutkernel.KERNEL_ENV)
+    os.environ[cutkernel.KERNEL_ENV] = "0"
+    cutkernel.reset()
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(cutkernel.KERNEL_ENV, None)
+        else:
+            os.environ[cutkernel.KERNEL_ENV] = old
+        cutkernel.reset()
+
+
 def _decode_pass(columnar: str, checked: bool) -> dict:
     """One timed pass of the columnar set's decode alone: tagged blocks through the checked decode, or the bare
-    decode (no checks) of the same batches of blocks."""
+    decode (no checks) of the same batches of blocks; both with TensorFlow's ops (``parse_example`` or ``substr``,
+    ``decode_raw``, ``cast``), so that the difference is the checks alone."""
     import tensorflow as tf
 
     from pipeline import PipelineSpec
@@ -124,7 +145,9 @@ def _decode_pass(columnar: str, checked: bool) -> dict:
         tables, paths = file_tables(spec), tf.constant(list(spec.files))
         blocks = tf.data.Dataset.range(len(spec.files)).flat_map(
             lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f)), k))
-        ds = blocks.map(block_decoder(spec, tables), num_parallel_calls=calls)
+        with _tensorflow_decode():
+            decode = block_decoder(spec, tables)
+        ds = blocks.map(decode, num_parallel_calls=calls)
     else:
         ds = tf.data.TFRecordDataset(list(spec.files)).batch(k).map(decode_blocks_fn(spec.schema, spec.layout),
                                                                     num_parallel_calls=calls)
