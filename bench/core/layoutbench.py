@@ -22,7 +22,6 @@
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
 
@@ -108,24 +107,6 @@ def _round(example: str, columnar: str, batch: int, first_columnar: bool, max_ba
     return out
 
 
-@contextlib.contextmanager
-def _tensorflow_decode():
-    """Decoders built inside decode with TensorFlow's ops (the column kernel off), as the bare decode does."""
-    from pipeline.graph import cutkernel
-
-    old = os.environ.get(cutkernel.KERNEL_ENV)
-    os.environ[cutkernel.KERNEL_ENV] = "0"
-    cutkernel.reset()
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(cutkernel.KERNEL_ENV, None)
-        else:
-            os.environ[cutkernel.KERNEL_ENV] = old
-        cutkernel.reset()
-
-
 def _decode_pass(columnar: str, checked: bool) -> dict:
     """One timed pass of the columnar set's decode alone: tagged blocks through the checked decode, or the bare
     decode (no checks) of the same batches of blocks; both with TensorFlow's ops (``parse_example`` or ``substr``,
@@ -145,9 +126,7 @@ def _decode_pass(columnar: str, checked: bool) -> dict:
         tables, paths = file_tables(spec), tf.constant(list(spec.files))
         blocks = tf.data.Dataset.range(len(spec.files)).flat_map(
             lambda f: tag_file(spec, tables, f, tf.data.TFRecordDataset(tf.gather(paths, f)), k))
-        with _tensorflow_decode():
-            decode = block_decoder(spec, tables)
-        ds = blocks.map(decode, num_parallel_calls=calls)
+        ds = blocks.map(block_decoder(spec, tables, kernel=False), num_parallel_calls=calls)
     else:
         ds = tf.data.TFRecordDataset(list(spec.files)).batch(k).map(decode_blocks_fn(spec.schema, spec.layout),
                                                                     num_parallel_calls=calls)

@@ -179,12 +179,9 @@ def _cut(cut, blocks, offsets, rows, sel, block_rows: int, stored, dtype, shape)
     return tf.reshape(values, shape)
 
 
-def _exact_decoder(spec, tables: dict, regrouped: bool):
+def _exact_decoder(spec, tables: dict, regrouped: bool, cut):
     import tensorflow as tf
 
-    from .cutkernel import column_cut
-
-    cut = column_cut()
     c = tf.constant
     names, nbt, rowst = c(list(spec.files)), c(tables["blocks"]), c(tables["rows"])
     expect, length = c(tables["expect"]), c(tables["length"])
@@ -248,12 +245,10 @@ def _exact_decoder(spec, tables: dict, regrouped: bool):
     return decode
 
 
-def _checked_columns(spec):
+def _checked_columns(spec, cut):
     """The decode of a read without file identity: ``decode_blocks_fn`` and, per block, whole rows of one row
     count in every column, between 1 and ``block_rows``."""
     import tensorflow as tf
-
-    from .cutkernel import column_cut
 
     raw_spec = {f.name: tf.io.FixedLenFeature([], tf.string) for f in spec.schema.features}
     row_bytes = [(f.name, f.width * np.dtype(spec.layout.stored_type(f.name)).itemsize)
@@ -261,7 +256,6 @@ def _checked_columns(spec):
     per_row = ", ".join(f"{n} {rb}" for n, rb in row_bytes)
     br = spec.layout.block_rows
     inner = decode_blocks_fn(spec.schema, spec.layout)
-    cut = column_cut()
     kinds = {f.name: (tf.as_dtype(spec.layout.stored_type(f.name)), tf.as_dtype(f.dtype), [-1, *f.shape])
              for f in spec.schema.features}
 
@@ -295,13 +289,16 @@ def _checked_columns(spec):
     return decode
 
 
-def block_decoder(spec, tables: dict | None = None, regrouped: bool = True):
+def block_decoder(spec, tables: dict | None = None, regrouped: bool = True, kernel: bool = True):
     """``decode(f, b, blocks, pick=None)``: a chunk of tagged blocks to a dict of column tensors (rows first, the
     schema's dtypes), every block checked (see the module docstring); ``pick``: a function from the chunk's
     row count ``n`` (an int64 scalar) to the rows to give, in that order, by their ordinals ``0 .. n-1`` in
     the chunk (one gather per column). Each column is cut, widened and picked in one pass by the column kernel
-    (``pipeline.graph.cutkernel``) where it is on, else by TensorFlow's ops (the same tensors).
+    (``pipeline.graph.cutkernel``) where it is on and ``kernel``, else by TensorFlow's ops (the same tensors).
     ``tables``: ``file_tables(spec)`` when the blocks carry file numbers, else None. ``regrouped``: whether a
     chunk may hold blocks of more than one file (a short block, a file's last, then not last in its chunk);
     False for :func:`tag_file`'s chunks as they come, whose rows are then cut as a prefix, not gathered."""
-    return _exact_decoder(spec, tables, regrouped) if tables is not None else _checked_columns(spec)
+    from .cutkernel import column_cut
+
+    cut = column_cut() if kernel else None
+    return _exact_decoder(spec, tables, regrouped, cut) if tables is not None else _checked_columns(spec, cut)
