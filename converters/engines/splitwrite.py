@@ -2,13 +2,15 @@
 write (a 750 MB input makes one 1 GiB shard and a small one), the shard's rows are cut into parts of about equal
 bytes (``cut_parts``, pure, from each row's framed length), each part's framed records are written at its byte
 offset of one file (``write_part``), and the file is then checked, hashed, fsynced and named as a shard written
-whole is (``join_parts``). The bytes are those one process writes: a record's framing does not depend on the
-rows written beside it.
+whole is (``join_parts``). The first part is hashed as it is written, by the process that runs the join, so the
+join reads only the other parts' bytes. The bytes are those one process writes: a record's framing does not
+depend on the rows written beside it.
 
 Only an uncompressed shard on local storage is cut (a gzip stream, or an upload, is one process's work), and
 only a shard of at least ``SPLIT_MIN_BYTES`` (below that a process's fixed cost outweighs the half it saves)."""
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from dataclasses import dataclass
@@ -16,15 +18,21 @@ from typing import Iterable
 
 import numpy as np
 
+from ..shardset.shardfile import WRITEBACK_BYTES
 from ..util.checks import as_int
 from ..util.digest import open_file_digest
 from ..util.errors import TfpipeError
+from ..util.fs import start_writeback
 from .area import RunArea
 from .core import ShardResult, ShardSpec
 
 __all__ = ["SPLIT_MIN_BYTES", "ShardPart", "cut_parts", "can_split", "open_parts", "write_part", "join_parts"]
 
 SPLIT_MIN_BYTES = 64 << 20  # a smaller shard is written by one process
+PIECE_BYTES = 256 << 10  # the first part is hashed and written this much at a time
+
+# The running hash of each first part this process wrote, by the shard file's path, until its join.
+_HEADS: dict[str, tuple[int, "hashlib._Hash"]] = {}
 
 
 @dataclass(frozen=True)
@@ -77,16 +85,23 @@ def open_parts(area: RunArea, output, spec: ShardSpec, cuts: list[tuple[int, int
 
 def write_part(part: ShardPart, records: Iterable[tuple[np.ndarray, int]]) -> int:
     """Write ``(framed bytes, count)`` batches at the part's offset; the part's bytes and records are checked
-    against its plan. Returns the records written."""
+    against its plan. Returns the records written. The first part is also hashed as it is written (a piece at
+    a time, while the piece is in the CPU's cache); the hash is kept in this process for ``join_parts``."""
     fd = os.open(part.path, os.O_WRONLY)
-    at, count = part.offset, 0
+    head = hashlib.sha256() if part.offset == 0 else None
+    at = handed = part.offset
+    count = 0
     try:
         for framed, n in records:
             view = memoryview(np.ascontiguousarray(framed)).cast("B")
-            while view:
-                done = os.pwrite(fd, view, at)
-                view, at = view[done:], at + done
+            for piece in _pieces(view, head):
+                while piece:
+                    done = os.pwrite(fd, piece, at)
+                    piece, at = piece[done:], at + done
             count += n
+            if at - handed >= WRITEBACK_BYTES:  # to the disk as it goes, as a shard written whole is
+                start_writeback(fd, handed, at - handed)
+                handed = at
         os.fsync(fd)  # here, beside the other parts: the join's fsync has little left to do
     finally:
         os.close(fd)
@@ -94,19 +109,37 @@ def write_part(part: ShardPart, records: Iterable[tuple[np.ndarray, int]]) -> in
         raise TfpipeError(f"shard {part.spec.index}: a part of {part.spec.records} records and {part.nbytes} bytes "
                           f"came out as {count} records and {at - part.offset} bytes (did an input change during "
                           "the run?)")
+    if head is not None:
+        _HEADS[part.path] = (part.nbytes, head)
     return count
+
+
+def _pieces(view: memoryview, sha) -> Iterable[memoryview]:
+    """``view`` whole, or, when ``sha`` hashes it, a ``PIECE_BYTES`` piece at a time, each hashed first."""
+    if sha is None:
+        yield view
+        return
+    for at in range(0, view.nbytes, PIECE_BYTES):
+        piece = view[at:at + PIECE_BYTES]
+        sha.update(piece)
+        yield piece
 
 
 def join_parts(area: RunArea, parts: list[ShardPart]) -> ShardResult:
     """The shard the ``parts`` wrote (all of one shard, in order): its size checked, hashed, fsynced, then
-    renamed to the shard's temporary name, as ``core.ShardFile`` leaves a shard written whole."""
+    renamed to the shard's temporary name, as ``core.ShardFile`` leaves a shard written whole. Where this
+    process wrote the first part, its hash is continued over the rest (the local pool runs a join here and gives
+    this process the first parts: ``steps.write_step``); else the whole file is hashed."""
     first = parts[0]
     nbytes = sum(p.nbytes for p in parts)
+    kept, head = _HEADS.pop(first.path, (0, None))
+    if head is None or kept != first.nbytes:
+        kept, head = 0, None
     with open(first.path, "rb+") as f:
         size = os.fstat(f.fileno()).st_size
         if size != nbytes:
             raise TfpipeError(f"shard {first.spec.index}: its parts wrote {size} bytes where the plan has {nbytes}")
-        _, sha256 = open_file_digest(f)
+        _, sha256 = open_file_digest(f, head, kept)
         os.fsync(f.fileno())
     os.replace(first.path, area.output().local_path(first.tmp_name))
     return ShardResult(first.spec.index, first.tmp_name, sum(p.spec.records for p in parts), nbytes, sha256)

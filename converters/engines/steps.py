@@ -168,10 +168,13 @@ def write_step(job, pmap: PMap, shards: Sequence, *, after_writes: Callable[[], 
     for s, parts in zip(shards, splits):
         if parts:
             log.debug("shard %d: written in %d parts at once", s.index, len(parts))
-    parts = [(job.write_part, p) for ps in splits for p in ps]
     whole = [(job.pass2, s) for s, ps in zip(shards, splits) if not ps]
-    written = iter(pmap(_run_task, parts + whole)[len(parts):])  # (a part's result is only its count)
-    with _beside(after_writes if parts else None):
+    rest = [(job.write_part, p) for ps in splits for p in ps[1:]]
+    firsts = [(job.write_part, ps[0]) for ps in reversed(splits) if ps]
+    # A LocalPool's own process takes its items from the end: the first parts, whose running hashes the joins
+    # it runs continue (a part's result is only its count)
+    written = iter(pmap(_run_task, whole + rest + firsts)[:len(whole)])
+    with _beside(after_writes if firsts else None):
         joined = iter(pmap(job.join_shard, [ps for ps in splits if ps]))
     return [next(joined) if ps else next(written) for ps in splits]
 

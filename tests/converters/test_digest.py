@@ -27,6 +27,21 @@ def test_an_open_file_is_hashed_in_pieces(tmp_path, monkeypatch, size):
         assert open_file_digest(f) == (size, hashlib.sha256(data).hexdigest())
 
 
+@pytest.mark.parametrize("size, start", [(200, 0), (200, 64), (200, 100), (200, 200), (1, 1)])
+def test_a_hash_of_the_first_bytes_is_continued(tmp_path, monkeypatch, size, start):
+    """Given a sha256 of the file's first ``start`` bytes, only the rest is read: the digest is the whole
+    file's (and the first bytes are not read again: a hash of other bytes there shows in the result)."""
+    from converters.util import digest
+
+    monkeypatch.setattr(digest, "_CHUNK", 64)
+    data = bytes((5 * i + 1) % 256 for i in range(size))
+    (tmp_path / "f").write_bytes(data)
+    with open(tmp_path / "f", "rb") as f:
+        assert open_file_digest(f, hashlib.sha256(data[:start]), start) == (size, hashlib.sha256(data).hexdigest())
+        other = b"y" * start
+        assert open_file_digest(f, hashlib.sha256(other), start)[1] == hashlib.sha256(other + data[start:]).hexdigest()
+
+
 def test_a_pipe_is_read_to_its_end(monkeypatch):
     """A file that cannot be mapped and has no start to go back to (a pipe) is read as it comes."""
     import os

@@ -69,6 +69,32 @@ def test_parts_written_in_any_order_join_to_the_shard(area, tmp_path):
     assert (tmp_path / "out" / result.tmp_name).read_bytes() == data
 
 
+def test_the_join_continues_the_first_parts_hash(area, tmp_path):
+    """The process that wrote the first part hashed it as it went; its join hashes only the rest (bytes changed
+    under the first part after it was written do not show), and a join elsewhere hashes the whole file."""
+    import os
+
+    from converters.engines import splitwrite
+
+    data = bytes(range(256)) * 2100  # parts larger than a hashing piece
+    cut = 300_000
+    for kept in (True, False):
+        parts = open_parts(area, ShardOutputOptions(), ShardSpec(kept, 2),
+                           [(0, 1, 0, cut), (1, 1, cut, len(data) - cut)])
+        write_part(parts[0], [_framed(data[:cut], 1)])
+        write_part(parts[1], [_framed(data[cut:], 1)])
+        with open(parts[0].path, "r+b") as f:
+            f.write(b"z" * 10)
+        if not kept:
+            splitwrite._HEADS.clear()  # as in another process
+        result = join_parts(area, parts)
+        assert parts[0].path not in splitwrite._HEADS
+        on_disk = b"z" * 10 + data[10:]
+        assert (tmp_path / "out" / result.tmp_name).read_bytes() == on_disk
+        assert result.sha256 == hashlib.sha256(data if kept else on_disk).hexdigest()
+        os.unlink(tmp_path / "out" / result.tmp_name)
+
+
 @pytest.mark.parametrize("records, nbytes", [(3, 100), (4, 99)], ids=["records", "bytes"])
 def test_a_part_that_is_not_its_plan_fails(area, records, nbytes):
     (part,) = open_parts(area, ShardOutputOptions(), ShardSpec(0, records), [(0, records, 0, nbytes)])

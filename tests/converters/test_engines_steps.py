@@ -137,7 +137,10 @@ class _MarkingSplitJob:
     marks: str
 
     def _mark(self, name: str) -> None:
-        open(f"{self.marks}/{name}", "w").close()
+        import os
+
+        with open(f"{self.marks}/{name}", "w") as f:
+            f.write(str(os.getpid()))
 
     def pass2(self, spec):
         self._mark(f"whole-{spec.index}")
@@ -174,6 +177,21 @@ def test_after_writes_runs_beside_the_join_once_every_record_is_written(tmp_path
         results = steps.write_step(job, pool.map, _specs(0, 1), after_writes=after_writes)
     assert results == ["joined 2 parts", "whole 1"]
     assert len(seen) == 1 and {"part-0-0", "part-0-1", "whole-1"} <= set(seen[0])
+
+
+def test_this_process_writes_the_first_parts_it_joins(tmp_path):
+    """On a local pool, this process takes the first part of each split shard (the join it runs continues that
+    part's hash); the workers take the whole shards and the other parts first."""
+    import os
+
+    from converters.engines.localpool import LocalPool
+
+    job = _MarkingSplitJob(str(tmp_path))
+    job._mark("after")
+    with LocalPool(2) as pool:
+        assert steps.write_step(job, pool.map, _specs(0, 1)) == ["joined 2 parts", "whole 1"]
+    assert (tmp_path / "part-0-0").read_text() == str(os.getpid())
+    assert (tmp_path / "whole-1").read_text() != str(os.getpid())
 
 
 def test_after_writes_is_not_called_where_nothing_is_joined(tmp_path):
