@@ -79,7 +79,7 @@ def test_the_join_continues_the_first_parts_hash(area, tmp_path):
     data = bytes(range(256)) * 2100  # parts larger than a hashing piece
     cut = 300_000
     for kept in (True, False):
-        parts = open_parts(area, ShardOutputOptions(), ShardSpec(kept, 2),
+        parts = open_parts(area, ShardOutputOptions(), ShardSpec(0 if kept else 1, 2),
                            [(0, 1, 0, cut), (1, 1, cut, len(data) - cut)])
         write_part(parts[0], [_framed(data[:cut], 1)])
         write_part(parts[1], [_framed(data[cut:], 1)])
