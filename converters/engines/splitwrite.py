@@ -10,7 +10,6 @@ Only an uncompressed shard on local storage is cut (a gzip stream, or an upload,
 only a shard of at least ``SPLIT_MIN_BYTES`` (below that a process's fixed cost outweighs the half it saves)."""
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid
 from dataclasses import dataclass
@@ -22,17 +21,16 @@ from ..shardset.shardfile import WRITEBACK_BYTES
 from ..util.checks import as_int
 from ..util.digest import open_file_digest
 from ..util.errors import TfpipeError
-from ..util.fs import start_writeback
+from ..util.fs import HashingWriter, start_writeback
 from .area import RunArea
 from .core import ShardResult, ShardSpec
 
 __all__ = ["SPLIT_MIN_BYTES", "ShardPart", "cut_parts", "can_split", "open_parts", "write_part", "join_parts"]
 
 SPLIT_MIN_BYTES = 64 << 20  # a smaller shard is written by one process
-PIECE_BYTES = 256 << 10  # the first part is hashed and written this much at a time
 
 # The running hash of each first part this process wrote, by the shard file's path, until its join.
-_HEADS: dict[str, tuple[int, "hashlib._Hash"]] = {}
+_HEADS: dict[str, tuple[int, object]] = {}
 
 
 @dataclass(frozen=True)
@@ -85,44 +83,30 @@ def open_parts(area: RunArea, output, spec: ShardSpec, cuts: list[tuple[int, int
 
 def write_part(part: ShardPart, records: Iterable[tuple[np.ndarray, int]]) -> int:
     """Write ``(framed bytes, count)`` batches at the part's offset; the part's bytes and records are checked
-    against its plan. Returns the records written. The first part is also hashed as it is written (a piece at
-    a time, while the piece is in the CPU's cache); the hash is kept in this process for ``join_parts``."""
-    fd = os.open(part.path, os.O_WRONLY)
-    head = hashlib.sha256() if part.offset == 0 else None
-    at = handed = part.offset
+    against its plan. Returns the records written. The first part is also hashed as it is written
+    (``util.fs.HashingWriter``: a piece at a time, while the piece is in the CPU's cache); the hash is kept in
+    this process for ``join_parts``."""
     count = 0
-    try:
+    with open(part.path, "r+b") as f:
+        f.seek(part.offset)
+        out = HashingWriter(f) if part.offset == 0 else f
+        handed = part.offset
         for framed, n in records:
-            view = memoryview(np.ascontiguousarray(framed)).cast("B")
-            for piece in _pieces(view, head):
-                while piece:
-                    done = os.pwrite(fd, piece, at)
-                    piece, at = piece[done:], at + done
+            out.write(memoryview(np.ascontiguousarray(framed)).cast("B"))
             count += n
-            if at - handed >= WRITEBACK_BYTES:  # to the disk as it goes, as a shard written whole is
-                start_writeback(fd, handed, at - handed)
-                handed = at
-        os.fsync(fd)  # here, beside the other parts: the join's fsync has little left to do
-    finally:
-        os.close(fd)
-    if at - part.offset != part.nbytes or count != part.spec.records:
+            if f.tell() - handed >= WRITEBACK_BYTES:  # to the disk as it goes, as a shard written whole is
+                f.flush()
+                start_writeback(f.fileno(), handed, f.tell() - handed)
+                handed = f.tell()
+        f.flush()
+        os.fsync(f.fileno())  # here, beside the other parts: the join's fsync has little left to do
+        written = f.tell() - part.offset
+    if written != part.nbytes or count != part.spec.records:
         raise TfpipeError(f"shard {part.spec.index}: a part of {part.spec.records} records and {part.nbytes} bytes "
-                          f"came out as {count} records and {at - part.offset} bytes (did an input change during "
-                          "the run?)")
-    if head is not None:
-        _HEADS[part.path] = (part.nbytes, head)
+                          f"came out as {count} records and {written} bytes (did an input change during the run?)")
+    if isinstance(out, HashingWriter):
+        _HEADS[part.path] = (part.nbytes, out.sha)
     return count
-
-
-def _pieces(view: memoryview, sha) -> Iterable[memoryview]:
-    """``view`` whole, or, when ``sha`` hashes it, a ``PIECE_BYTES`` piece at a time, each hashed first."""
-    if sha is None:
-        yield view
-        return
-    for at in range(0, view.nbytes, PIECE_BYTES):
-        piece = view[at:at + PIECE_BYTES]
-        sha.update(piece)
-        yield piece
 
 
 def join_parts(area: RunArea, parts: list[ShardPart]) -> ShardResult:
